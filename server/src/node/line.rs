@@ -1,0 +1,252 @@
+//! Parsing one node line of any stream into typed events.
+//!
+//! `NodeParser` owns the interner, so one parser per ingest thread. A line that does not parse is refused whole
+//! with an error naming the stream and the JSON position; the caller decides what a lost line means (a gap).
+
+use std::fmt;
+use std::ops::Deref;
+
+use serde_json::value::RawValue;
+
+use super::event::{Diff, DiffKind, Fill, OrderFlavor, OrderInfo, OrderStatus};
+use super::intern::Interner;
+use super::time::UnixNanos;
+use super::wire::{DiffWire, Envelope, FillWire, OrderWire, RawBookDiff, StatusWire};
+
+/// The three node streams, in the order the node writes a block's lines (fills first).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Stream {
+    Fills,
+    Diffs,
+    Statuses,
+}
+
+/// How the node batches its output: `--batch-by-block` or `--stream-with-block-info`.
+#[derive(
+    Copy, Clone, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Deserialize, serde::Serialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    ByBlock,
+    Streaming,
+}
+
+impl Stream {
+    pub const ALL: [Stream; 3] = [Stream::Fills, Stream::Diffs, Stream::Statuses];
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Stream::Fills => "fills",
+            Stream::Diffs => "raw_book_diffs",
+            Stream::Statuses => "order_statuses",
+        }
+    }
+
+    /// The stream's folder under the node data dir.
+    pub fn dir(self, mode: Mode) -> String {
+        let suffix = match mode {
+            Mode::ByBlock => "by_block",
+            Mode::Streaming => "streaming",
+        };
+        format!("node_{}_{suffix}", self.name())
+    }
+}
+
+impl fmt::Display for Stream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The envelope fields every line carries.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct LineMeta {
+    pub height: u64,
+    pub block_time: UnixNanos,
+    /// When the node wrote the line.
+    pub local_time: UnixNanos,
+}
+
+/// A parsed line's events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Events {
+    Diffs(Vec<Diff>),
+    /// Book-relevant statuses, plus how many rejections were skipped.
+    Statuses {
+        kept: Vec<OrderStatus>,
+        rejected: u32,
+    },
+    Fills(Vec<Fill>),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Line {
+    pub meta: LineMeta,
+    pub events: Events,
+}
+
+/// A line that could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed {stream} line: {message}")]
+pub struct LineError {
+    pub stream: Stream,
+    pub message: String,
+}
+
+/// Parses node lines; keep one per ingest thread (it owns the interner).
+#[derive(Debug, Default)]
+pub struct NodeParser {
+    interner: Interner,
+}
+
+impl NodeParser {
+    pub fn new() -> NodeParser {
+        NodeParser::default()
+    }
+
+    /// Parses one complete line (without its newline) of `stream`.
+    pub fn parse(&mut self, stream: Stream, line: &str) -> Result<Line, LineError> {
+        let err = |e: serde_json::Error| LineError {
+            stream,
+            message: e.to_string(),
+        };
+        match stream {
+            Stream::Diffs => {
+                let env: Envelope<DiffWire<'_>> = serde_json::from_str(line).map_err(err)?;
+                let events = env.events.into_iter().map(|w| self.diff(w)).collect();
+                Ok(Line {
+                    meta: meta(&env.local_time, &env.block_time, env.block_number),
+                    events: Events::Diffs(events),
+                })
+            }
+            Stream::Statuses => {
+                let env: Envelope<StatusWire<'_>> = serde_json::from_str(line).map_err(err)?;
+                let mut kept = Vec::new();
+                let mut rejected = 0u32;
+                for w in env.events {
+                    match self.status(w) {
+                        Some(s) => kept.push(s),
+                        None => rejected += 1,
+                    }
+                }
+                let m = meta(&env.local_time, &env.block_time, env.block_number);
+                Ok(Line {
+                    meta: m,
+                    events: Events::Statuses { kept, rejected },
+                })
+            }
+            Stream::Fills => {
+                let env: Envelope<FillWire<'_>> = serde_json::from_str(line).map_err(err)?;
+                let events = env.events.into_iter().map(|w| self.fill(w)).collect();
+                Ok(Line {
+                    meta: meta(&env.local_time, &env.block_time, env.block_number),
+                    events: Events::Fills(events),
+                })
+            }
+        }
+    }
+
+    fn diff(&mut self, w: DiffWire<'_>) -> Diff {
+        let kind = match w.raw_book_diff {
+            RawBookDiff::New { sz, insert_before } => DiffKind::New { sz, insert_before },
+            RawBookDiff::Update { orig_sz, new_sz } => DiffKind::Update { orig_sz, new_sz },
+            RawBookDiff::Remove => DiffKind::Remove,
+        };
+        Diff {
+            coin: self.interner.str(&w.coin),
+            user: w.user,
+            oid: w.oid,
+            side: w.side,
+            px: w.px,
+            kind,
+        }
+    }
+
+    fn status(&mut self, w: StatusWire<'_>) -> Option<OrderStatus> {
+        let StatusWire::Kept {
+            time,
+            user,
+            hash,
+            builder,
+            status,
+            order,
+        } = w
+        else {
+            return None;
+        };
+        Some(OrderStatus {
+            coin: self.interner.str(&order.coin),
+            user,
+            time: time.0,
+            status: self.interner.str(status),
+            hash,
+            builder: builder.map(|b| b.get().into()),
+            order: self.order_info(*order),
+        })
+    }
+
+    fn fill(&mut self, FillWire(user, b): FillWire<'_>) -> Fill {
+        Fill {
+            coin: self.interner.str(&b.coin),
+            user,
+            px: b.px,
+            sz: b.sz,
+            side: b.side,
+            time: b.time,
+            hash: b.hash,
+            oid: b.oid,
+            crossed: b.crossed,
+            tid: b.tid,
+        }
+    }
+
+    /// Converts an `order` object (status or snapshot) into its compact form.
+    pub(crate) fn order_info<C: Deref<Target = RawValue>>(&mut self, w: OrderWire<C>) -> OrderInfo {
+        let flavor = self.interner.flavor(OrderFlavor {
+            tif: w.tif,
+            order_type: w.order_type,
+            trigger_condition: w.trigger_condition,
+            is_trigger: w.is_trigger,
+            reduce_only: w.reduce_only,
+            is_position_tpsl: w.is_position_tpsl,
+        });
+        let children = w
+            .children
+            .as_deref()
+            .map(RawValue::get)
+            .filter(|c| !matches!(*c, "[]" | "null"));
+        OrderInfo {
+            side: w.side,
+            limit_px: w.limit_px,
+            sz: w.sz,
+            orig_sz: w.orig_sz.unwrap_or(w.sz),
+            oid: w.oid,
+            timestamp: w.timestamp,
+            trigger_px: w.trigger_px,
+            cloid: w.cloid,
+            flavor,
+            children: children.map(Into::into),
+        }
+    }
+
+    /// The coin name, interned.
+    pub(crate) fn coin(&mut self, name: &str) -> super::event::Coin {
+        self.interner.str(name)
+    }
+}
+
+fn meta(local: &super::wire::NodeTime, block: &super::wire::NodeTime, height: u64) -> LineMeta {
+    LineMeta {
+        height,
+        block_time: block.0,
+        local_time: local.0,
+    }
+}
+
+#[cfg(test)]
+#[path = "line_tests.rs"]
+mod tests;

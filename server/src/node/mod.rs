@@ -1,0 +1,16 @@
+//! What the node writes: line formats of the three streams, the L4 snapshot file, the data-dir layout, and the
+//! exact numbers and timestamps inside them. Everything downstream works on the typed events defined here.
+
+pub mod decimal;
+pub mod event;
+pub mod intern;
+pub mod line;
+pub mod time;
+mod wire;
+
+pub use decimal::{Fixed, FixedSum};
+pub use event::{
+    Address, Cloid, Coin, Diff, DiffKind, Fill, OrderFlavor, OrderInfo, OrderStatus, Side, TxHash,
+};
+pub use line::{Events, Line, LineError, LineMeta, Mode, NodeParser, Stream};
+pub use time::UnixNanos;
