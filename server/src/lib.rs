@@ -3,4 +3,5 @@
 //! The data path reads in module order: `node` (what the node writes) → `ingest` (reading it, assembling blocks)
 //! → `book` (exact L4 books and their L2 views).
 
+pub mod book;
 pub mod node;

@@ -1,13 +1,16 @@
 //! What the node writes: line formats of the three streams, the L4 snapshot file, the data-dir layout, and the
 //! exact numbers and timestamps inside them. Everything downstream works on the typed events defined here.
 
+pub mod block;
 pub mod decimal;
 pub mod event;
 pub mod intern;
 pub mod line;
+pub mod snapshot;
 pub mod time;
 mod wire;
 
+pub use block::Block;
 pub use decimal::{Fixed, FixedSum};
 pub use event::{
     Address, Cloid, Coin, Diff, DiffKind, Fill, OrderFlavor, OrderInfo, OrderStatus, Side, TxHash,

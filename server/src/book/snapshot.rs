@@ -1,0 +1,50 @@
+//! Books from a node snapshot.
+//!
+//! Parsing is sequential (one JSON stream) but building a coin's book is independent of the others, so each coin
+//! is built on the rayon pool as soon as the parser hands it over.
+
+use std::path::Path;
+
+use parking_lot::Mutex;
+
+use super::{Books, CoinBook, RestingOrder};
+use crate::node::snapshot::{SnapshotCoin, SnapshotError, read_snapshot_file};
+
+/// Builds one coin's book; orders keep the snapshot's time priority and rest at their `limitPx`.
+pub fn coin_book(snap: SnapshotCoin) -> CoinBook {
+    let mut book = CoinBook::new(snap.coin);
+    for side in snap.sides {
+        for (user, o) in side {
+            let order = RestingOrder {
+                oid: o.oid,
+                user,
+                side: o.side,
+                px: o.limit_px,
+                sz: o.sz,
+                orig_sz: o.orig_sz,
+                limit_px: o.limit_px,
+                trigger_px: o.trigger_px,
+                timestamp: o.timestamp,
+                cloid: o.cloid,
+                flavor: o.flavor,
+            };
+            book.insert(order, o.children, None);
+        }
+    }
+    book
+}
+
+/// Loads every coin of a snapshot file (`.gz` accepted) into books at the snapshot's height.
+pub fn load_books(path: &Path) -> Result<Books, SnapshotError> {
+    let built = Mutex::new(Vec::new());
+    let height = rayon::scope(|s| {
+        read_snapshot_file(path, |coin| {
+            let built = &built;
+            s.spawn(move |_| {
+                let book = coin_book(coin);
+                built.lock().push(book);
+            });
+        })
+    })?;
+    Ok(Books::new(height, built.into_inner()))
+}

@@ -1,0 +1,284 @@
+//! The node's L4 snapshot file, read as a stream.
+//!
+//! A full mainnet snapshot holds every resting order of every coin (hundreds of MB), so it is never held as a
+//! JSON tree: serde visitors walk `[height, [[coin, [bids, asks]], …]]` straight from the reader and hand over
+//! each coin's orders as soon as that coin is complete, so the caller can build books while parsing goes on.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::Path;
+
+use serde::de::{self, DeserializeSeed, Deserializer, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+
+use super::event::{Address, Coin, OrderInfo, Side};
+use super::line::NodeParser;
+use super::wire::OrderWire;
+
+/// One coin of a snapshot: orders per side (`[bids, asks]`), best first, time priority within a price.
+#[derive(Debug)]
+pub struct SnapshotCoin {
+    pub coin: Coin,
+    pub sides: [Vec<(Address, OrderInfo)>; 2],
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("cannot open snapshot {path}: {source}")]
+    Open {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("malformed snapshot: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// Streams a snapshot from `reader`, calling `on_coin` for each coin; returns the snapshot height.
+pub fn read_snapshot(
+    reader: impl Read,
+    on_coin: impl FnMut(SnapshotCoin),
+) -> Result<u64, SnapshotError> {
+    let mut de = serde_json::Deserializer::from_reader(reader);
+    let mut parser = NodeParser::new();
+    let height = de.deserialize_seq(Top {
+        parser: &mut parser,
+        on_coin,
+    })?;
+    de.end()?;
+    Ok(height)
+}
+
+/// Opens a snapshot file (gzip when the name ends in `.gz`) and streams it like `read_snapshot`.
+pub fn read_snapshot_file(
+    path: &Path,
+    on_coin: impl FnMut(SnapshotCoin),
+) -> Result<u64, SnapshotError> {
+    let file = File::open(path).map_err(|source| SnapshotError::Open {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let reader = BufReader::with_capacity(1 << 20, file);
+    if path.extension().is_some_and(|e| e == "gz") {
+        read_snapshot(
+            BufReader::with_capacity(1 << 20, flate2::read::GzDecoder::new(reader)),
+            on_coin,
+        )
+    } else {
+        read_snapshot(reader, on_coin)
+    }
+}
+
+/// `[height, coins]`.
+struct Top<'p, F> {
+    parser: &'p mut NodeParser,
+    on_coin: F,
+}
+
+impl<'de, F: FnMut(SnapshotCoin)> Visitor<'de> for Top<'_, F> {
+    type Value = u64;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[height, [[coin, [bids, asks]], ...]]")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<u64, A::Error> {
+        let height: u64 = seq
+            .next_element()?
+            .ok_or_else(|| de::Error::invalid_length(0, &self))?;
+        let coins = Coins {
+            parser: self.parser,
+            on_coin: &mut self.on_coin,
+        };
+        seq.next_element_seed(coins)?
+            .ok_or_else(|| de::Error::invalid_length(1, &"[height, coins]"))?;
+        if seq.next_element::<de::IgnoredAny>()?.is_some() {
+            return Err(de::Error::invalid_length(3, &"[height, coins]"));
+        }
+        Ok(height)
+    }
+}
+
+/// `[[coin, [bids, asks]], …]`.
+struct Coins<'p, F> {
+    parser: &'p mut NodeParser,
+    on_coin: &'p mut F,
+}
+
+impl<'de, F: FnMut(SnapshotCoin)> DeserializeSeed<'de> for Coins<'_, F> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de, F: FnMut(SnapshotCoin)> Visitor<'de> for Coins<'_, F> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list of [coin, [bids, asks]]")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(coin) = seq.next_element_seed(OneCoin {
+            parser: &mut *self.parser,
+        })? {
+            (self.on_coin)(coin);
+        }
+        Ok(())
+    }
+}
+
+/// `[coin, [bids, asks]]`.
+struct OneCoin<'p> {
+    parser: &'p mut NodeParser,
+}
+
+impl<'de> DeserializeSeed<'de> for OneCoin<'_> {
+    type Value = SnapshotCoin;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<SnapshotCoin, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for OneCoin<'_> {
+    type Value = SnapshotCoin;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[coin, [bids, asks]]")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<SnapshotCoin, A::Error> {
+        let name: compact_str::CompactString = seq
+            .next_element()?
+            .ok_or_else(|| de::Error::invalid_length(0, &self))?;
+        let coin = self.parser.coin(&name);
+        let sides = seq
+            .next_element_seed(Sides {
+                parser: self.parser,
+            })?
+            .ok_or_else(|| de::Error::invalid_length(1, &"[coin, [bids, asks]]"))?;
+        if seq.next_element::<de::IgnoredAny>()?.is_some() {
+            return Err(de::Error::invalid_length(3, &"[coin, [bids, asks]]"));
+        }
+        Ok(SnapshotCoin { coin, sides })
+    }
+}
+
+/// `[bids, asks]`, each `[[user, order], …]`.
+struct Sides<'p> {
+    parser: &'p mut NodeParser,
+}
+
+impl<'de> DeserializeSeed<'de> for Sides<'_> {
+    type Value = [Vec<(Address, OrderInfo)>; 2];
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Sides<'_> {
+    type Value = [Vec<(Address, OrderInfo)>; 2];
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[bids, asks]")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut sides: [Vec<(Address, OrderInfo)>; 2] = [Vec::new(), Vec::new()];
+        for (i, side) in [Side::Bid, Side::Ask].into_iter().enumerate() {
+            sides[i] = seq
+                .next_element_seed(Orders {
+                    parser: &mut *self.parser,
+                    side,
+                })?
+                .ok_or_else(|| de::Error::invalid_length(i, &"[bids, asks]"))?;
+        }
+        if seq.next_element::<de::IgnoredAny>()?.is_some() {
+            return Err(de::Error::invalid_length(3, &"[bids, asks]"));
+        }
+        Ok(sides)
+    }
+}
+
+/// `[[user, order], …]` of one side.
+struct Orders<'p> {
+    parser: &'p mut NodeParser,
+    side: Side,
+}
+
+impl<'de> DeserializeSeed<'de> for Orders<'_> {
+    type Value = Vec<(Address, OrderInfo)>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Orders<'_> {
+    type Value = Vec<(Address, OrderInfo)>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list of [user, order]")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some((user, wire)) = seq.next_element::<(Address, OrderWire<Box<RawValue>>)>()? {
+            if wire.side != self.side {
+                return Err(de::Error::custom(format_args!(
+                    "order {} has side {} but is listed with the {}",
+                    wire.oid,
+                    wire.side.as_str(),
+                    if self.side == Side::Bid {
+                        "bids"
+                    } else {
+                        "asks"
+                    }
+                )));
+            }
+            out.push((user, self.parser.order_info(wire)));
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SNAP: &str = r#"[42,[["BTC",[[["0x1c1c270b573d55b68b3d14722b5d5d401511bed0",{"coin":"BTC","side":"B","limitPx":"81307.0","sz":"0.18385","oid":1,"timestamp":1778002736649,"triggerCondition":"N/A","isTrigger":false,"triggerPx":"0.0","children":[],"isPositionTpsl":false,"reduceOnly":false,"orderType":"Limit","origSz":"0.30747","tif":"Alo","cloid":null}]],[]]],["@107",[[],[]]]]]"#;
+
+    #[test]
+    fn streams_coins_in_order() {
+        let mut coins = Vec::new();
+        let h = read_snapshot(SNAP.as_bytes(), |c| coins.push(c)).unwrap();
+        assert_eq!(h, 42);
+        assert_eq!(coins.len(), 2);
+        assert_eq!(&*coins[0].coin, "BTC");
+        assert_eq!(coins[0].sides[0].len(), 1);
+        assert_eq!(coins[0].sides[0][0].1.orig_sz.to_string(), "0.30747");
+        assert_eq!(&*coins[1].coin, "@107");
+    }
+
+    #[test]
+    fn refuses_malformed_snapshots() {
+        let wrong_side = SNAP.replacen(r#""side":"B""#, r#""side":"A""#, 1);
+        let e = read_snapshot(wrong_side.as_bytes(), |_| {}).unwrap_err();
+        assert!(e.to_string().contains("listed with the bids"), "{e}");
+        for bad in [
+            "",
+            "[]",
+            "[1]",
+            "{}",
+            "[1,[[\"BTC\"]]]",
+            &SNAP[..SNAP.len() - 1],
+            "[1,[]] x",
+        ] {
+            assert!(read_snapshot(bad.as_bytes(), |_| {}).is_err(), "{bad}");
+        }
+        assert!(matches!(
+            read_snapshot_file(Path::new("/nonexistent/snap.json"), |_| {}),
+            Err(SnapshotError::Open { .. })
+        ));
+    }
+}
