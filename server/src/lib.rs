@@ -4,4 +4,5 @@
 //! → `book` (exact L4 books and their L2 views).
 
 pub mod book;
+pub mod ingest;
 pub mod node;

@@ -6,6 +6,7 @@ pub mod decimal;
 pub mod event;
 pub mod intern;
 pub mod line;
+pub mod paths;
 pub mod snapshot;
 pub mod time;
 mod wire;

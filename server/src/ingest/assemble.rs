@@ -1,0 +1,156 @@
+//! Turning lines of three independent streams into whole blocks, in height order.
+//!
+//! The streams are separate files written one after another, so their lines arrive interleaved arbitrarily.
+//! By-block: a block is whole when each stream gave its one line; a stream that moves past a height without
+//! giving it has lost that line, and the block is reported broken (the books must resync, never guess).
+//! Streaming: a stream writes nothing for a block without events, so a block is whole once the diff and status
+//! streams have both moved past it (or input ended); heights no stream mentioned are empty blocks.
+//! Lines at or below the last emitted height (a restarted node re-emitting, or a late line) are dropped and
+//! counted.
+
+use std::collections::BTreeMap;
+
+use crate::node::{Block, Line, Mode, Stream};
+
+/// What the assembler hands out, in height order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Assembled {
+    Block(Block),
+    /// By-block only: these streams skipped `height`. Nothing of this height is applied.
+    Broken {
+        height: u64,
+        missing: Vec<Stream>,
+    },
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AssemblerCounters {
+    pub lines: u64,
+    /// Lines for heights already emitted: re-emitted after a node restart, or late.
+    pub stale_lines: u64,
+    pub broken_blocks: u64,
+}
+
+#[derive(Debug)]
+struct Pending {
+    block: Block,
+    got: [bool; 3],
+}
+
+#[derive(Debug)]
+pub struct Assembler {
+    mode: Mode,
+    emitted: u64,
+    last_block_time: i64,
+    pending: BTreeMap<u64, Pending>,
+    /// Highest height each stream has shown.
+    seen: [Option<u64>; 3],
+    finished: bool,
+    counters: AssemblerCounters,
+}
+
+impl Assembler {
+    /// An assembler that emits blocks after `after_height` (the snapshot's height).
+    pub fn new(mode: Mode, after_height: u64) -> Assembler {
+        Assembler {
+            mode,
+            emitted: after_height,
+            last_block_time: 0,
+            pending: BTreeMap::new(),
+            seen: [None; 3],
+            finished: false,
+            counters: AssemblerCounters::default(),
+        }
+    }
+
+    pub fn counters(&self) -> &AssemblerCounters {
+        &self.counters
+    }
+
+    /// Height of the last block handed out.
+    pub fn emitted(&self) -> u64 {
+        self.emitted
+    }
+
+    /// Adds a parsed line of `stream`.
+    pub fn push(&mut self, stream: Stream, line: Line) {
+        self.counters.lines += 1;
+        let h = line.meta.height;
+        let seen = &mut self.seen[stream.index()];
+        *seen = Some(seen.map_or(h, |s| s.max(h)));
+        if h <= self.emitted {
+            self.counters.stale_lines += 1;
+            return;
+        }
+        let p = self.pending.entry(h).or_insert_with(|| Pending {
+            block: Block::new(h, line.meta.block_time),
+            got: [false; 3],
+        });
+        if self.mode == Mode::ByBlock && p.got[stream.index()] {
+            // A second by-block line for one height: the node restarted mid-block. Keep the first.
+            self.counters.stale_lines += 1;
+            return;
+        }
+        p.got[stream.index()] = true;
+        p.block.push(stream, line);
+    }
+
+    /// No more input will come (end of a finished capture): every pending block is now decided.
+    pub fn finish(&mut self) {
+        self.finished = true;
+    }
+
+    /// The next block in height order, once it is decided.
+    pub fn next_block(&mut self) -> Option<Assembled> {
+        if self.finished && self.pending.is_empty() {
+            return None;
+        }
+        let h = self.emitted + 1;
+        let out = match self.mode {
+            Mode::ByBlock => self.next_by_block(h)?,
+            Mode::Streaming => self.next_streaming(h)?,
+        };
+        self.emitted = h;
+        if let Assembled::Block(b) = &out {
+            self.last_block_time = b.block_time;
+        } else {
+            self.counters.broken_blocks += 1;
+        }
+        Some(out)
+    }
+
+    fn passed(&self, stream: Stream, h: u64) -> bool {
+        self.finished || self.seen[stream.index()].is_some_and(|s| s > h)
+    }
+
+    fn next_by_block(&mut self, h: u64) -> Option<Assembled> {
+        let got = self.pending.get(&h).map_or([false; 3], |p| p.got);
+        if got == [true; 3] {
+            return self.pending.remove(&h).map(|p| Assembled::Block(p.block));
+        }
+        let missing: Vec<Stream> = Stream::ALL
+            .into_iter()
+            .filter(|s| !got[s.index()])
+            .collect();
+        if missing.iter().any(|&s| self.passed(s, h)) {
+            self.pending.remove(&h);
+            return Some(Assembled::Broken { height: h, missing });
+        }
+        None
+    }
+
+    fn next_streaming(&mut self, h: u64) -> Option<Assembled> {
+        if !(self.passed(Stream::Diffs, h) && self.passed(Stream::Statuses, h)) {
+            return None;
+        }
+        let block = match self.pending.remove(&h) {
+            Some(p) => p.block,
+            None => Block::new(h, self.last_block_time),
+        };
+        Some(Assembled::Block(block))
+    }
+}
+
+#[cfg(test)]
+#[path = "assemble_tests.rs"]
+mod tests;
