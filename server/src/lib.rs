@@ -4,5 +4,6 @@
 //! → `book` (exact L4 books and their L2 views).
 
 pub mod book;
+pub mod cli;
 pub mod ingest;
 pub mod node;

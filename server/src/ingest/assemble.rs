@@ -4,7 +4,8 @@
 //! By-block: a block is whole when each stream gave its one line; a stream that moves past a height without
 //! giving it has lost that line, and the block is reported broken (the books must resync, never guess).
 //! Streaming: a stream writes nothing for a block without events, so a block is whole once the diff and status
-//! streams have both moved past it (or input ended); heights no stream mentioned are empty blocks.
+//! streams have both moved past it (or input ended); heights no stream mentioned are empty blocks, carrying the
+//! previous block's time since no line dates them (a whole-market status stream has lines in every block).
 //! Lines at or below the last emitted height (a restarted node re-emitting, or a late line) are dropped and
 //! counted.
 

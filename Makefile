@@ -1,0 +1,61 @@
+# hlbook: `make demo` and `make test` do everything on a fresh Debian 12 / Ubuntu 24.04 box with git and sudo.
+SHELL := /bin/bash
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+CARGO ?= cargo
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# Debian packages the build and the tests need.
+APT_PACKAGES := build-essential pkg-config ca-certificates curl git
+HL_FIXTURES ?= $(abspath ../shared/fixtures/hl-mainnet-btc)
+export HL_FIXTURES
+
+.PHONY: all setup build test lint rust-test bench demo clean
+
+all: build
+
+## setup: install missing apt packages and a Rust toolchain (rustup) with rustfmt and clippy.
+setup:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing apt packages:$$missing"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+	@if ! command -v cargo >/dev/null 2>&1; then \
+		echo "installing Rust with rustup"; \
+		curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal -c rustfmt,clippy; \
+	fi
+	@$(CARGO) fmt --version >/dev/null 2>&1 || rustup component add rustfmt
+	@$(CARGO) clippy --version >/dev/null 2>&1 || rustup component add clippy
+	@$(CARGO) --version
+
+## build: release binaries (hlbook).
+build: setup
+	$(CARGO) build --release --workspace --bins
+
+## lint: formatting and clippy, warnings are errors.
+lint: setup
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+rust-test: setup
+	$(CARGO) test --workspace
+
+## test: everything CI runs.
+test: lint rust-test
+	@echo "make test: all checks passed"
+
+## bench: criterion benchmarks (results are written up in docs/benchmarks.md).
+bench: setup
+	$(CARGO) bench -p hlbook-benches
+
+## demo: replays the mainnet capture and prints per-block summaries.
+demo: build
+	@test -d "$(HL_FIXTURES)" || { echo "demo needs the capture at $(HL_FIXTURES) (set HL_FIXTURES)"; exit 1; }
+	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
+	for a in by_block streaming; do tar xzf $(HL_FIXTURES)/$${a}_btc_985148182_985148232.tar.gz -C $$tmp; done; \
+	./target/release/hlbook replay --snapshot $(HL_FIXTURES)/snapshot_985148181.json.gz \
+		--node-dir $$tmp/hl/data --mode by-block --print summary | tail -n 3; \
+	./target/release/hlbook replay --snapshot $(HL_FIXTURES)/snapshot_985148181.json.gz \
+		--node-dir $$tmp/hl/data --mode streaming --coin BTC --print l2 --n-sig-figs 5 --n-levels 3 | tail -n 1
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,32 @@
+//! The `hlbook` command line: subcommands over the library. `main.rs` only parses and dispatches.
+
+pub mod replay;
+
+use clap::{Parser, Subcommand};
+
+/// Self-hosted Hyperliquid order-book server with built-in latency auditing.
+#[derive(Debug, Parser)]
+#[command(name = "hlbook", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Replay captured node files from a snapshot and print each block's book (the capture checker).
+    Replay(replay::ReplayArgs),
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Replay(args) => {
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+            replay::run(&args, &mut out)?;
+            std::io::Write::flush(&mut out)?;
+            Ok(())
+        }
+    }
+}
