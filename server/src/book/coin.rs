@@ -229,11 +229,11 @@ impl CoinBook {
     }
 
     /// Price levels of a side, best first.
-    pub fn levels(&self, side: Side) -> Box<dyn Iterator<Item = (Fixed, &Level)> + '_> {
-        let map = &self.levels[side.index()];
+    pub fn levels(&self, side: Side) -> Levels<'_> {
+        let iter = self.levels[side.index()].iter();
         match side {
-            Side::Bid => Box::new(map.iter().rev().map(|(px, l)| (*px, l))),
-            Side::Ask => Box::new(map.iter().map(|(px, l)| (*px, l))),
+            Side::Bid => Levels::Down(iter.rev()),
+            Side::Ask => Levels::Up(iter),
         }
     }
 
@@ -257,6 +257,25 @@ impl CoinBook {
     pub fn orders(&self, side: Side) -> impl Iterator<Item = &RestingOrder> + '_ {
         self.levels(side)
             .flat_map(move |(_, level)| self.level_orders(level))
+    }
+}
+
+/// Levels best first: descending prices for bids, ascending for asks.
+#[derive(Debug)]
+pub enum Levels<'a> {
+    Down(std::iter::Rev<std::collections::btree_map::Iter<'a, Fixed, Level>>),
+    Up(std::collections::btree_map::Iter<'a, Fixed, Level>),
+}
+
+impl<'a> Iterator for Levels<'a> {
+    type Item = (Fixed, &'a Level);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Levels::Down(i) => i.next(),
+            Levels::Up(i) => i.next(),
+        }
+        .map(|(px, l)| (*px, l))
     }
 }
 

@@ -7,8 +7,6 @@
 //! the best-first order, so a bucket is complete as soon as the next one starts and aggregation stops one bucket
 //! past the requested depth. All arithmetic is on integer 10^-8 units.
 
-use std::io::Write;
-
 use crate::node::{Fixed, FixedSum, Side};
 
 /// One L2 level: price, total size, order count.
@@ -106,17 +104,25 @@ pub fn aggregate(
     };
     let mantissa = u64::from(params.mantissa.unwrap_or(1));
     for level in levels {
-        let px = bucket(side, level.px, sig, mantissa, tick);
+        // Levels come best first, and a bucket holds every price between its edge and the first level that fell
+        // in it, so the bucket is only recomputed once a price leaves it.
         if let Some(last) = out.last_mut()
-            && last.px == px
+            && match side {
+                Side::Bid => level.px >= last.px,
+                Side::Ask => level.px <= last.px,
+            }
         {
             last.sz.0 += level.sz.0;
             last.n += level.n;
-        } else if out.len() == params.n_levels {
-            return;
-        } else {
-            out.push(LevelAgg { px, ..level });
+            continue;
         }
+        if out.len() == params.n_levels {
+            return;
+        }
+        out.push(LevelAgg {
+            px: bucket(side, level.px, sig, mantissa, tick),
+            ..level
+        });
     }
 }
 
@@ -157,14 +163,14 @@ pub fn write_levels_json(out: &mut Vec<u8>, bids: &[LevelAgg], asks: &[LevelAgg]
             if j > 0 {
                 out.push(b',');
             }
-            // Writing into a Vec cannot fail.
-            let _ = write!(
-                out,
-                r#"{{"px":"{}","sz":"{}","n":{}}}"#,
-                l.px.to_text().as_str(),
-                l.sz.to_text().as_str(),
-                l.n
-            );
+            // Hand-assembled (no `fmt` machinery): this runs for every level of every frame.
+            out.extend_from_slice(b"{\"px\":\"");
+            out.extend_from_slice(l.px.to_text().as_str().as_bytes());
+            out.extend_from_slice(b"\",\"sz\":\"");
+            out.extend_from_slice(l.sz.to_text().as_str().as_bytes());
+            out.extend_from_slice(b"\",\"n\":");
+            out.extend_from_slice(itoa::Buffer::new().format(l.n).as_bytes());
+            out.push(b'}');
         }
         out.push(b']');
     }
@@ -182,7 +188,9 @@ pub fn write_l2_book_json(
     out.extend_from_slice(b"{\"coin\":");
     // serde_json escapes the coin name; writing a &str into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *out, coin);
-    let _ = write!(out, ",\"time\":{time_ms},\"levels\":");
+    out.extend_from_slice(b",\"time\":");
+    out.extend_from_slice(itoa::Buffer::new().format(time_ms).as_bytes());
+    out.extend_from_slice(b",\"levels\":");
     write_levels_json(out, bids, asks);
     out.push(b'}');
 }

@@ -368,3 +368,46 @@ fn json_in_the_official_shape() {
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v["coin"], "we\"ird\\coin");
 }
+
+/// The definition, level by level: bucket every level of the full input, merge equal neighbours, truncate.
+fn naive(side: Side, input: &[LevelAgg], p: &L2Params) -> Vec<LevelAgg> {
+    let mut out: Vec<LevelAgg> = Vec::new();
+    for l in input {
+        let px = match p.n_sig_figs {
+            None => l.px,
+            Some(s) => bucket(side, l.px, s, u64::from(p.mantissa.unwrap_or(1)), None),
+        };
+        match out.last_mut() {
+            Some(last) if last.px == px => {
+                last.sz.0 += l.sz.0;
+                last.n += l.n;
+            }
+            _ => out.push(LevelAgg { px, ..*l }),
+        }
+    }
+    out.truncate(p.n_levels);
+    out
+}
+
+proptest::proptest! {
+    #[test]
+    fn early_stopping_aggregation_equals_the_definition(
+        raw in proptest::collection::btree_set(1u64..30_000_000_000_000, 1..300),
+        sizes in proptest::collection::vec(1u64..1_000_000_000, 300),
+        variant in 0usize..7,
+        n_levels in 1usize..=100,
+        ask in proptest::bool::ANY,
+    ) {
+        let side = if ask { Side::Ask } else { Side::Bid };
+        let mut input: Vec<LevelAgg> =
+            raw.iter().zip(&sizes).map(|(&px, &sz)| LevelAgg { px: Fixed(px), sz: Fixed(sz).into(), n: 1 }).collect();
+        if side == Side::Bid {
+            input.reverse();
+        }
+        let (s, m) = VARIANTS[variant];
+        let p = L2Params::new(s, m, n_levels).unwrap();
+        let mut out = Vec::new();
+        aggregate(side, input.iter().copied(), &p, None, &mut out);
+        proptest::prop_assert_eq!(out, naive(side, &input, &p));
+    }
+}

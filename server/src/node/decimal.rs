@@ -115,48 +115,63 @@ fn digit(b: u8) -> Result<u64, DecimalError> {
 #[derive(Clone, Copy)]
 pub struct DecimalText {
     buf: [u8; 48],
-    len: u8,
+    start: u8,
 }
 
 impl DecimalText {
     fn new(units: u128) -> DecimalText {
-        let one = u128::from(ONE);
-        let mut int = units / one;
-        let mut frac = (units % one) as u64;
-        let mut frac_digits = SCALE_DIGITS as usize;
-        while frac_digits > 1 && frac % 10 == 0 {
-            frac /= 10;
-            frac_digits -= 1;
-        }
-        // Write right to left: fraction, dot, integer.
+        // u128 division is a slow library call; every realistic value fits u64.
+        let (int, frac) = match u64::try_from(units) {
+            Ok(u) => (u128::from(u / ONE), u % ONE),
+            Err(_) => (units / u128::from(ONE), (units % u128::from(ONE)) as u64),
+        };
+        // Written right to left: the 8 fraction digits, trailing zeros dropped (at least one kept), the dot, then
+        // the integer part.
         let mut buf = [0u8; 48];
         let mut pos = buf.len();
-        for _ in 0..frac_digits {
-            pos -= 1;
-            buf[pos] = b'0' + (frac % 10) as u8;
-            frac /= 10;
+        let mut f = frac;
+        let mut keep = false;
+        for i in 0..SCALE_DIGITS {
+            let d = (f % 10) as u8;
+            f /= 10;
+            keep |= d != 0 || i == SCALE_DIGITS - 1;
+            if keep {
+                pos -= 1;
+                buf[pos] = b'0' + d;
+            }
         }
         pos -= 1;
         buf[pos] = b'.';
-        loop {
-            pos -= 1;
-            buf[pos] = b'0' + (int % 10) as u8;
-            int /= 10;
-            if int == 0 {
-                break;
+        match u64::try_from(int) {
+            Ok(mut small) => loop {
+                pos -= 1;
+                buf[pos] = b'0' + (small % 10) as u8;
+                small /= 10;
+                if small == 0 {
+                    break;
+                }
+            },
+            Err(_) => {
+                let mut big = int;
+                loop {
+                    pos -= 1;
+                    buf[pos] = b'0' + (big % 10) as u8;
+                    big /= 10;
+                    if big == 0 {
+                        break;
+                    }
+                }
             }
         }
-        let len = buf.len() - pos;
-        buf.copy_within(pos.., 0);
         DecimalText {
             buf,
-            len: len as u8,
+            start: pos as u8,
         }
     }
 
     pub fn as_str(&self) -> &str {
         // Only ASCII digits and '.' are ever written.
-        std::str::from_utf8(&self.buf[..usize::from(self.len)]).unwrap_or("")
+        std::str::from_utf8(&self.buf[usize::from(self.start)..]).unwrap_or("")
     }
 }
 

@@ -1,0 +1,86 @@
+//! L2 builds on the capture's 51k-order BTC book: each variant at 100 levels a side, and all seven together.
+
+#[path = "../../server/tests/common/mod.rs"]
+mod common;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use hlbook::book::CoinBook;
+use hlbook::book::l2::{L2Params, LevelAgg, VARIANTS, aggregate, write_l2_book_json};
+use hlbook::book::snapshot::load_books;
+use hlbook::node::Side;
+
+fn build(book: &CoinBook, params: &L2Params, levels: &mut [Vec<LevelAgg>; 2], json: &mut Vec<u8>) {
+    for side in [Side::Bid, Side::Ask] {
+        let running = book.levels(side).map(|(px, l)| LevelAgg {
+            px,
+            sz: l.sz,
+            n: l.n,
+        });
+        aggregate(side, running, params, None, &mut levels[side.index()]);
+    }
+    json.clear();
+    write_l2_book_json(json, book.coin(), 1_778_002_753_024, &levels[0], &levels[1]);
+}
+
+fn bench(c: &mut Criterion) {
+    let Some(cap) = common::unpack() else { return };
+    let books = load_books(&cap.snapshot).expect("snapshot loads");
+    let book = books.coin("BTC").expect("BTC book");
+    let mut g = c.benchmark_group("l2_btc_51k_orders_100_levels");
+    let mut levels = [Vec::new(), Vec::new()];
+    let mut json = Vec::with_capacity(1 << 14);
+    for (sig, m) in VARIANTS {
+        let params = L2Params::new(sig, m, 100).expect("valid");
+        let name = format!(
+            "sig{}_m{}",
+            sig.map_or("full".into(), |s| s.to_string()),
+            m.unwrap_or(1)
+        );
+        g.bench_function(name, |b| {
+            b.iter(|| build(book, &params, &mut levels, &mut json))
+        });
+    }
+    for (sig, m) in [(None, None), (Some(2), None)] {
+        let params = L2Params::new(sig, m, 100).expect("valid");
+        g.bench_function(format!("aggregate_only_sig{sig:?}"), |b| {
+            b.iter(|| {
+                for side in [Side::Bid, Side::Ask] {
+                    let running = book.levels(side).map(|(px, l)| LevelAgg {
+                        px,
+                        sz: l.sz,
+                        n: l.n,
+                    });
+                    aggregate(side, running, &params, None, &mut levels[side.index()]);
+                }
+            })
+        });
+    }
+    g.bench_function("json_only_100_levels", |b| {
+        let params = L2Params::new(None, None, 100).expect("valid");
+        build(book, &params, &mut levels, &mut json);
+        b.iter(|| {
+            json.clear();
+            write_l2_book_json(&mut json, book.coin(), 1, &levels[0], &levels[1]);
+        })
+    });
+    println!(
+        "levels: bids {} asks {}",
+        book.levels(Side::Bid).count(),
+        book.levels(Side::Ask).count()
+    );
+    let all: Vec<L2Params> = VARIANTS
+        .iter()
+        .map(|&(s, m)| L2Params::new(s, m, 100).expect("valid"))
+        .collect();
+    g.bench_function("all_7_variants", |b| {
+        b.iter(|| {
+            for p in &all {
+                build(book, p, &mut levels, &mut json);
+            }
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
