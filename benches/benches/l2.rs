@@ -11,11 +11,7 @@ use hlbook::node::Side;
 
 fn build(book: &CoinBook, params: &L2Params, levels: &mut [Vec<LevelAgg>; 2], json: &mut Vec<u8>) {
     for side in [Side::Bid, Side::Ask] {
-        let running = book.levels(side).map(|(px, l)| LevelAgg {
-            px,
-            sz: l.sz,
-            n: l.n,
-        });
+        let running = book.levels(side).map(|(px, l)| LevelAgg { px, sz: l.sz, n: l.n });
         aggregate(side, running, params, None, &mut levels[side.index()]);
     }
     json.clear();
@@ -36,20 +32,14 @@ fn bench(c: &mut Criterion) {
             sig.map_or("full".into(), |s| s.to_string()),
             m.unwrap_or(1)
         );
-        g.bench_function(name, |b| {
-            b.iter(|| build(book, &params, &mut levels, &mut json))
-        });
+        g.bench_function(name, |b| b.iter(|| build(book, &params, &mut levels, &mut json)));
     }
     for (sig, m) in [(None, None), (Some(2), None)] {
         let params = L2Params::new(sig, m, 100).expect("valid");
         g.bench_function(format!("aggregate_only_sig{sig:?}"), |b| {
             b.iter(|| {
                 for side in [Side::Bid, Side::Ask] {
-                    let running = book.levels(side).map(|(px, l)| LevelAgg {
-                        px,
-                        sz: l.sz,
-                        n: l.n,
-                    });
+                    let running = book.levels(side).map(|(px, l)| LevelAgg { px, sz: l.sz, n: l.n });
                     aggregate(side, running, &params, None, &mut levels[side.index()]);
                 }
             })

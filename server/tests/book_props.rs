@@ -66,12 +66,7 @@ struct Model {
 
 impl Model {
     fn sorted(&self, side: Side) -> Vec<(u64, Side, u64, u64)> {
-        let mut v: Vec<_> = self
-            .orders
-            .iter()
-            .copied()
-            .filter(|o| o.1 == side)
-            .collect();
+        let mut v: Vec<_> = self.orders.iter().copied().filter(|o| o.1 == side).collect();
         // Stable sort keeps list order within a price.
         match side {
             Side::Bid => v.sort_by_key(|o| std::cmp::Reverse(o.2)),
@@ -104,16 +99,10 @@ fn run(ops: &[Op]) -> (CoinBook, Model) {
     let mut model = Model::default();
     for (i, op) in ops.iter().enumerate() {
         match *op {
-            Op::New {
-                side,
-                px,
-                sz,
-                before,
-            } => {
+            Op::New { side, px, sz, before } => {
                 let side = if side { Side::Bid } else { Side::Ask };
                 let oid = i as u64 + 1;
-                let anchor =
-                    before.and_then(|b| model.orders.get(b % model.orders.len().max(1)).copied());
+                let anchor = before.and_then(|b| model.orders.get(b % model.orders.len().max(1)).copied());
                 book.insert(order(oid, side, px, sz), None, anchor.map(|a| a.0));
                 let entry = (oid, side, px, sz);
                 match anchor.filter(|a| a.1 == side && a.2 == px) {
@@ -127,8 +116,7 @@ fn run(ops: &[Op]) -> (CoinBook, Model) {
             Op::Update { pick, sz } if !model.orders.is_empty() => {
                 let at = pick % model.orders.len();
                 let (oid, side, px, old) = model.orders[at];
-                book.update(oid, side, Fixed(px), Fixed(old), Fixed(sz))
-                    .unwrap();
+                book.update(oid, side, Fixed(px), Fixed(old), Fixed(sz)).unwrap();
                 model.orders[at].3 = sz;
             }
             Op::Remove { pick } if !model.orders.is_empty() => {

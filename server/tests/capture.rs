@@ -31,10 +31,7 @@ fn full_l4(books: &Books) -> Vec<(u64, Side, Fixed, Fixed, String)> {
     let book = books.coin("BTC").unwrap();
     [Side::Bid, Side::Ask]
         .into_iter()
-        .flat_map(|s| {
-            book.orders(s)
-                .map(|o| (o.oid, o.side, o.px, o.sz, o.user.to_string()))
-        })
+        .flat_map(|s| book.orders(s).map(|o| (o.oid, o.side, o.px, o.sz, o.user.to_string())))
         .collect()
 }
 
@@ -66,10 +63,7 @@ fn both_modes_replay_the_capture_exactly() {
     }
     let heights: Vec<u64> = by_block.iter().map(|(h, _)| *h).collect();
     assert_eq!(heights, (985148182..=985148232).collect::<Vec<_>>());
-    assert_eq!(
-        by_block, streaming,
-        "L4 books differ between modes after some block"
-    );
+    assert_eq!(by_block, streaming, "L4 books differ between modes after some block");
     assert_eq!(full_l4(&bb), full_l4(&sb));
 
     let btc = bb.coin("BTC").unwrap();
@@ -90,8 +84,7 @@ fn every_number_in_the_capture_formats_back_losslessly() {
         ("node_fills_by_block", usize::MAX),
         ("node_order_statuses_by_block", 3),
     ] {
-        let text =
-            std::fs::read_to_string(cap.node_dir.join(dir).join("hourly/20260505/17")).unwrap();
+        let text = std::fs::read_to_string(cap.node_dir.join(dir).join("hourly/20260505/17")).unwrap();
         for line in text.lines().take(max_lines) {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
             checked += check_numbers(&v);
@@ -105,10 +98,7 @@ fn check_numbers(v: &serde_json::Value) -> usize {
         serde_json::Value::Object(m) => m
             .iter()
             .map(|(k, v)| match (k.as_str(), v) {
-                (
-                    "px" | "sz" | "limitPx" | "origSz" | "newSz" | "triggerPx",
-                    serde_json::Value::String(s),
-                ) => {
+                ("px" | "sz" | "limitPx" | "origSz" | "newSz" | "triggerPx", serde_json::Value::String(s)) => {
                     assert_eq!(Fixed::parse(s).unwrap().to_string(), *s);
                     1
                 }

@@ -20,11 +20,7 @@ fn replay(snapshot: &Path, node_dir: &Path, extra: &[&str]) -> Output {
 }
 
 fn json_lines(out: &Output) -> Vec<serde_json::Value> {
-    assert!(
-        out.status.success(),
-        "failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "failed: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout.clone())
         .unwrap()
         .lines()
@@ -48,11 +44,7 @@ fn prints_one_l2_line_per_block_identical_in_both_modes() {
     assert_eq!(by_block.len(), 51);
     for (b, s) in by_block.iter().zip(&streaming) {
         assert_eq!(b["height"], s["height"]);
-        assert_eq!(
-            b["l2Book"]["levels"], s["l2Book"]["levels"],
-            "height {}",
-            b["height"]
-        );
+        assert_eq!(b["l2Book"]["levels"], s["l2Book"]["levels"], "height {}", b["height"]);
         let h = b["height"].as_u64().unwrap();
         // The BTC-only streaming capture has no line at all for these two heights, so nothing dates them: they
         // carry the previous block's time.
@@ -62,10 +54,7 @@ fn prints_one_l2_line_per_block_identical_in_both_modes() {
             assert_eq!(b["l2Book"]["time"], s["l2Book"]["time"], "height {h}");
         }
     }
-    let heights: Vec<u64> = by_block
-        .iter()
-        .map(|v| v["height"].as_u64().unwrap())
-        .collect();
+    let heights: Vec<u64> = by_block.iter().map(|v| v["height"].as_u64().unwrap()).collect();
     assert_eq!(heights, (985148182..=985148232).collect::<Vec<_>>());
     let last = &by_block[50]["l2Book"];
     assert_eq!(last["coin"], "BTC");
@@ -104,28 +93,18 @@ fn aggregated_bbo_and_summary_views() {
         bbo[50]["bbo"]["bbo"][0],
         serde_json::json!({"px": "81307.0", "sz": "2.80623", "n": 9})
     );
-    let summary = json_lines(&replay(
-        &cap.snapshot,
-        &cap.node_dir,
-        &["--mode", "streaming"],
-    ));
+    let summary = json_lines(&replay(&cap.snapshot, &cap.node_dir, &["--mode", "streaming"]));
     assert_eq!(summary[50]["orders"], 51_336);
     assert_eq!(summary[50]["totals"]["inconsistencies"], 0);
 }
 
-const HEAD: &str =
-    r#""local_time":"2026-05-05T17:39:13.394386432","block_time":"2026-05-05T17:39:13.024084407""#;
+const HEAD: &str = r#""local_time":"2026-05-05T17:39:13.394386432","block_time":"2026-05-05T17:39:13.024084407""#;
 
 /// A one-order snapshot at height 10 and a by-block node dir with the given lines per stream.
 fn tiny_capture(dir: &Path, diffs: &[&str], statuses: &[&str]) {
     let snap = r#"[10,[["BTC",[[["0x1c1c270b573d55b68b3d14722b5d5d401511bed0",{"coin":"BTC","side":"B","limitPx":"100.0","sz":"1.0","oid":1,"timestamp":1,"triggerCondition":"N/A","isTrigger":false,"triggerPx":"0.0","children":[],"isPositionTpsl":false,"reduceOnly":false,"orderType":"Limit","origSz":"1.0","tif":"Gtc","cloid":null}]],[]]]]]"#;
     std::fs::write(dir.join("snap.json"), snap).unwrap();
-    let line = |h: usize, events: &str| {
-        format!(
-            "{{{HEAD},\"block_number\":{},\"events\":[{events}]}}\n",
-            11 + h
-        )
-    };
+    let line = |h: usize, events: &str| format!("{{{HEAD},\"block_number\":{},\"events\":[{events}]}}\n", 11 + h);
     for (name, events) in [
         ("raw_book_diffs", diffs),
         ("order_statuses", statuses),
@@ -146,10 +125,7 @@ fn exits_non_zero_on_an_inconsistency() {
     let out = replay(&dir.path().join("snap.json"), dir.path(), &[]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("1 inconsistencies; untrusted coins: BTC"),
-        "{err}"
-    );
+    assert!(err.contains("1 inconsistencies; untrusted coins: BTC"), "{err}");
     assert!(err.contains("oid 99"), "{err}");
     // Both blocks were still printed.
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 2);
@@ -180,27 +156,9 @@ fn exits_non_zero_on_a_lost_line_or_a_malformed_line() {
 
 #[test]
 fn refuses_bad_arguments_with_a_clear_error() {
-    let out = hlbook(&[
-        "replay",
-        "--snapshot",
-        "x",
-        "--node-dir",
-        "y",
-        "--n-sig-figs",
-        "7",
-    ]);
+    let out = hlbook(&["replay", "--snapshot", "x", "--node-dir", "y", "--n-sig-figs", "7"]);
     assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("nSigFigs must be 2, 3, 4, 5 or null, got 7")
-    );
-    let out = hlbook(&[
-        "replay",
-        "--snapshot",
-        "/nonexistent.json",
-        "--node-dir",
-        "/tmp",
-    ]);
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("cannot open snapshot /nonexistent.json")
-    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nSigFigs must be 2, 3, 4, 5 or null, got 7"));
+    let out = hlbook(&["replay", "--snapshot", "/nonexistent.json", "--node-dir", "/tmp"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot open snapshot /nonexistent.json"));
 }

@@ -36,14 +36,7 @@ fn new(coin: &str, oid: u64, side: Side, px: &str, sz: &str) -> Diff {
     )
 }
 
-fn status(
-    coin: &str,
-    oid: u64,
-    status: &str,
-    tif: &str,
-    limit_px: &str,
-    is_trigger: bool,
-) -> OrderStatus {
+fn status(coin: &str, oid: u64, status: &str, tif: &str, limit_px: &str, is_trigger: bool) -> OrderStatus {
     let flavor = OrderFlavor {
         tif: Some(tif.into()),
         is_trigger,
@@ -120,13 +113,7 @@ fn ioc_open_with_a_new_diff_rests_as_gtc() {
     )));
     assert!(a.inconsistencies.is_empty());
     assert_eq!(
-        b.coin("BTC")
-            .unwrap()
-            .order(7)
-            .unwrap()
-            .flavor
-            .tif
-            .as_deref(),
+        b.coin("BTC").unwrap().order(7).unwrap().flavor.tif.as_deref(),
         Some("Gtc")
     );
 }
@@ -192,10 +179,7 @@ fn spot_dex_and_late_coins_are_books_like_any_other() {
         .collect();
     let a = applied(b.apply(&block(11, diffs, statuses)));
     assert!(a.inconsistencies.is_empty());
-    assert_eq!(
-        a.changed.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
-        coins
-    );
+    assert_eq!(a.changed.iter().map(|c| c.to_string()).collect::<Vec<_>>(), coins);
     assert_eq!(b.coin_names().len(), 4);
     for c in coins {
         assert_eq!(b.coin(c).unwrap().best(Side::Bid).unwrap().0, fx("2.5"));
@@ -214,10 +198,7 @@ fn duplicate_and_gap_blocks_apply_nothing() {
     );
     assert_eq!(
         b.apply(&block(12, vec![], vec![])),
-        Outcome::Gap {
-            expected: 11,
-            got: 12
-        }
+        Outcome::Gap { expected: 11, got: 12 }
     );
     assert_eq!(b.height(), 10);
     applied(b.apply(&block(11, vec![], vec![])));
@@ -317,9 +298,6 @@ fn insert_before_in_a_block_and_missing_anchor_counted() {
     assert_eq!(a.anchors_missing, 1);
     assert!(a.inconsistencies.is_empty());
     let book = b.coin("BTC").unwrap();
-    assert_eq!(
-        book.orders(Side::Bid).map(|o| o.oid).collect::<Vec<_>>(),
-        vec![2, 1, 3]
-    );
+    assert_eq!(book.orders(Side::Bid).map(|o| o.oid).collect::<Vec<_>>(), vec![2, 1, 3]);
     assert_eq!(b.counters().anchors_missing, 1);
 }

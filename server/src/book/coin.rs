@@ -104,6 +104,13 @@ impl CoinBook {
         self.by_oid.is_empty()
     }
 
+    /// Releases spare capacity (after a bulk load).
+    pub fn shrink_to_fit(&mut self) {
+        self.slab.shrink_to_fit();
+        self.by_oid.shrink_to_fit();
+        self.children.shrink_to_fit();
+    }
+
     pub fn order(&self, oid: u64) -> Option<&RestingOrder> {
         self.by_oid.get(&oid).map(|&k| &self.slab[k as usize].order)
     }
@@ -122,12 +129,10 @@ impl CoinBook {
     ) -> (Placement, Option<Misfit>) {
         let misfit = self.remove_any(order.oid).map(|_| Misfit::DuplicateOid);
         let (side, px, oid, sz) = (order.side, order.px, order.oid, order.sz);
-        let anchor = insert_before
-            .and_then(|a| self.by_oid.get(&a).copied())
-            .filter(|&k| {
-                let o = &self.slab[k as usize].order;
-                o.side == side && o.px == px
-            });
+        let anchor = insert_before.and_then(|a| self.by_oid.get(&a).copied()).filter(|&k| {
+            let o = &self.slab[k as usize].order;
+            o.side == side && o.px == px
+        });
         let key = self.slab.insert(Node {
             order,
             prev: NIL,
@@ -163,14 +168,7 @@ impl CoinBook {
     }
 
     /// Sets a resting order's size. A size of 0 keeps the order resting (a `remove` normally follows).
-    pub fn update(
-        &mut self,
-        oid: u64,
-        side: Side,
-        px: Fixed,
-        orig_sz: Fixed,
-        new_sz: Fixed,
-    ) -> Result<(), Misfit> {
+    pub fn update(&mut self, oid: u64, side: Side, px: Fixed, orig_sz: Fixed, new_sz: Fixed) -> Result<(), Misfit> {
         let &key = self.by_oid.get(&oid).ok_or(Misfit::UnknownOid)?;
         let order = &mut self.slab[key as usize].order;
         if order.side != side || order.px != px {
@@ -238,10 +236,7 @@ impl CoinBook {
     }
 
     /// Orders of one level in time priority.
-    pub fn level_orders<'a>(
-        &'a self,
-        level: &Level,
-    ) -> impl Iterator<Item = &'a RestingOrder> + 'a {
+    pub fn level_orders<'a>(&'a self, level: &Level) -> impl Iterator<Item = &'a RestingOrder> + 'a {
         let mut cur = level.head;
         std::iter::from_fn(move || {
             if cur == NIL {
@@ -255,8 +250,7 @@ impl CoinBook {
 
     /// Every order of a side: best level first, time priority within a level (the snapshot's order).
     pub fn orders(&self, side: Side) -> impl Iterator<Item = &RestingOrder> + '_ {
-        self.levels(side)
-            .flat_map(move |(_, level)| self.level_orders(level))
+        self.levels(side).flat_map(move |(_, level)| self.level_orders(level))
     }
 }
 

@@ -46,17 +46,11 @@ fn levels_keep_running_totals_and_time_priority() {
         .collect();
     assert_eq!(
         bids,
-        vec![
-            ("101.0".into(), "2.0".into(), 1),
-            ("100.0".into(), "1.75".into(), 2)
-        ]
+        vec![("101.0".into(), "2.0".into(), 1), ("100.0".into(), "1.75".into(), 2)]
     );
     assert_eq!(level_oids(&b, Side::Bid, "100.0"), vec![1, 2]);
     assert_eq!(b.best(Side::Ask).unwrap().0, px("102.0"));
-    assert_eq!(
-        b.orders(Side::Bid).map(|o| o.oid).collect::<Vec<_>>(),
-        vec![3, 1, 2]
-    );
+    assert_eq!(b.orders(Side::Bid).map(|o| o.oid).collect::<Vec<_>>(), vec![3, 1, 2]);
 }
 
 #[test]
@@ -71,8 +65,7 @@ fn insert_before_places_ahead_of_the_anchor() {
     );
     assert_eq!(level_oids(&b, Side::Ask, "5.0"), vec![1, 9, 2, 3]);
     assert_eq!(
-        b.insert(order(10, Side::Ask, "5.0", "1.0"), None, Some(1))
-            .0,
+        b.insert(order(10, Side::Ask, "5.0", "1.0"), None, Some(1)).0,
         Placement::BeforeAnchor
     );
     assert_eq!(level_oids(&b, Side::Ask, "5.0"), vec![10, 1, 9, 2, 3]);
@@ -87,8 +80,7 @@ fn missing_or_foreign_anchor_goes_to_the_back() {
     b.insert(order(1, Side::Ask, "5.0", "1.0"), None, None);
     b.insert(order(2, Side::Ask, "6.0", "1.0"), None, None);
     assert_eq!(
-        b.insert(order(3, Side::Ask, "5.0", "1.0"), None, Some(77))
-            .0,
+        b.insert(order(3, Side::Ask, "5.0", "1.0"), None, Some(77)).0,
         Placement::AnchorMissing
     );
     // An anchor resting at another price is not in this level.
@@ -104,10 +96,7 @@ fn update_to_zero_then_remove_is_normal() {
     let mut b = book();
     b.insert(order(1, Side::Bid, "10.0", "0.5"), None, None);
     b.insert(order(2, Side::Bid, "10.0", "0.25"), None, None);
-    assert_eq!(
-        b.update(1, Side::Bid, px("10.0"), px("0.5"), Fixed::ZERO),
-        Ok(())
-    );
+    assert_eq!(b.update(1, Side::Bid, px("10.0"), px("0.5"), Fixed::ZERO), Ok(()));
     let (_, l) = b.best(Side::Bid).unwrap();
     assert_eq!((l.sz.to_string(), l.n), ("0.25".into(), 2));
     assert!(b.remove(1, Side::Bid, px("10.0")).is_ok());
@@ -155,11 +144,7 @@ fn crossing_orders_both_rest() {
 #[test]
 fn children_follow_their_order() {
     let mut b = book();
-    b.insert(
-        order(1, Side::Bid, "1.0", "1.0"),
-        Some("[{\"oid\":2}]".into()),
-        None,
-    );
+    b.insert(order(1, Side::Bid, "1.0", "1.0"), Some("[{\"oid\":2}]".into()), None);
     assert_eq!(b.children(1), Some("[{\"oid\":2}]"));
     b.remove(1, Side::Bid, px("1.0")).unwrap();
     assert_eq!(b.children(1), None);

@@ -53,11 +53,7 @@ pub enum L2ParamError {
 }
 
 impl L2Params {
-    pub fn new(
-        n_sig_figs: Option<u8>,
-        mantissa: Option<u8>,
-        n_levels: usize,
-    ) -> Result<L2Params, L2ParamError> {
+    pub fn new(n_sig_figs: Option<u8>, mantissa: Option<u8>, n_levels: usize) -> Result<L2Params, L2ParamError> {
         if let Some(s) = n_sig_figs
             && !(2..=5).contains(&s)
         {
@@ -178,13 +174,7 @@ pub fn write_levels_json(out: &mut Vec<u8>, bids: &[LevelAgg], asks: &[LevelAgg]
 }
 
 /// The official l2Book data object: `{"coin":"BTC","time":…,"levels":[…]}`.
-pub fn write_l2_book_json(
-    out: &mut Vec<u8>,
-    coin: &str,
-    time_ms: i64,
-    bids: &[LevelAgg],
-    asks: &[LevelAgg],
-) {
+pub fn write_l2_book_json(out: &mut Vec<u8>, coin: &str, time_ms: i64, bids: &[LevelAgg], asks: &[LevelAgg]) {
     out.extend_from_slice(b"{\"coin\":");
     // serde_json escapes the coin name; writing a &str into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *out, coin);

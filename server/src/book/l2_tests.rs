@@ -17,13 +17,7 @@ fn levels(side: Side, v: &[(&str, &str)]) -> Vec<LevelAgg> {
     out
 }
 
-fn agg(
-    side: Side,
-    input: &[LevelAgg],
-    sig: Option<u8>,
-    m: Option<u8>,
-    n: usize,
-) -> Vec<(String, String, u32)> {
+fn agg(side: Side, input: &[LevelAgg], sig: Option<u8>, m: Option<u8>, n: usize) -> Vec<(String, String, u32)> {
     let mut out = Vec::new();
     aggregate(
         side,
@@ -32,15 +26,11 @@ fn agg(
         None,
         &mut out,
     );
-    out.iter()
-        .map(|l| (l.px.to_string(), l.sz.to_string(), l.n))
-        .collect()
+    out.iter().map(|l| (l.px.to_string(), l.sz.to_string(), l.n)).collect()
 }
 
 fn exp(v: &[(&str, &str, u32)]) -> Vec<(String, String, u32)> {
-    v.iter()
-        .map(|(p, s, n)| (p.to_string(), s.to_string(), *n))
-        .collect()
+    v.iter().map(|(p, s, n)| (p.to_string(), s.to_string(), *n)).collect()
 }
 
 const BOUNDARY: [(&str, &str); 7] = [
@@ -93,11 +83,7 @@ fn bids_across_a_power_of_ten() {
     ];
     assert_eq!(agg(Side::Bid, &b, Some(5), Some(2), 100), exp(&m2));
     // s5 m5: widths 5 and 50. 99999, 99995 → 99995.
-    let m5 = [
-        ("100000.0", "22.0", 4),
-        ("99995.0", "5.0", 2),
-        ("99990.0", "1.0", 1),
-    ];
+    let m5 = [("100000.0", "22.0", 4), ("99995.0", "5.0", 2), ("99990.0", "1.0", 1)];
     assert_eq!(agg(Side::Bid, &b, Some(5), Some(5), 100), exp(&m5));
 }
 
@@ -118,11 +104,7 @@ fn asks_across_a_power_of_ten() {
     ];
     assert_eq!(agg(Side::Ask, &a, Some(5), None, 100), exp(&s5));
     // s4: 99995, 99999 → 100000 (width 10); 6-digit width 100: 100001.. → 100100.
-    let s4 = [
-        ("99990.0", "1.0", 1),
-        ("100000.0", "9.0", 3),
-        ("100100.0", "18.0", 3),
-    ];
+    let s4 = [("99990.0", "1.0", 1), ("100000.0", "9.0", 3), ("100100.0", "18.0", 3)];
     assert_eq!(agg(Side::Ask, &a, Some(4), None, 100), exp(&s4));
     // s3: 5-digit width 100 → 100000; 6-digit width 1000 → 101000.
     assert_eq!(
@@ -191,19 +173,11 @@ fn tiny_prices_keep_their_significant_figures() {
     // s3: width 100 units.
     assert_eq!(
         agg(Side::Bid, &b, Some(3), None, 100),
-        exp(&[
-            ("0.00013", "6.0", 1),
-            ("0.000129", "5.0", 1),
-            ("0.000123", "10.0", 4)
-        ])
+        exp(&[("0.00013", "6.0", 1), ("0.000129", "5.0", 1), ("0.000123", "10.0", 4)])
     );
     assert_eq!(
         agg(Side::Ask, &a, Some(3), None, 100),
-        exp(&[
-            ("0.000124", "10.0", 4),
-            ("0.00013", "5.0", 1),
-            ("0.000131", "6.0", 1)
-        ])
+        exp(&[("0.000124", "10.0", 4), ("0.00013", "5.0", 1), ("0.000131", "6.0", 1)])
     );
     // s2: width 1000 units.
     assert_eq!(
@@ -274,14 +248,8 @@ fn tiny_prices_keep_their_significant_figures() {
 #[test]
 fn truncates_after_aggregating_from_full_depth() {
     let b = levels(Side::Bid, &BOUNDARY);
-    assert_eq!(
-        agg(Side::Bid, &b, Some(4), None, 1),
-        exp(&[("100000.0", "22.0", 4)])
-    );
-    assert_eq!(
-        agg(Side::Bid, &b, None, None, 1),
-        exp(&[("100010.0", "7.0", 1)])
-    );
+    assert_eq!(agg(Side::Bid, &b, Some(4), None, 1), exp(&[("100000.0", "22.0", 4)]));
+    assert_eq!(agg(Side::Bid, &b, None, None, 1), exp(&[("100010.0", "7.0", 1)]));
 }
 
 #[test]
@@ -298,9 +266,7 @@ fn tick_is_the_finest_grid() {
         &mut out,
     );
     assert_eq!(
-        out.iter()
-            .map(|l| (l.px.to_string(), l.n))
-            .collect::<Vec<_>>(),
+        out.iter().map(|l| (l.px.to_string(), l.n)).collect::<Vec<_>>(),
         vec![("12.0".to_string(), 2)]
     );
 }
@@ -308,31 +274,16 @@ fn tick_is_the_finest_grid() {
 #[test]
 fn params_are_validated_and_normalised() {
     assert_eq!(L2Params::new(Some(5), Some(1), 20).unwrap().mantissa, None);
-    assert_eq!(
-        L2Params::new(Some(6), None, 20),
-        Err(L2ParamError::SigFigs(6))
-    );
-    assert_eq!(
-        L2Params::new(Some(1), None, 20),
-        Err(L2ParamError::SigFigs(1))
-    );
+    assert_eq!(L2Params::new(Some(6), None, 20), Err(L2ParamError::SigFigs(6)));
+    assert_eq!(L2Params::new(Some(1), None, 20), Err(L2ParamError::SigFigs(1)));
     assert_eq!(
         L2Params::new(Some(4), Some(2), 20),
         Err(L2ParamError::MantissaWithoutFive)
     );
-    assert_eq!(
-        L2Params::new(None, Some(5), 20),
-        Err(L2ParamError::MantissaWithoutFive)
-    );
-    assert_eq!(
-        L2Params::new(Some(5), Some(3), 20),
-        Err(L2ParamError::Mantissa(3))
-    );
+    assert_eq!(L2Params::new(None, Some(5), 20), Err(L2ParamError::MantissaWithoutFive));
+    assert_eq!(L2Params::new(Some(5), Some(3), 20), Err(L2ParamError::Mantissa(3)));
     assert_eq!(L2Params::new(None, None, 0), Err(L2ParamError::Levels(0)));
-    assert_eq!(
-        L2Params::new(None, None, 101),
-        Err(L2ParamError::Levels(101))
-    );
+    assert_eq!(L2Params::new(None, None, 101), Err(L2ParamError::Levels(101)));
     for (s, m) in VARIANTS {
         assert!(L2Params::new(s, m, 100).is_ok());
     }

@@ -15,9 +15,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 pub use coin::{CoinBook, Level, Misfit, Placement, RestingOrder};
 
 use crate::node::event::{SYSTEM_USERS, is_spot};
-use crate::node::{
-    Block, Coin, Diff, DiffKind, OrderFlavor, OrderStatus, UnixNanos, time::nanos_to_millis,
-};
+use crate::node::{Block, Coin, Diff, DiffKind, OrderFlavor, OrderStatus, UnixNanos, time::nanos_to_millis};
 
 /// What applying one block did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -205,8 +203,7 @@ impl Books {
         };
         match d.kind {
             DiffKind::New { sz, insert_before } => {
-                let (order, children, how) =
-                    new_order(d, sz, opening.get(&d.oid).copied(), block_time);
+                let (order, children, how) = new_order(d, sz, opening.get(&d.oid).copied(), block_time);
                 let (placement, m) = book.insert(order, children, insert_before);
                 if let Some(m) = m {
                     misfit(InconsistencyKind::Book(m));
@@ -308,9 +305,7 @@ fn new_order(
 
 fn system_flavor() -> Arc<OrderFlavor> {
     static FLAVOR: std::sync::OnceLock<Arc<OrderFlavor>> = std::sync::OnceLock::new();
-    FLAVOR
-        .get_or_init(|| Arc::new(OrderFlavor::system_default()))
-        .clone()
+    FLAVOR.get_or_init(|| Arc::new(OrderFlavor::system_default())).clone()
 }
 
 #[cfg(test)]

@@ -31,6 +31,8 @@ pub fn coin_book(snap: SnapshotCoin) -> CoinBook {
             book.insert(order, o.children, None);
         }
     }
+    // Bulk loading leaves up to half the capacity unused; live changes regrow it as needed.
+    book.shrink_to_fit();
     book
 }
 

@@ -112,10 +112,7 @@ impl Printer<'_> {
             return Ok(());
         };
         for inc in &applied.inconsistencies {
-            eprintln!(
-                "block {}: {} oid {}: {:?}",
-                applied.height, inc.coin, inc.oid, inc.kind
-            );
+            eprintln!("block {}: {} oid {}: {:?}", applied.height, inc.coin, inc.oid, inc.kind);
         }
         let books = step.books;
         match self.args.print {
@@ -156,49 +153,24 @@ impl Printer<'_> {
         }
     }
 
-    fn write_book(
-        &mut self,
-        height: u64,
-        books: &Books,
-        book: &CoinBook,
-        out: &mut impl Write,
-    ) -> anyhow::Result<()> {
+    fn write_book(&mut self, height: u64, books: &Books, book: &CoinBook, out: &mut impl Write) -> anyhow::Result<()> {
         let time = nanos_to_millis(books.block_time());
         self.buf.clear();
         write!(self.buf, "{{\"height\":{height},")?;
         match self.args.print {
             Print::Bbo => {
-                let side = |s| {
-                    book.best(s)
-                        .map(|(px, l)| json!({"px": px, "sz": l.sz, "n": l.n}))
-                };
+                let side = |s| book.best(s).map(|(px, l)| json!({"px": px, "sz": l.sz, "n": l.n}));
                 let bbo = json!({"coin": &**book.coin(), "time": time, "bbo": [side(Side::Bid), side(Side::Ask)]});
                 self.buf.extend_from_slice(b"\"bbo\":");
                 serde_json::to_writer(&mut self.buf, &bbo)?;
             }
             _ => {
                 for side in [Side::Bid, Side::Ask] {
-                    let levels = book.levels(side).map(|(px, l)| LevelAgg {
-                        px,
-                        sz: l.sz,
-                        n: l.n,
-                    });
-                    aggregate(
-                        side,
-                        levels,
-                        &self.params,
-                        None,
-                        &mut self.levels[side.index()],
-                    );
+                    let levels = book.levels(side).map(|(px, l)| LevelAgg { px, sz: l.sz, n: l.n });
+                    aggregate(side, levels, &self.params, None, &mut self.levels[side.index()]);
                 }
                 self.buf.extend_from_slice(b"\"l2Book\":");
-                write_l2_book_json(
-                    &mut self.buf,
-                    book.coin(),
-                    time,
-                    &self.levels[0],
-                    &self.levels[1],
-                );
+                write_l2_book_json(&mut self.buf, book.coin(), time, &self.levels[0], &self.levels[1]);
             }
         }
         self.buf.extend_from_slice(b"}\n");

@@ -129,10 +129,7 @@ impl Assembler {
         if got == [true; 3] {
             return self.pending.remove(&h).map(|p| Assembled::Block(p.block));
         }
-        let missing: Vec<Stream> = Stream::ALL
-            .into_iter()
-            .filter(|s| !got[s.index()])
-            .collect();
+        let missing: Vec<Stream> = Stream::ALL.into_iter().filter(|s| !got[s.index()]).collect();
         if missing.iter().any(|&s| self.passed(s, h)) {
             self.pending.remove(&h);
             return Some(Assembled::Broken { height: h, missing });

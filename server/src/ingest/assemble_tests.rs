@@ -52,10 +52,7 @@ fn by_block_reports_a_stream_that_skipped_a_height() {
     a.push(Stream::Diffs, line(Stream::Diffs, 12));
     // Statuses jump from 11 to 13: its line of 12 is lost.
     a.push(Stream::Statuses, line(Stream::Statuses, 13));
-    assert_eq!(
-        a.next_block().map(|x| matches!(x, Assembled::Block(_))),
-        Some(true)
-    );
+    assert_eq!(a.next_block().map(|x| matches!(x, Assembled::Block(_))), Some(true));
     assert_eq!(
         a.next_block(),
         Some(Assembled::Broken {

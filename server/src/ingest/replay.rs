@@ -75,19 +75,11 @@ pub fn replay(
     }
 }
 
-fn apply(
-    books: &mut Books,
-    next: Assembled,
-    on_step: &mut impl FnMut(Step<'_>),
-) -> Result<(), ReplayError> {
+fn apply(books: &mut Books, next: Assembled, on_step: &mut impl FnMut(Step<'_>)) -> Result<(), ReplayError> {
     let block = match next {
         Assembled::Block(b) => b,
         Assembled::Broken { height, missing } => {
-            let missing = missing
-                .iter()
-                .map(|s| s.name())
-                .collect::<Vec<_>>()
-                .join(", ");
+            let missing = missing.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ");
             return Err(ReplayError::Broken { height, missing });
         }
     };
@@ -141,12 +133,10 @@ impl StreamLines {
                 continue;
             };
             self.buf.clear();
-            let n = reader
-                .read_line(&mut self.buf)
-                .map_err(|source| ReplayError::Io {
-                    path: path.clone(),
-                    source,
-                })?;
+            let n = reader.read_line(&mut self.buf).map_err(|source| ReplayError::Io {
+                path: path.clone(),
+                source,
+            })?;
             if n == 0 {
                 self.current = None;
                 continue;

@@ -163,10 +163,7 @@ impl DecimalText {
                 }
             }
         }
-        DecimalText {
-            buf,
-            start: pos as u8,
-        }
+        DecimalText { buf, start: pos as u8 }
     }
 
     pub fn as_str(&self) -> &str {
@@ -280,10 +277,7 @@ mod tests {
         assert_eq!(Fixed::parse("1e5"), Err(DecimalError::BadChar('e')));
         assert_eq!(Fixed::parse("1.2.3"), Err(DecimalError::BadChar('.')));
         assert_eq!(Fixed::parse("0.000000001"), Err(DecimalError::TooPrecise));
-        assert_eq!(
-            Fixed::parse("99999999999999999999"),
-            Err(DecimalError::Overflow)
-        );
+        assert_eq!(Fixed::parse("99999999999999999999"), Err(DecimalError::Overflow));
         assert_eq!(Fixed::parse("184467440738.0"), Err(DecimalError::Overflow));
     }
 

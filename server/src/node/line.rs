@@ -22,9 +22,7 @@ pub enum Stream {
 }
 
 /// How the node batches its output: `--batch-by-block` or `--stream-with-block-info`.
-#[derive(
-    Copy, Clone, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Deserialize, serde::Serialize,
-)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
     ByBlock,

@@ -70,26 +70,18 @@ fn skips_rejections_and_keeps_opening_statuses() {
     assert_eq!(s.order.flavor.tif.as_deref(), Some("Alo"));
     assert_eq!(s.order.children, None);
     assert_eq!(s.builder, None);
-    assert_eq!(
-        s.order.cloid.unwrap().to_string(),
-        "0x000000000000000018ab2cd67dbb0c60"
-    );
+    assert_eq!(s.order.cloid.unwrap().to_string(), "0x000000000000000018ab2cd67dbb0c60");
 }
 
 #[test]
 fn order_before_status_still_parses() {
     let reordered = r#"{"order":{"coin":"BTC","side":"B","limitPx":"1.0","sz":"1.0","oid":1,"timestamp":1,"children":[{"coin":"BTC"}],"tif":null,"cloid":null},"status":"triggered","user":"0x0fd468a73084daa6ea77a9261e40fdec3e67e0c7","time":"2026-05-05T17:39:13.1","builder":{"b":"0x0fd468a73084daa6ea77a9261e40fdec3e67e0c7","f":5},"hash":null}"#;
-    let parsed = NodeParser::new()
-        .parse(Stream::Statuses, &line(reordered))
-        .unwrap();
+    let parsed = NodeParser::new().parse(Stream::Statuses, &line(reordered)).unwrap();
     let Events::Statuses { kept, .. } = parsed.events else {
         panic!("not statuses")
     };
     assert!(kept[0].is_opening());
-    assert_eq!(
-        kept[0].order.children.as_deref(),
-        Some(r#"[{"coin":"BTC"}]"#)
-    );
+    assert_eq!(kept[0].order.children.as_deref(), Some(r#"[{"coin":"BTC"}]"#));
     assert_eq!(
         kept[0].builder.as_deref(),
         Some(r#"{"b":"0x0fd468a73084daa6ea77a9261e40fdec3e67e0c7","f":5}"#)
@@ -100,9 +92,7 @@ fn order_before_status_still_parses() {
 #[test]
 fn trigger_open_is_not_opening() {
     let trig = OPEN.replace(r#""isTrigger":false"#, r#""isTrigger":true"#);
-    let parsed = NodeParser::new()
-        .parse(Stream::Statuses, &line(&trig))
-        .unwrap();
+    let parsed = NodeParser::new().parse(Stream::Statuses, &line(&trig)).unwrap();
     let Events::Statuses { kept, .. } = parsed.events else {
         panic!("not statuses")
     };
@@ -135,10 +125,7 @@ fn malformed_lines_name_the_stream() {
     );
     let e = p.parse(Stream::Diffs, &bad_px).unwrap_err();
     assert_eq!(e.stream, Stream::Diffs);
-    assert!(
-        e.to_string().contains("malformed raw_book_diffs line"),
-        "{e}"
-    );
+    assert!(e.to_string().contains("malformed raw_book_diffs line"), "{e}");
     assert!(e.message.contains("invalid character '-'"), "{e}");
     let truncated = &line(OPEN)[..200];
     assert!(p.parse(Stream::Statuses, truncated).is_err());
@@ -146,12 +133,7 @@ fn malformed_lines_name_the_stream() {
     let bad_side = line(
         r#"{"user":"0x5eaac7c475b1fad85701f02c4e9e796a53f94bd5","oid":1,"coin":"BTC","side":"X","px":"1.0","raw_book_diff":"remove"}"#,
     );
-    assert!(
-        p.parse(Stream::Diffs, &bad_side)
-            .unwrap_err()
-            .message
-            .contains("side")
-    );
+    assert!(p.parse(Stream::Diffs, &bad_side).unwrap_err().message.contains("side"));
 }
 
 proptest::proptest! {

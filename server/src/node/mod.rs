@@ -13,8 +13,6 @@ mod wire;
 
 pub use block::Block;
 pub use decimal::{Fixed, FixedSum};
-pub use event::{
-    Address, Cloid, Coin, Diff, DiffKind, Fill, OrderFlavor, OrderInfo, OrderStatus, Side, TxHash,
-};
+pub use event::{Address, Cloid, Coin, Diff, DiffKind, Fill, OrderFlavor, OrderInfo, OrderStatus, Side, TxHash};
 pub use line::{Events, Line, LineError, LineMeta, Mode, NodeParser, Stream};
 pub use time::UnixNanos;

@@ -112,10 +112,6 @@ mod tests {
                 (20260506, 0)
             ]
         );
-        assert!(
-            hour_files(d, Mode::Streaming, Stream::Diffs)
-                .unwrap()
-                .is_empty()
-        );
+        assert!(hour_files(d, Mode::Streaming, Stream::Diffs).unwrap().is_empty());
     }
 }

@@ -26,19 +26,13 @@ pub struct SnapshotCoin {
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
     #[error("cannot open snapshot {path}: {source}")]
-    Open {
-        path: String,
-        source: std::io::Error,
-    },
+    Open { path: String, source: std::io::Error },
     #[error("malformed snapshot: {0}")]
     Json(#[from] serde_json::Error),
 }
 
 /// Streams a snapshot from `reader`, calling `on_coin` for each coin; returns the snapshot height.
-pub fn read_snapshot(
-    reader: impl Read,
-    on_coin: impl FnMut(SnapshotCoin),
-) -> Result<u64, SnapshotError> {
+pub fn read_snapshot(reader: impl Read, on_coin: impl FnMut(SnapshotCoin)) -> Result<u64, SnapshotError> {
     let mut de = serde_json::Deserializer::from_reader(reader);
     let mut parser = NodeParser::new();
     let height = de.deserialize_seq(Top {
@@ -49,24 +43,43 @@ pub fn read_snapshot(
     Ok(height)
 }
 
-/// Opens a snapshot file (gzip when the name ends in `.gz`) and streams it like `read_snapshot`.
-pub fn read_snapshot_file(
-    path: &Path,
-    on_coin: impl FnMut(SnapshotCoin),
-) -> Result<u64, SnapshotError> {
-    let file = File::open(path).map_err(|source| SnapshotError::Open {
+/// Streams a snapshot held in memory (or mapped): the same visitors, but serde_json's slice reader is much faster
+/// than its `io::Read` one.
+pub fn read_snapshot_slice(bytes: &[u8], on_coin: impl FnMut(SnapshotCoin)) -> Result<u64, SnapshotError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let mut parser = NodeParser::new();
+    let height = de.deserialize_seq(Top {
+        parser: &mut parser,
+        on_coin,
+    })?;
+    de.end()?;
+    Ok(height)
+}
+
+/// Opens a snapshot file and streams it: memory-mapped (no copy; pages are read as parsing reaches them), or
+/// decompressed on the fly when the name ends in `.gz`.
+pub fn read_snapshot_file(path: &Path, on_coin: impl FnMut(SnapshotCoin)) -> Result<u64, SnapshotError> {
+    let open_err = |source| SnapshotError::Open {
         path: path.display().to_string(),
         source,
-    })?;
-    let reader = BufReader::with_capacity(1 << 20, file);
+    };
+    let file = File::open(path).map_err(open_err)?;
     if path.extension().is_some_and(|e| e == "gz") {
-        read_snapshot(
+        let reader = BufReader::with_capacity(1 << 20, file);
+        return read_snapshot(
             BufReader::with_capacity(1 << 20, flate2::read::GzDecoder::new(reader)),
             on_coin,
-        )
-    } else {
-        read_snapshot(reader, on_coin)
+        );
     }
+    if file.metadata().map_err(open_err)?.len() == 0 {
+        return read_snapshot_slice(&[], on_coin);
+    }
+    // SAFETY: the map is read-only and lives only for this call. The snapshot is a file the node finished
+    // writing to a path we chose; were it truncated meanwhile the process could fault, which is why a snapshot
+    // path is never shared with anything else.
+    #[allow(unsafe_code)]
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(open_err)?;
+    read_snapshot_slice(&map, on_coin)
 }
 
 /// `[height, coins]`.
@@ -83,9 +96,7 @@ impl<'de, F: FnMut(SnapshotCoin)> Visitor<'de> for Top<'_, F> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<u64, A::Error> {
-        let height: u64 = seq
-            .next_element()?
-            .ok_or_else(|| de::Error::invalid_length(0, &self))?;
+        let height: u64 = seq.next_element()?.ok_or_else(|| de::Error::invalid_length(0, &self))?;
         let coins = Coins {
             parser: self.parser,
             on_coin: &mut self.on_coin,
@@ -149,14 +160,11 @@ impl<'de> Visitor<'de> for OneCoin<'_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<SnapshotCoin, A::Error> {
-        let name: compact_str::CompactString = seq
-            .next_element()?
-            .ok_or_else(|| de::Error::invalid_length(0, &self))?;
+        let name: compact_str::CompactString =
+            seq.next_element()?.ok_or_else(|| de::Error::invalid_length(0, &self))?;
         let coin = self.parser.coin(&name);
         let sides = seq
-            .next_element_seed(Sides {
-                parser: self.parser,
-            })?
+            .next_element_seed(Sides { parser: self.parser })?
             .ok_or_else(|| de::Error::invalid_length(1, &"[coin, [bids, asks]]"))?;
         if seq.next_element::<de::IgnoredAny>()?.is_some() {
             return Err(de::Error::invalid_length(3, &"[coin, [bids, asks]]"));
@@ -229,11 +237,7 @@ impl<'de> Visitor<'de> for Orders<'_> {
                     "order {} has side {} but is listed with the {}",
                     wire.oid,
                     wire.side.as_str(),
-                    if self.side == Side::Bid {
-                        "bids"
-                    } else {
-                        "asks"
-                    }
+                    if self.side == Side::Bid { "bids" } else { "asks" }
                 )));
             }
             out.push((user, self.parser.order_info(wire)));
@@ -258,6 +262,25 @@ mod tests {
         assert_eq!(coins[0].sides[0].len(), 1);
         assert_eq!(coins[0].sides[0][0].1.orig_sz.to_string(), "0.30747");
         assert_eq!(&*coins[1].coin, "@107");
+    }
+
+    #[test]
+    fn file_slice_and_gzip_paths_agree() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("s.json");
+        std::fs::write(&plain, SNAP).unwrap();
+        let gz = dir.path().join("s.json.gz");
+        let mut enc = flate2::write::GzEncoder::new(File::create(&gz).unwrap(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut enc, SNAP.as_bytes()).unwrap();
+        enc.finish().unwrap();
+        for p in [&plain, &gz] {
+            let mut n = 0;
+            assert_eq!(read_snapshot_file(p, |c| n += c.sides[0].len()).unwrap(), 42);
+            assert_eq!(n, 1);
+        }
+        let empty = dir.path().join("empty.json");
+        std::fs::write(&empty, "").unwrap();
+        assert!(read_snapshot_file(&empty, |_| {}).is_err());
     }
 
     #[test]

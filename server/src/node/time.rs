@@ -13,13 +13,11 @@ pub type UnixNanos = i64;
 
 const NODE_TIME: &[FormatItem<'static>] =
     format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond]");
-const NODE_TIME_WHOLE: &[FormatItem<'static>] =
-    format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]");
+const NODE_TIME_WHOLE: &[FormatItem<'static>] = format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]");
 
 /// Parses a node timestamp; a fraction of 1 to 9 digits, or none, is accepted.
 pub fn parse_node_time(s: &str) -> Result<UnixNanos, time::error::Parse> {
-    let t = PrimitiveDateTime::parse(s, NODE_TIME)
-        .or_else(|_| PrimitiveDateTime::parse(s, NODE_TIME_WHOLE))?;
+    let t = PrimitiveDateTime::parse(s, NODE_TIME).or_else(|_| PrimitiveDateTime::parse(s, NODE_TIME_WHOLE))?;
     // i64 nanoseconds cover 1677..2262, far beyond any block.
     Ok(t.assume_utc().unix_timestamp_nanos() as i64)
 }

@@ -26,12 +26,8 @@ impl<'de, const N: usize> Deserialize<'de> for HexBytes<N> {
                 write!(f, "0x and {} hex digits", 2 * N)
             }
             fn visit_str<E: de::Error>(self, s: &str) -> Result<HexBytes<N>, E> {
-                HexBytes::parse(s).ok_or_else(|| {
-                    E::custom(format_args!(
-                        "expected 0x and {} hex digits, got {s:?}",
-                        2 * N
-                    ))
-                })
+                HexBytes::parse(s)
+                    .ok_or_else(|| E::custom(format_args!("expected 0x and {} hex digits, got {s:?}", 2 * N)))
             }
         }
         d.deserialize_str(V::<N>)
@@ -50,9 +46,7 @@ impl<'de> Deserialize<'de> for Side {
                 match s {
                     "B" => Ok(Side::Bid),
                     "A" => Ok(Side::Ask),
-                    _ => Err(E::custom(format_args!(
-                        "expected side \"B\" or \"A\", got {s:?}"
-                    ))),
+                    _ => Err(E::custom(format_args!("expected side \"B\" or \"A\", got {s:?}"))),
                 }
             }
         }
@@ -195,8 +189,7 @@ impl<'de> Visitor<'de> for StatusVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<StatusWire<'de>, A::Error> {
-        let (mut time, mut user, mut hash, mut builder, mut status, mut order) =
-            (None, None, None, None, None, None);
+        let (mut time, mut user, mut hash, mut builder, mut status, mut order) = (None, None, None, None, None, None);
         while let Some(key) = m.next_key::<Cow<'de, str>>()? {
             match &*key {
                 "status" => status = Some(m.next_value::<&'de str>()?),
@@ -205,9 +198,10 @@ impl<'de> Visitor<'de> for StatusVisitor {
                     m.next_value::<IgnoredAny>()?;
                 }
                 "order" => order = Some(m.next_value::<Box<OrderWire<&'de RawValue>>>()?),
-                "time" => time = Some(m.next_value::<NodeTime>()?),
-                "user" => user = Some(m.next_value::<HexBytes<20>>()?),
-                "hash" => hash = m.next_value::<Option<HexBytes<32>>>()?,
+                // Borrowed now, decoded only if the status is kept.
+                "time" => time = Some(m.next_value::<&'de str>()?),
+                "user" => user = Some(m.next_value::<&'de str>()?),
+                "hash" => hash = m.next_value::<Option<&'de str>>()?,
                 "builder" => builder = m.next_value::<Option<&'de RawValue>>()?,
                 _ => {
                     m.next_value::<IgnoredAny>()?;
@@ -218,10 +212,17 @@ impl<'de> Visitor<'de> for StatusVisitor {
         if is_rejection(status) {
             return Ok(StatusWire::Rejected);
         }
+        let time = time.ok_or_else(|| de::Error::missing_field("time"))?;
+        let user = user.ok_or_else(|| de::Error::missing_field("user"))?;
         Ok(StatusWire::Kept {
-            time: time.ok_or_else(|| de::Error::missing_field("time"))?,
-            user: user.ok_or_else(|| de::Error::missing_field("user"))?,
-            hash,
+            time: NodeTime(
+                parse_node_time(time).map_err(|e| de::Error::custom(format_args!("bad time {time:?}: {e}")))?,
+            ),
+            user: HexBytes::parse(user).ok_or_else(|| de::Error::custom(format_args!("bad user {user:?}")))?,
+            hash: match hash {
+                None => None,
+                Some(h) => Some(HexBytes::parse(h).ok_or_else(|| de::Error::custom(format_args!("bad hash {h:?}")))?),
+            },
             builder: builder.filter(|b| b.get() != "null"),
             status,
             order: order.ok_or_else(|| de::Error::missing_field("order"))?,
