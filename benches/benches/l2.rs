@@ -27,11 +27,7 @@ fn bench(c: &mut Criterion) {
     let mut json = Vec::with_capacity(1 << 14);
     for (sig, m) in VARIANTS {
         let params = L2Params::new(sig, m, 100).expect("valid");
-        let name = format!(
-            "sig{}_m{}",
-            sig.map_or("full".into(), |s| s.to_string()),
-            m.unwrap_or(1)
-        );
+        let name = format!("sig{}_m{}", sig.map_or("full".into(), |s| s.to_string()), m.unwrap_or(1));
         g.bench_function(name, |b| b.iter(|| build(book, &params, &mut levels, &mut json)));
     }
     for (sig, m) in [(None, None), (Some(2), None)] {
@@ -53,15 +49,8 @@ fn bench(c: &mut Criterion) {
             write_l2_book_json(&mut json, book.coin(), 1, &levels[0], &levels[1]);
         })
     });
-    println!(
-        "levels: bids {} asks {}",
-        book.levels(Side::Bid).count(),
-        book.levels(Side::Ask).count()
-    );
-    let all: Vec<L2Params> = VARIANTS
-        .iter()
-        .map(|&(s, m)| L2Params::new(s, m, 100).expect("valid"))
-        .collect();
+    println!("levels: bids {} asks {}", book.levels(Side::Bid).count(), book.levels(Side::Ask).count());
+    let all: Vec<L2Params> = VARIANTS.iter().map(|&(s, m)| L2Params::new(s, m, 100).expect("valid")).collect();
     g.bench_function("all_7_variants", |b| {
         b.iter(|| {
             for p in &all {

@@ -12,28 +12,14 @@ use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
 enum Op {
-    New {
-        side: bool,
-        px: u64,
-        sz: u64,
-        before: Option<usize>,
-    },
-    Update {
-        pick: usize,
-        sz: u64,
-    },
-    Remove {
-        pick: usize,
-    },
+    New { side: bool, px: u64, sz: u64, before: Option<usize> },
+    Update { pick: usize, sz: u64 },
+    Remove { pick: usize },
 }
 
 fn op() -> impl Strategy<Value = Op> {
     // Prices span powers of ten (units of 10^-8: 0.0009… to 1.2) so aggregation crosses digit boundaries.
-    let px = prop_oneof![
-        90_000u64..=110_000,
-        9_990_000u64..=10_010_000,
-        99_990_000u64..=120_000_000
-    ];
+    let px = prop_oneof![90_000u64..=110_000, 9_990_000u64..=10_010_000, 99_990_000u64..=120_000_000];
     prop_oneof![
         4 => (any::<bool>(), px, 1u64..5_000_000, proptest::option::of(0usize..64))
             .prop_map(|(side, px, sz, before)| Op::New { side, px, sz, before }),
@@ -83,11 +69,7 @@ impl Model {
                     l.sz.add(Fixed(sz));
                     l.n += 1;
                 }
-                _ => out.push(LevelAgg {
-                    px: Fixed(px),
-                    sz: FixedSum::from(Fixed(sz)),
-                    n: 1,
-                }),
+                _ => out.push(LevelAgg { px: Fixed(px), sz: FixedSum::from(Fixed(sz)), n: 1 }),
             }
         }
         out

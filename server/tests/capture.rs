@@ -69,10 +69,7 @@ fn both_modes_replay_the_capture_exactly() {
     let btc = bb.coin("BTC").unwrap();
     assert_eq!(btc.len(), 51_336);
     let (px, level) = btc.best(Side::Bid).unwrap();
-    assert_eq!(
-        (px.to_string(), level.sz.to_string(), level.n),
-        ("81307.0".into(), "2.80623".into(), 9)
-    );
+    assert_eq!((px.to_string(), level.sz.to_string(), level.n), ("81307.0".into(), "2.80623".into(), 9));
 }
 
 #[test]

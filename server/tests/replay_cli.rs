@@ -6,10 +6,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 fn hlbook(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hlbook"))
-        .args(args)
-        .output()
-        .expect("runs hlbook")
+    Command::new(env!("CARGO_BIN_EXE_hlbook")).args(args).output().expect("runs hlbook")
 }
 
 fn replay(snapshot: &Path, node_dir: &Path, extra: &[&str]) -> Output {
@@ -21,26 +18,15 @@ fn replay(snapshot: &Path, node_dir: &Path, extra: &[&str]) -> Output {
 
 fn json_lines(out: &Output) -> Vec<serde_json::Value> {
     assert!(out.status.success(), "failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout.clone())
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    String::from_utf8(out.stdout.clone()).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
 #[test]
 fn prints_one_l2_line_per_block_identical_in_both_modes() {
     let Some(cap) = common::unpack() else { return };
-    let by_block = json_lines(&replay(
-        &cap.snapshot,
-        &cap.node_dir,
-        &["--print", "l2", "--coin", "BTC"],
-    ));
-    let streaming = json_lines(&replay(
-        &cap.snapshot,
-        &cap.node_dir,
-        &["--print", "l2", "--coin", "BTC", "--mode", "streaming"],
-    ));
+    let by_block = json_lines(&replay(&cap.snapshot, &cap.node_dir, &["--print", "l2", "--coin", "BTC"]));
+    let streaming =
+        json_lines(&replay(&cap.snapshot, &cap.node_dir, &["--print", "l2", "--coin", "BTC", "--mode", "streaming"]));
     assert_eq!(by_block.len(), 51);
     for (b, s) in by_block.iter().zip(&streaming) {
         assert_eq!(b["height"], s["height"]);
@@ -58,10 +44,7 @@ fn prints_one_l2_line_per_block_identical_in_both_modes() {
     assert_eq!(heights, (985148182..=985148232).collect::<Vec<_>>());
     let last = &by_block[50]["l2Book"];
     assert_eq!(last["coin"], "BTC");
-    assert_eq!(
-        last["levels"][0][0],
-        serde_json::json!({"px": "81307.0", "sz": "2.80623", "n": 9})
-    );
+    assert_eq!(last["levels"][0][0], serde_json::json!({"px": "81307.0", "sz": "2.80623", "n": 9}));
     assert_eq!(last["levels"][0].as_array().unwrap().len(), 20);
     // time is the block time in ms.
     assert_eq!(by_block[0]["l2Book"]["time"], 1_778_002_753_024u64);
@@ -73,26 +56,14 @@ fn aggregated_bbo_and_summary_views() {
     let agg = json_lines(&replay(
         &cap.snapshot,
         &cap.node_dir,
-        &[
-            "--print",
-            "l2",
-            "--n-sig-figs",
-            "5",
-            "--mantissa",
-            "2",
-            "--n-levels",
-            "3",
-        ],
+        &["--print", "l2", "--n-sig-figs", "5", "--mantissa", "2", "--n-levels", "3"],
     ));
     let levels = &agg[50]["l2Book"]["levels"];
     assert_eq!(levels[0].as_array().unwrap().len(), 3);
     // BTC at 81307 with 5 figures and mantissa 2: a grid of 2, bids rounded down.
     assert_eq!(levels[0][0]["px"], "81306.0");
     let bbo = json_lines(&replay(&cap.snapshot, &cap.node_dir, &["--print", "bbo"]));
-    assert_eq!(
-        bbo[50]["bbo"]["bbo"][0],
-        serde_json::json!({"px": "81307.0", "sz": "2.80623", "n": 9})
-    );
+    assert_eq!(bbo[50]["bbo"]["bbo"][0], serde_json::json!({"px": "81307.0", "sz": "2.80623", "n": 9}));
     let summary = json_lines(&replay(&cap.snapshot, &cap.node_dir, &["--mode", "streaming"]));
     assert_eq!(summary[50]["orders"], 51_336);
     assert_eq!(summary[50]["totals"]["inconsistencies"], 0);
@@ -105,11 +76,9 @@ fn tiny_capture(dir: &Path, diffs: &[&str], statuses: &[&str]) {
     let snap = r#"[10,[["BTC",[[["0x1c1c270b573d55b68b3d14722b5d5d401511bed0",{"coin":"BTC","side":"B","limitPx":"100.0","sz":"1.0","oid":1,"timestamp":1,"triggerCondition":"N/A","isTrigger":false,"triggerPx":"0.0","children":[],"isPositionTpsl":false,"reduceOnly":false,"orderType":"Limit","origSz":"1.0","tif":"Gtc","cloid":null}]],[]]]]]"#;
     std::fs::write(dir.join("snap.json"), snap).unwrap();
     let line = |h: usize, events: &str| format!("{{{HEAD},\"block_number\":{},\"events\":[{events}]}}\n", 11 + h);
-    for (name, events) in [
-        ("raw_book_diffs", diffs),
-        ("order_statuses", statuses),
-        ("fills", &vec![""; diffs.len()][..]),
-    ] {
+    for (name, events) in
+        [("raw_book_diffs", diffs), ("order_statuses", statuses), ("fills", &vec![""; diffs.len()][..])]
+    {
         let d = dir.join(format!("node_{name}_by_block/hourly/20260505"));
         std::fs::create_dir_all(&d).unwrap();
         let text: String = events.iter().enumerate().map(|(h, e)| line(h, e)).collect();
@@ -138,20 +107,14 @@ fn exits_non_zero_on_a_lost_line_or_a_malformed_line() {
     let out = replay(&dir.path().join("snap.json"), dir.path(), &[]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("block 12 is incomplete: no line from order_statuses"),
-        "{err}"
-    );
+    assert!(err.contains("block 12 is incomplete: no line from order_statuses"), "{err}");
 
     let dir = tempfile::tempdir().unwrap();
     tiny_capture(dir.path(), &["", r#"{"oops""#], &["", ""]);
     let out = replay(&dir.path().join("snap.json"), dir.path(), &[]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("hourly/20260505/17:2: malformed raw_book_diffs line"),
-        "{err}"
-    );
+    assert!(err.contains("hourly/20260505/17:2: malformed raw_book_diffs line"), "{err}");
 }
 
 #[test]

@@ -13,35 +13,15 @@ fn user(n: u8) -> Address {
 }
 
 fn diff(coin: &str, oid: u64, side: Side, px: &str, kind: DiffKind) -> Diff {
-    Diff {
-        coin: coin.into(),
-        user: user(1),
-        oid,
-        side,
-        px: fx(px),
-        kind,
-    }
+    Diff { coin: coin.into(), user: user(1), oid, side, px: fx(px), kind }
 }
 
 fn new(coin: &str, oid: u64, side: Side, px: &str, sz: &str) -> Diff {
-    diff(
-        coin,
-        oid,
-        side,
-        px,
-        DiffKind::New {
-            sz: fx(sz),
-            insert_before: None,
-        },
-    )
+    diff(coin, oid, side, px, DiffKind::New { sz: fx(sz), insert_before: None })
 }
 
 fn status(coin: &str, oid: u64, status: &str, tif: &str, limit_px: &str, is_trigger: bool) -> OrderStatus {
-    let flavor = OrderFlavor {
-        tif: Some(tif.into()),
-        is_trigger,
-        ..OrderFlavor::system_default()
-    };
+    let flavor = OrderFlavor { tif: Some(tif.into()), is_trigger, ..OrderFlavor::system_default() };
     OrderStatus {
         coin: coin.into(),
         user: user(1),
@@ -65,13 +45,7 @@ fn status(coin: &str, oid: u64, status: &str, tif: &str, limit_px: &str, is_trig
 }
 
 fn block(height: u64, diffs: Vec<Diff>, statuses: Vec<OrderStatus>) -> Block {
-    Block {
-        height,
-        block_time: T,
-        diffs,
-        statuses,
-        ..Block::default()
-    }
+    Block { height, block_time: T, diffs, statuses, ..Block::default() }
 }
 
 fn applied(o: Outcome) -> Applied {
@@ -96,10 +70,7 @@ fn new_takes_fields_from_its_opening_status_and_px_from_the_diff() {
     )));
     assert!(a.inconsistencies.is_empty());
     let o = b.coin("BTC").unwrap().order(7).unwrap();
-    assert_eq!(
-        (o.px, o.limit_px, o.sz, o.timestamp),
-        (fx("100.0"), fx("95.0"), fx("0.5"), 1234)
-    );
+    assert_eq!((o.px, o.limit_px, o.sz, o.timestamp), (fx("100.0"), fx("95.0"), fx("0.5"), 1234));
     assert_eq!(b.height(), 11);
 }
 
@@ -112,10 +83,7 @@ fn ioc_open_with_a_new_diff_rests_as_gtc() {
         vec![status("BTC", 7, "open", "Ioc", "100.0", false)],
     )));
     assert!(a.inconsistencies.is_empty());
-    assert_eq!(
-        b.coin("BTC").unwrap().order(7).unwrap().flavor.tif.as_deref(),
-        Some("Gtc")
-    );
+    assert_eq!(b.coin("BTC").unwrap().order(7).unwrap().flavor.tif.as_deref(), Some("Gtc"));
 }
 
 #[test]
@@ -124,23 +92,11 @@ fn only_opening_statuses_explain_a_new() {
     // A trigger order's `open` (placed, not resting) and a `canceled` do not explain a `new`.
     let a = applied(b.apply(&block(
         11,
-        vec![
-            new("BTC", 7, Side::Bid, "100.0", "0.5"),
-            new("BTC", 8, Side::Bid, "100.0", "0.5"),
-        ],
-        vec![
-            status("BTC", 7, "open", "Gtc", "100.0", true),
-            status("BTC", 8, "canceled", "Gtc", "100.0", false),
-        ],
+        vec![new("BTC", 7, Side::Bid, "100.0", "0.5"), new("BTC", 8, Side::Bid, "100.0", "0.5")],
+        vec![status("BTC", 7, "open", "Gtc", "100.0", true), status("BTC", 8, "canceled", "Gtc", "100.0", false)],
     )));
     let kinds: Vec<_> = a.inconsistencies.iter().map(|i| (i.oid, i.kind)).collect();
-    assert_eq!(
-        kinds,
-        vec![
-            (7, InconsistencyKind::NewWithoutStatus),
-            (8, InconsistencyKind::NewWithoutStatus)
-        ]
-    );
+    assert_eq!(kinds, vec![(7, InconsistencyKind::NewWithoutStatus), (8, InconsistencyKind::NewWithoutStatus)]);
     assert!(!b.is_trusted("BTC"));
     // Best effort: the orders rest anyway, flagged.
     assert_eq!(b.coin("BTC").unwrap().len(), 2);
@@ -167,16 +123,8 @@ fn statusless_system_and_spot_orders_get_default_fields() {
 fn spot_dex_and_late_coins_are_books_like_any_other() {
     let mut b = books();
     let coins = ["PURR/USDC", "dex:ABC", "ETH"];
-    let diffs: Vec<_> = coins
-        .iter()
-        .enumerate()
-        .map(|(i, c)| new(c, i as u64, Side::Bid, "2.5", "1.0"))
-        .collect();
-    let statuses = coins
-        .iter()
-        .enumerate()
-        .map(|(i, c)| status(c, i as u64, "open", "Alo", "2.5", false))
-        .collect();
+    let diffs: Vec<_> = coins.iter().enumerate().map(|(i, c)| new(c, i as u64, Side::Bid, "2.5", "1.0")).collect();
+    let statuses = coins.iter().enumerate().map(|(i, c)| status(c, i as u64, "open", "Alo", "2.5", false)).collect();
     let a = applied(b.apply(&block(11, diffs, statuses)));
     assert!(a.inconsistencies.is_empty());
     assert_eq!(a.changed.iter().map(|c| c.to_string()).collect::<Vec<_>>(), coins);
@@ -189,26 +137,11 @@ fn spot_dex_and_late_coins_are_books_like_any_other() {
 #[test]
 fn duplicate_and_gap_blocks_apply_nothing() {
     let mut b = books();
-    assert_eq!(
-        b.apply(&block(10, vec![], vec![])),
-        Outcome::AlreadyApplied {
-            height: 10,
-            current: 10
-        }
-    );
-    assert_eq!(
-        b.apply(&block(12, vec![], vec![])),
-        Outcome::Gap { expected: 11, got: 12 }
-    );
+    assert_eq!(b.apply(&block(10, vec![], vec![])), Outcome::AlreadyApplied { height: 10, current: 10 });
+    assert_eq!(b.apply(&block(12, vec![], vec![])), Outcome::Gap { expected: 11, got: 12 });
     assert_eq!(b.height(), 10);
     applied(b.apply(&block(11, vec![], vec![])));
-    assert_eq!(
-        b.apply(&block(11, vec![], vec![])),
-        Outcome::AlreadyApplied {
-            height: 11,
-            current: 11
-        }
-    );
+    assert_eq!(b.apply(&block(11, vec![], vec![])), Outcome::AlreadyApplied { height: 11, current: 11 });
     let c = b.counters();
     assert_eq!((c.blocks_applied, c.already_applied, c.gaps), (1, 2, 1));
 }
@@ -220,16 +153,7 @@ fn unknown_oids_mark_only_their_coin_untrusted() {
         11,
         vec![
             diff("BTC", 5, Side::Bid, "1.0", DiffKind::Remove),
-            diff(
-                "BTC",
-                6,
-                Side::Bid,
-                "1.0",
-                DiffKind::Update {
-                    orig_sz: fx("1.0"),
-                    new_sz: fx("0.5"),
-                },
-            ),
+            diff("BTC", 6, Side::Bid, "1.0", DiffKind::Update { orig_sz: fx("1.0"), new_sz: fx("0.5") }),
             new("ETH", 7, Side::Bid, "3.0", "1.0"),
         ],
         vec![status("ETH", 7, "open", "Gtc", "3.0", false)],
@@ -256,16 +180,7 @@ fn size_zero_update_then_remove_in_one_block() {
     let a = applied(b.apply(&block(
         12,
         vec![
-            diff(
-                "BTC",
-                1,
-                Side::Ask,
-                "5.0",
-                DiffKind::Update {
-                    orig_sz: fx("1.0"),
-                    new_sz: Fixed::ZERO,
-                },
-            ),
+            diff("BTC", 1, Side::Ask, "5.0", DiffKind::Update { orig_sz: fx("1.0"), new_sz: Fixed::ZERO }),
             diff("BTC", 1, Side::Ask, "5.0", DiffKind::Remove),
         ],
         vec![],
@@ -277,24 +192,9 @@ fn size_zero_update_then_remove_in_one_block() {
 #[test]
 fn insert_before_in_a_block_and_missing_anchor_counted() {
     let mut b = books();
-    let nb = |oid, anchor| {
-        diff(
-            "BTC",
-            oid,
-            Side::Bid,
-            "1.0",
-            DiffKind::New {
-                sz: fx("1.0"),
-                insert_before: anchor,
-            },
-        )
-    };
+    let nb = |oid, anchor| diff("BTC", oid, Side::Bid, "1.0", DiffKind::New { sz: fx("1.0"), insert_before: anchor });
     let st = |oid| status("BTC", oid, "open", "Gtc", "1.0", false);
-    let a = applied(b.apply(&block(
-        11,
-        vec![nb(1, None), nb(2, Some(1)), nb(3, Some(99))],
-        vec![st(1), st(2), st(3)],
-    )));
+    let a = applied(b.apply(&block(11, vec![nb(1, None), nb(2, Some(1)), nb(3, Some(99))], vec![st(1), st(2), st(3)])));
     assert_eq!(a.anchors_missing, 1);
     assert!(a.inconsistencies.is_empty());
     let book = b.coin("BTC").unwrap();

@@ -133,21 +133,13 @@ impl CoinBook {
             let o = &self.slab[k as usize].order;
             o.side == side && o.px == px
         });
-        let key = self.slab.insert(Node {
-            order,
-            prev: NIL,
-            next: NIL,
-        }) as u32;
+        let key = self.slab.insert(Node { order, prev: NIL, next: NIL }) as u32;
         self.by_oid.insert(oid, key);
         if let Some(c) = children {
             self.children.insert(oid, c);
         }
-        let level = self.levels[side.index()].entry(px).or_insert(Level {
-            sz: FixedSum::ZERO,
-            n: 0,
-            head: NIL,
-            tail: NIL,
-        });
+        let level =
+            self.levels[side.index()].entry(px).or_insert(Level { sz: FixedSum::ZERO, n: 0, head: NIL, tail: NIL });
         level.sz.add(sz);
         level.n += 1;
         let placement = match anchor {
@@ -157,11 +149,7 @@ impl CoinBook {
             }
             None => {
                 link_back(&mut self.slab, level, key);
-                if insert_before.is_some() {
-                    Placement::AnchorMissing
-                } else {
-                    Placement::Back
-                }
+                if insert_before.is_some() { Placement::AnchorMissing } else { Placement::Back }
             }
         };
         (placement, misfit)
@@ -180,11 +168,7 @@ impl CoinBook {
             level.sz.sub(old);
             level.sz.add(new_sz);
         }
-        if old != orig_sz {
-            Err(Misfit::SizeMismatch)
-        } else {
-            Ok(())
-        }
+        if old != orig_sz { Err(Misfit::SizeMismatch) } else { Ok(()) }
     }
 
     /// Takes an order off the book; it must rest at `side`/`px`.

@@ -40,14 +40,8 @@ fn levels_keep_running_totals_and_time_priority() {
     let (best, level) = b.best(Side::Bid).unwrap();
     assert_eq!(best, px("101.0"));
     assert_eq!((level.sz.to_string(), level.n), ("2.0".into(), 1));
-    let bids: Vec<_> = b
-        .levels(Side::Bid)
-        .map(|(p, l)| (p.to_string(), l.sz.to_string(), l.n))
-        .collect();
-    assert_eq!(
-        bids,
-        vec![("101.0".into(), "2.0".into(), 1), ("100.0".into(), "1.75".into(), 2)]
-    );
+    let bids: Vec<_> = b.levels(Side::Bid).map(|(p, l)| (p.to_string(), l.sz.to_string(), l.n)).collect();
+    assert_eq!(bids, vec![("101.0".into(), "2.0".into(), 1), ("100.0".into(), "1.75".into(), 2)]);
     assert_eq!(level_oids(&b, Side::Bid, "100.0"), vec![1, 2]);
     assert_eq!(b.best(Side::Ask).unwrap().0, px("102.0"));
     assert_eq!(b.orders(Side::Bid).map(|o| o.oid).collect::<Vec<_>>(), vec![3, 1, 2]);
@@ -59,15 +53,9 @@ fn insert_before_places_ahead_of_the_anchor() {
     for oid in 1..=3 {
         b.insert(order(oid, Side::Ask, "5.0", "1.0"), None, None);
     }
-    assert_eq!(
-        b.insert(order(9, Side::Ask, "5.0", "1.0"), None, Some(2)).0,
-        Placement::BeforeAnchor
-    );
+    assert_eq!(b.insert(order(9, Side::Ask, "5.0", "1.0"), None, Some(2)).0, Placement::BeforeAnchor);
     assert_eq!(level_oids(&b, Side::Ask, "5.0"), vec![1, 9, 2, 3]);
-    assert_eq!(
-        b.insert(order(10, Side::Ask, "5.0", "1.0"), None, Some(1)).0,
-        Placement::BeforeAnchor
-    );
+    assert_eq!(b.insert(order(10, Side::Ask, "5.0", "1.0"), None, Some(1)).0, Placement::BeforeAnchor);
     assert_eq!(level_oids(&b, Side::Ask, "5.0"), vec![10, 1, 9, 2, 3]);
     b.remove(9, Side::Ask, px("5.0")).unwrap();
     b.remove(10, Side::Ask, px("5.0")).unwrap();
@@ -79,15 +67,9 @@ fn missing_or_foreign_anchor_goes_to_the_back() {
     let mut b = book();
     b.insert(order(1, Side::Ask, "5.0", "1.0"), None, None);
     b.insert(order(2, Side::Ask, "6.0", "1.0"), None, None);
-    assert_eq!(
-        b.insert(order(3, Side::Ask, "5.0", "1.0"), None, Some(77)).0,
-        Placement::AnchorMissing
-    );
+    assert_eq!(b.insert(order(3, Side::Ask, "5.0", "1.0"), None, Some(77)).0, Placement::AnchorMissing);
     // An anchor resting at another price is not in this level.
-    assert_eq!(
-        b.insert(order(4, Side::Ask, "5.0", "1.0"), None, Some(2)).0,
-        Placement::AnchorMissing
-    );
+    assert_eq!(b.insert(order(4, Side::Ask, "5.0", "1.0"), None, Some(2)).0, Placement::AnchorMissing);
     assert_eq!(level_oids(&b, Side::Ask, "5.0"), vec![1, 3, 4]);
 }
 
@@ -111,17 +93,11 @@ fn update_to_zero_then_remove_is_normal() {
 fn misfits_are_reported_not_panics() {
     let mut b = book();
     assert_eq!(b.remove(1, Side::Bid, px("1.0")), Err(Misfit::UnknownOid));
-    assert_eq!(
-        b.update(1, Side::Bid, px("1.0"), px("1.0"), px("0.5")),
-        Err(Misfit::UnknownOid)
-    );
+    assert_eq!(b.update(1, Side::Bid, px("1.0"), px("1.0"), px("0.5")), Err(Misfit::UnknownOid));
     b.insert(order(1, Side::Bid, "1.0", "1.0"), None, None);
     assert_eq!(b.remove(1, Side::Ask, px("1.0")), Err(Misfit::WrongPlace));
     assert_eq!(b.remove(1, Side::Bid, px("2.0")), Err(Misfit::WrongPlace));
-    assert_eq!(
-        b.update(1, Side::Bid, px("1.0"), px("0.7"), px("0.5")),
-        Err(Misfit::SizeMismatch)
-    );
+    assert_eq!(b.update(1, Side::Bid, px("1.0"), px("0.7"), px("0.5")), Err(Misfit::SizeMismatch));
     assert_eq!(b.order(1).unwrap().sz, px("0.5"));
     let (_, m) = b.insert(order(1, Side::Bid, "3.0", "2.0"), None, None);
     assert_eq!(m, Some(Misfit::DuplicateOid));

@@ -68,20 +68,12 @@ impl L2Params {
         if !(1..=MAX_LEVELS).contains(&n_levels) {
             return Err(L2ParamError::Levels(n_levels));
         }
-        Ok(L2Params {
-            n_sig_figs,
-            mantissa,
-            n_levels,
-        })
+        Ok(L2Params { n_sig_figs, mantissa, n_levels })
     }
 
     /// Full precision with `n_levels`.
     pub fn full(n_levels: usize) -> L2Params {
-        L2Params {
-            n_sig_figs: None,
-            mantissa: None,
-            n_levels: n_levels.clamp(1, MAX_LEVELS),
-        }
+        L2Params { n_sig_figs: None, mantissa: None, n_levels: n_levels.clamp(1, MAX_LEVELS) }
     }
 }
 
@@ -115,10 +107,7 @@ pub fn aggregate(
         if out.len() == params.n_levels {
             return;
         }
-        out.push(LevelAgg {
-            px: bucket(side, level.px, sig, mantissa, tick),
-            ..level
-        });
+        out.push(LevelAgg { px: bucket(side, level.px, sig, mantissa, tick), ..level });
     }
 }
 
@@ -139,11 +128,7 @@ fn width(px: Fixed, sig: u8, mantissa: u64, tick: Option<Fixed>) -> u64 {
     let unit_digits = px.0.checked_ilog10().map_or(1, |d| d + 1) as i32;
     let exp = unit_digits - i32::from(sig);
     // Below one unit (only possible under 10^-3 with 5 figures) the grid is the unit itself.
-    let w = if exp < 0 {
-        1
-    } else {
-        10u64.saturating_pow(exp as u32).saturating_mul(mantissa)
-    };
+    let w = if exp < 0 { 1 } else { 10u64.saturating_pow(exp as u32).saturating_mul(mantissa) };
     w.max(tick.map_or(1, |t| t.0))
 }
 

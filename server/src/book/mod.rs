@@ -85,11 +85,7 @@ impl Books {
     /// Books at `height` holding `coins` (e.g. loaded from a snapshot).
     pub fn new(height: u64, coins: impl IntoIterator<Item = CoinBook>) -> Books {
         let coins = coins.into_iter().map(|b| (b.coin().clone(), b)).collect();
-        Books {
-            height,
-            coins,
-            ..Books::default()
-        }
+        Books { height, coins, ..Books::default() }
     }
 
     /// Height of the last applied block (or of the snapshot).
@@ -144,23 +140,14 @@ impl Books {
     pub fn apply(&mut self, block: &Block) -> Outcome {
         if block.height <= self.height {
             self.counters.already_applied += 1;
-            return Outcome::AlreadyApplied {
-                height: block.height,
-                current: self.height,
-            };
+            return Outcome::AlreadyApplied { height: block.height, current: self.height };
         }
         if block.height > self.height + 1 {
             self.counters.gaps += 1;
-            return Outcome::Gap {
-                expected: self.height + 1,
-                got: block.height,
-            };
+            return Outcome::Gap { expected: self.height + 1, got: block.height };
         }
         let opening = opening_statuses(&block.statuses);
-        let mut out = Applied {
-            height: block.height,
-            ..Applied::default()
-        };
+        let mut out = Applied { height: block.height, ..Applied::default() };
         let mut seen = FxHashSet::default();
         for diff in &block.diffs {
             if out.changed.last() != Some(&diff.coin) && seen.insert(diff.coin.clone()) {
@@ -190,17 +177,8 @@ impl Books {
         out: &mut Applied,
     ) {
         // A coin that first appears now gets a book.
-        let book = self
-            .coins
-            .entry(d.coin.clone())
-            .or_insert_with(|| CoinBook::new(d.coin.clone()));
-        let mut misfit = |kind| {
-            out.inconsistencies.push(Inconsistency {
-                coin: d.coin.clone(),
-                oid: d.oid,
-                kind,
-            })
-        };
+        let book = self.coins.entry(d.coin.clone()).or_insert_with(|| CoinBook::new(d.coin.clone()));
+        let mut misfit = |kind| out.inconsistencies.push(Inconsistency { coin: d.coin.clone(), oid: d.oid, kind });
         match d.kind {
             DiffKind::New { sz, insert_before } => {
                 let (order, children, how) = new_order(d, sz, opening.get(&d.oid).copied(), block_time);
@@ -254,53 +232,36 @@ fn new_order(
     status: Option<&OrderStatus>,
     block_time: UnixNanos,
 ) -> (RestingOrder, Option<Box<str>>, Opened) {
-    let (user, oid, side, px) = (d.user, d.oid, d.side, d.px);
-    match status {
+    // What the opening status says, or defaults for a statusless order.
+    let (orig_sz, limit_px, trigger_px, timestamp, cloid, flavor, children, how) = match status {
         Some(s) => {
             let o = &s.order;
             // An Ioc order the node reports open and rests is, from then on, a resting Gtc order.
-            let flavor = if o.flavor.tif.as_deref() == Some("Ioc") {
-                Arc::new(o.flavor.as_gtc())
-            } else {
-                o.flavor.clone()
-            };
-            let order = RestingOrder {
-                oid,
-                user,
-                side,
-                px,
-                sz,
-                orig_sz: o.orig_sz,
-                limit_px: o.limit_px,
-                trigger_px: o.trigger_px,
-                timestamp: o.timestamp,
-                cloid: o.cloid,
-                flavor,
-            };
-            (order, o.children.clone(), Opened::ByStatus)
+            let flavor =
+                if o.flavor.tif.as_deref() == Some("Ioc") { Arc::new(o.flavor.as_gtc()) } else { o.flavor.clone() };
+            (o.orig_sz, o.limit_px, o.trigger_px, o.timestamp, o.cloid, flavor, o.children.clone(), Opened::ByStatus)
         }
         None => {
-            let how = if SYSTEM_USERS.contains(&user) || is_spot(&d.coin) {
-                Opened::System
-            } else {
-                Opened::Unexplained
-            };
-            let order = RestingOrder {
-                oid,
-                user,
-                side,
-                px,
-                sz,
-                orig_sz: sz,
-                limit_px: px,
-                trigger_px: crate::node::Fixed::ZERO,
-                timestamp: nanos_to_millis(block_time) as u64,
-                cloid: None,
-                flavor: system_flavor(),
-            };
-            (order, None, how)
+            let how =
+                if SYSTEM_USERS.contains(&d.user) || is_spot(&d.coin) { Opened::System } else { Opened::Unexplained };
+            let ts = nanos_to_millis(block_time) as u64;
+            (sz, d.px, crate::node::Fixed::ZERO, ts, None, system_flavor(), None, how)
         }
-    }
+    };
+    let order = RestingOrder {
+        oid: d.oid,
+        user: d.user,
+        side: d.side,
+        px: d.px,
+        sz,
+        orig_sz,
+        limit_px,
+        trigger_px,
+        timestamp,
+        cloid,
+        flavor,
+    };
+    (order, children, how)
 }
 
 fn system_flavor() -> Arc<OrderFlavor> {

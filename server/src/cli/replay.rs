@@ -60,12 +60,7 @@ pub fn run(args: &ReplayArgs, out: &mut impl Write) -> anyhow::Result<()> {
     {
         eprintln!("note: coin {c:?} is not in the snapshot; it will be printed once it appears");
     }
-    let mut printer = Printer {
-        args,
-        params,
-        buf: Vec::with_capacity(1 << 16),
-        levels: [Vec::new(), Vec::new()],
-    };
+    let mut printer = Printer { args, params, buf: Vec::with_capacity(1 << 16), levels: [Vec::new(), Vec::new()] };
     let mut write_err = None;
     let result = replay(&mut books, &args.node_dir, args.mode, |step| {
         if write_err.is_none()
@@ -90,11 +85,7 @@ pub fn run(args: &ReplayArgs, out: &mut impl Write) -> anyhow::Result<()> {
     );
     if c.inconsistencies > 0 {
         let untrusted: Vec<String> = books.untrusted().map(|c| c.to_string()).collect();
-        bail!(
-            "{} inconsistencies; untrusted coins: {}",
-            c.inconsistencies,
-            untrusted.join(", ")
-        );
+        bail!("{} inconsistencies; untrusted coins: {}", c.inconsistencies, untrusted.join(", "));
     }
     Ok(())
 }

@@ -83,10 +83,10 @@ impl Assembler {
             self.counters.stale_lines += 1;
             return;
         }
-        let p = self.pending.entry(h).or_insert_with(|| Pending {
-            block: Block::new(h, line.meta.block_time),
-            got: [false; 3],
-        });
+        let p = self
+            .pending
+            .entry(h)
+            .or_insert_with(|| Pending { block: Block::new(h, line.meta.block_time), got: [false; 3] });
         if self.mode == Mode::ByBlock && p.got[stream.index()] {
             // A second by-block line for one height: the node restarted mid-block. Keep the first.
             self.counters.stale_lines += 1;

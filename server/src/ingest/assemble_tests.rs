@@ -2,17 +2,10 @@ use super::*;
 use crate::node::{Events, LineMeta};
 
 fn line(stream: Stream, h: u64) -> Line {
-    let meta = LineMeta {
-        height: h,
-        block_time: h as i64 * 1000,
-        local_time: h as i64 * 1000 + 7,
-    };
+    let meta = LineMeta { height: h, block_time: h as i64 * 1000, local_time: h as i64 * 1000 + 7 };
     let events = match stream {
         Stream::Diffs => Events::Diffs(vec![]),
-        Stream::Statuses => Events::Statuses {
-            kept: vec![],
-            rejected: 2,
-        },
+        Stream::Statuses => Events::Statuses { kept: vec![], rejected: 2 },
         Stream::Fills => Events::Fills(vec![]),
     };
     Line { meta, events }
@@ -34,9 +27,7 @@ fn by_block_waits_for_all_three_streams() {
     a.push(Stream::Diffs, line(Stream::Diffs, 11));
     assert_eq!(a.next_block(), None);
     a.push(Stream::Statuses, line(Stream::Statuses, 11));
-    let Some(Assembled::Block(b)) = a.next_block() else {
-        panic!("no block")
-    };
+    let Some(Assembled::Block(b)) = a.next_block() else { panic!("no block") };
     assert_eq!((b.height, b.rejected_statuses), (11, 2));
     assert_eq!(b.node_written, [Some(11_007); 3]);
     assert_eq!(a.emitted(), 11);
@@ -53,13 +44,7 @@ fn by_block_reports_a_stream_that_skipped_a_height() {
     // Statuses jump from 11 to 13: its line of 12 is lost.
     a.push(Stream::Statuses, line(Stream::Statuses, 13));
     assert_eq!(a.next_block().map(|x| matches!(x, Assembled::Block(_))), Some(true));
-    assert_eq!(
-        a.next_block(),
-        Some(Assembled::Broken {
-            height: 12,
-            missing: vec![Stream::Statuses]
-        })
-    );
+    assert_eq!(a.next_block(), Some(Assembled::Broken { height: 12, missing: vec![Stream::Statuses] }));
     assert_eq!(a.counters().broken_blocks, 1);
 }
 
@@ -103,12 +88,6 @@ fn finished_by_block_input_with_a_missing_line_is_broken() {
     let mut a = Assembler::new(Mode::ByBlock, 10);
     a.push(Stream::Diffs, line(Stream::Diffs, 11));
     a.finish();
-    assert_eq!(
-        a.next_block(),
-        Some(Assembled::Broken {
-            height: 11,
-            missing: vec![Stream::Fills, Stream::Statuses]
-        })
-    );
+    assert_eq!(a.next_block(), Some(Assembled::Broken { height: 11, missing: vec![Stream::Fills, Stream::Statuses] }));
     assert_eq!(a.next_block(), None);
 }

@@ -19,11 +19,7 @@ pub enum ReplayError {
     #[error("reading {path}: {source}")]
     Io { path: PathBuf, source: io::Error },
     #[error("{path}:{line_no}: {source}")]
-    Line {
-        path: PathBuf,
-        line_no: u64,
-        source: LineError,
-    },
+    Line { path: PathBuf, line_no: u64, source: LineError },
     #[error("block {height} is incomplete: no line from {missing}")]
     Broken { height: u64, missing: String },
     #[error("gap: expected block {expected}, next is {got}")]
@@ -59,9 +55,7 @@ pub fn replay(
                 peeked[i] = s.next_line(&mut parser)?;
             }
         }
-        let lowest = (0..3)
-            .filter(|&i| peeked[i].is_some())
-            .min_by_key(|&i| peeked[i].as_ref().map(|l| l.meta.height));
+        let lowest = (0..3).filter(|&i| peeked[i].is_some()).min_by_key(|&i| peeked[i].as_ref().map(|l| l.meta.height));
         match lowest.and_then(|i| peeked[i].take().map(|l| (Stream::ALL[i], l))) {
             Some((stream, line)) => assembler.push(stream, line),
             None => assembler.finish(),
@@ -84,11 +78,7 @@ fn apply(books: &mut Books, next: Assembled, on_step: &mut impl FnMut(Step<'_>))
         }
     };
     let outcome = books.apply(&block);
-    on_step(Step {
-        block: &block,
-        outcome: &outcome,
-        books,
-    });
+    on_step(Step { block: &block, outcome: &outcome, books });
     match outcome {
         Outcome::Gap { expected, got } => Err(ReplayError::Gap { expected, got }),
         _ => Ok(()),
@@ -105,16 +95,9 @@ struct StreamLines {
 
 impl StreamLines {
     fn open(node_dir: &Path, mode: Mode, stream: Stream) -> Result<StreamLines, ReplayError> {
-        let files = hour_files(node_dir, mode, stream).map_err(|source| ReplayError::Io {
-            path: node_dir.to_path_buf(),
-            source,
-        })?;
-        Ok(StreamLines {
-            stream,
-            files: files.into_iter(),
-            current: None,
-            buf: String::new(),
-        })
+        let files = hour_files(node_dir, mode, stream)
+            .map_err(|source| ReplayError::Io { path: node_dir.to_path_buf(), source })?;
+        Ok(StreamLines { stream, files: files.into_iter(), current: None, buf: String::new() })
     }
 
     fn next_line(&mut self, parser: &mut NodeParser) -> Result<Option<Line>, ReplayError> {
@@ -123,20 +106,14 @@ impl StreamLines {
                 let Some(f) = self.files.next() else {
                     return Ok(None);
                 };
-                let file = File::open(&f.path).map_err(|source| ReplayError::Io {
-                    path: f.path.clone(),
-                    source,
-                })?;
+                let file = File::open(&f.path).map_err(|source| ReplayError::Io { path: f.path.clone(), source })?;
                 self.current = Some((f.path, BufReader::with_capacity(1 << 20, file), 0));
             }
             let Some((path, reader, line_no)) = self.current.as_mut() else {
                 continue;
             };
             self.buf.clear();
-            let n = reader.read_line(&mut self.buf).map_err(|source| ReplayError::Io {
-                path: path.clone(),
-                source,
-            })?;
+            let n = reader.read_line(&mut self.buf).map_err(|source| ReplayError::Io { path: path.clone(), source })?;
             if n == 0 {
                 self.current = None;
                 continue;
@@ -146,14 +123,11 @@ impl StreamLines {
             if text.is_empty() {
                 continue;
             }
-            return parser
-                .parse(self.stream, text)
-                .map(Some)
-                .map_err(|source| ReplayError::Line {
-                    path: path.clone(),
-                    line_no: *line_no,
-                    source,
-                });
+            return parser.parse(self.stream, text).map(Some).map_err(|source| ReplayError::Line {
+                path: path.clone(),
+                line_no: *line_no,
+                source,
+            });
         }
     }
 }

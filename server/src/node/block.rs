@@ -20,11 +20,7 @@ pub struct Block {
 
 impl Block {
     pub fn new(height: u64, block_time: UnixNanos) -> Block {
-        Block {
-            height,
-            block_time,
-            ..Block::default()
-        }
+        Block { height, block_time, ..Block::default() }
     }
 
     /// Adds one parsed line of `stream` (which must be of this block).

@@ -53,10 +53,7 @@ impl Fixed {
         let mut int: u64 = 0;
         for &b in int_part {
             let d = digit(b)?;
-            int = int
-                .checked_mul(10)
-                .and_then(|v| v.checked_add(d))
-                .ok_or(DecimalError::Overflow)?;
+            int = int.checked_mul(10).and_then(|v| v.checked_add(d)).ok_or(DecimalError::Overflow)?;
         }
         let mut frac: u64 = 0;
         for (i, &b) in frac_part.iter().enumerate() {
@@ -69,10 +66,7 @@ impl Fixed {
         }
         let shown = frac_part.len().min(SCALE_DIGITS as usize) as u32;
         frac *= 10u64.pow(SCALE_DIGITS - shown);
-        int.checked_mul(ONE)
-            .and_then(|v| v.checked_add(frac))
-            .map(Fixed)
-            .ok_or(DecimalError::Overflow)
+        int.checked_mul(ONE).and_then(|v| v.checked_add(frac)).map(Fixed).ok_or(DecimalError::Overflow)
     }
 
     /// Canonical decimal text, e.g. `81308.0`.
@@ -104,11 +98,7 @@ impl From<Fixed> for FixedSum {
 }
 
 fn digit(b: u8) -> Result<u64, DecimalError> {
-    if b.is_ascii_digit() {
-        Ok(u64::from(b - b'0'))
-    } else {
-        Err(DecimalError::BadChar(char::from(b)))
-    }
+    if b.is_ascii_digit() { Ok(u64::from(b - b'0')) } else { Err(DecimalError::BadChar(char::from(b))) }
 }
 
 /// A formatted decimal on the stack (no allocation): `as_str()` borrows it.
@@ -241,15 +231,7 @@ mod tests {
 
     #[test]
     fn parses_and_formats_node_strings_losslessly() {
-        for s in [
-            "81308.0",
-            "0.00033",
-            "0.0",
-            "0.1804",
-            "0.00000001",
-            "184467440737.0",
-            "1.5",
-        ] {
+        for s in ["81308.0", "0.00033", "0.0", "0.1804", "0.00000001", "184467440737.0", "1.5"] {
             assert_eq!(round_trip(s), s);
         }
     }

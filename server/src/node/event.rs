@@ -142,10 +142,7 @@ impl OrderFlavor {
 
     /// The same flavor resting as Gtc: an `Ioc` order that the node reports `open` and rests.
     pub fn as_gtc(&self) -> OrderFlavor {
-        OrderFlavor {
-            tif: Some("Gtc".into()),
-            ..self.clone()
-        }
+        OrderFlavor { tif: Some("Gtc".into()), ..self.clone() }
     }
 }
 

@@ -108,44 +108,26 @@ impl NodeParser {
 
     /// Parses one complete line (without its newline) of `stream`.
     pub fn parse(&mut self, stream: Stream, line: &str) -> Result<Line, LineError> {
-        let err = |e: serde_json::Error| LineError {
-            stream,
-            message: e.to_string(),
-        };
-        match stream {
+        let err = |e: serde_json::Error| LineError { stream, message: e.to_string() };
+        let (meta, events) = match stream {
             Stream::Diffs => {
                 let env: Envelope<DiffWire<'_>> = serde_json::from_str(line).map_err(err)?;
-                let events = env.events.into_iter().map(|w| self.diff(w)).collect();
-                Ok(Line {
-                    meta: meta(&env.local_time, &env.block_time, env.block_number),
-                    events: Events::Diffs(events),
-                })
+                (env.meta(), Events::Diffs(env.events.into_iter().map(|w| self.diff(w)).collect()))
             }
             Stream::Statuses => {
                 let env: Envelope<StatusWire<'_>> = serde_json::from_str(line).map_err(err)?;
-                let mut kept = Vec::new();
-                let mut rejected = 0u32;
-                for w in env.events {
-                    match self.status(w) {
-                        Some(s) => kept.push(s),
-                        None => rejected += 1,
-                    }
-                }
-                let m = meta(&env.local_time, &env.block_time, env.block_number);
-                Ok(Line {
-                    meta: m,
-                    events: Events::Statuses { kept, rejected },
-                })
+                let meta = env.meta();
+                let total = env.events.len();
+                let kept: Vec<OrderStatus> = env.events.into_iter().filter_map(|w| self.status(w)).collect();
+                let rejected = (total - kept.len()) as u32;
+                (meta, Events::Statuses { kept, rejected })
             }
             Stream::Fills => {
                 let env: Envelope<FillWire<'_>> = serde_json::from_str(line).map_err(err)?;
-                let events = env.events.into_iter().map(|w| self.fill(w)).collect();
-                Ok(Line {
-                    meta: meta(&env.local_time, &env.block_time, env.block_number),
-                    events: Events::Fills(events),
-                })
+                (env.meta(), Events::Fills(env.events.into_iter().map(|w| self.fill(w)).collect()))
             }
-        }
+        };
+        Ok(Line { meta, events })
     }
 
     fn diff(&mut self, w: DiffWire<'_>) -> Diff {
@@ -154,26 +136,11 @@ impl NodeParser {
             RawBookDiff::Update { orig_sz, new_sz } => DiffKind::Update { orig_sz, new_sz },
             RawBookDiff::Remove => DiffKind::Remove,
         };
-        Diff {
-            coin: self.interner.str(&w.coin),
-            user: w.user,
-            oid: w.oid,
-            side: w.side,
-            px: w.px,
-            kind,
-        }
+        Diff { coin: self.interner.str(&w.coin), user: w.user, oid: w.oid, side: w.side, px: w.px, kind }
     }
 
     fn status(&mut self, w: StatusWire<'_>) -> Option<OrderStatus> {
-        let StatusWire::Kept {
-            time,
-            user,
-            hash,
-            builder,
-            status,
-            order,
-        } = w
-        else {
+        let StatusWire::Kept { time, user, hash, builder, status, order } = w else {
             return None;
         };
         Some(OrderStatus {
@@ -212,11 +179,7 @@ impl NodeParser {
             reduce_only: w.reduce_only,
             is_position_tpsl: w.is_position_tpsl,
         });
-        let children = w
-            .children
-            .as_deref()
-            .map(RawValue::get)
-            .filter(|c| !matches!(*c, "[]" | "null"));
+        let children = w.children.as_deref().map(RawValue::get).filter(|c| !matches!(*c, "[]" | "null"));
         OrderInfo {
             side: w.side,
             limit_px: w.limit_px,
@@ -234,14 +197,6 @@ impl NodeParser {
     /// The coin name, interned.
     pub(crate) fn coin(&mut self, name: &str) -> super::event::Coin {
         self.interner.str(name)
-    }
-}
-
-fn meta(local: &super::wire::NodeTime, block: &super::wire::NodeTime, height: u64) -> LineMeta {
-    LineMeta {
-        height,
-        block_time: block.0,
-        local_time: local.0,
     }
 }
 

@@ -23,34 +23,17 @@ fn parses_the_three_diff_kinds() {
     assert_eq!(parsed.meta.height, 985148182);
     assert_eq!(parsed.meta.block_time, 1_778_002_753_024_084_407);
     assert_eq!(parsed.meta.local_time, 1_778_002_753_394_386_432);
-    let Events::Diffs(d) = parsed.events else {
-        panic!("not diffs")
-    };
+    let Events::Diffs(d) = parsed.events else { panic!("not diffs") };
     assert_eq!(d.len(), 4);
     assert_eq!(
         d[0].kind,
-        DiffKind::Update {
-            orig_sz: Fixed::parse("0.1804").unwrap(),
-            new_sz: Fixed::parse("0.18007").unwrap()
-        }
+        DiffKind::Update { orig_sz: Fixed::parse("0.1804").unwrap(), new_sz: Fixed::parse("0.18007").unwrap() }
     );
-    assert_eq!(
-        d[1].kind,
-        DiffKind::New {
-            sz: Fixed::parse("0.61488").unwrap(),
-            insert_before: None
-        }
-    );
+    assert_eq!(d[1].kind, DiffKind::New { sz: Fixed::parse("0.61488").unwrap(), insert_before: None });
     assert_eq!(d[1].side, Side::Ask);
     assert_eq!(d[2].kind, DiffKind::Remove);
     assert_eq!(&*d[2].coin, "@107");
-    assert_eq!(
-        d[3].kind,
-        DiffKind::New {
-            sz: Fixed::parse("2.0").unwrap(),
-            insert_before: Some(6)
-        }
-    );
+    assert_eq!(d[3].kind, DiffKind::New { sz: Fixed::parse("2.0").unwrap(), insert_before: Some(6) });
     assert_eq!(d[1].px.to_string(), "81311.0");
 }
 
@@ -58,9 +41,7 @@ fn parses_the_three_diff_kinds() {
 fn skips_rejections_and_keeps_opening_statuses() {
     let l = line(&format!("{REJECTED},{OPEN},{REJECTED}"));
     let parsed = NodeParser::new().parse(Stream::Statuses, &l).unwrap();
-    let Events::Statuses { kept, rejected } = parsed.events else {
-        panic!("not statuses")
-    };
+    let Events::Statuses { kept, rejected } = parsed.events else { panic!("not statuses") };
     assert_eq!(rejected, 2);
     assert_eq!(kept.len(), 1);
     let s = &kept[0];
@@ -77,15 +58,10 @@ fn skips_rejections_and_keeps_opening_statuses() {
 fn order_before_status_still_parses() {
     let reordered = r#"{"order":{"coin":"BTC","side":"B","limitPx":"1.0","sz":"1.0","oid":1,"timestamp":1,"children":[{"coin":"BTC"}],"tif":null,"cloid":null},"status":"triggered","user":"0x0fd468a73084daa6ea77a9261e40fdec3e67e0c7","time":"2026-05-05T17:39:13.1","builder":{"b":"0x0fd468a73084daa6ea77a9261e40fdec3e67e0c7","f":5},"hash":null}"#;
     let parsed = NodeParser::new().parse(Stream::Statuses, &line(reordered)).unwrap();
-    let Events::Statuses { kept, .. } = parsed.events else {
-        panic!("not statuses")
-    };
+    let Events::Statuses { kept, .. } = parsed.events else { panic!("not statuses") };
     assert!(kept[0].is_opening());
     assert_eq!(kept[0].order.children.as_deref(), Some(r#"[{"coin":"BTC"}]"#));
-    assert_eq!(
-        kept[0].builder.as_deref(),
-        Some(r#"{"b":"0x0fd468a73084daa6ea77a9261e40fdec3e67e0c7","f":5}"#)
-    );
+    assert_eq!(kept[0].builder.as_deref(), Some(r#"{"b":"0x0fd468a73084daa6ea77a9261e40fdec3e67e0c7","f":5}"#));
     assert_eq!(kept[0].order.flavor.tif, None);
 }
 
@@ -93,9 +69,7 @@ fn order_before_status_still_parses() {
 fn trigger_open_is_not_opening() {
     let trig = OPEN.replace(r#""isTrigger":false"#, r#""isTrigger":true"#);
     let parsed = NodeParser::new().parse(Stream::Statuses, &line(&trig)).unwrap();
-    let Events::Statuses { kept, .. } = parsed.events else {
-        panic!("not statuses")
-    };
+    let Events::Statuses { kept, .. } = parsed.events else { panic!("not statuses") };
     assert!(!kept[0].is_opening());
 }
 
@@ -103,9 +77,7 @@ fn trigger_open_is_not_opening() {
 fn parses_fills() {
     let f = r#"["0x1624a8af8b91cc781586b4d7a33b8e693dc11015",{"coin":"BTC","px":"81308.0","sz":"0.00033","side":"B","time":1778002753024,"startPosition":"0.20486","dir":"Open Long","closedPnl":"0.0","hash":"0x0000000000000000000000000000000000000000000000000000000000000000","oid":412036451245,"crossed":true,"fee":"0.010866","tid":316059956208702,"feeToken":"USDC","twapId":1790552,"liquidation":{"liquidatedUser":"0x1","markPx":"1.0","method":"market"}}]"#;
     let parsed = NodeParser::new().parse(Stream::Fills, &line(f)).unwrap();
-    let Events::Fills(fills) = parsed.events else {
-        panic!("not fills")
-    };
+    let Events::Fills(fills) = parsed.events else { panic!("not fills") };
     assert_eq!(fills[0].tid, 316059956208702);
     assert!(fills[0].crossed);
     assert_eq!(fills[0].sz.to_string(), "0.00033");

@@ -25,9 +25,7 @@ pub fn hourly_dir(node_dir: &Path, mode: Mode, stream: Stream) -> PathBuf {
 
 /// The hour file path for a date and hour.
 pub fn hour_path(node_dir: &Path, mode: Mode, stream: Stream, date: u32, hour: u8) -> PathBuf {
-    hourly_dir(node_dir, mode, stream)
-        .join(date.to_string())
-        .join(hour.to_string())
+    hourly_dir(node_dir, mode, stream).join(date.to_string()).join(hour.to_string())
 }
 
 /// Every hour file of a stream, oldest first. A missing stream folder is an empty list.
@@ -45,11 +43,7 @@ pub fn hour_files(node_dir: &Path, mode: Mode, stream: Stream) -> io::Result<Vec
                 continue;
             };
             if hour_entry.file_type()?.is_file() {
-                out.push(HourFile {
-                    date,
-                    hour,
-                    path: hour_entry.path(),
-                });
+                out.push(HourFile { date, hour, path: hour_entry.path() });
             }
         }
     }
@@ -66,9 +60,7 @@ fn read_dir_or_empty(dir: &Path) -> io::Result<Box<dyn Iterator<Item = io::Resul
 }
 
 fn parse_date(s: &str) -> Option<u32> {
-    (s.len() == 8 && s.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| s.parse().ok())
-        .flatten()
+    (s.len() == 8 && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok()).flatten()
 }
 
 fn parse_hour(s: &str) -> Option<u8> {
@@ -84,13 +76,7 @@ mod tests {
     fn orders_hours_numerically_across_dates() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
-        for (date, hour) in [
-            (20260505, 9),
-            (20260505, 10),
-            (20260505, 23),
-            (20260506, 0),
-            (20260504, 23),
-        ] {
+        for (date, hour) in [(20260505, 9), (20260505, 10), (20260505, 23), (20260506, 0), (20260504, 23)] {
             let p = hour_path(d, Mode::ByBlock, Stream::Diffs, date, hour);
             fs::create_dir_all(p.parent().unwrap()).unwrap();
             fs::write(&p, "").unwrap();
@@ -102,16 +88,7 @@ mod tests {
         fs::create_dir_all(hourly_dir(d, Mode::ByBlock, Stream::Diffs).join("latest")).unwrap();
         let files = hour_files(d, Mode::ByBlock, Stream::Diffs).unwrap();
         let order: Vec<_> = files.iter().map(|f| (f.date, f.hour)).collect();
-        assert_eq!(
-            order,
-            vec![
-                (20260504, 23),
-                (20260505, 9),
-                (20260505, 10),
-                (20260505, 23),
-                (20260506, 0)
-            ]
-        );
+        assert_eq!(order, vec![(20260504, 23), (20260505, 9), (20260505, 10), (20260505, 23), (20260506, 0)]);
         assert!(hour_files(d, Mode::Streaming, Stream::Diffs).unwrap().is_empty());
     }
 }

@@ -33,25 +33,20 @@ pub enum SnapshotError {
 
 /// Streams a snapshot from `reader`, calling `on_coin` for each coin; returns the snapshot height.
 pub fn read_snapshot(reader: impl Read, on_coin: impl FnMut(SnapshotCoin)) -> Result<u64, SnapshotError> {
-    let mut de = serde_json::Deserializer::from_reader(reader);
-    let mut parser = NodeParser::new();
-    let height = de.deserialize_seq(Top {
-        parser: &mut parser,
-        on_coin,
-    })?;
-    de.end()?;
-    Ok(height)
+    read_with(serde_json::Deserializer::from_reader(reader), on_coin)
 }
 
 /// Streams a snapshot held in memory (or mapped): the same visitors, but serde_json's slice reader is much faster
 /// than its `io::Read` one.
 pub fn read_snapshot_slice(bytes: &[u8], on_coin: impl FnMut(SnapshotCoin)) -> Result<u64, SnapshotError> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let mut parser = NodeParser::new();
-    let height = de.deserialize_seq(Top {
-        parser: &mut parser,
-        on_coin,
-    })?;
+    read_with(serde_json::Deserializer::from_slice(bytes), on_coin)
+}
+
+fn read_with<'de, R: serde_json::de::Read<'de>>(
+    mut de: serde_json::Deserializer<R>,
+    on_coin: impl FnMut(SnapshotCoin),
+) -> Result<u64, SnapshotError> {
+    let height = de.deserialize_seq(Top { parser: &mut NodeParser::new(), on_coin })?;
     de.end()?;
     Ok(height)
 }
@@ -59,17 +54,11 @@ pub fn read_snapshot_slice(bytes: &[u8], on_coin: impl FnMut(SnapshotCoin)) -> R
 /// Opens a snapshot file and streams it: memory-mapped (no copy; pages are read as parsing reaches them), or
 /// decompressed on the fly when the name ends in `.gz`.
 pub fn read_snapshot_file(path: &Path, on_coin: impl FnMut(SnapshotCoin)) -> Result<u64, SnapshotError> {
-    let open_err = |source| SnapshotError::Open {
-        path: path.display().to_string(),
-        source,
-    };
+    let open_err = |source| SnapshotError::Open { path: path.display().to_string(), source };
     let file = File::open(path).map_err(open_err)?;
     if path.extension().is_some_and(|e| e == "gz") {
         let reader = BufReader::with_capacity(1 << 20, file);
-        return read_snapshot(
-            BufReader::with_capacity(1 << 20, flate2::read::GzDecoder::new(reader)),
-            on_coin,
-        );
+        return read_snapshot(BufReader::with_capacity(1 << 20, flate2::read::GzDecoder::new(reader)), on_coin);
     }
     if file.metadata().map_err(open_err)?.len() == 0 {
         return read_snapshot_slice(&[], on_coin);
@@ -97,12 +86,8 @@ impl<'de, F: FnMut(SnapshotCoin)> Visitor<'de> for Top<'_, F> {
 
     fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<u64, A::Error> {
         let height: u64 = seq.next_element()?.ok_or_else(|| de::Error::invalid_length(0, &self))?;
-        let coins = Coins {
-            parser: self.parser,
-            on_coin: &mut self.on_coin,
-        };
-        seq.next_element_seed(coins)?
-            .ok_or_else(|| de::Error::invalid_length(1, &"[height, coins]"))?;
+        let coins = Coins { parser: self.parser, on_coin: &mut self.on_coin };
+        seq.next_element_seed(coins)?.ok_or_else(|| de::Error::invalid_length(1, &"[height, coins]"))?;
         if seq.next_element::<de::IgnoredAny>()?.is_some() {
             return Err(de::Error::invalid_length(3, &"[height, coins]"));
         }
@@ -131,9 +116,7 @@ impl<'de, F: FnMut(SnapshotCoin)> Visitor<'de> for Coins<'_, F> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while let Some(coin) = seq.next_element_seed(OneCoin {
-            parser: &mut *self.parser,
-        })? {
+        while let Some(coin) = seq.next_element_seed(OneCoin { parser: &mut *self.parser })? {
             (self.on_coin)(coin);
         }
         Ok(())
@@ -196,10 +179,7 @@ impl<'de> Visitor<'de> for Sides<'_> {
         let mut sides: [Vec<(Address, OrderInfo)>; 2] = [Vec::new(), Vec::new()];
         for (i, side) in [Side::Bid, Side::Ask].into_iter().enumerate() {
             sides[i] = seq
-                .next_element_seed(Orders {
-                    parser: &mut *self.parser,
-                    side,
-                })?
+                .next_element_seed(Orders { parser: &mut *self.parser, side })?
                 .ok_or_else(|| de::Error::invalid_length(i, &"[bids, asks]"))?;
         }
         if seq.next_element::<de::IgnoredAny>()?.is_some() {
@@ -288,15 +268,7 @@ mod tests {
         let wrong_side = SNAP.replacen(r#""side":"B""#, r#""side":"A""#, 1);
         let e = read_snapshot(wrong_side.as_bytes(), |_| {}).unwrap_err();
         assert!(e.to_string().contains("listed with the bids"), "{e}");
-        for bad in [
-            "",
-            "[]",
-            "[1]",
-            "{}",
-            "[1,[[\"BTC\"]]]",
-            &SNAP[..SNAP.len() - 1],
-            "[1,[]] x",
-        ] {
+        for bad in ["", "[]", "[1]", "{}", "[1,[[\"BTC\"]]]", &SNAP[..SNAP.len() - 1], "[1,[]] x"] {
             assert!(read_snapshot(bad.as_bytes(), |_| {}).is_err(), "{bad}");
         }
         assert!(matches!(

@@ -29,10 +29,7 @@ pub fn nanos_to_millis(t: UnixNanos) -> i64 {
 
 /// Current wall-clock time.
 pub fn now_nanos() -> UnixNanos {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -44,14 +41,8 @@ mod tests {
         let t = parse_node_time("2026-05-05T17:39:13.024084407").unwrap();
         assert_eq!(t, 1_778_002_753_024_084_407);
         assert_eq!(nanos_to_millis(t), 1_778_002_753_024);
-        assert_eq!(
-            parse_node_time("2026-05-05T17:39:13.5").unwrap(),
-            1_778_002_753_500_000_000
-        );
-        assert_eq!(
-            parse_node_time("2026-05-05T17:39:13").unwrap(),
-            1_778_002_753_000_000_000
-        );
+        assert_eq!(parse_node_time("2026-05-05T17:39:13.5").unwrap(), 1_778_002_753_500_000_000);
+        assert_eq!(parse_node_time("2026-05-05T17:39:13").unwrap(), 1_778_002_753_000_000_000);
         assert!(parse_node_time("2026-05-05 17:39:13").is_err());
         assert!(parse_node_time("").is_err());
     }

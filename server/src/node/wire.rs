@@ -15,6 +15,7 @@ use serde_json::value::RawValue;
 
 use super::decimal::Fixed;
 use super::event::{HexBytes, Side};
+use super::line::LineMeta;
 use super::time::{UnixNanos, parse_node_time};
 
 impl<'de, const N: usize> Deserialize<'de> for HexBytes<N> {
@@ -67,9 +68,7 @@ impl<'de> Deserialize<'de> for NodeTime {
                 f.write_str("a time like 2026-05-05T17:39:13.024084407")
             }
             fn visit_str<E: de::Error>(self, s: &str) -> Result<NodeTime, E> {
-                parse_node_time(s)
-                    .map(NodeTime)
-                    .map_err(|e| E::custom(format_args!("bad time {s:?}: {e}")))
+                parse_node_time(s).map(NodeTime).map_err(|e| E::custom(format_args!("bad time {s:?}: {e}")))
             }
         }
         d.deserialize_str(V)
@@ -84,6 +83,12 @@ pub struct Envelope<E> {
     pub block_time: NodeTime,
     pub block_number: u64,
     pub events: Vec<E>,
+}
+
+impl<E> Envelope<E> {
+    pub fn meta(&self) -> LineMeta {
+        LineMeta { height: self.block_number, block_time: self.block_time.0, local_time: self.local_time.0 }
+    }
 }
 
 #[derive(Deserialize)]

@@ -13,10 +13,7 @@ pub fn fixtures() -> Option<PathBuf> {
     if dir.join("snapshot_985148181.json.gz").is_file() {
         Some(dir)
     } else {
-        eprintln!(
-            "SKIPPED: mainnet capture not found at {} (set HL_FIXTURES to its folder)",
-            dir.display()
-        );
+        eprintln!("SKIPPED: mainnet capture not found at {} (set HL_FIXTURES to its folder)", dir.display());
         None
     }
 }
@@ -32,18 +29,9 @@ pub struct Capture {
 pub fn unpack() -> Option<Capture> {
     let dir = fixtures()?;
     let tmp = tempfile::tempdir().expect("temp dir");
-    for archive in [
-        "by_block_btc_985148182_985148232.tar.gz",
-        "streaming_btc_985148182_985148232.tar.gz",
-    ] {
+    for archive in ["by_block_btc_985148182_985148232.tar.gz", "streaming_btc_985148182_985148232.tar.gz"] {
         let file = std::fs::File::open(dir.join(archive)).expect("open archive");
-        tar::Archive::new(flate2::read::GzDecoder::new(file))
-            .unpack(tmp.path())
-            .expect("unpack archive");
+        tar::Archive::new(flate2::read::GzDecoder::new(file)).unpack(tmp.path()).expect("unpack archive");
     }
-    Some(Capture {
-        snapshot: dir.join("snapshot_985148181.json.gz"),
-        node_dir: tmp.path().join("hl/data"),
-        _tmp: tmp,
-    })
+    Some(Capture { snapshot: dir.join("snapshot_985148181.json.gz"), node_dir: tmp.path().join("hl/data"), _tmp: tmp })
 }
