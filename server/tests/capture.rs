@@ -2,30 +2,10 @@
 
 mod common;
 
-use std::hash::{Hash, Hasher};
-
 use hlbook::book::Books;
 use hlbook::book::snapshot::load_books;
 use hlbook::ingest::replay::replay;
 use hlbook::node::{Fixed, Mode, Side};
-
-/// A digest of every order of every book: oid, side, px, sz, user and place in level.
-fn l4_digest(books: &Books) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    for coin in books.coin_names() {
-        let book = books.coin(&coin).unwrap();
-        coin.hash(&mut h);
-        for side in [Side::Bid, Side::Ask] {
-            for (px, level) in book.levels(side) {
-                (px, level.n, level.sz).hash(&mut h);
-                for (place, o) in book.level_orders(level).enumerate() {
-                    (place, o.oid, o.side, o.px, o.sz, o.user).hash(&mut h);
-                }
-            }
-        }
-    }
-    h.finish()
-}
 
 fn full_l4(books: &Books) -> Vec<(u64, Side, Fixed, Fixed, String)> {
     let book = books.coin("BTC").unwrap();
@@ -41,7 +21,7 @@ fn run(cap: &common::Capture, mode: Mode) -> (Vec<(u64, u64)>, Books) {
     assert_eq!(books.order_count(), 51_351);
     let mut digests = Vec::new();
     replay(&mut books, &cap.node_dir, mode, |step| {
-        digests.push((step.block.height, l4_digest(step.books)));
+        digests.push((step.block.height, common::l4_digest(step.books)));
     })
     .unwrap_or_else(|e| panic!("{mode:?} replay failed: {e}"));
     (digests, books)

@@ -35,3 +35,22 @@ pub fn unpack() -> Option<Capture> {
     }
     Some(Capture { snapshot: dir.join("snapshot_985148181.json.gz"), node_dir: tmp.path().join("hl/data"), _tmp: tmp })
 }
+
+/// A digest of every order of every book: oid, side, px, sz, user and place in level.
+pub fn l4_digest(books: &hlbook::book::Books) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for coin in books.coin_names() {
+        let book = books.coin(&coin).expect("listed coin");
+        coin.hash(&mut h);
+        for side in [hlbook::node::Side::Bid, hlbook::node::Side::Ask] {
+            for (px, level) in book.levels(side) {
+                (px, level.n, level.sz).hash(&mut h);
+                for (place, o) in book.level_orders(level).enumerate() {
+                    (place, o.oid, o.side, o.px, o.sz, o.user).hash(&mut h);
+                }
+            }
+        }
+    }
+    h.finish()
+}

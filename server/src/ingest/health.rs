@@ -1,0 +1,154 @@
+//! The service state operators and clients see, and the counters behind it.
+//!
+//! Written by the ingest thread with relaxed atomics (no lock on the hot path), read by anyone. `stale` is not
+//! stored: it is derived from how long ago the last block was applied, so silence is reported even when the
+//! ingest thread itself is idle waiting for the node (hl-visor peer swaps go quiet for 5–15 s; never exit on it).
+
+use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use crate::node::time::{UnixNanos, now_nanos};
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// No block applied yet.
+    Starting,
+    /// Applying a backlog: the last block the node wrote is well behind the wall clock.
+    CatchingUp,
+    Live,
+    /// No block for longer than the stale threshold.
+    Stale,
+    /// The books lost the stream (a gap, a lost or malformed line) and wait for a snapshot.
+    Resyncing,
+}
+
+/// Counters of everything ingest does; all monotonic.
+#[derive(Debug, Default)]
+pub struct IngestCounters {
+    pub lines: AtomicU64,
+    pub bytes: AtomicU64,
+    pub malformed_lines: AtomicU64,
+    pub blocks_applied: AtomicU64,
+    pub blocks_already_applied: AtomicU64,
+    pub gaps: AtomicU64,
+    pub broken_blocks: AtomicU64,
+    pub inconsistencies: AtomicU64,
+    pub rollovers: AtomicU64,
+    pub partial_lines_dropped: AtomicU64,
+    pub files_reopened: AtomicU64,
+    pub resyncs: AtomicU64,
+    pub io_errors: AtomicU64,
+}
+
+#[derive(Debug)]
+pub struct Health {
+    state: AtomicU8,
+    height: AtomicU64,
+    /// Wall-clock time the last block was applied.
+    applied_at: AtomicI64,
+    /// The last applied block's consensus time and node write time.
+    block_time: AtomicI64,
+    node_written: AtomicI64,
+    stale_after: Duration,
+    catching_up_after: Duration,
+    pub counters: IngestCounters,
+}
+
+impl Health {
+    pub fn new(stale_after: Duration) -> Health {
+        Health {
+            state: AtomicU8::new(State::Starting as u8),
+            height: AtomicU64::new(0),
+            applied_at: AtomicI64::new(0),
+            block_time: AtomicI64::new(0),
+            node_written: AtomicI64::new(0),
+            stale_after,
+            catching_up_after: Duration::from_secs(2),
+            counters: IngestCounters::default(),
+        }
+    }
+
+    /// Records an applied block.
+    pub fn applied(&self, height: u64, block_time: UnixNanos, node_written: Option<UnixNanos>) {
+        let now = now_nanos();
+        self.height.store(height, Relaxed);
+        self.applied_at.store(now, Relaxed);
+        self.block_time.store(block_time, Relaxed);
+        let written = node_written.unwrap_or(now);
+        self.node_written.store(written, Relaxed);
+        self.counters.blocks_applied.fetch_add(1, Relaxed);
+        let behind = Duration::from_nanos(now.saturating_sub(written).max(0) as u64);
+        if self.stored() != State::Resyncing {
+            let s = if behind > self.catching_up_after { State::CatchingUp } else { State::Live };
+            self.state.store(s as u8, Relaxed);
+        }
+    }
+
+    pub fn set_resyncing(&self) {
+        self.state.store(State::Resyncing as u8, Relaxed);
+    }
+
+    /// After a successful resync the next applied block decides between live and catching up.
+    pub fn resynced(&self, height: u64) {
+        self.height.store(height, Relaxed);
+        self.counters.resyncs.fetch_add(1, Relaxed);
+        self.state.store(State::CatchingUp as u8, Relaxed);
+    }
+
+    fn stored(&self) -> State {
+        match self.state.load(Relaxed) {
+            0 => State::Starting,
+            1 => State::CatchingUp,
+            2 => State::Live,
+            3 => State::Stale,
+            _ => State::Resyncing,
+        }
+    }
+
+    /// The state now, with staleness derived from the time since the last applied block.
+    pub fn state(&self) -> State {
+        let s = self.stored();
+        let at = self.applied_at.load(Relaxed);
+        let silent = Duration::from_nanos(now_nanos().saturating_sub(at).max(0) as u64);
+        match s {
+            State::Live | State::CatchingUp if at > 0 && silent > self.stale_after => State::Stale,
+            s => s,
+        }
+    }
+
+    pub fn height(&self) -> u64 {
+        self.height.load(Relaxed)
+    }
+
+    /// now − block time and now − node write time of the last applied block, in nanoseconds.
+    pub fn lag(&self) -> (i64, i64) {
+        let now = now_nanos();
+        (now - self.block_time.load(Relaxed), now - self.node_written.load(Relaxed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_follow_blocks_and_silence() {
+        let h = Health::new(Duration::from_millis(50));
+        assert_eq!(h.state(), State::Starting);
+        let now = now_nanos();
+        h.applied(5, now, Some(now));
+        assert_eq!(h.state(), State::Live);
+        h.applied(6, now, Some(now - 10_000_000_000));
+        assert_eq!(h.state(), State::CatchingUp);
+        std::thread::sleep(Duration::from_millis(80));
+        assert_eq!(h.state(), State::Stale);
+        h.applied(7, now_nanos(), None);
+        assert_eq!(h.state(), State::Live);
+        h.set_resyncing();
+        h.applied(8, now_nanos(), None);
+        assert_eq!(h.state(), State::Resyncing, "only a resync leaves resyncing");
+        h.resynced(100);
+        assert_eq!((h.state(), h.height()), (State::CatchingUp, 100));
+    }
+}

@@ -1,0 +1,208 @@
+//! Following the node's hour files as they grow: complete lines out, in file order, exactly once.
+//!
+//! One `StreamTail` per stream. It reads from its offset to the end of the current hour file whenever woken
+//! (inotify through `notify`, plus a slow poll in case an event is lost), keeps a trailing partial line until its
+//! newline arrives, and moves to the next hour file only once one exists and the current one has been drained to
+//! its end (the node never writes an hour file again after starting the next). A file replaced under the same
+//! name (new inode) or truncated is read again from its start; lines already applied are dropped downstream by
+//! height, so nothing is applied twice.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use crate::node::paths::{HourFile, hour_files};
+use crate::node::{Mode, Stream};
+
+/// Read granularity; a line longer than this (tens of MB happen) just spans several reads.
+const CHUNK: usize = 1 << 20;
+
+/// What a tail counted since start.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TailCounters {
+    pub bytes: u64,
+    pub lines: u64,
+    pub rollovers: u64,
+    /// Hour files that ended without a newline (node stopped mid-line): that fragment was discarded.
+    pub partial_lines_dropped: u64,
+    /// Files found replaced (inode change) or truncated, and read again from the start.
+    pub reopened: u64,
+    pub io_errors: u64,
+}
+
+#[derive(Debug)]
+struct Open {
+    hour: HourFile,
+    file: File,
+    inode: u64,
+    offset: u64,
+}
+
+/// Follows one stream's hour files.
+#[derive(Debug)]
+pub struct StreamTail {
+    node_dir: PathBuf,
+    mode: Mode,
+    stream: Stream,
+    open: Option<Open>,
+    partial: Vec<u8>,
+    buf: Vec<u8>,
+    /// Skip lines whose block number is at most this (cheap check, no parse).
+    skip_through: u64,
+    counters: TailCounters,
+}
+
+impl StreamTail {
+    /// A tail that starts in the hour file holding block `after_height + 1` (or the newest one).
+    pub fn new(node_dir: &Path, mode: Mode, stream: Stream, after_height: u64) -> StreamTail {
+        StreamTail {
+            node_dir: node_dir.to_path_buf(),
+            mode,
+            stream,
+            open: None,
+            partial: Vec::new(),
+            buf: vec![0; CHUNK],
+            skip_through: after_height,
+            counters: TailCounters::default(),
+        }
+    }
+
+    pub fn stream(&self) -> Stream {
+        self.stream
+    }
+
+    pub fn counters(&self) -> &TailCounters {
+        &self.counters
+    }
+
+    /// The directories to watch for this stream.
+    pub fn watch_root(&self) -> PathBuf {
+        crate::node::paths::hourly_dir(&self.node_dir, self.mode, self.stream)
+    }
+
+    /// Reads everything available now, calling `on_line` for each complete line past the start height.
+    pub fn poll(&mut self, on_line: &mut impl FnMut(Stream, &[u8])) -> io::Result<()> {
+        loop {
+            if self.open.is_none() && !self.open_first()? {
+                return Ok(());
+            }
+            self.check_replaced()?;
+            self.read_to_end(on_line)?;
+            if !self.next_file(on_line)? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Opens the starting file: the newest hour file whose first line is not past the start height.
+    fn open_first(&mut self) -> io::Result<bool> {
+        let files = hour_files(&self.node_dir, self.mode, self.stream)?;
+        let Some(mut pick) = files.last().cloned() else { return Ok(false) };
+        for f in files.iter().rev() {
+            pick = f.clone();
+            match first_height(&f.path)? {
+                Some(h) if h > self.skip_through + 1 => continue,
+                _ => break,
+            }
+        }
+        self.open_file(pick)?;
+        Ok(true)
+    }
+
+    fn open_file(&mut self, hour: HourFile) -> io::Result<()> {
+        let file = File::open(&hour.path)?;
+        let inode = file.metadata()?.ino();
+        self.open = Some(Open { hour, file, inode, offset: 0 });
+        self.partial.clear();
+        Ok(())
+    }
+
+    /// A file recreated under the same name, or truncated, is read again from its start.
+    fn check_replaced(&mut self) -> io::Result<()> {
+        let Some(open) = &self.open else { return Ok(()) };
+        let replaced = match std::fs::metadata(&open.hour.path) {
+            Ok(m) => m.ino() != open.inode || m.len() < open.offset,
+            // Pruned: keep draining our handle; `next_file` moves on.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+            Err(e) => return Err(e),
+        };
+        if replaced {
+            self.counters.reopened += 1;
+            let hour = open.hour.clone();
+            self.open_file(hour)?;
+        }
+        Ok(())
+    }
+
+    fn read_to_end(&mut self, on_line: &mut impl FnMut(Stream, &[u8])) -> io::Result<()> {
+        let Some(open) = self.open.as_mut() else { return Ok(()) };
+        open.file.seek(SeekFrom::Start(open.offset))?;
+        loop {
+            let n = open.file.read(&mut self.buf)?;
+            if n == 0 {
+                return Ok(());
+            }
+            open.offset += n as u64;
+            self.counters.bytes += n as u64;
+            let mut chunk = &self.buf[..n];
+            while let Some(nl) = memchr::memchr(b'\n', chunk) {
+                let line_bytes = &chunk[..nl];
+                let line: &[u8] = if self.partial.is_empty() {
+                    line_bytes
+                } else {
+                    self.partial.extend_from_slice(line_bytes);
+                    &self.partial
+                };
+                if !line.is_empty() && block_number(line).is_none_or(|h| h > self.skip_through) {
+                    self.counters.lines += 1;
+                    on_line(self.stream, line);
+                }
+                self.partial.clear();
+                chunk = &chunk[nl + 1..];
+            }
+            self.partial.extend_from_slice(chunk);
+        }
+    }
+
+    /// Moves to the next hour file if one exists; the current file is drained first.
+    fn next_file(&mut self, on_line: &mut impl FnMut(Stream, &[u8])) -> io::Result<bool> {
+        let Some(open) = &self.open else { return Ok(false) };
+        let current = (open.hour.date, open.hour.hour);
+        let files = hour_files(&self.node_dir, self.mode, self.stream)?;
+        let Some(next) = files.into_iter().find(|f| (f.date, f.hour) > current) else { return Ok(false) };
+        // Anything written to the old file before the new one appeared is read now.
+        self.read_to_end(on_line)?;
+        if !self.partial.is_empty() {
+            self.counters.partial_lines_dropped += 1;
+        }
+        self.counters.rollovers += 1;
+        self.open_file(next)?;
+        Ok(true)
+    }
+}
+
+/// The `block_number` of a node line without parsing it (the envelope puts it before `events`).
+pub fn block_number(line: &[u8]) -> Option<u64> {
+    const KEY: &[u8] = b"\"block_number\":";
+    let head = &line[..line.len().min(256)];
+    let at = memchr::memmem::find(head, KEY)? + KEY.len();
+    let digits: &[u8] = &head[at..];
+    let end = digits.iter().position(|c| !c.is_ascii_digit()).unwrap_or(digits.len());
+    std::str::from_utf8(&digits[..end]).ok()?.parse().ok()
+}
+
+/// The block number of a file's first line, if it has one yet.
+fn first_height(path: &Path) -> io::Result<Option<u64>> {
+    let mut head = vec![0u8; 512];
+    let n = match File::open(path) {
+        Ok(mut f) => f.read(&mut head)?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    Ok(block_number(&head[..n]))
+}
+
+#[cfg(test)]
+#[path = "tail_tests.rs"]
+mod tests;
