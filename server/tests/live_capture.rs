@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use hlbook::book::snapshot::load_books;
 use hlbook::ingest::health::State;
-use hlbook::ingest::live::{Ingest, LiveConfig, Shared};
+use hlbook::ingest::live::{Ingest, LiveConfig, Shared, SourceSpec};
 use hlbook::ingest::replay::replay;
 use hlbook::ingest::tail::block_number;
 use hlbook::node::{Mode, Stream};
@@ -33,10 +33,12 @@ fn lines_in_write_order(src: &Path, mode: Mode) -> Vec<(Stream, u64, String)> {
 fn start(dst: &Path, mode: Mode, snapshot: &Path) -> (Arc<Shared>, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
     let shared = Arc::new(Shared::new(load_books(snapshot).expect("snapshot"), Duration::from_secs(30)));
     let cfg = LiveConfig {
-        node_dir: dst.to_path_buf(),
+        source: SourceSpec::Files(dst.to_path_buf()),
         mode,
         poll_interval: Duration::from_millis(100),
         stale_after: Duration::from_secs(30),
+        // No node to resync from: a lost line leaves the books where they were, flagged resyncing.
+        snapshots: Vec::new(),
     };
     let stop = Arc::new(AtomicBool::new(false));
     let (s2, stop2) = (shared.clone(), stop.clone());

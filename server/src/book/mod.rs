@@ -5,6 +5,7 @@
 //! book is reported and marks its coin untrusted until a snapshot repairs it; the block's other coins still apply.
 
 pub mod coin;
+pub mod export;
 pub mod l2;
 pub mod snapshot;
 

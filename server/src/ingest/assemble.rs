@@ -96,6 +96,13 @@ impl Assembler {
         p.block.push(stream, line);
     }
 
+    /// Starts over after `height`: partly assembled blocks are dropped because their lines are coming again.
+    pub fn restart(&mut self, height: u64) {
+        self.emitted = height;
+        self.pending.clear();
+        self.seen = [None; 3];
+    }
+
     /// No more input will come (end of a finished capture): every pending block is now decided.
     pub fn finish(&mut self) {
         self.finished = true;

@@ -39,6 +39,14 @@ pub struct IngestCounters {
     pub files_reopened: AtomicU64,
     pub resyncs: AtomicU64,
     pub io_errors: AtomicU64,
+    pub snapshots_requested: AtomicU64,
+    pub snapshot_failures: AtomicU64,
+    pub source_connects: AtomicU64,
+    pub source_disconnects: AtomicU64,
+    pub validations: AtomicU64,
+    pub validation_mismatches: AtomicU64,
+    pub validations_skipped: AtomicU64,
+    pub repairs: AtomicU64,
 }
 
 #[derive(Debug)]

@@ -1,36 +1,55 @@
-//! The live listener: tails the node's files, assembles blocks and applies them to the shared books.
+//! The live listener: reads node lines from a source, assembles blocks and applies them to the shared books, and
+//! (re)starts the books from a node snapshot whenever it has none it can trust.
 //!
-//! One blocking thread owns the tails, the parser and the assembler, so parsing happens before the write lock and
-//! the lock is held only to apply a whole block. It wakes on inotify events (through `notify`), with a slow poll
-//! as a fallback for lost events and for stream folders that do not exist yet. Each applied block bumps a sequence
-//! number and wakes whoever waits on it (the publisher). A gap, a lost line or a malformed line stops application
-//! and flags `resyncing`: the books are never advanced past data they did not see.
+//! One blocking thread owns the source, the parser and the assembler, so parsing happens before the write lock and
+//! the lock is held only to apply a whole block. Starting (or resyncing after a gap, a lost or malformed line) is a
+//! sync: a loader thread asks the node for a snapshot and reports its height first, so the source is positioned
+//! right away and blocks that arrive while the snapshot loads are assembled and cached; once loaded, the books
+//! are swapped in and the cached blocks above the snapshot's height are applied: no gap, nothing twice. Until
+//! then the old books (if any) are served, flagged `resyncing`.
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use notify::{RecursiveMode, Watcher};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::assemble::{Assembled, Assembler};
 use super::health::Health;
-use super::tail::StreamTail;
+use super::info::{self, InfoClient, SnapshotFrom};
+use super::source::{FileSource, LineSource, SourceEvent};
+use super::tcp::TcpSource;
 use crate::book::{Books, Outcome};
 use crate::node::{Block, Mode, NodeParser, Stream};
 
+/// Where lines come from.
+#[derive(Clone, Debug)]
+pub enum SourceSpec {
+    /// The node's data dir (`~/hl/data`) on this host.
+    Files(PathBuf),
+    /// A relay (`hlbook relay`) at `HOST:PORT`.
+    Tcp(String),
+}
+
 #[derive(Clone, Debug)]
 pub struct LiveConfig {
-    /// The node's data dir (`~/hl/data`).
-    pub node_dir: PathBuf,
+    pub source: SourceSpec,
     pub mode: Mode,
-    /// How often to look at the files when no inotify event arrives.
+    /// How long to wait for input before looking again (inotify usually wakes ingest much sooner).
     pub poll_interval: Duration,
     /// No block for this long: `stale`.
     pub stale_after: Duration,
+    /// Where snapshots come from when the books need one. `None`: keep the books given, never resync.
+    pub snapshots: Vec<SnapshotFrom>,
 }
+
+/// Blocks kept for validation, which brings a snapshot forward to our height with them.
+pub const RECENT_BLOCKS: usize = 512;
+/// A sync whose cache grows past this many blocks gives up and starts again.
+const MAX_CACHED: usize = 50_000;
 
 /// What ingest shares with the rest of the server.
 #[derive(Debug)]
@@ -39,6 +58,8 @@ pub struct Shared {
     pub health: Health,
     applied: Mutex<u64>,
     wake: Condvar,
+    /// The last applied blocks, oldest first.
+    pub recent: Mutex<VecDeque<Arc<Block>>>,
 }
 
 impl Shared {
@@ -48,15 +69,16 @@ impl Shared {
             health: Health::new(stale_after),
             applied: Mutex::new(0),
             wake: Condvar::new(),
+            recent: Mutex::new(VecDeque::with_capacity(RECENT_BLOCKS)),
         }
     }
 
-    /// Number of blocks applied so far.
+    /// Number of times the books changed (blocks applied, snapshots installed, coins repaired).
     pub fn applied_seq(&self) -> u64 {
         *self.applied.lock()
     }
 
-    /// Blocks until more than `seen` blocks were applied or `timeout` passes; returns the current sequence.
+    /// Blocks until the books changed after `seen` or `timeout` passes; returns the current sequence.
     pub fn wait_applied(&self, seen: u64, timeout: Duration) -> u64 {
         let mut seq = self.applied.lock();
         if *seq <= seen {
@@ -65,10 +87,301 @@ impl Shared {
         *seq
     }
 
-    fn bump(&self) {
+    pub fn bump(&self) {
         *self.applied.lock() += 1;
         self.wake.notify_all();
     }
+
+    fn remember(&self, block: Arc<Block>) {
+        let mut r = self.recent.lock();
+        if r.len() == RECENT_BLOCKS {
+            r.pop_front();
+        }
+        r.push_back(block);
+    }
+}
+
+/// What the loader thread reports.
+enum Loaded {
+    Height(u64),
+    Books(Books),
+    Failed(String),
+}
+
+enum Phase {
+    Live,
+    /// Waiting for a snapshot; blocks assembled meanwhile are cached.
+    Syncing {
+        rx: mpsc::Receiver<Loaded>,
+        height: Option<u64>,
+        cache: Vec<Block>,
+    },
+    /// The stream was lost; a new sync starts at `retry_at`.
+    Lost {
+        retry_at: Instant,
+    },
+}
+
+/// The ingest thread's state.
+pub struct Ingest {
+    cfg: LiveConfig,
+    shared: Arc<Shared>,
+    source: Box<dyn LineSource>,
+    parser: NodeParser,
+    assembler: Assembler,
+    phase: Phase,
+    /// Index into `cfg.snapshots` of the next source to try; a `File` is used once.
+    next_snapshot: usize,
+    failures: u32,
+}
+
+impl std::fmt::Debug for Ingest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ingest").field("cfg", &self.cfg).finish_non_exhaustive()
+    }
+}
+
+impl Ingest {
+    /// Ingest that continues from the books' height, or syncs from a snapshot first when they are empty.
+    pub fn new(cfg: LiveConfig, shared: Arc<Shared>) -> Ingest {
+        let height = shared.books.read().height();
+        let source: Box<dyn LineSource> = match &cfg.source {
+            SourceSpec::Files(dir) => Box::new(FileSource::new(dir, cfg.mode, height)),
+            SourceSpec::Tcp(addr) => Box::new(TcpSource::new(addr, cfg.mode, height)),
+        };
+        let assembler = Assembler::new(cfg.mode, height);
+        let phase = if height > 0 { Phase::Live } else { Phase::Lost { retry_at: Instant::now() } };
+        Ingest { cfg, shared, source, parser: NodeParser::new(), assembler, phase, next_snapshot: 0, failures: 0 }
+    }
+
+    /// Runs until `stop` is set. Never exits on silence or bad input.
+    pub fn run(mut self, stop: &AtomicBool) {
+        while !stop.load(Relaxed) {
+            self.step();
+        }
+    }
+
+    /// Waits for input (at most the poll interval), then applies every block it completes.
+    pub fn step(&mut self) {
+        self.advance_phase();
+        if !self.reading() {
+            // No position to read from yet (waiting for a snapshot's height, or for the next try).
+            self.idle();
+            return;
+        }
+        self.source.set_resume_after(self.assembler.emitted());
+        let (parser, assembler, health, mode) =
+            (&mut self.parser, &mut self.assembler, &self.shared.health, self.cfg.mode);
+        let mut lost_line = false;
+        let polled = self.source.poll(self.cfg.poll_interval, &mut |ev| match ev {
+            SourceEvent::Line(stream, bytes) => lost_line |= !push_line(parser, assembler, health, mode, stream, bytes),
+            SourceEvent::Restart => assembler.restart(assembler.emitted()),
+        });
+        if let Err(e) = polled {
+            health.counters.io_errors.fetch_add(1, Relaxed);
+            tracing::warn!("reading node lines: {e}");
+            if matches!(self.cfg.source, SourceSpec::Files(_)) {
+                std::thread::sleep(self.cfg.poll_interval);
+            }
+        }
+        self.sync_source_counters();
+        if lost_line {
+            self.lost("a malformed streaming line");
+        }
+        while let Some(next) = self.assembler.next_block() {
+            match next {
+                Assembled::Block(block) => self.take(block),
+                Assembled::Broken { height, missing } => {
+                    self.shared.health.counters.broken_blocks.fetch_add(1, Relaxed);
+                    self.lost(&format!("block {height} lost its line from {missing:?}"));
+                }
+            }
+        }
+    }
+
+    /// Whether the source is positioned where the books (or the loading snapshot) need it.
+    fn reading(&self) -> bool {
+        matches!(self.phase, Phase::Live | Phase::Syncing { height: Some(_), .. })
+    }
+
+    fn idle(&mut self) {
+        match &self.phase {
+            Phase::Syncing { rx, .. } => {
+                // Wake as soon as the loader reports.
+                if let Ok(msg) = rx.recv_timeout(self.cfg.poll_interval) {
+                    self.on_loaded(msg);
+                }
+            }
+            _ => std::thread::sleep(self.cfg.poll_interval.min(Duration::from_millis(100))),
+        }
+    }
+
+    fn take(&mut self, block: Block) {
+        match &mut self.phase {
+            Phase::Live => self.apply(block),
+            Phase::Syncing { cache, .. } if cache.len() < MAX_CACHED => cache.push(block),
+            Phase::Syncing { .. } => self.lost("the snapshot took too long to load"),
+            Phase::Lost { .. } => {}
+        }
+    }
+
+    fn apply(&mut self, block: Block) {
+        let block = Arc::new(block);
+        let outcome = self.shared.books.write().apply(&block);
+        let c = &self.shared.health.counters;
+        match outcome {
+            Outcome::Applied(a) => {
+                if !a.inconsistencies.is_empty() {
+                    c.inconsistencies.fetch_add(a.inconsistencies.len() as u64, Relaxed);
+                    for i in &a.inconsistencies {
+                        tracing::warn!(coin = %i.coin, oid = i.oid, height = a.height, "inconsistency: {:?}", i.kind);
+                    }
+                }
+                let written = block.node_written.iter().flatten().max().copied();
+                self.shared.health.applied(block.height, block.block_time, written);
+                self.shared.remember(block);
+                self.shared.bump();
+            }
+            Outcome::AlreadyApplied { .. } => {
+                c.blocks_already_applied.fetch_add(1, Relaxed);
+            }
+            Outcome::Gap { expected, got } => {
+                c.gaps.fetch_add(1, Relaxed);
+                self.lost(&format!("gap: expected block {expected}, got {got}"));
+            }
+        }
+    }
+
+    /// The stream can no longer be followed exactly: stop applying and sync from a new snapshot.
+    fn lost(&mut self, why: &str) {
+        if matches!(self.phase, Phase::Lost { .. }) {
+            return;
+        }
+        let height = self.shared.books.read().height();
+        tracing::error!("books stop at height {height}: {why}; resync needed");
+        self.shared.health.set_resyncing();
+        self.failures += 1;
+        let backoff = Duration::from_millis(250 << self.failures.min(7)).min(Duration::from_secs(30));
+        self.phase = Phase::Lost { retry_at: Instant::now() + backoff };
+    }
+
+    fn advance_phase(&mut self) {
+        match &mut self.phase {
+            Phase::Live => {}
+            Phase::Lost { retry_at } => {
+                if Instant::now() >= *retry_at {
+                    self.begin_sync();
+                }
+            }
+            Phase::Syncing { rx, .. } => match rx.try_recv() {
+                Ok(msg) => self.on_loaded(msg),
+                Err(mpsc::TryRecvError::Empty) => {}
+                Err(mpsc::TryRecvError::Disconnected) => self.lost("the snapshot loader stopped"),
+            },
+        }
+    }
+
+    fn on_loaded(&mut self, msg: Loaded) {
+        match msg {
+            Loaded::Height(h) => self.positioned(h),
+            Loaded::Books(books) => self.install(books),
+            Loaded::Failed(why) => {
+                self.shared.health.counters.snapshot_failures.fetch_add(1, Relaxed);
+                self.lost(&why)
+            }
+        }
+    }
+
+    fn begin_sync(&mut self) {
+        let Some(from) = self.snapshot_source() else {
+            // Nothing to sync from: stay resyncing (the health state says so) and keep the books as they are.
+            self.phase = Phase::Lost { retry_at: Instant::now() + Duration::from_secs(3600) };
+            return;
+        };
+        self.shared.health.counters.snapshots_requested.fetch_add(1, Relaxed);
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("hlbook-snapshot".into())
+            .spawn(move || load_snapshot(from, &tx))
+            .expect("spawning a thread");
+        self.phase = Phase::Syncing { rx, height: None, cache: Vec::new() };
+    }
+
+    fn snapshot_source(&mut self) -> Option<SnapshotFrom> {
+        let list = &self.cfg.snapshots;
+        let from = list.get(self.next_snapshot).or_else(|| list.last())?.clone();
+        if matches!(from, SnapshotFrom::File(_)) && self.next_snapshot + 1 < list.len() {
+            self.next_snapshot += 1;
+        }
+        Some(from)
+    }
+
+    /// The snapshot's height is known: read from the block after it, caching until the books arrive.
+    fn positioned(&mut self, h: u64) {
+        tracing::info!("snapshot at height {h}; reading blocks after it while it loads");
+        self.source.restart_after(h);
+        self.assembler.restart(h);
+        if let Phase::Syncing { height, cache, .. } = &mut self.phase {
+            *height = Some(h);
+            cache.clear();
+        }
+    }
+
+    fn install(&mut self, books: Books) {
+        let Phase::Syncing { height, cache, .. } = std::mem::replace(&mut self.phase, Phase::Live) else { return };
+        let h = books.height();
+        if height != Some(h) {
+            self.phase = Phase::Lost { retry_at: Instant::now() };
+            return;
+        }
+        let orders = books.order_count();
+        *self.shared.books.write() = books;
+        self.shared.recent.lock().clear();
+        self.shared.health.resynced(h);
+        self.shared.bump();
+        tracing::info!("books loaded at height {h} ({orders} orders); applying {} cached blocks", cache.len());
+        self.failures = 0;
+        for block in cache {
+            if matches!(self.phase, Phase::Live) {
+                self.apply(block);
+            }
+        }
+    }
+
+    fn sync_source_counters(&self) {
+        let s = self.source.counters();
+        let c = &self.shared.health.counters;
+        c.bytes.store(s.bytes, Relaxed);
+        c.rollovers.store(s.rollovers, Relaxed);
+        c.partial_lines_dropped.store(s.partial_lines_dropped, Relaxed);
+        c.files_reopened.store(s.files_reopened, Relaxed);
+        c.source_connects.store(s.connects, Relaxed);
+        c.source_disconnects.store(s.disconnects, Relaxed);
+    }
+}
+
+/// The loader thread: ask for (or open) a snapshot, report its height, then load it.
+fn load_snapshot(from: SnapshotFrom, tx: &mpsc::Sender<Loaded>) {
+    let result = (|| {
+        let (path, ours) = match &from {
+            SnapshotFrom::File(p) => (p.clone(), false),
+            SnapshotFrom::Info { url, dir } => (InfoClient::new(url, dir)?.request_snapshot()?, true),
+        };
+        let h = if ours || path.extension().is_none_or(|e| e != "gz") {
+            info::snapshot_height(&path)?
+        } else {
+            // A compressed file's height is only known once read; load it first.
+            let books = info::load(&path, false)?;
+            let _ = tx.send(Loaded::Height(books.height()));
+            return Ok(books);
+        };
+        let _ = tx.send(Loaded::Height(h));
+        info::load(&path, ours)
+    })();
+    let _ = tx.send(match result {
+        Ok(books) => Loaded::Books(books),
+        Err(e) => Loaded::Failed(format!("snapshot failed: {e}")),
+    });
 }
 
 /// Parses one line into the assembler. Returns false when a lost line breaks the stream for good: a malformed
@@ -97,131 +410,5 @@ fn push_line(
             tracing::warn!(%stream, "malformed node line ({e}); starts {head:?}");
             mode != Mode::Streaming
         }
-    }
-}
-
-/// The ingest thread's state.
-pub struct Ingest {
-    cfg: LiveConfig,
-    shared: Arc<Shared>,
-    tails: Vec<StreamTail>,
-    parser: NodeParser,
-    assembler: Assembler,
-    stopped_applying: bool,
-}
-
-impl std::fmt::Debug for Ingest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ingest").field("cfg", &self.cfg).finish_non_exhaustive()
-    }
-}
-
-impl Ingest {
-    /// Ingest that continues from the books' height.
-    pub fn new(cfg: LiveConfig, shared: Arc<Shared>) -> Ingest {
-        let height = shared.books.read().height();
-        let tails = Stream::ALL.iter().map(|&s| StreamTail::new(&cfg.node_dir, cfg.mode, s, height)).collect();
-        let assembler = Assembler::new(cfg.mode, height);
-        Ingest { cfg, shared, tails, parser: NodeParser::new(), assembler, stopped_applying: false }
-    }
-
-    /// Runs until `stop` is set. Never exits on silence or bad input.
-    pub fn run(mut self, stop: &AtomicBool) {
-        let (tx, rx) = mpsc::channel::<()>();
-        let mut watcher = notify::recommended_watcher(move |_event: notify::Result<notify::Event>| {
-            let _ = tx.send(());
-        })
-        .map_err(|e| tracing::warn!("inotify unavailable, polling only: {e}"))
-        .ok();
-        let mut watched = vec![false; self.tails.len()];
-        while !stop.load(Relaxed) {
-            if let Some(w) = watcher.as_mut() {
-                for (tail, done) in self.tails.iter().zip(watched.iter_mut()) {
-                    if !*done && tail.watch_root().is_dir() {
-                        *done = w.watch(&tail.watch_root(), RecursiveMode::Recursive).is_ok();
-                    }
-                }
-            }
-            self.step();
-            // Wake on the next file event, or poll.
-            if rx.recv_timeout(self.cfg.poll_interval).is_ok() {
-                while rx.try_recv().is_ok() {}
-            }
-        }
-    }
-
-    /// Reads everything available and applies every block it completes.
-    pub fn step(&mut self) {
-        // Lines are parsed straight from the tail's buffer (no copy); fields are borrowed disjointly.
-        let (parser, assembler, shared, mode) = (&mut self.parser, &mut self.assembler, &self.shared, self.cfg.mode);
-        let mut lost_line = false;
-        for tail in &mut self.tails {
-            let result = tail.poll(&mut |stream, bytes| {
-                lost_line |= !push_line(parser, assembler, &shared.health, mode, stream, bytes);
-            });
-            if let Err(e) = result {
-                shared.health.counters.io_errors.fetch_add(1, Relaxed);
-                tracing::warn!(stream = %tail.stream(), "reading node files: {e}");
-            }
-        }
-        self.sync_tail_counters();
-        if lost_line {
-            self.lost("a malformed streaming line");
-        }
-        while let Some(next) = self.assembler.next_block() {
-            match next {
-                Assembled::Block(block) => self.apply(&block),
-                Assembled::Broken { height, missing } => {
-                    self.shared.health.counters.broken_blocks.fetch_add(1, Relaxed);
-                    self.lost(&format!("block {height} lost its line from {missing:?}"));
-                }
-            }
-        }
-    }
-
-    fn apply(&mut self, block: &Block) {
-        if self.stopped_applying {
-            return;
-        }
-        let outcome = self.shared.books.write().apply(block);
-        let c = &self.shared.health.counters;
-        match outcome {
-            Outcome::Applied(a) => {
-                if !a.inconsistencies.is_empty() {
-                    c.inconsistencies.fetch_add(a.inconsistencies.len() as u64, Relaxed);
-                    for i in &a.inconsistencies {
-                        tracing::warn!(coin = %i.coin, oid = i.oid, height = a.height, "inconsistency: {:?}", i.kind);
-                    }
-                }
-                let written = block.node_written.iter().flatten().max().copied();
-                self.shared.health.applied(block.height, block.block_time, written);
-                self.shared.bump();
-            }
-            Outcome::AlreadyApplied { .. } => {
-                c.blocks_already_applied.fetch_add(1, Relaxed);
-            }
-            Outcome::Gap { expected, got } => {
-                c.gaps.fetch_add(1, Relaxed);
-                self.lost(&format!("gap: expected block {expected}, got {got}"));
-            }
-        }
-    }
-
-    /// The stream can no longer be followed exactly: stop applying and ask for a snapshot.
-    fn lost(&mut self, why: &str) {
-        if !self.stopped_applying {
-            tracing::error!("books stop at height {}: {why}; resync needed", self.shared.books.read().height());
-        }
-        self.stopped_applying = true;
-        self.shared.health.set_resyncing();
-    }
-
-    fn sync_tail_counters(&self) {
-        let c = &self.shared.health.counters;
-        let sum = |f: fn(&super::tail::TailCounters) -> u64| self.tails.iter().map(|t| f(t.counters())).sum::<u64>();
-        c.bytes.store(sum(|t| t.bytes), Relaxed);
-        c.rollovers.store(sum(|t| t.rollovers), Relaxed);
-        c.partial_lines_dropped.store(sum(|t| t.partial_lines_dropped), Relaxed);
-        c.files_reopened.store(sum(|t| t.reopened), Relaxed);
     }
 }

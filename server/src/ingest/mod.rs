@@ -2,8 +2,12 @@
 
 pub mod assemble;
 pub mod health;
+pub mod info;
 pub mod live;
+pub mod relay;
 pub mod replay;
+pub mod source;
 pub mod tail;
+pub mod tcp;
 
 pub use assemble::{Assembled, Assembler};

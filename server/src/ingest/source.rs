@@ -1,0 +1,166 @@
+//! Where node lines come from: the node's files on this host, or a relay's TCP stream (`ingest::tcp`).
+//!
+//! Both hand complete lines to ingest in each stream's order and can be told to start over after a height. A
+//! source that loses its place (a file replaced under its name, a dropped connection) says so with
+//! `SourceEvent::Restart` before delivering anything again: ingest then drops its partly assembled blocks, because
+//! every line after the resume height is coming again and must not be applied twice.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+
+use super::tail::StreamTail;
+use crate::node::{Mode, Stream};
+
+/// What a source delivers.
+#[derive(Debug)]
+pub enum SourceEvent<'a> {
+    Line(Stream, &'a [u8]),
+    /// The source lost its place and resumes after the height it was last given: drop partial blocks.
+    Restart,
+}
+
+/// Running totals of a source, for health and metrics.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SourceCounters {
+    pub bytes: u64,
+    pub lines: u64,
+    pub rollovers: u64,
+    pub partial_lines_dropped: u64,
+    pub files_reopened: u64,
+    pub connects: u64,
+    pub disconnects: u64,
+}
+
+/// A stream of node lines.
+pub trait LineSource: Send + std::fmt::Debug {
+    /// Delivers what is available, waiting up to `wait` for something to arrive when nothing is.
+    fn poll(&mut self, wait: Duration, on: &mut dyn FnMut(SourceEvent<'_>)) -> io::Result<()>;
+    /// Starts over with the lines of blocks after `height` (a snapshot's height).
+    fn restart_after(&mut self, height: u64);
+    /// Where to resume if the source loses its place: the last block ingest has fully seen.
+    fn set_resume_after(&mut self, height: u64);
+    fn counters(&self) -> SourceCounters;
+}
+
+/// The node's hour files on this host, followed with inotify and a slow poll.
+#[derive(Debug)]
+pub struct FileSource {
+    node_dir: PathBuf,
+    mode: Mode,
+    tails: Vec<StreamTail>,
+    resume_after: u64,
+    watcher: Option<RecommendedWatcher>,
+    events: mpsc::Receiver<()>,
+    watched: [bool; 3],
+    /// Totals of tails that were replaced by a restart.
+    retired: SourceCounters,
+}
+
+impl FileSource {
+    /// Follows the files from the block after `height`.
+    pub fn new(node_dir: &Path, mode: Mode, height: u64) -> FileSource {
+        let (tx, events) = mpsc::channel();
+        let watcher = notify::recommended_watcher(move |_e: notify::Result<notify::Event>| {
+            let _ = tx.send(());
+        })
+        .map_err(|e| tracing::warn!("inotify unavailable, polling only: {e}"))
+        .ok();
+        FileSource {
+            node_dir: node_dir.to_path_buf(),
+            mode,
+            tails: tails(node_dir, mode, height),
+            resume_after: height,
+            watcher,
+            events,
+            watched: [false; 3],
+            retired: SourceCounters::default(),
+        }
+    }
+
+    fn watch_new_dirs(&mut self) {
+        let Some(w) = self.watcher.as_mut() else { return };
+        for (tail, done) in self.tails.iter().zip(self.watched.iter_mut()) {
+            let root = tail.watch_root();
+            if !*done && root.is_dir() {
+                *done = w.watch(&root, RecursiveMode::Recursive).is_ok();
+            }
+        }
+    }
+
+    /// Reads every tail to its end; true when anything was delivered.
+    fn read_all(&mut self, on: &mut dyn FnMut(SourceEvent<'_>)) -> io::Result<bool> {
+        let reopened_before: u64 = self.tails.iter().map(|t| t.counters().reopened).sum();
+        let mut any = false;
+        let mut first_err = None;
+        for tail in &mut self.tails {
+            let r = tail.poll(&mut |stream, bytes| {
+                any = true;
+                on(SourceEvent::Line(stream, bytes));
+            });
+            if let Err(e) = r {
+                tracing::warn!(stream = %tail.stream(), "reading node files: {e}");
+                first_err.get_or_insert(e);
+            }
+        }
+        let reopened_after: u64 = self.tails.iter().map(|t| t.counters().reopened).sum();
+        if reopened_after > reopened_before {
+            // A replaced file was read again from its start: every stream restarts together, or the other
+            // streams' lines of a partly seen block would be lost with it.
+            tracing::warn!("a node file was replaced; re-reading all streams after block {}", self.resume_after);
+            self.restart_after(self.resume_after);
+            on(SourceEvent::Restart);
+            any = true;
+        }
+        first_err.map_or(Ok(any), Err)
+    }
+}
+
+fn tails(node_dir: &Path, mode: Mode, height: u64) -> Vec<StreamTail> {
+    Stream::ALL.iter().map(|&s| StreamTail::new(node_dir, mode, s, height)).collect()
+}
+
+impl LineSource for FileSource {
+    fn poll(&mut self, wait: Duration, on: &mut dyn FnMut(SourceEvent<'_>)) -> io::Result<()> {
+        self.watch_new_dirs();
+        if self.read_all(on)? {
+            return Ok(());
+        }
+        // Nothing new: sleep until a file event (or the slow poll), then read again.
+        if self.events.recv_timeout(wait).is_ok() {
+            while self.events.try_recv().is_ok() {}
+        }
+        self.read_all(on).map(drop)
+    }
+
+    fn restart_after(&mut self, height: u64) {
+        let old = std::mem::replace(&mut self.tails, tails(&self.node_dir, self.mode, height));
+        for t in &old {
+            add(&mut self.retired, t.counters());
+        }
+        self.resume_after = height;
+    }
+
+    fn set_resume_after(&mut self, height: u64) {
+        self.resume_after = height;
+    }
+
+    fn counters(&self) -> SourceCounters {
+        let mut c = self.retired.clone();
+        for t in &self.tails {
+            add(&mut c, t.counters());
+        }
+        c
+    }
+}
+
+fn add(c: &mut SourceCounters, t: &super::tail::TailCounters) {
+    c.bytes += t.bytes;
+    c.lines += t.lines;
+    c.rollovers += t.rollovers;
+    c.partial_lines_dropped += t.partial_lines_dropped;
+    c.files_reopened += t.reopened;
+}
