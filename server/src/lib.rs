@@ -5,5 +5,7 @@
 
 pub mod book;
 pub mod cli;
+pub mod config;
 pub mod ingest;
 pub mod node;
+pub mod ws;

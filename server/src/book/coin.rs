@@ -219,6 +219,23 @@ impl CoinBook {
         }
     }
 
+    /// Price levels of a side strictly worse than `after` (all of them when `None`), best first: lets a reader
+    /// walk a book in short pieces, resuming where it stopped.
+    pub fn levels_after(&self, side: Side, after: Option<Fixed>) -> Box<dyn Iterator<Item = (Fixed, &Level)> + '_> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let map = &self.levels[side.index()];
+        match (side, after) {
+            (_, None) => Box::new(self.levels(side)),
+            (Side::Bid, Some(px)) => Box::new(map.range(..px).rev().map(|(p, l)| (*p, l))),
+            (Side::Ask, Some(px)) => Box::new(map.range((Excluded(px), Unbounded)).map(|(p, l)| (*p, l))),
+        }
+    }
+
+    /// The level at `px` on `side`.
+    pub fn level(&self, side: Side, px: Fixed) -> Option<&Level> {
+        self.levels[side.index()].get(&px)
+    }
+
     /// Orders of one level in time priority.
     pub fn level_orders<'a>(&'a self, level: &Level) -> impl Iterator<Item = &'a RestingOrder> + 'a {
         let mut cur = level.head;

@@ -137,6 +137,24 @@ impl Books {
         self.coins.insert(book.coin().clone(), book);
     }
 
+    /// Sets one coin's book (`None` removes the coin): a repair from a snapshot brought to the books' height.
+    pub fn set_coin(&mut self, coin: &Coin, book: Option<CoinBook>) {
+        self.untrusted.remove(coin);
+        match book {
+            Some(b) => {
+                self.coins.insert(coin.clone(), b);
+            }
+            None => {
+                self.coins.remove(coin);
+            }
+        }
+    }
+
+    /// Takes one coin's book out.
+    pub fn take_coin(&mut self, coin: &str) -> Option<CoinBook> {
+        self.coins.remove(coin)
+    }
+
     /// Applies the next block.
     pub fn apply(&mut self, block: &Block) -> Outcome {
         if block.height <= self.height {

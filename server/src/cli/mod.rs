@@ -1,6 +1,8 @@
 //! The `hlbook` command line: subcommands over the library. `main.rs` only parses and dispatches.
 
+pub mod relay;
 pub mod replay;
+pub mod serve;
 
 use clap::{Parser, Subcommand};
 
@@ -16,6 +18,10 @@ pub struct Cli {
 pub enum Command {
     /// Replay captured node files from a snapshot and print each block's book (the capture checker).
     Replay(replay::ReplayArgs),
+    /// Serve books to WebSocket clients from a node's files or a relay.
+    Serve(serve::ServeArgs),
+    /// Serve this host's node files to servers on other hosts (see docs/relay.md).
+    Relay(relay::RelayArgs),
 }
 
 /// Runs a parsed command line.
@@ -28,5 +34,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             std::io::Write::flush(&mut out)?;
             Ok(())
         }
+        Command::Serve(args) => serve::run(&args),
+        Command::Relay(args) => relay::run(&args),
     }
 }

@@ -49,6 +49,37 @@ pub struct IngestCounters {
     pub repairs: AtomicU64,
 }
 
+impl IngestCounters {
+    /// Every counter by name, for `/health` and metrics.
+    pub fn to_map(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        [
+            ("lines", self.lines.load(Relaxed)),
+            ("bytes", self.bytes.load(Relaxed)),
+            ("malformed_lines", self.malformed_lines.load(Relaxed)),
+            ("blocks_applied", self.blocks_applied.load(Relaxed)),
+            ("blocks_already_applied", self.blocks_already_applied.load(Relaxed)),
+            ("gaps", self.gaps.load(Relaxed)),
+            ("broken_blocks", self.broken_blocks.load(Relaxed)),
+            ("inconsistencies", self.inconsistencies.load(Relaxed)),
+            ("rollovers", self.rollovers.load(Relaxed)),
+            ("partial_lines_dropped", self.partial_lines_dropped.load(Relaxed)),
+            ("files_reopened", self.files_reopened.load(Relaxed)),
+            ("resyncs", self.resyncs.load(Relaxed)),
+            ("io_errors", self.io_errors.load(Relaxed)),
+            ("snapshots_requested", self.snapshots_requested.load(Relaxed)),
+            ("snapshot_failures", self.snapshot_failures.load(Relaxed)),
+            ("source_connects", self.source_connects.load(Relaxed)),
+            ("source_disconnects", self.source_disconnects.load(Relaxed)),
+            ("validations", self.validations.load(Relaxed)),
+            ("validation_mismatches", self.validation_mismatches.load(Relaxed)),
+            ("validations_skipped", self.validations_skipped.load(Relaxed)),
+            ("repairs", self.repairs.load(Relaxed)),
+        ]
+        .into_iter()
+        .collect()
+    }
+}
+
 #[derive(Debug)]
 pub struct Health {
     state: AtomicU8,

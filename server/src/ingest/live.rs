@@ -23,7 +23,7 @@ use super::info::{self, InfoClient, SnapshotFrom};
 use super::source::{FileSource, LineSource, SourceEvent};
 use super::tcp::TcpSource;
 use crate::book::{Books, Outcome};
-use crate::node::{Block, Mode, NodeParser, Stream};
+use crate::node::{Block, Coin, Mode, NodeParser, Stream};
 
 /// Where lines come from.
 #[derive(Clone, Debug)]
@@ -60,6 +60,8 @@ pub struct Shared {
     wake: Condvar,
     /// The last applied blocks, oldest first.
     pub recent: Mutex<VecDeque<Arc<Block>>>,
+    /// Coins replaced by a repair since the publisher last looked: their subscribers need a fresh snapshot.
+    repaired: Mutex<Vec<Coin>>,
 }
 
 impl Shared {
@@ -70,6 +72,7 @@ impl Shared {
             applied: Mutex::new(0),
             wake: Condvar::new(),
             recent: Mutex::new(VecDeque::with_capacity(RECENT_BLOCKS)),
+            repaired: Mutex::new(Vec::new()),
         }
     }
 
@@ -90,6 +93,17 @@ impl Shared {
     pub fn bump(&self) {
         *self.applied.lock() += 1;
         self.wake.notify_all();
+    }
+
+    /// Records a repaired coin and wakes the publisher.
+    pub fn repaired(&self, coin: Coin) {
+        self.repaired.lock().push(coin);
+        self.bump();
+    }
+
+    /// Coins repaired since the last call.
+    pub fn take_repaired(&self) -> Vec<Coin> {
+        std::mem::take(&mut *self.repaired.lock())
     }
 
     fn remember(&self, block: Arc<Block>) {

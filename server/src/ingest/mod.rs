@@ -9,5 +9,6 @@ pub mod replay;
 pub mod source;
 pub mod tail;
 pub mod tcp;
+pub mod validate;
 
 pub use assemble::{Assembled, Assembler};

@@ -1,0 +1,52 @@
+//! `hlbook relay`: serves this host's node files to `hlbook serve --source tcp://…` on other hosts.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
+use anyhow::Context;
+
+use crate::ingest::relay::{RelayConfig, serve};
+use crate::node::Mode;
+
+#[derive(Debug, clap::Args)]
+pub struct RelayArgs {
+    /// The node's data dir.
+    #[arg(long, default_value = "~/hl/data")]
+    pub node_dir: PathBuf,
+    /// The node's output mode: by-block or streaming.
+    #[arg(long, value_enum, default_value = "by-block")]
+    pub mode: Mode,
+    /// Address to accept servers on.
+    #[arg(long, default_value = "127.0.0.1:8100")]
+    pub listen: String,
+    /// At most this many servers at once.
+    #[arg(long, default_value_t = 64)]
+    pub max_clients: usize,
+    /// Log format: human or json.
+    #[arg(long, default_value = "human")]
+    pub log_format: String,
+}
+
+pub fn run(args: &RelayArgs) -> anyhow::Result<()> {
+    super::serve::init_logging(&args.log_format, "info");
+    let node_dir = match (args.node_dir.strip_prefix("~"), std::env::var_os("HOME")) {
+        (Ok(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => args.node_dir.clone(),
+    };
+    let listener = TcpListener::bind(&args.listen).with_context(|| format!("binding {}", args.listen))?;
+    let local = listener.local_addr()?;
+    println!("relay listening on {local}");
+    tracing::info!(%local, node_dir = %node_dir.display(), mode = ?args.mode, "relay serving node lines");
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    std::thread::spawn(move || {
+        rt.block_on(super::serve::shutdown());
+        st.store(true, Relaxed);
+    });
+    serve(listener, RelayConfig { node_dir, mode: args.mode, max_clients: args.max_clients }, stop)?;
+    tracing::info!("relay stopped");
+    Ok(())
+}

@@ -1,0 +1,183 @@
+//! `hlbook serve`: ingest, validation and the HTTP/WebSocket server, until SIGTERM or SIGINT.
+//!
+//! Threads: one ingest thread (blocking: files or relay → books), one validation thread, and the tokio runtime
+//! for HTTP. Shutdown stops accepting, lets the runtime finish, then stops the threads; exit 0.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::book::Books;
+use crate::config::{Config, Source};
+use crate::ingest::info::SnapshotFrom;
+use crate::ingest::live::{Ingest, LiveConfig, Shared, SourceSpec};
+use crate::ingest::validate::{self, ValidateConfig};
+use crate::node::Mode;
+use crate::ws::http::{AppState, router};
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// TOML config file; flags override its values (see config/hlbook.toml for every setting).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// The node's data dir [default: ~/hl/data].
+    #[arg(long)]
+    pub node_dir: Option<PathBuf>,
+    /// The node's output mode: by-block (--batch-by-block) or streaming (--stream-with-block-info).
+    #[arg(long, value_enum)]
+    pub mode: Option<Mode>,
+    /// `file` (the node's files in --node-dir) or `tcp://HOST:PORT` (an `hlbook relay`) [default: file].
+    #[arg(long)]
+    pub source: Option<String>,
+    /// The node's info server, for snapshots [default: http://127.0.0.1:3001/info].
+    #[arg(long)]
+    pub info_url: Option<String>,
+    /// Where the node writes snapshots we ask for (it must be able to write there).
+    #[arg(long)]
+    pub snapshot_dir: Option<PathBuf>,
+    /// Start from this snapshot file instead of asking the node.
+    #[arg(long)]
+    pub snapshot_file: Option<PathBuf>,
+    /// Address to serve on; repeat for several [default: 127.0.0.1:8000].
+    #[arg(long)]
+    pub listen: Vec<String>,
+    /// Seconds without a block before the state is `stale` [default: 10].
+    #[arg(long)]
+    pub stale_after: Option<f64>,
+    /// Seconds between validations against a node snapshot; 0 disables [default: 60].
+    #[arg(long)]
+    pub validate_interval: Option<f64>,
+    /// Log format: human or json [default: human].
+    #[arg(long)]
+    pub log_format: Option<String>,
+}
+
+impl ServeArgs {
+    /// Defaults, then the file, then the flags; validated.
+    pub fn config(&self) -> anyhow::Result<Config> {
+        let mut c = match &self.config {
+            Some(p) => Config::from_file(p)?,
+            None => Config::default(),
+        };
+        let i = &mut c.ingest;
+        set(&mut i.node_dir, &self.node_dir);
+        set(&mut i.mode, &self.mode);
+        set(&mut i.source, &self.source);
+        set(&mut i.info_url, &self.info_url);
+        set(&mut i.snapshot_dir, &self.snapshot_dir);
+        if self.snapshot_file.is_some() {
+            i.snapshot_file = self.snapshot_file.clone();
+        }
+        set(&mut i.stale_after_secs, &self.stale_after);
+        set(&mut i.validate_interval_secs, &self.validate_interval);
+        set(&mut c.log.format, &self.log_format);
+        if !self.listen.is_empty() {
+            c.server.listen = self.listen.clone();
+        }
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+fn set<T: Clone>(slot: &mut T, flag: &Option<T>) {
+    if let Some(v) = flag {
+        *slot = v.clone();
+    }
+}
+
+/// Logging for long-running commands: human by default, JSON lines on request.
+pub fn init_logging(format: &str, level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
+    let _ = if format == "json" { b.json().try_init() } else { b.try_init() };
+}
+
+fn live_config(c: &Config) -> anyhow::Result<LiveConfig> {
+    let source = match c.source()? {
+        Source::File => SourceSpec::Files(c.node_dir()),
+        Source::Tcp(addr) => SourceSpec::Tcp(addr),
+    };
+    let mut snapshots = Vec::new();
+    if let Some(f) = &c.ingest.snapshot_file {
+        snapshots.push(SnapshotFrom::File(f.clone()));
+    }
+    if !c.ingest.info_url.is_empty() {
+        snapshots.push(SnapshotFrom::Info { url: c.ingest.info_url.clone(), dir: c.ingest.snapshot_dir.clone() });
+    }
+    Ok(LiveConfig {
+        source,
+        mode: c.ingest.mode,
+        poll_interval: Duration::from_millis(c.ingest.poll_interval_ms),
+        stale_after: c.stale_after(),
+        snapshots,
+    })
+}
+
+pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
+    let c = args.config()?;
+    init_logging(&c.log.format, &c.log.level);
+    let shared = Arc::new(Shared::new(Books::default(), c.stale_after()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    let ingest = Ingest::new(live_config(&c)?, shared.clone());
+    let (s, st) = (shared.clone(), stop.clone());
+    threads.push(std::thread::Builder::new().name("hlbook-ingest".into()).spawn(move || ingest.run(&st))?);
+    if let Some(interval) = c.validate_interval() {
+        let vc = ValidateConfig {
+            info_url: c.ingest.info_url.clone(),
+            snapshot_dir: c.ingest.snapshot_dir.clone(),
+            interval,
+        };
+        let st = stop.clone();
+        threads
+            .push(std::thread::Builder::new().name("hlbook-validate".into()).spawn(move || validate::run(vc, s, &st))?);
+    }
+    tracing::info!(source = %c.ingest.source, mode = ?c.ingest.mode, "hlbook starting");
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let served = rt.block_on(serve_http(&c.server.listen, AppState { shared }));
+    stop.store(true, Relaxed);
+    for t in threads {
+        let _ = t.join();
+    }
+    tracing::info!("hlbook stopped");
+    served
+}
+
+async fn serve_http(listen: &[String], state: AppState) -> anyhow::Result<()> {
+    let app = router(state);
+    let mut tasks = Vec::new();
+    for addr in listen {
+        let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
+        let local = listener.local_addr()?;
+        // Tests and scripts read the bound address (port 0 picks one) from stdout.
+        println!("hlbook listening on {local}");
+        tracing::info!(%local, "listening");
+        let app = app.clone();
+        tasks.push(tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(shutdown()).await }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(())
+}
+
+/// Resolves on SIGTERM or SIGINT.
+pub async fn shutdown() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}

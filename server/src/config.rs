@@ -1,0 +1,217 @@
+//! Settings of `hlbook serve`: defaults, then the TOML file (`--config`), then command-line flags.
+//!
+//! Unknown keys are errors (a typo must not silently fall back to a default), and every value is checked before
+//! anything starts, with one message naming the key. `config/hlbook.toml` lists every setting with its default.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::node::Mode;
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub ingest: IngestConfig,
+    pub server: ServerConfig,
+    pub log: LogConfig,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct IngestConfig {
+    /// The node's data dir (`~/hl/data`); `~` is expanded.
+    pub node_dir: PathBuf,
+    /// `by-block` (`--batch-by-block`) or `streaming` (`--stream-with-block-info`).
+    pub mode: Mode,
+    /// `file` (read `node_dir`) or `tcp://HOST:PORT` (an `hlbook relay`).
+    pub source: String,
+    /// The node's info server; empty: no snapshots (bootstrap needs `snapshot_file` then, and no resync).
+    pub info_url: String,
+    /// Where the node writes the snapshots we ask for: it must be able to write there, and we to read.
+    pub snapshot_dir: PathBuf,
+    /// Start from this snapshot file instead of asking the node (later resyncs still ask the node).
+    pub snapshot_file: Option<PathBuf>,
+    /// No block for this long: `stale`.
+    pub stale_after_secs: f64,
+    /// Slow poll of the source when no file event arrives, in milliseconds.
+    pub poll_interval_ms: u64,
+    /// Compare with a node snapshot this often; 0 disables validation.
+    pub validate_interval_secs: f64,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Addresses to serve HTTP and WebSocket on (several allowed).
+    pub listen: Vec<String>,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// `human` or `json`.
+    pub format: String,
+    /// A `tracing` filter, e.g. `info` or `hlbook=debug`; `RUST_LOG` wins when set.
+    pub level: String,
+}
+
+impl Default for IngestConfig {
+    fn default() -> IngestConfig {
+        IngestConfig {
+            node_dir: PathBuf::from("~/hl/data"),
+            mode: Mode::ByBlock,
+            source: "file".into(),
+            info_url: "http://127.0.0.1:3001/info".into(),
+            snapshot_dir: std::env::temp_dir().join("hlbook-snapshots"),
+            snapshot_file: None,
+            stale_after_secs: 10.0,
+            poll_interval_ms: 100,
+            validate_interval_secs: 60.0,
+        }
+    }
+}
+
+impl Default for ServerConfig {
+    fn default() -> ServerConfig {
+        ServerConfig { listen: vec!["127.0.0.1:8000".into()] }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> LogConfig {
+        LogConfig { format: "human".into(), level: "info".into() }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("config {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("invalid setting `{key}`: {why}")]
+    Invalid { key: &'static str, why: String },
+}
+
+/// Where lines come from, parsed from `ingest.source`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    File,
+    Tcp(String),
+}
+
+impl Config {
+    /// Reads a TOML file over the defaults.
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: p.clone(), source })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Parse { path: p, message: e.to_string().trim().to_string() })
+    }
+
+    /// Checks every value; the first bad one is named.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let i = &self.ingest;
+        self.source()?;
+        secs("ingest.stale_after_secs", i.stale_after_secs)?;
+        secs("ingest.validate_interval_secs", i.validate_interval_secs)?;
+        if i.poll_interval_ms == 0 || i.poll_interval_ms > 60_000 {
+            return Err(invalid("ingest.poll_interval_ms", "must be 1..=60000"));
+        }
+        if !i.info_url.is_empty() && !i.info_url.starts_with("http://") {
+            return Err(invalid("ingest.info_url", "must be an http:// URL (the node's info server is local)"));
+        }
+        if i.info_url.is_empty() && i.snapshot_file.is_none() {
+            return Err(invalid("ingest.info_url", "needed to bootstrap unless ingest.snapshot_file is set"));
+        }
+        if self.server.listen.is_empty() {
+            return Err(invalid("server.listen", "at least one address"));
+        }
+        for a in &self.server.listen {
+            a.parse::<SocketAddr>().map_err(|e| invalid("server.listen", &format!("{a:?}: {e}")))?;
+        }
+        if !matches!(self.log.format.as_str(), "human" | "json") {
+            return Err(invalid("log.format", "`human` or `json`"));
+        }
+        Ok(())
+    }
+
+    pub fn source(&self) -> Result<Source, ConfigError> {
+        match self.ingest.source.as_str() {
+            "file" => Ok(Source::File),
+            s => match s.strip_prefix("tcp://") {
+                Some(addr) if addr.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok()) => {
+                    Ok(Source::Tcp(addr.to_string()))
+                }
+                _ => Err(invalid("ingest.source", &format!("{s:?}: expected `file` or `tcp://HOST:PORT`"))),
+            },
+        }
+    }
+
+    pub fn node_dir(&self) -> PathBuf {
+        expand_home(&self.ingest.node_dir)
+    }
+
+    pub fn stale_after(&self) -> Duration {
+        Duration::from_secs_f64(self.ingest.stale_after_secs)
+    }
+
+    pub fn validate_interval(&self) -> Option<Duration> {
+        let s = self.ingest.validate_interval_secs;
+        (s > 0.0 && !self.ingest.info_url.is_empty()).then(|| Duration::from_secs_f64(s))
+    }
+}
+
+fn invalid(key: &'static str, why: &str) -> ConfigError {
+    ConfigError::Invalid { key, why: why.to_string() }
+}
+
+fn secs(key: &'static str, v: f64) -> Result<(), ConfigError> {
+    if v.is_finite() && (0.0..=86_400.0).contains(&v) { Ok(()) } else { Err(invalid(key, "seconds in 0..=86400")) }
+}
+
+fn expand_home(p: &Path) -> PathBuf {
+    match (p.strip_prefix("~"), std::env::var_os("HOME")) {
+        (Ok(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => p.to_path_buf(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, String> {
+        let c: Config = toml::from_str(text).map_err(|e| e.to_string())?;
+        c.validate().map_err(|e| e.to_string())?;
+        Ok(c)
+    }
+
+    #[test]
+    fn defaults_are_valid_and_files_override_them() {
+        Config::default().validate().unwrap();
+        let c = parse("[ingest]\nmode = \"streaming\"\nsource = \"tcp://10.0.0.1:7000\"\n").unwrap();
+        assert_eq!(c.ingest.mode, Mode::Streaming);
+        assert_eq!(c.source().unwrap(), Source::Tcp("10.0.0.1:7000".into()));
+        assert_eq!(c.server, ServerConfig::default());
+    }
+
+    #[test]
+    fn bad_settings_name_their_key() {
+        for (text, key) in [
+            ("[ingest]\nnode_dri = \"/x\"\n", "node_dri"),
+            ("[ingest]\nsource = \"udp://x:1\"\n", "ingest.source"),
+            ("[ingest]\nsource = \"tcp://nohost\"\n", "ingest.source"),
+            ("[ingest]\nmode = \"fast\"\n", "mode"),
+            ("[ingest]\nstale_after_secs = -1\n", "ingest.stale_after_secs"),
+            ("[ingest]\ninfo_url = \"\"\n", "ingest.info_url"),
+            ("[server]\nlisten = [\"localhost\"]\n", "server.listen"),
+            ("[log]\nformat = \"xml\"\n", "log.format"),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert!(e.contains(key), "{text:?}: {e}");
+        }
+    }
+}

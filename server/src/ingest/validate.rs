@@ -1,0 +1,209 @@
+//! Periodic validation against the node's own snapshot, and in-place repair of any coin that disagrees.
+//!
+//! It never stalls ingest or publication: the snapshot is loaded on this thread, then brought forward to our
+//! height by applying the blocks ingest keeps in `Shared::recent` (the same engine, so both sides saw the same
+//! blocks), and compared in short pieces of at most ~1,000 orders, each under a brief read lock and only when both
+//! are at the same height (the copy catches up between pieces when ingest moves on). A coin that differs, or that
+//! ingest marked untrusted, is replaced by the copy's book under the write lock: an O(1) swap, no restart, no
+//! client dropped. The copy is thrown away after each cycle: no whole-state clone is ever made of the live books.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use super::health::State;
+use super::info::{self, InfoClient};
+use super::live::Shared;
+use crate::book::{Books, CoinBook, Outcome};
+use crate::node::{Coin, Fixed, Side};
+
+/// Orders compared per read-lock hold.
+const PIECE: usize = 1024;
+
+#[derive(Clone, Debug)]
+pub struct ValidateConfig {
+    pub info_url: String,
+    pub snapshot_dir: std::path::PathBuf,
+    pub interval: Duration,
+}
+
+/// What one cycle found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    pub height: u64,
+    pub coins: usize,
+    pub mismatched: Vec<Coin>,
+    pub repaired: Vec<Coin>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Skip {
+    #[error("{0}")]
+    Info(#[from] info::InfoError),
+    #[error("books are not live ({0:?})")]
+    NotLive(State),
+    #[error("snapshot at {snapshot} is older than the blocks kept (from {oldest})")]
+    TooOld { snapshot: u64, oldest: u64 },
+    #[error("our books did not reach the snapshot's height {0} in time")]
+    Behind(u64),
+}
+
+/// Runs a cycle every `interval` (sooner when a coin is untrusted) until `stop` is set.
+pub fn run(cfg: ValidateConfig, shared: Arc<Shared>, stop: &AtomicBool) {
+    let client = match InfoClient::new(&cfg.info_url, &cfg.snapshot_dir) {
+        Ok(c) => c,
+        Err(e) => return tracing::error!("validation disabled: {e}"),
+    };
+    let mut last = Instant::now();
+    while !stop.load(Relaxed) {
+        std::thread::sleep(Duration::from_millis(200));
+        let untrusted = shared.books.read().untrusted().next().is_some();
+        let due = last.elapsed() >= cfg.interval || (untrusted && last.elapsed() >= Duration::from_secs(2));
+        if !due || shared.health.state() != State::Live {
+            continue;
+        }
+        last = Instant::now();
+        match cycle(&client, &shared) {
+            Ok(r) if r.mismatched.is_empty() => tracing::debug!(height = r.height, coins = r.coins, "books validated"),
+            Ok(r) => tracing::warn!(
+                height = r.height,
+                "validation: {:?} differed from the node; repaired {:?}",
+                r.mismatched,
+                r.repaired
+            ),
+            Err(e) => {
+                shared.health.counters.validations_skipped.fetch_add(1, Relaxed);
+                tracing::warn!("validation skipped: {e}");
+            }
+        }
+    }
+}
+
+/// One validation: snapshot, bring forward, compare, repair.
+pub fn cycle(client: &InfoClient, shared: &Shared) -> Result<Report, Skip> {
+    let path = client.request_snapshot()?;
+    let mut copy = info::load(&path, true)?;
+    wait_for_height(shared, copy.height())?;
+    catch_up(shared, &mut copy)?;
+    let c = &shared.health.counters;
+    c.validations.fetch_add(1, Relaxed);
+    let mut coins: Vec<Coin> = shared.books.read().coin_names();
+    coins.extend(copy.coin_names());
+    coins.sort();
+    coins.dedup();
+    let mut report = Report { height: copy.height(), coins: coins.len(), ..Report::default() };
+    for coin in &coins {
+        if !same_coin(shared, &mut copy, coin)? {
+            c.validation_mismatches.fetch_add(1, Relaxed);
+            report.mismatched.push(coin.clone());
+            repair(shared, &mut copy, coin)?;
+            report.repaired.push(coin.clone());
+        }
+    }
+    Ok(report)
+}
+
+fn wait_for_height(shared: &Shared, height: u64) -> Result<(), Skip> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while shared.health.height() < height {
+        if Instant::now() > deadline {
+            return Err(Skip::Behind(height));
+        }
+        shared.wait_applied(shared.applied_seq(), Duration::from_millis(50));
+    }
+    Ok(())
+}
+
+/// Applies the kept blocks after the copy's height, up to the live height.
+fn catch_up(shared: &Shared, copy: &mut Books) -> Result<(), Skip> {
+    let state = shared.health.state();
+    if !matches!(state, State::Live | State::CatchingUp | State::Stale) {
+        return Err(Skip::NotLive(state));
+    }
+    let blocks: Vec<_> = shared.recent.lock().iter().filter(|b| b.height > copy.height()).cloned().collect();
+    if let Some(first) = blocks.first()
+        && first.height != copy.height() + 1
+    {
+        return Err(Skip::TooOld { snapshot: copy.height(), oldest: first.height });
+    }
+    for b in blocks {
+        // The copy's own inconsistencies are the node snapshot's business: the comparison reports them.
+        if let Outcome::Gap { .. } = copy.apply(&b) {
+            return Err(Skip::TooOld { snapshot: copy.height(), oldest: b.height });
+        }
+    }
+    Ok(())
+}
+
+/// Compares one coin piece by piece, each piece at equal heights under a short read lock.
+fn same_coin(shared: &Shared, copy: &mut Books, coin: &Coin) -> Result<bool, Skip> {
+    for side in [Side::Bid, Side::Ask] {
+        let mut cursor: Option<Fixed> = None;
+        loop {
+            let live = shared.books.read();
+            if live.height() != copy.height() {
+                drop(live);
+                catch_up(shared, copy)?;
+                continue;
+            }
+            if !live.is_trusted(coin) {
+                return Ok(false);
+            }
+            match compare_piece(live.coin(coin), copy.coin(coin), side, cursor) {
+                Piece::Differs => return Ok(false),
+                Piece::Same(None) => break,
+                Piece::Same(next) => cursor = next,
+            }
+        }
+    }
+    Ok(true)
+}
+
+enum Piece {
+    Differs,
+    /// Equal so far; `Some(px)` to continue after that level.
+    Same(Option<Fixed>),
+}
+
+/// Compares up to `PIECE` orders of `side` after `cursor`: the same levels, each with the same orders in the
+/// same time priority (oid, user, price, size), and the same running size and count.
+fn compare_piece(live: Option<&CoinBook>, copy: Option<&CoinBook>, side: Side, cursor: Option<Fixed>) -> Piece {
+    let empty = CoinBook::new(Coin::from(""));
+    let (a, b) = (live.unwrap_or(&empty), copy.unwrap_or(&empty));
+    let (mut la, mut lb) = (a.levels_after(side, cursor), b.levels_after(side, cursor));
+    let mut orders = 0;
+    loop {
+        let (x, y) = (la.next(), lb.next());
+        let ((pa, va), (pb, vb)) = match (x, y) {
+            (None, None) => return Piece::Same(None),
+            (Some(x), Some(y)) => (x, y),
+            _ => return Piece::Differs,
+        };
+        if pa != pb || va.n != vb.n || va.sz != vb.sz {
+            return Piece::Differs;
+        }
+        let key = |o: &crate::book::RestingOrder| (o.oid, o.user, o.px, o.sz, o.side);
+        if !a.level_orders(va).map(key).eq(b.level_orders(vb).map(key)) {
+            return Piece::Differs;
+        }
+        orders += va.n as usize;
+        if orders >= PIECE {
+            return Piece::Same(Some(pa));
+        }
+    }
+}
+
+/// Replaces our book of `coin` with the copy's, at equal heights.
+fn repair(shared: &Shared, copy: &mut Books, coin: &Coin) -> Result<(), Skip> {
+    loop {
+        catch_up(shared, copy)?;
+        let mut live = shared.books.write();
+        if live.height() == copy.height() {
+            live.set_coin(coin, copy.take_coin(coin));
+            drop(live);
+            shared.repaired(coin.clone());
+            shared.health.counters.repairs.fetch_add(1, Relaxed);
+            return Ok(());
+        }
+    }
+}

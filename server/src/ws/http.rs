@@ -1,0 +1,74 @@
+//! Plain HTTP endpoints beside the WebSocket: `/health` for operators and balancers, `/l4snapshot` for
+//! diagnostics (our books in the node's snapshot format, to diff against the node's own).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Deserialize;
+
+use crate::book::export::write_snapshot;
+use crate::ingest::health::State as Health;
+use crate::ingest::live::Shared;
+use crate::node::Coin;
+
+/// What every handler can reach.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    pub shared: Arc<Shared>,
+}
+
+pub fn router(state: AppState) -> Router {
+    Router::new().route("/health", get(health)).route("/l4snapshot", get(l4snapshot)).with_state(state)
+}
+
+/// 200 while the books follow the node (`live`, `catching_up`), 503 otherwise, so a balancer can drop a server
+/// whose books are stale or being rebuilt.
+async fn health(State(s): State<AppState>) -> Response {
+    let h = &s.shared.health;
+    let state = h.state();
+    let (block_lag, node_lag) = h.lag();
+    let body = serde_json::json!({
+        "state": state,
+        "height": h.height(),
+        "lag_ms": {"block": block_lag / 1_000_000, "node_write": node_lag / 1_000_000},
+        "counters": h.counters.to_map(),
+    });
+    let code = match state {
+        Health::Live | Health::CatchingUp => StatusCode::OK,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    (code, axum::Json(body)).into_response()
+}
+
+#[derive(Debug, Deserialize)]
+struct SnapshotQuery {
+    /// Comma-separated coins; all when absent.
+    coins: Option<String>,
+}
+
+/// Our books as `[height, [[coin, [bids, asks]], …]]`. Holds the read lock while writing (tens of ms for a big
+/// book): for diagnostics and tests, not for clients.
+async fn l4snapshot(State(s): State<AppState>, Query(q): Query<SnapshotQuery>) -> Response {
+    let coins: Option<Vec<Coin>> = q.coins.map(|c| c.split(',').map(Coin::from).collect());
+    let shared = s.shared.clone();
+    let body = tokio::task::spawn_blocking(move || {
+        let mut out = Vec::new();
+        write_snapshot(&shared.books.read(), coins.as_deref(), &mut out).map(|()| out)
+    })
+    .await;
+    match body {
+        Ok(Ok(bytes)) => ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+        Ok(Err(e)) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+/// Reads a counter (for tests and metrics).
+pub fn load(c: &std::sync::atomic::AtomicU64) -> u64 {
+    c.load(Relaxed)
+}

@@ -1,0 +1,3 @@
+//! Serving: HTTP endpoints (and, with the publish stage, the WebSocket API) over the shared books.
+
+pub mod http;
