@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -12,23 +11,7 @@ use std::time::{Duration, Instant};
 use hlbook::book::snapshot::load_books;
 use hlbook::ingest::health::State;
 use hlbook::ingest::live::{Ingest, LiveConfig, Shared, SourceSpec};
-use hlbook::ingest::replay::replay;
-use hlbook::ingest::tail::block_number;
 use hlbook::node::{Mode, Stream};
-
-const REL: &str = "hourly/20260505/17";
-
-/// Every line of the capture for `mode`, with its stream and block number, in the order the node writes them.
-fn lines_in_write_order(src: &Path, mode: Mode) -> Vec<(Stream, u64, String)> {
-    let mut all = Vec::new();
-    for s in Stream::ALL {
-        let text = std::fs::read_to_string(src.join(s.dir(mode)).join(REL)).expect("capture file");
-        all.extend(text.lines().map(|l| (s, block_number(l.as_bytes()).expect("height"), l.to_string())));
-    }
-    // Stable: by block, then fills, diffs, statuses, then file order.
-    all.sort_by_key(|(s, h, _)| (*h, *s));
-    all
-}
 
 fn start(dst: &Path, mode: Mode, snapshot: &Path) -> (Arc<Shared>, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
     let shared = Arc::new(Shared::new(load_books(snapshot).expect("snapshot"), Duration::from_secs(30)));
@@ -53,57 +36,22 @@ fn wait_for_height(shared: &Shared, height: u64) {
     }
 }
 
-/// The replay digest at `height`.
-fn replay_digest(cap: &common::Capture, mode: Mode, height: u64) -> u64 {
-    let mut books = load_books(&cap.snapshot).expect("snapshot");
-    let mut digest = None;
-    replay(&mut books, &cap.node_dir, mode, |step| {
-        if step.block.height == height {
-            digest = Some(common::l4_digest(step.books));
-        }
-    })
-    .expect("replays");
-    digest.expect("height reached")
-}
-
-/// Writes the capture into `dst` at a steady pace; `corrupt` replaces one (stream, height) line with garbage.
-fn write_capture(src: &Path, dst: &Path, mode: Mode, corrupt: Option<(Stream, u64)>) {
-    let mut files = std::collections::HashMap::new();
-    let mut current = 0;
-    for (stream, height, mut line) in lines_in_write_order(src, mode) {
-        if corrupt == Some((stream, height)) {
-            line = format!("{{\"block_number\":{height},\"events\":[{{\"oops");
-        }
-        if height != current {
-            current = height;
-            std::thread::sleep(Duration::from_millis(15));
-        }
-        let f = files.entry(stream).or_insert_with(|| {
-            let p = dst.join(stream.dir(mode)).join(REL);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::File::create(p).unwrap()
-        });
-        // A reader may see the first half alone.
-        let cut = line.len() / 2;
-        f.write_all(&line.as_bytes()[..cut]).unwrap();
-        f.flush().unwrap();
-        f.write_all(&line.as_bytes()[cut..]).unwrap();
-        f.write_all(b"\n").unwrap();
-    }
-}
-
 fn live_run(mode: Mode, last: u64) {
     let Some(cap) = common::unpack() else { return };
     let dst = tempfile::tempdir().unwrap();
     let (shared, stop, handle) = start(dst.path(), mode, &cap.snapshot);
-    write_capture(&cap.node_dir, dst.path(), mode, None);
+    common::write_capture(&cap.node_dir, dst.path(), mode, None, Duration::from_millis(15));
     wait_for_height(&shared, last);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     handle.join().unwrap();
 
     let books = shared.books.read();
     assert_eq!(books.height(), last, "{mode:?}");
-    assert_eq!(common::l4_digest(&books), replay_digest(&cap, mode, last), "{mode:?}: books differ from replay");
+    assert_eq!(
+        common::l4_digest(&books),
+        common::replay_digest(&cap, mode, last),
+        "{mode:?}: books differ from replay"
+    );
     let c = &shared.health.counters;
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!((load(&c.malformed_lines), load(&c.inconsistencies), load(&c.gaps)), (0, 0, 0));
@@ -127,7 +75,13 @@ fn a_malformed_line_stops_the_books_before_it_and_asks_for_a_resync() {
     let Some(cap) = common::unpack() else { return };
     let dst = tempfile::tempdir().unwrap();
     let (shared, stop, handle) = start(dst.path(), Mode::ByBlock, &cap.snapshot);
-    write_capture(&cap.node_dir, dst.path(), Mode::ByBlock, Some((Stream::Statuses, 985148200)));
+    common::write_capture(
+        &cap.node_dir,
+        dst.path(),
+        Mode::ByBlock,
+        Some((Stream::Statuses, 985148200)),
+        Duration::from_millis(15),
+    );
     let deadline = Instant::now() + Duration::from_secs(60);
     while shared.health.state() != State::Resyncing && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
@@ -139,7 +93,7 @@ fn a_malformed_line_stops_the_books_before_it_and_asks_for_a_resync() {
     assert_eq!(shared.health.state(), State::Resyncing);
     let books = shared.books.read();
     assert_eq!(books.height(), 985148199);
-    assert_eq!(common::l4_digest(&books), replay_digest(&cap, Mode::ByBlock, 985148199));
+    assert_eq!(common::l4_digest(&books), common::replay_digest(&cap, Mode::ByBlock, 985148199));
     let c = &shared.health.counters;
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!((load(&c.malformed_lines), load(&c.broken_blocks), load(&c.inconsistencies)), (1, 1, 0));

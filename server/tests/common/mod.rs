@@ -1,7 +1,12 @@
 //! Test helpers: locating the mainnet capture and unpacking it into a temp node dir.
 #![allow(dead_code)]
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use hlbook::ingest::tail::block_number;
+use hlbook::node::{Mode, Stream};
 
 /// The capture folder: `$HL_FIXTURES`, or `shared/fixtures/hl-mainnet-btc` beside the checkout.
 /// `None` (with the reason printed) where neither exists, so the caller can skip.
@@ -53,4 +58,57 @@ pub fn l4_digest(books: &hlbook::book::Books) -> u64 {
         }
     }
     h.finish()
+}
+
+pub const REL: &str = "hourly/20260505/17";
+
+/// Every line of the capture for `mode`, with its stream and block number, in the order the node writes them.
+pub fn lines_in_write_order(src: &Path, mode: Mode) -> Vec<(Stream, u64, String)> {
+    let mut all = Vec::new();
+    for s in Stream::ALL {
+        let text = std::fs::read_to_string(src.join(s.dir(mode)).join(REL)).expect("capture file");
+        all.extend(text.lines().map(|l| (s, block_number(l.as_bytes()).expect("height"), l.to_string())));
+    }
+    // Stable: by block, then fills, diffs, statuses, then file order.
+    all.sort_by_key(|(s, h, _)| (*h, *s));
+    all
+}
+
+/// Writes the capture into `dst` at a steady pace (`pace` per block), each line split across two writes; `corrupt` replaces one (stream, height) line with garbage.
+pub fn write_capture(src: &Path, dst: &Path, mode: Mode, corrupt: Option<(Stream, u64)>, pace: Duration) {
+    let mut files = std::collections::HashMap::new();
+    let mut current = 0;
+    for (stream, height, mut line) in lines_in_write_order(src, mode) {
+        if corrupt == Some((stream, height)) {
+            line = format!("{{\"block_number\":{height},\"events\":[{{\"oops");
+        }
+        if height != current {
+            current = height;
+            std::thread::sleep(pace);
+        }
+        let f = files.entry(stream).or_insert_with(|| {
+            let p = dst.join(stream.dir(mode)).join(REL);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::File::create(p).unwrap()
+        });
+        // A reader may see the first half alone.
+        let cut = line.len() / 2;
+        f.write_all(&line.as_bytes()[..cut]).unwrap();
+        f.flush().unwrap();
+        f.write_all(&line.as_bytes()[cut..]).unwrap();
+        f.write_all(b"\n").unwrap();
+    }
+}
+
+/// The replay digest at `height`.
+pub fn replay_digest(cap: &Capture, mode: Mode, height: u64) -> u64 {
+    let mut books = hlbook::book::snapshot::load_books(&cap.snapshot).expect("snapshot");
+    let mut digest = None;
+    hlbook::ingest::replay::replay(&mut books, &cap.node_dir, mode, |step| {
+        if step.block.height == height {
+            digest = Some(l4_digest(step.books));
+        }
+    })
+    .expect("replays");
+    digest.expect("height reached")
 }

@@ -1,0 +1,129 @@
+//! Running the project's real binaries in end-to-end tests: start, read what they print, stop with SIGTERM.
+//! Every wait is bounded; a child left running is killed on drop.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+pub const HLBOOK: &str = env!("CARGO_BIN_EXE_hlbook");
+
+#[derive(Debug)]
+pub struct Proc {
+    pub name: String,
+    child: Option<Child>,
+    lines: Receiver<String>,
+}
+
+impl Proc {
+    /// Starts `bin` with `args`; stderr goes to `log` (kept for the failure message).
+    pub fn start(bin: &str, args: &[&str], log: &Path) -> Proc {
+        let name = Path::new(bin).file_name().unwrap().to_string_lossy().into_owned();
+        let err = std::fs::File::create(log).expect("log file");
+        let mut child = Command::new(bin)
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {bin}: {e}"));
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        Proc { name, child: Some(child), lines }
+    }
+
+    /// The rest of the first stdout line starting with `prefix`.
+    pub fn wait_line(&self, prefix: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.starts_with(prefix) => return l[prefix.len()..].trim().to_string(),
+                Ok(_) => {}
+                Err(_) => panic!("{}: no line starting {prefix:?} within {timeout:?}", self.name),
+            }
+        }
+    }
+
+    /// Whether the process is still running.
+    pub fn running(&mut self) -> bool {
+        self.child.as_mut().is_some_and(|c| c.try_wait().ok().flatten().is_none())
+    }
+
+    /// SIGTERM, then wait (bounded) for the exit status.
+    pub fn stop(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("running");
+        let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                return s;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("{} did not stop within 20 s of SIGTERM", self.name);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL: a crash, not a shutdown.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// GET `url` and parse JSON (None on any failure).
+pub fn get_json(url: &str) -> Option<serde_json::Value> {
+    reqwest::blocking::get(url).ok()?.json().ok()
+}
+
+/// GET bytes.
+pub fn get_bytes(url: &str) -> Option<Vec<u8>> {
+    Some(reqwest::blocking::get(url).ok()?.bytes().ok()?.to_vec())
+}
+
+/// Polls `/health` until `pred` holds; panics with the last answer after `timeout`.
+pub fn wait_health(base: &str, timeout: Duration, pred: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    let deadline = Instant::now() + timeout;
+    let mut last = serde_json::Value::Null;
+    while Instant::now() < deadline {
+        if let Some(h) = get_json(&format!("{base}/health")) {
+            if pred(&h) {
+                return h;
+            }
+            last = h;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("health never matched within {timeout:?}; last: {last}");
+}
+
+/// Books from a node-format snapshot document.
+pub fn books_from_snapshot(bytes: &[u8]) -> hlbook::book::Books {
+    let mut coins = Vec::new();
+    let h = hlbook::node::snapshot::read_snapshot_slice(bytes, |c| coins.push(hlbook::book::snapshot::coin_book(c)))
+        .expect("a node-format snapshot");
+    hlbook::book::Books::new(h, coins)
+}
+
+pub fn counter(h: &serde_json::Value, name: &str) -> u64 {
+    h["counters"][name].as_u64().unwrap_or_else(|| panic!("no counter {name} in {h}"))
+}
