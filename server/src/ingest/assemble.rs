@@ -94,6 +94,7 @@ impl Assembler {
         }
         p.got[stream.index()] = true;
         p.block.push(stream, line);
+        p.block.read_at = crate::node::time::now_nanos();
     }
 
     /// Starts over after `height`: partly assembled blocks are dropped because their lines are coming again.

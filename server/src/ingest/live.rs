@@ -23,6 +23,7 @@ use super::info::{self, InfoClient, SnapshotFrom};
 use super::source::{FileSource, LineSource, SourceEvent};
 use super::tcp::TcpSource;
 use crate::book::{Books, Outcome};
+use crate::node::time::now_nanos;
 use crate::node::{Block, Coin, Mode, NodeParser, Stream};
 
 /// Where lines come from.
@@ -60,6 +61,8 @@ pub struct Shared {
     wake: Condvar,
     /// The last applied blocks, oldest first.
     pub recent: Mutex<VecDeque<Arc<Block>>>,
+    /// Stage timestamps of the last applied blocks, oldest first.
+    pub timeline: Mutex<VecDeque<BlockTimes>>,
     /// Coins replaced by a repair since the publisher last looked: their subscribers need a fresh snapshot.
     repaired: Mutex<Vec<Coin>>,
 }
@@ -73,6 +76,7 @@ impl Shared {
             wake: Condvar::new(),
             recent: Mutex::new(VecDeque::with_capacity(RECENT_BLOCKS)),
             repaired: Mutex::new(Vec::new()),
+            timeline: Mutex::new(VecDeque::with_capacity(TIMELINE)),
         }
     }
 
@@ -106,6 +110,14 @@ impl Shared {
         std::mem::take(&mut *self.repaired.lock())
     }
 
+    fn record(&self, times: BlockTimes) {
+        let mut t = self.timeline.lock();
+        if t.len() == TIMELINE {
+            t.pop_front();
+        }
+        t.push_back(times);
+    }
+
     fn remember(&self, block: Arc<Block>) {
         let mut r = self.recent.lock();
         if r.len() == RECENT_BLOCKS {
@@ -114,6 +126,23 @@ impl Shared {
         r.push_back(block);
     }
 }
+
+/// Stage timestamps of one applied block (Unix ns), for latency auditing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockTimes {
+    pub height: u64,
+    /// Consensus time (the exchange timestamp).
+    pub block_time: i64,
+    /// The node's `local_time` of the block's last line.
+    pub node_written: i64,
+    /// We read the block's last line.
+    pub read: i64,
+    /// The block was applied to the books.
+    pub applied: i64,
+}
+
+/// How many blocks' timestamps are kept.
+pub const TIMELINE: usize = 4096;
 
 /// What the loader thread reports.
 enum Loaded {
@@ -242,6 +271,7 @@ impl Ingest {
     fn apply(&mut self, block: Block) {
         let block = Arc::new(block);
         let outcome = self.shared.books.write().apply(&block);
+        let applied = now_nanos();
         let c = &self.shared.health.counters;
         match outcome {
             Outcome::Applied(a) => {
@@ -253,6 +283,9 @@ impl Ingest {
                 }
                 let written = block.node_written.iter().flatten().max().copied();
                 self.shared.health.applied(block.height, block.block_time, written);
+                let (height, block_time, read) = (block.height, block.block_time, block.read_at);
+                let node_written = written.unwrap_or(0);
+                self.shared.record(BlockTimes { height, block_time, node_written, read, applied });
                 self.shared.remember(block);
                 self.shared.bump();
             }

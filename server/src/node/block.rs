@@ -16,6 +16,8 @@ pub struct Block {
     pub statuses: Vec<OrderStatus>,
     pub fills: Vec<Fill>,
     pub rejected_statuses: u32,
+    /// When the last line of this block was read by us (Unix ns; 0 when not recorded).
+    pub read_at: UnixNanos,
 }
 
 impl Block {
