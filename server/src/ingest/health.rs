@@ -47,6 +47,8 @@ pub struct IngestCounters {
     pub validation_mismatches: AtomicU64,
     pub validations_skipped: AtomicU64,
     pub repairs: AtomicU64,
+    /// Lines of blocks already applied (a restarted node re-emitting recent blocks), dropped.
+    pub stale_lines: AtomicU64,
 }
 
 impl IngestCounters {
@@ -74,6 +76,7 @@ impl IngestCounters {
             ("validation_mismatches", self.validation_mismatches.load(Relaxed)),
             ("validations_skipped", self.validations_skipped.load(Relaxed)),
             ("repairs", self.repairs.load(Relaxed)),
+            ("stale_lines", self.stale_lines.load(Relaxed)),
         ]
         .into_iter()
         .collect()

@@ -404,6 +404,7 @@ impl Ingest {
         c.files_reopened.store(s.files_reopened, Relaxed);
         c.source_connects.store(s.connects, Relaxed);
         c.source_disconnects.store(s.disconnects, Relaxed);
+        c.stale_lines.store(self.assembler.counters().stale_lines, Relaxed);
     }
 }
 
