@@ -39,8 +39,24 @@ fn start(mode: Mode, blocks: u64, fault: &[&str], serve_extra: &[&str]) -> Run {
     let dir = out.path().join("data");
     let n = blocks.to_string();
     let mut args = vec![
-        "--out", dir.to_str().unwrap(), "--mode", mode_name(mode), "--coins", "5", "--btc-orders", "4000",
-        "--orders-per-coin", "300", "--block-ms", "40", "--blocks", &n, "--info-listen", "127.0.0.1:0",
+        "--out",
+        dir.to_str().unwrap(),
+        "--mode",
+        mode_name(mode),
+        "--coins",
+        "5",
+        "--btc-orders",
+        "4000",
+        "--orders-per-coin",
+        "300",
+        "--block-ms",
+        "40",
+        "--reject-ratio",
+        "2",
+        "--blocks",
+        &n,
+        "--info-listen",
+        "127.0.0.1:0",
     ];
     args.extend_from_slice(fault);
     let sim = Proc::start(HLSIM, &args, &logs.path().join("sim.log"));
@@ -48,8 +64,17 @@ fn start(mode: Mode, blocks: u64, fault: &[&str], serve_extra: &[&str]) -> Run {
     let info_url = format!("http://{info}/info");
     let snaps = out.path().join("snapshots");
     let mut args = vec![
-        "serve", "--node-dir", dir.to_str().unwrap(), "--mode", mode_name(mode), "--info-url", &info_url,
-        "--snapshot-dir", snaps.to_str().unwrap(), "--listen", "127.0.0.1:0",
+        "serve",
+        "--node-dir",
+        dir.to_str().unwrap(),
+        "--mode",
+        mode_name(mode),
+        "--info-url",
+        &info_url,
+        "--snapshot-dir",
+        snaps.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
     ];
     args.extend_from_slice(serve_extra);
     let server = Proc::start(HLBOOK, &args, &logs.path().join("serve.log"));
@@ -132,7 +157,8 @@ fn clean_run_streaming() {
 
 #[test]
 fn stop_mid_line_resyncs() {
-    let h = finish(start(Mode::ByBlock, 150, &["--stop-mid-line-at", &(START + 60).to_string(), "--pause-secs", "1"], &[]));
+    let h =
+        finish(start(Mode::ByBlock, 150, &["--stop-mid-line-at", &(START + 60).to_string(), "--pause-secs", "1"], &[]));
     assert!(counter(&h, "malformed_lines") >= 1, "{h}");
     assert!(counter(&h, "resyncs") >= 2, "bootstrap and one resync: {h}");
     assert_eq!(counter(&h, "inconsistencies"), 0, "{h}");
@@ -140,7 +166,12 @@ fn stop_mid_line_resyncs() {
 
 #[test]
 fn pause_goes_stale_then_live() {
-    let run = start(Mode::ByBlock, 120, &["--pause-at", &(START + 50).to_string(), "--pause-secs", "4"], &["--stale-after", "1"]);
+    let run = start(
+        Mode::ByBlock,
+        120,
+        &["--pause-at", &(START + 50).to_string(), "--pause-secs", "4"],
+        &["--stale-after", "1"],
+    );
     let stale = wait_health(&run.base, Duration::from_secs(60), |h| h["state"] == "stale");
     assert_eq!(stale["height"].as_u64(), Some(START + 49), "{stale}");
     wait_health(&run.base, Duration::from_secs(60), |h| h["state"] == "live");

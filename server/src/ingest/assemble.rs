@@ -46,6 +46,8 @@ pub struct Assembler {
     pending: BTreeMap<u64, Pending>,
     /// Highest height each stream has shown.
     seen: [Option<u64>; 3],
+    /// A stream that went back (re-emission) is skipped through this height.
+    replaying: [Option<u64>; 3],
     finished: bool,
     counters: AssemblerCounters,
 }
@@ -59,6 +61,7 @@ impl Assembler {
             last_block_time: 0,
             pending: BTreeMap::new(),
             seen: [None; 3],
+            replaying: [None; 3],
             finished: false,
             counters: AssemblerCounters::default(),
         }
@@ -76,9 +79,22 @@ impl Assembler {
     /// Adds a parsed line of `stream`.
     pub fn push(&mut self, stream: Stream, line: Line) {
         self.counters.lines += 1;
-        let h = line.meta.height;
-        let seen = &mut self.seen[stream.index()];
-        *seen = Some(seen.map_or(h, |s| s.max(h)));
+        let (h, i) = (line.meta.height, stream.index());
+        if self.replaying[i].is_some_and(|through| h <= through) {
+            self.counters.stale_lines += 1;
+            return;
+        }
+        self.replaying[i] = None;
+        if let Some(max) = self.seen[i]
+            && h < max
+        {
+            // A stream never goes back on its own: a restarted node is writing recent blocks again. Skip them
+            // through the highest height it had reached, or a block still pending would get its lines twice.
+            self.replaying[i] = Some(max);
+            self.counters.stale_lines += 1;
+            return;
+        }
+        self.seen[i] = Some(self.seen[i].map_or(h, |s| s.max(h)));
         if h <= self.emitted {
             self.counters.stale_lines += 1;
             return;
@@ -102,6 +118,7 @@ impl Assembler {
         self.emitted = height;
         self.pending.clear();
         self.seen = [None; 3];
+        self.replaying = [None; 3];
     }
 
     /// No more input will come (end of a finished capture): every pending block is now decided.

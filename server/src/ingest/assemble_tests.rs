@@ -91,3 +91,23 @@ fn finished_by_block_input_with_a_missing_line_is_broken() {
     assert_eq!(a.next_block(), Some(Assembled::Broken { height: 11, missing: vec![Stream::Fills, Stream::Statuses] }));
     assert_eq!(a.next_block(), None);
 }
+
+#[test]
+fn streaming_re_emission_of_pending_blocks_is_skipped() {
+    let mut a = Assembler::new(Mode::Streaming, 10);
+    let push = |a: &mut Assembler, heights: &[u64]| {
+        for &h in heights {
+            a.push(Stream::Diffs, line(Stream::Diffs, h));
+            a.push(Stream::Statuses, line(Stream::Statuses, h));
+        }
+    };
+    // Two lines per block for 11..=13; a restarted node then writes 12 and 13 again before going on to 14.
+    push(&mut a, &[11, 11, 12, 12, 13, 13]);
+    assert_eq!(drain(&mut a), vec![(11, true), (12, true)]);
+    push(&mut a, &[12, 12, 13, 13, 14]);
+    let blocks: Vec<_> = std::iter::from_fn(|| a.next_block()).collect();
+    let Some(Assembled::Block(b13)) = blocks.first() else { panic!("13 not emitted: {blocks:?}") };
+    assert_eq!(b13.height, 13);
+    assert_eq!(b13.rejected_statuses, 4, "13's two status lines once, not twice");
+    assert_eq!(a.counters().stale_lines, 8);
+}
