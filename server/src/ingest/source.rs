@@ -55,6 +55,7 @@ pub struct FileSource {
     resume_after: u64,
     watcher: Option<RecommendedWatcher>,
     events: mpsc::Receiver<()>,
+    /// Per tail (in `READ_ORDER`): its folder is being watched.
     watched: [bool; 3],
     /// Totals of tails that were replaced by a restart.
     retired: SourceCounters,
@@ -119,8 +120,13 @@ impl FileSource {
     }
 }
 
+/// Read order: the node writes a block's fills first, so reading fills last means that every fill of a block whose
+/// diffs and statuses were just read is already on disk. Streaming blocks complete on diffs and statuses alone; read
+/// in the other order, a block's fills could arrive after it was handed out.
+const READ_ORDER: [Stream; 3] = [Stream::Diffs, Stream::Statuses, Stream::Fills];
+
 fn tails(node_dir: &Path, mode: Mode, height: u64) -> Vec<StreamTail> {
-    Stream::ALL.iter().map(|&s| StreamTail::new(node_dir, mode, s, height)).collect()
+    READ_ORDER.iter().map(|&s| StreamTail::new(node_dir, mode, s, height)).collect()
 }
 
 impl LineSource for FileSource {

@@ -59,7 +59,7 @@ pub fn run(cfg: ValidateConfig, shared: Arc<Shared>, stop: &AtomicBool) {
         std::thread::sleep(Duration::from_millis(200));
         let untrusted = shared.books.read().untrusted().next().is_some();
         let due = last.elapsed() >= cfg.interval || (untrusted && last.elapsed() >= Duration::from_secs(2));
-        if !due || shared.health.state() != State::Live {
+        if !due || !matches!(shared.health.state(), State::Live | State::CatchingUp) {
             continue;
         }
         last = Instant::now();
