@@ -63,7 +63,7 @@ pub fn run(cfg: ValidateConfig, shared: Arc<Shared>, stop: &AtomicBool) {
             continue;
         }
         last = Instant::now();
-        match cycle(&client, &shared) {
+        match cycle(&client, &shared, stop) {
             Ok(r) if r.mismatched.is_empty() => tracing::debug!(height = r.height, coins = r.coins, "books validated"),
             Ok(r) => tracing::warn!(
                 height = r.height,
@@ -80,10 +80,10 @@ pub fn run(cfg: ValidateConfig, shared: Arc<Shared>, stop: &AtomicBool) {
 }
 
 /// One validation: snapshot, bring forward, compare, repair.
-pub fn cycle(client: &InfoClient, shared: &Shared) -> Result<Report, Skip> {
+pub fn cycle(client: &InfoClient, shared: &Shared, stop: &AtomicBool) -> Result<Report, Skip> {
     let path = client.request_snapshot()?;
     let mut copy = info::load(&path, true)?;
-    wait_for_height(shared, copy.height())?;
+    wait_for_height(shared, copy.height(), stop)?;
     catch_up(shared, &mut copy)?;
     let c = &shared.health.counters;
     c.validations.fetch_add(1, Relaxed);
@@ -103,10 +103,11 @@ pub fn cycle(client: &InfoClient, shared: &Shared) -> Result<Report, Skip> {
     Ok(report)
 }
 
-fn wait_for_height(shared: &Shared, height: u64) -> Result<(), Skip> {
-    let deadline = Instant::now() + Duration::from_secs(30);
+/// The node's snapshot can be ahead of the blocks we have read: wait (bounded) until our books reach it.
+fn wait_for_height(shared: &Shared, height: u64, stop: &AtomicBool) -> Result<(), Skip> {
+    let deadline = Instant::now() + Duration::from_secs(10);
     while shared.health.height() < height {
-        if Instant::now() > deadline {
+        if Instant::now() > deadline || stop.load(Relaxed) {
             return Err(Skip::Behind(height));
         }
         shared.wait_applied(shared.applied_seq(), Duration::from_millis(50));
