@@ -1,0 +1,159 @@
+//! Line fully written by the simulator → block applied to our books, at mainnet rate and at 10×, both modes; and
+//! the same with a validation cycle every second, to show what validation adds.
+//!
+//! Open loop: `hlsim` runs as its own process on its own schedule and records when it finished writing each
+//! block's last line (`--timing`); ingest runs here, exactly as in `hlbook serve` (file source, inotify, snapshot
+//! bootstrap from the simulator's info server), and records when it applied each block. Latency is the
+//! difference, per block, after a warm-up. Needs the release `hlsim` binary beside this one (`make bench` builds
+//! it). `HLBOOK_BENCH_SECS` sets the measured time per case (default 90 s: ≥ 1,000 blocks at 80 ms).
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use hlbook::book::Books;
+use hlbook::ingest::info::SnapshotFrom;
+use hlbook::ingest::live::{Ingest, LiveConfig, Shared, SourceSpec};
+use hlbook::ingest::validate::{self, ValidateConfig};
+use hlbook::node::Mode;
+
+const WARMUP: Duration = Duration::from_secs(5);
+
+fn hlsim() -> PathBuf {
+    let exe = std::env::current_exe().expect("bench path");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let sim = dir.join("hlsim");
+    assert!(sim.is_file(), "{} missing: run `cargo build --release -p hlbook --bins` first", sim.display());
+    sim
+}
+
+struct Sim(Child);
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_sim(out: &Path, mode: &str, rate: &str) -> (Sim, String) {
+    let mut child = Command::new(hlsim())
+        .args(["--out", out.join("data").to_str().unwrap(), "--mode", mode, "--rate", rate])
+        .args(["--timing", out.join("timing.csv").to_str().unwrap(), "--info-listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start hlsim");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).expect("hlsim prints its address");
+    let addr = line.trim().strip_prefix("info listening on ").expect("address line").to_string();
+    (Sim(child), addr)
+}
+
+/// Block height → time its last line was fully written (ns).
+fn written_times(timing: &Path) -> HashMap<u64, i64> {
+    let text = std::fs::read_to_string(timing).expect("timing csv");
+    let mut out = HashMap::new();
+    for row in text.lines().skip(1) {
+        let f: Vec<i64> = row.split(',').filter_map(|x| x.parse().ok()).collect();
+        if f.len() == 5 {
+            out.insert(f[0] as u64, f[2..].iter().copied().max().unwrap_or(0));
+        }
+    }
+    out
+}
+
+struct Case {
+    mode: Mode,
+    mode_name: &'static str,
+    rate: &'static str,
+    validate: bool,
+}
+
+fn run(case: &Case, secs: u64) {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let (sim, info) = start_sim(tmp.path(), case.mode_name, case.rate);
+    let url = format!("http://{info}/info");
+    let snaps = tmp.path().join("snapshots");
+    let shared = Arc::new(Shared::new(Books::default(), Duration::from_secs(10)));
+    let cfg = LiveConfig {
+        source: SourceSpec::Files(tmp.path().join("data")),
+        mode: case.mode,
+        poll_interval: Duration::from_millis(100),
+        stale_after: Duration::from_secs(10),
+        snapshots: vec![SnapshotFrom::Info { url: url.clone(), dir: snaps.clone() }],
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let ingest = Ingest::new(cfg, shared.clone());
+    let (st, sh) = (stop.clone(), shared.clone());
+    let t_ingest = std::thread::spawn(move || ingest.run(&st));
+    let t_validate = case.validate.then(|| {
+        let vc = ValidateConfig { info_url: url, snapshot_dir: snaps, interval: Duration::from_secs(1) };
+        let (st, sh) = (stop.clone(), sh);
+        std::thread::spawn(move || validate::run(vc, sh, &st))
+    });
+    std::thread::sleep(WARMUP);
+    let first = shared.health.height() + 1;
+    std::thread::sleep(Duration::from_secs(secs));
+    let last = shared.health.height();
+    drop(sim);
+    stop.store(true, Relaxed);
+    t_ingest.join().unwrap();
+    if let Some(t) = t_validate {
+        t.join().unwrap();
+    }
+    report(case, &shared, &written_times(&tmp.path().join("timing.csv")), first..=last);
+}
+
+fn report(case: &Case, shared: &Shared, written: &HashMap<u64, i64>, heights: std::ops::RangeInclusive<u64>) {
+    let mut total = Histogram::<u64>::new(3).unwrap();
+    let mut read = Histogram::<u64>::new(3).unwrap();
+    for t in shared.timeline.lock().iter().filter(|t| heights.contains(&t.height)) {
+        if let Some(&w) = written.get(&t.height) {
+            total.record((t.applied - w).max(0) as u64 / 1000).unwrap();
+            read.record((t.read - w).max(0) as u64 / 1000).unwrap();
+        }
+    }
+    let c = &shared.health.counters;
+    let v = if case.validate {
+        format!(" validations={} mismatches={}", c.validations.load(Relaxed), c.validation_mismatches.load(Relaxed))
+    } else {
+        String::new()
+    };
+    for (what, h) in [("written→applied", &total), ("written→read", &read)] {
+        println!(
+            "{:<9} rate={:<3} validate={:<5} {what:<16} n={:<5} p50={:>6} µs p99={:>6} µs p99.9={:>6} µs max={:>6} µs{v}",
+            case.mode_name,
+            case.rate,
+            case.validate,
+            h.len(),
+            h.value_at_quantile(0.5),
+            h.value_at_quantile(0.99),
+            h.value_at_quantile(0.999),
+            h.max(),
+        );
+    }
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a test run of benches (`cargo test --benches`) must not take minutes.
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    let secs = std::env::var("HLBOOK_BENCH_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(90);
+    let cases = [
+        Case { mode: Mode::ByBlock, mode_name: "by-block", rate: "1", validate: false },
+        Case { mode: Mode::ByBlock, mode_name: "by-block", rate: "1", validate: true },
+        Case { mode: Mode::ByBlock, mode_name: "by-block", rate: "10", validate: false },
+        Case { mode: Mode::Streaming, mode_name: "streaming", rate: "1", validate: false },
+        Case { mode: Mode::Streaming, mode_name: "streaming", rate: "10", validate: false },
+    ];
+    for case in &cases {
+        run(case, secs);
+    }
+}
