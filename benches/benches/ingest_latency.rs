@@ -5,7 +5,9 @@
 //! block's last line (`--timing`); ingest runs here, exactly as in `hlbook serve` (file source, inotify, snapshot
 //! bootstrap from the simulator's info server), and records when it applied each block. Latency is the
 //! difference, per block, after a warm-up. Needs the release `hlsim` binary beside this one (`make bench` builds
-//! it). `HLBOOK_BENCH_SECS` sets the measured time per case (default 90 s: ≥ 1,000 blocks at 80 ms).
+//! it). `HLBOOK_BENCH_SECS` sets the measured time per case (default 90 s: ≥ 1,000 blocks at 80 ms);
+//! `HLBOOK_BENCH_SIM_ARGS` adds simulator flags (e.g. `--reject-ratio 0` to see the cost of rejection noise) and
+//! `HLBOOK_BENCH_CASES` picks cases by index (e.g. `0,1`).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -45,6 +47,7 @@ fn start_sim(out: &Path, mode: &str, rate: &str) -> (Sim, String) {
     let mut child = Command::new(hlsim())
         .args(["--out", out.join("data").to_str().unwrap(), "--mode", mode, "--rate", rate])
         .args(["--timing", out.join("timing.csv").to_str().unwrap(), "--info-listen", "127.0.0.1:0"])
+        .args(std::env::var("HLBOOK_BENCH_SIM_ARGS").unwrap_or_default().split_whitespace())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -153,7 +156,10 @@ fn main() {
         Case { mode: Mode::Streaming, mode_name: "streaming", rate: "1", validate: false },
         Case { mode: Mode::Streaming, mode_name: "streaming", rate: "10", validate: false },
     ];
-    for case in &cases {
-        run(case, secs);
+    let pick = std::env::var("HLBOOK_BENCH_CASES").ok();
+    for (i, case) in cases.iter().enumerate() {
+        if pick.as_ref().is_none_or(|p| p.split(',').any(|x| x.trim() == i.to_string())) {
+            run(case, secs);
+        }
     }
 }
