@@ -199,6 +199,19 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_config_lists_the_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/hlbook.toml");
+        let shipped = Config::from_file(&path).unwrap();
+        shipped.validate().unwrap();
+        // The one deliberate difference: a system path for snapshots instead of the temp dir.
+        let defaults = Config {
+            ingest: IngestConfig { snapshot_dir: "/var/lib/hlbook/snapshots".into(), ..IngestConfig::default() },
+            ..Config::default()
+        };
+        assert_eq!(shipped, defaults);
+    }
+
+    #[test]
     fn bad_settings_name_their_key() {
         for (text, key) in [
             ("[ingest]\nnode_dri = \"/x\"\n", "node_dri"),
