@@ -3,21 +3,28 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-# Debian packages the build and the tests need.
-APT_PACKAGES := build-essential pkg-config ca-certificates curl git
+# Debian packages the build and the tests need (Boost is added in `setup`: Debian 12 ships 1.81, Ubuntu 24.04 newer).
+APT_PACKAGES := build-essential pkg-config ca-certificates curl git cmake libsimdjson-dev libgtest-dev libssl-dev
+CPP_BUILD := build/latency_client
 HL_FIXTURES ?= $(abspath ../shared/fixtures/hl-mainnet-btc)
 export HL_FIXTURES
 
-.PHONY: all setup build test lint rust-test bench demo clean
+.PHONY: all setup build test lint rust-test cpp-build cpp-test bench demo clean
 
 all: build
 
 ## setup: install missing apt packages and a Rust toolchain (rustup) with rustfmt and clippy.
 setup:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
+	boost=0; for b in libboost1.81-dev libboost-dev; do dpkg -s $$b >/dev/null 2>&1 && boost=1; done; \
+	if [ -n "$$missing" ] || [ $$boost = 0 ]; then \
+		$(SUDO) apt-get update -qq || exit 1; \
+		if [ $$boost = 0 ]; then \
+			if apt-cache show libboost1.81-dev >/dev/null 2>&1; then missing="$$missing libboost1.81-dev"; \
+			else missing="$$missing libboost-dev"; fi; \
+		fi; \
 		echo "installing apt packages:$$missing"; \
-		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing || exit 1; \
 	fi
 	@if ! command -v cargo >/dev/null 2>&1; then \
 		echo "installing Rust with rustup"; \
@@ -39,12 +46,21 @@ lint: setup
 rust-test: setup
 	$(CARGO) test --workspace
 
+## cpp-build, cpp-test: the C++ latency_stats tool and its GoogleTest suite (ctest).
+cpp-build: setup
+	cmake -S latency_client -B $(CPP_BUILD) -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(CPP_BUILD) -j2
+
+cpp-test: cpp-build
+	ctest --test-dir $(CPP_BUILD) --output-on-failure
+
 ## test: everything CI runs.
-test: lint rust-test
+test: lint rust-test cpp-test
 	@echo "make test: all checks passed"
 
-## bench: criterion benchmarks (results are written up in docs/benchmarks.md).
+## bench: benchmarks (results are written up in docs/benchmarks.md); ingest_latency runs the release hlsim.
 bench: setup
+	$(CARGO) build --release -p hlbook --bins
 	$(CARGO) bench -p hlbook-benches
 
 ## demo: replays the mainnet capture and prints per-block summaries.
@@ -59,3 +75,4 @@ demo: build
 
 clean:
 	$(CARGO) clean
+	rm -rf build
