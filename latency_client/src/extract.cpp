@@ -34,8 +34,12 @@ int channel_from_name(std::string_view s) {
   return -1;
 }
 
-Extractor::Extractor() : parser_(new od::parser()) {}
-Extractor::~Extractor() { delete parser_; }
+struct Extractor::Impl {
+  od::parser parser;
+};
+
+Extractor::Extractor() : impl_(new Impl) {}
+Extractor::~Extractor() { delete impl_; }
 
 namespace {
 
@@ -147,7 +151,7 @@ Kind Extractor::parse(const char* data, size_t len, size_t capacity, Frame& out,
   out.mids.clear();
   if (len == 0) return out.kind;
   od::document doc;
-  if (parser_->iterate(data, len, capacity).get(doc)) return out.kind;
+  if (impl_->parser.iterate(data, len, capacity).get(doc)) return out.kind;
   Kind k = parse_doc(doc, out, want_mids);
   if (k == Kind::Bad) out.nsamples = 0;
   out.kind = k;

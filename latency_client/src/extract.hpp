@@ -10,8 +10,6 @@
 #include <string_view>
 #include <vector>
 
-namespace simdjson::ondemand { class parser; }
-
 namespace lat {
 
 enum class Kind { L2Book, Trades, Bbo, AllMids, Pong, SubAck, Error, Other, Bad };
@@ -54,7 +52,8 @@ class Extractor {
   Kind parse(std::string_view frame, Frame& out, bool want_mids = false);
 
  private:
-  simdjson::ondemand::parser* parser_;
+  struct Impl;  // holds the simdjson parser (keeps simdjson.h out of this header)
+  Impl* impl_;
   std::string scratch_;
 };
 

@@ -1,0 +1,174 @@
+// Beast implementation of the test loopback server; see loopback_server.hpp. Handles one connection at a time
+// (the client's start-up probe, then its data connection, then any reconnect), which is all the tests need.
+#include "loopback_server.hpp"
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+#include <chrono>
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+using tcp = net::ip::tcp;
+
+struct LoopbackServer::Impl {
+  net::io_context ioc;
+  tcp::acceptor acceptor{ioc};
+};
+
+namespace {
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+LoopbackServer::LoopbackServer(ServerOptions opt) : impl_(std::make_unique<Impl>()), opt_(std::move(opt)) {
+  tcp::endpoint ep(net::ip::make_address("127.0.0.1"), 0);
+  impl_->acceptor.open(ep.protocol());
+  impl_->acceptor.set_option(net::socket_base::reuse_address(true));
+  impl_->acceptor.bind(ep);
+  impl_->acceptor.listen();
+  port_ = impl_->acceptor.local_endpoint().port();
+  thread_ = std::thread([this] { serve(); });
+}
+
+LoopbackServer::~LoopbackServer() {
+  stop_ = true;
+  beast::error_code ec;
+  tcp::socket wake(impl_->ioc);  // unblock accept()
+  wake.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port_), ec);
+  thread_.join();
+}
+
+std::vector<int> LoopbackServer::delays(const std::string& channel) {
+  std::lock_guard lk(m_);
+  std::vector<int> out;
+  for (auto& [c, d] : delays_)
+    if (c == channel) out.push_back(d);
+  return out;
+}
+std::string LoopbackServer::last_extensions() {
+  std::lock_guard lk(m_);
+  return last_ext_;
+}
+std::string LoopbackServer::last_target() {
+  std::lock_guard lk(m_);
+  return last_target_;
+}
+int LoopbackServer::data_connections() {
+  std::lock_guard lk(m_);
+  return data_conns_;
+}
+
+void LoopbackServer::serve() {
+  while (!stop_) {
+    tcp::socket sock(impl_->ioc);
+    beast::error_code ec;
+    impl_->acceptor.accept(sock, ec);
+    if (ec || stop_) return;
+    try {
+      beast::flat_buffer buf;
+      http::request<http::string_body> req;
+      http::read(sock, buf, req);
+      websocket::stream<tcp::socket> ws(std::move(sock));
+      if (opt_.deflate) {
+        websocket::permessage_deflate pmd;
+        pmd.server_enable = true;
+        ws.set_option(pmd);
+      }
+      ws.accept(req);
+      ws.text(true);
+      int subs = 0;
+      bool data_conn = false;
+      while (subs < opt_.expected_subs) {
+        beast::flat_buffer in;
+        ws.read(in);  // throws when the probe connection closes
+        std::string msg = beast::buffers_to_string(in.data());
+        if (msg.find("\"allMids\"") != std::string::npos) {
+          std::string mids = R"({"channel":"allMids","data":{"mids":{)";
+          for (size_t i = 0; i < opt_.coins.size(); ++i)
+            mids += (i ? ",\"" : "\"") + opt_.coins[i] + "\":\"1.5\"";
+          ws.write(net::buffer(std::string(R"({"channel":"subscriptionResponse","data":{}})")));
+          ws.write(net::buffer(mids + "}}}"));
+          continue;
+        }
+        if (msg.find("\"subscribe\"") == std::string::npos) continue;  // pings
+        ++subs;
+        data_conn = true;
+        ws.write(net::buffer(R"({"channel":"subscriptionResponse","data":{"method":"subscribe","subscription":)" +
+                             msg.substr(msg.find("\"subscription\":") + 15)));
+      }
+      if (!data_conn) continue;
+      {
+        std::lock_guard lk(m_);
+        ++data_conns_;
+        auto it = req.find(http::field::sec_websocket_extensions);
+        last_ext_ = it == req.end() ? "" : std::string(it->value());
+        last_target_ = std::string(req.target());
+      }
+      ws.write(net::buffer(std::string(R"({"channel":"pong"})")));
+      int on_this_conn = 0;
+      while (!stop_ && sent_ < opt_.frames) {
+        const int i = sent_;
+        const std::string& ch = opt_.channels[i % opt_.channels.size()];
+        const std::string& coin = opt_.coins[i % opt_.coins.size()];
+        const int d = opt_.delay_ms(i);
+        const int64_t ns = now_ns();
+        const int64_t t = ns / 1000000 - d;
+        std::string frame;
+        int samples = 1;
+        if (ch == "trades") {
+          samples = opt_.trades_per_frame;
+          frame = R"({"channel":"trades","data":[)";
+          for (int k = 0; k < samples; ++k)
+            frame += (k ? "," : "") + std::string(R"({"coin":")") + coin + R"(","side":"A","px":"84143.0","sz":"0.1","time":)" +
+                     std::to_string(t) + R"(,"hash":"0xab","tid":)" + std::to_string(i * 10 + k) +
+                     R"(,"users":["0xa","0xb"]})";
+          frame += "]";
+        } else if (ch == "bbo") {
+          frame = R"({"channel":"bbo","data":{"coin":")" + coin + R"(","time":)" + std::to_string(t) +
+                  R"(,"bbo":[{"px":"1.0","sz":"2.0","n":1},null]})";
+        } else {
+          frame = R"({"channel":"l2Book","data":{"coin":")" + coin + R"(","time":)" + std::to_string(t) +
+                  R"(,"levels":[[{"px":"84143.0","sz":"10.25923","n":36}],[{"px":"84144.0","sz":"1.5","n":2}]]})";
+        }
+        if (opt_.audit) {
+          const int64_t block = t * 1000000;
+          frame += R"(,"audit":{"height":)" + std::to_string(1000 + i) + ",\"block_ns\":" + std::to_string(block) +
+                   ",\"node_ns\":" + std::to_string(block + 2000000) + ",\"read_ns\":" +
+                   std::to_string(block + 3000000) + ",\"applied_ns\":" + std::to_string(block + 3100000) +
+                   ",\"published_ns\":" + std::to_string(block + 3200000) + ",\"sent_ns\":" +
+                   std::to_string(now_ns()) + "}";
+        }
+        frame += "}";
+        {
+          std::lock_guard lk(m_);
+          for (int k = 0; k < samples; ++k) delays_.emplace_back(ch, d);
+        }
+        ws.write(net::buffer(frame));
+        ++sent_;
+        ++on_this_conn;
+        if (opt_.close_after >= 0 && !closed_once_ && on_this_conn == opt_.close_after) {
+          closed_once_ = true;
+          ws.close(websocket::close_code::going_away);
+          break;
+        }
+        if (opt_.spacing_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(opt_.spacing_us));
+      }
+      if (ws.is_open()) {
+        // Idle until the client goes away (its reads end the run), answering nothing.
+        beast::flat_buffer in;
+        for (;;) {
+          in.clear();
+          ws.read(in);
+        }
+      }
+    } catch (const std::exception&) {
+      // client went away; accept the next connection
+    }
+  }
+}
