@@ -185,6 +185,7 @@ net::awaitable<void> run_connection(RunCtx& ctx, Shard& shard) {
     websocket::response_type res;
     error_code ec = co_await connect_ws(c->ws, ctx.url, ctx.target, cfg, res);
     if (!ec) {
+      // Connected: from here on any error is a disconnect, including one while (re)subscribing.
       if (!first) shard.on_reconnect();
       first = false;
       backoff = std::chrono::milliseconds(100);
@@ -195,35 +196,35 @@ net::awaitable<void> run_connection(RunCtx& ctx, Shard& shard) {
         }
         if (ec) break;
       }
-    }
-    if (!ec) {
-      net::co_spawn(ex, ping_loop(c, cfg.ping_s), net::detached);
-      const bool count_stop = cfg.stop_after_samples > 0;
-      for (;;) {
-        buf.clear();
-        co_await c->ws.async_read(buf, ec_token(ec));
-        if (ec) break;
-        const int64_t recv_ns = now_unix_ns();  // after inflate, before parsing
-        const size_t len = buf.size();
-        if (!c->ws.got_text()) {
-          shard.on_bad_frame(len);
-          continue;
+      if (!ec) {
+        net::co_spawn(ex, ping_loop(c, cfg.ping_s), net::detached);
+        const bool count_stop = cfg.stop_after_samples > 0;
+        for (;;) {
+          buf.clear();
+          co_await c->ws.async_read(buf, ec_token(ec));
+          if (ec) break;
+          const int64_t recv_ns = now_unix_ns();  // after inflate, before parsing
+          const size_t len = buf.size();
+          if (!c->ws.got_text()) {
+            shard.on_bad_frame(len);
+            continue;
+          }
+          buf.prepare(simdjson::SIMDJSON_PADDING);  // keeps the readable bytes, guarantees padding after them
+          const char* p = static_cast<const char*>(buf.data().data());
+          extractor.parse(p, len, len + simdjson::SIMDJSON_PADDING, frame);
+          shard.on_frame(slot, frame, recv_ns, len);
+          if (count_stop && ctx.samples.load(std::memory_order_relaxed) >= cfg.stop_after_samples) ctx.done = true;
         }
-        buf.prepare(simdjson::SIMDJSON_PADDING);  // keeps the readable bytes, guarantees padding after them
-        const char* p = static_cast<const char*>(buf.data().data());
-        extractor.parse(p, len, len + simdjson::SIMDJSON_PADDING, frame);
-        shard.on_frame(slot, frame, recv_ns, len);
-        if (count_stop && ctx.samples.load(std::memory_order_relaxed) >= cfg.stop_after_samples) ctx.done = true;
       }
       c->alive = false;
       c->ping_timer.cancel();
       if (ctx.stopping.load()) break;
       shard.on_disconnect();
-      beast::get_lowest_layer(c->ws).close();
-    } else if (first) {
-      // Never connected on this slot yet; the start-up probe already proved the server reachable, so keep
-      // retrying with back-off like any reconnect.
+      error_code ignore;
+      beast::get_lowest_layer(c->ws).socket().close(ignore);
     }
+    // A slot whose very first connect fails keeps retrying with back-off too: the start-up probe already
+    // proved the server reachable, so this is a transient failure, not a bad URL.
     if (ctx.stopping.load()) break;
     net::steady_timer t(ex);
     t.expires_after(backoff);

@@ -1,4 +1,5 @@
-// Beast implementation of the test loopback server; see loopback_server.hpp. Handles one connection at a time
+// Beast implementation of the test loopback server; see loopback_server.hpp. One thread per accepted connection
+// (the client's start-up probe, its data connections, reconnects); data frames come from one shared budget.
 // (the client's start-up probe, then its data connection, then any reconnect), which is all the tests need.
 #include "loopback_server.hpp"
 
@@ -37,11 +38,16 @@ LoopbackServer::LoopbackServer(ServerOptions opt) : impl_(std::make_unique<Impl>
 }
 
 LoopbackServer::~LoopbackServer() {
-  stop_ = true;
+  {
+    std::lock_guard lk(m_);
+    stop_ = true;
+    cv_.notify_all();
+  }
   beast::error_code ec;
   tcp::socket wake(impl_->ioc);  // unblock accept()
   wake.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port_), ec);
   thread_.join();
+  for (auto& t : handlers_) t.join();
 }
 
 std::vector<int> LoopbackServer::delays(const std::string& channel) {
@@ -66,10 +72,18 @@ int LoopbackServer::data_connections() {
 
 void LoopbackServer::serve() {
   while (!stop_) {
-    tcp::socket sock(impl_->ioc);
+    auto sock = std::make_unique<tcp::socket>(impl_->ioc);
     beast::error_code ec;
-    impl_->acceptor.accept(sock, ec);
+    impl_->acceptor.accept(*sock, ec);
     if (ec || stop_) return;
+    handlers_.emplace_back([this, s = sock.release()] { handle(s); });
+  }
+}
+
+void LoopbackServer::handle(void* raw) {
+  std::unique_ptr<tcp::socket> owned(static_cast<tcp::socket*>(raw));
+  tcp::socket& sock = *owned;
+  {
     try {
       beast::flat_buffer buf;
       http::request<http::string_body> req;
@@ -102,20 +116,26 @@ void LoopbackServer::serve() {
         ws.write(net::buffer(R"({"channel":"subscriptionResponse","data":{"method":"subscribe","subscription":)" +
                              msg.substr(msg.find("\"subscription\":") + 15)));
       }
-      if (!data_conn) continue;
+      if (!data_conn) return;
       {
         std::lock_guard lk(m_);
         ++data_conns_;
         auto it = req.find(http::field::sec_websocket_extensions);
         last_ext_ = it == req.end() ? "" : std::string(it->value());
         last_target_ = std::string(req.target());
+        cv_.notify_all();
+      }
+      {
+        std::unique_lock lk(m_);
+        cv_.wait(lk, [&] { return data_conns_ >= opt_.wait_conns || stop_; });
       }
       ws.write(net::buffer(std::string(R"({"channel":"pong"})")));
       int on_this_conn = 0;
-      while (!stop_ && sent_ < opt_.frames) {
-        const int i = sent_;
+      for (;;) {
+        const int i = sent_.fetch_add(1);
+        if (stop_ || i >= opt_.frames) break;
         const std::string& ch = opt_.channels[i % opt_.channels.size()];
-        const std::string& coin = opt_.coins[i % opt_.coins.size()];
+        const std::string& coin = opt_.coins[(i / opt_.channels.size()) % opt_.coins.size()];
         const int d = opt_.delay_ms(i);
         const int64_t ns = now_ns();
         const int64_t t = ns / 1000000 - d;
@@ -150,10 +170,13 @@ void LoopbackServer::serve() {
           for (int k = 0; k < samples; ++k) delays_.emplace_back(ch, d);
         }
         ws.write(net::buffer(frame));
-        ++sent_;
         ++on_this_conn;
-        if (opt_.close_after >= 0 && !closed_once_ && on_this_conn == opt_.close_after) {
-          closed_once_ = true;
+        bool close_now = false;
+        {
+          std::lock_guard lk(m_);
+          if (opt_.close_after >= 0 && !closed_once_ && on_this_conn == opt_.close_after) close_now = closed_once_ = true;
+        }
+        if (close_now) {
           ws.close(websocket::close_code::going_away);
           break;
         }

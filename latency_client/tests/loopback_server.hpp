@@ -4,6 +4,7 @@
 // Beast is confined to loopback_server.cpp; tests only see this header.
 #pragma once
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -13,15 +14,16 @@
 
 struct ServerOptions {
   bool deflate = false;                         // server-side permessage-deflate
-  int frames = 600;                             // data frames to push in total (across connections)
+  int frames = 600;                             // data frames to push in total (a budget shared by connections)
   std::function<int(int)> delay_ms = [](int) { return 50; };
   int close_after = -1;                         // close the first data connection once after this many frames
   int spacing_us = 1000;                        // pause between frames
   std::vector<std::string> channels{"l2Book"};  // frame i uses channels[i % size]
-  std::vector<std::string> coins{"BTC", "ETH"}; // frame i uses coins[i % size]; also the allMids keys
+  std::vector<std::string> coins{"BTC", "ETH"}; // frame i uses coins[(i / channels) % size]; also allMids keys
   int trades_per_frame = 2;                     // samples per trades frame (same delay)
   bool audit = false;                           // add the audit object to data frames
   int expected_subs = 2;                        // subscribe frames to read before pushing data
+  int wait_conns = 1;                           // data connections to wait for before any data is pushed
 };
 
 class LoopbackServer {
@@ -40,14 +42,17 @@ class LoopbackServer {
 
  private:
   void serve();
+  void handle(void* socket);  // one connection, on its own thread
   struct Impl;
   std::unique_ptr<Impl> impl_;
   ServerOptions opt_;
   unsigned short port_ = 0;
   std::thread thread_;
+  std::vector<std::thread> handlers_;  // only touched by the accept thread and the destructor after join
   std::atomic<bool> stop_{false};
   std::atomic<int> sent_{0};
   std::mutex m_;
+  std::condition_variable cv_;
   std::vector<std::pair<std::string, int>> delays_;
   std::string last_ext_, last_target_;
   int data_conns_ = 0;

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "client.hpp"
@@ -144,6 +145,24 @@ TEST(Loopback, ReconnectsAfterServerClose) {
   expect_matches(rr.total.ch[kL2Book].lat, srv.delays("l2Book"), "l2Book");
 }
 
+TEST(Loopback, SeveralConnectionsShardedOverThreads) {
+  ServerOptions o;
+  o.frames = 900;
+  o.delay_ms = uniform_20_80;
+  o.wait_conns = 3;  // all three subscribed before the budget starts, so each one is counted deterministically
+  LoopbackServer srv(o);
+  Config c = base_config(srv);
+  c.conns = 3;
+  c.per_coin = true;
+  c.stop_after_samples = 900;
+  auto rr = run_latency(c, nullptr);
+  ASSERT_EQ(rr.exit_code, 0) << rr.error;
+  EXPECT_EQ(srv.data_connections(), 3);
+  EXPECT_EQ(rr.total.c.acks, 6u);  // every connection subscribes every coin x channel
+  expect_matches(rr.total.ch[kL2Book].lat, srv.delays("l2Book"), "l2Book merged over connections");
+  EXPECT_EQ(rr.total.coin[0][kL2Book].count() + rr.total.coin[1][kL2Book].count(), 900u);
+}
+
 TEST(Loopback, UnreachableServerFailsAtStart) {
   unsigned short port;
   {
@@ -202,6 +221,7 @@ TEST(Binary, WritesAllOutputs) {
                      (tmp.p / "r.csv").string() + " --interval 0.5 --svg " + (tmp.p / "r.svg").string();
   ASSERT_EQ(run_binary(args, out), 0) << slurp(out);
   std::string text = slurp(out);
+  if (std::getenv("LATENCY_TEST_SHOW")) std::cout << text << slurp(tmp.p / "r.json") << slurp(tmp.p / "r.csv");
   EXPECT_NE(text.find("compression: offered 'permessage-deflate; client_max_window_bits', server accepted"),
             std::string::npos)
       << text;
