@@ -13,7 +13,7 @@ std::string help_text() {
 
 usage: latency_stats --url ws://HOST:PORT/ws --coins BTC,ETH|all --channels l2Book,trades,bbo [options]
 
-  --url URL          WebSocket URL (ws://; wss:// when built with OpenSSL). Required.
+  --url URL          WebSocket URL, ws:// or wss:// (wss:// when built with OpenSSL). Required.
   --coins LIST|all   comma-separated coins, or `all`: open a WS, subscribe allMids, take the keys of the first
                      allMids data.mids object. Required.
   --channels LIST    comma-separated subset of l2Book,trades,bbo. Required.
@@ -27,6 +27,7 @@ usage: latency_stats --url ws://HOST:PORT/ws --coins BTC,ETH|all --channels l2Bo
   --svg FILE         write a latency CDF per channel (log-scaled latency axis) as SVG
   --compress         offer permessage-deflate ("permessage-deflate; client_max_window_bits")
   --audit            append audit=1 to the URL query and report the per-stage split from the audit object
+  --insecure         wss:// only: do not verify the server certificate
   --gap S            expected block interval: exchange-time jumps larger than S per coin per channel count as
                      gaps (default 2)
   --help             this text
@@ -125,6 +126,8 @@ CliResult parse_cli(const std::vector<std::string>& args, Config& cfg) {
       cfg.compress = true;
     } else if (a == "--audit") {
       cfg.audit = true;
+    } else if (a == "--insecure") {
+      cfg.insecure = true;
     } else {
       return fail("unknown flag '" + a + "' (see --help)");
     }

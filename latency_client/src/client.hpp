@@ -1,6 +1,6 @@
 // The WebSocket client: URL handling, coin discovery (`all`), the start-up reachability probe, and the sharded
 // connection threads that feed Shards; the main thread runs the clock (warmup, duration, CSV windows).
-// All Boost.Beast/Asio templates live in client.cpp so only one library translation unit pays for them.
+// Boost.Beast is confined to transport_plain.cpp / transport_tls.cpp (session.hpp); callers see none of it.
 #pragma once
 #include <ostream>
 #include <string>

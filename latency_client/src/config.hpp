@@ -19,6 +19,7 @@ struct Config {
   double interval_s = 0;            // CSV window length; 0 = no windows
   bool compress = false;
   bool audit = false;
+  bool insecure = false;            // wss://: skip certificate verification
   double gap_s = 2.0;               // expected block interval; larger exchange-time jumps count as gaps
   double ping_s = 30.0;             // application ping period
   double connect_timeout_s = 5.0;

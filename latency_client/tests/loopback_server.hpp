@@ -23,6 +23,7 @@ struct ServerOptions {
   int trades_per_frame = 2;                     // samples per trades frame (same delay)
   bool audit = false;                           // add the audit object to data frames
   int expected_subs = 2;                        // subscribe frames to read before pushing data
+  bool tls = false;                             // wss:// with a fresh self-signed certificate (CN/IP 127.0.0.1)
   int wait_conns = 1;                           // data connections to wait for before any data is pushed
 };
 
@@ -31,7 +32,7 @@ class LoopbackServer {
   explicit LoopbackServer(ServerOptions opt);
   ~LoopbackServer();
   unsigned short port() const { return port_; }
-  std::string url() const { return "ws://127.0.0.1:" + std::to_string(port_) + "/ws"; }
+  std::string url() const { return (opt_.tls ? "wss://127.0.0.1:" : "ws://127.0.0.1:") + std::to_string(port_) + "/ws"; }
 
   // Injected delays (ms) of every sample sent, per channel name, in send order.
   std::vector<int> delays(const std::string& channel);
@@ -43,6 +44,8 @@ class LoopbackServer {
  private:
   void serve();
   void handle(void* socket);  // one connection, on its own thread
+  template <class Ws, class Req>
+  void session(Ws& ws, const Req& req);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   ServerOptions opt_;

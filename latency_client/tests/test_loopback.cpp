@@ -179,6 +179,33 @@ TEST(Loopback, UnreachableServerFailsAtStart) {
   EXPECT_NE(rr.error.find("cannot reach"), std::string::npos) << rr.error;
 }
 
+#ifdef LATENCY_WITH_TLS
+TEST(Loopback, SecureWebSocketWithDeflate) {
+  ServerOptions o;
+  o.tls = true;
+  o.deflate = true;
+  o.frames = 300;
+  o.delay_ms = uniform_20_80;
+  LoopbackServer srv(o);
+  Config c = base_config(srv);
+  c.compress = true;
+  c.insecure = true;  // the loopback certificate is self-signed
+  c.stop_after_samples = 300;
+  auto rr = run_latency(c, nullptr);
+  ASSERT_EQ(rr.exit_code, 0) << rr.error;
+  EXPECT_TRUE(rr.info.compression_accepted);
+  EXPECT_EQ(rr.info.url.rfind("wss://", 0), 0u);
+  expect_matches(rr.total.ch[kL2Book].lat, srv.delays("l2Book"), "l2Book over TLS");
+
+  // Without --insecure the self-signed certificate must be refused at start.
+  Config strict = base_config(srv);
+  strict.connect_timeout_s = 3;
+  auto bad = run_latency(strict, nullptr);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.error.find("cannot reach"), std::string::npos) << bad.error;
+}
+#endif
+
 namespace {
 
 struct TempDir {
