@@ -217,14 +217,19 @@ std::string format_svg(const Stats& s, const Config& cfg) {
      << "<rect x=\"0\" y=\"0\" width=\"" << W << "\" height=\"" << H << "\" fill=\"white\"/>\n"
      << "<text x=\"" << L + pw / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">"
      << "Latency CDF (receive - exchange time)</text>\n";
-  // Grid and ticks.
+  // Grid and ticks: every decade, plus 2x and 5x when the axis spans few decades.
+  const bool minor = dhi - dlo <= 3;
   for (int d = dlo; d <= dhi; ++d) {
-    double x = xpos(std::pow(10.0, d));
-    char lbl[32];
-    std::snprintf(lbl, sizeof lbl, d >= 0 ? "%.0f" : "%g", std::pow(10.0, d));
-    os << "<line x1=\"" << x << "\" y1=\"" << T << "\" x2=\"" << x << "\" y2=\"" << T + ph
-       << "\" stroke=\"#ddd\"/>\n<text x=\"" << x << "\" y=\"" << T + ph + 18 << "\" text-anchor=\"middle\">" << lbl
-       << "</text>\n";
+    for (double m : {1.0, 2.0, 5.0}) {
+      if ((m != 1.0 && (!minor || d == dhi))) continue;
+      const double v = m * std::pow(10.0, d);
+      const double x = xpos(v);
+      char lbl[32];
+      std::snprintf(lbl, sizeof lbl, "%g", v);
+      os << "<line x1=\"" << x << "\" y1=\"" << T << "\" x2=\"" << x << "\" y2=\"" << T + ph << "\" stroke=\""
+         << (m == 1.0 ? "#ccc" : "#eee") << "\"/>\n<text x=\"" << x << "\" y=\"" << T + ph + 18
+         << "\" text-anchor=\"middle\">" << lbl << "</text>\n";
+    }
   }
   for (int i = 0; i <= 10; ++i) {
     double f = i / 10.0, y = ypos(f);

@@ -184,6 +184,13 @@ void LoopbackServer::session(Ws& ws, const Req& req) {
     cv_.wait(lk, [&] { return data_conns_ >= opt_.wait_conns || stop_; });
   }
   ws.write(net::buffer(std::string(R"({"channel":"pong"})")));
+  if (opt_.noise) {  // an error frame, a text frame that is not JSON, and a binary frame
+    ws.write(net::buffer(std::string(R"({"channel":"error","data":"Already subscribed: {\"type\":\"l2Book\"}"})")));
+    ws.write(net::buffer(std::string("{\"channel\":\"l2Book\",\"data\":{\"coin\":\"BTC\",\"ti")));
+    ws.binary(true);
+    ws.write(net::buffer(std::string("\x01\x02garbage", 9)));
+    ws.text(true);
+  }
   int on_this_conn = 0;
   for (;;) {
     const int i = sent_.fetch_add(1);
@@ -237,11 +244,15 @@ void LoopbackServer::session(Ws& ws, const Req& req) {
     if (opt_.spacing_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(opt_.spacing_us));
   }
   if (ws.is_open()) {
-    // Idle until the client goes away (its reads end the run), answering nothing.
+    // Idle until the client goes away (its reads end the run), answering application pings.
     beast::flat_buffer in;
     for (;;) {
       in.clear();
       ws.read(in);
+      if (beast::buffers_to_string(in.data()).find("\"ping\"") != std::string::npos) {
+        pings_++;
+        ws.write(net::buffer(std::string(R"({"channel":"pong"})")));
+      }
     }
   }
 }

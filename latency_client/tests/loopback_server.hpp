@@ -23,6 +23,7 @@ struct ServerOptions {
   int trades_per_frame = 2;                     // samples per trades frame (same delay)
   bool audit = false;                           // add the audit object to data frames
   int expected_subs = 2;                        // subscribe frames to read before pushing data
+  bool noise = false;                           // after the acks: error frame, non-JSON text frame, binary frame
   bool tls = false;                             // wss:// with a fresh self-signed certificate (CN/IP 127.0.0.1)
   int wait_conns = 1;                           // data connections to wait for before any data is pushed
 };
@@ -39,6 +40,7 @@ class LoopbackServer {
   std::string last_extensions();  // Sec-WebSocket-Extensions of the last data connection's upgrade request
   std::string last_target();
   int data_connections();
+  int pings() const { return pings_; }  // application pings received after the data was pushed
   bool finished() const { return sent_ >= opt_.frames; }
 
  private:
@@ -54,6 +56,7 @@ class LoopbackServer {
   std::vector<std::thread> handlers_;  // only touched by the accept thread and the destructor after join
   std::atomic<bool> stop_{false};
   std::atomic<int> sent_{0};
+  std::atomic<int> pings_{0};
   std::mutex m_;
   std::condition_variable cv_;
   std::vector<std::pair<std::string, int>> delays_;

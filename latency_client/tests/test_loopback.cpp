@@ -163,6 +163,42 @@ TEST(Loopback, SeveralConnectionsShardedOverThreads) {
   EXPECT_EQ(rr.total.coin[0][kL2Book].count() + rr.total.coin[1][kL2Book].count(), 900u);
 }
 
+TEST(Loopback, ErrorAndBadFramesCountedPingsSent) {
+  ServerOptions o;
+  o.frames = 50;
+  o.noise = true;
+  o.delay_ms = uniform_20_80;
+  LoopbackServer srv(o);
+  Config c = base_config(srv);
+  c.duration_s = 1.5;  // timed run: pings every 0.2 s while the server idles after its 50 frames
+  c.ping_s = 0.2;
+  auto rr = run_latency(c, nullptr);
+  ASSERT_EQ(rr.exit_code, 0) << rr.error;
+  EXPECT_EQ(rr.total.c.errors, 1u);
+  EXPECT_EQ(rr.total.c.bad, 2u);  // the truncated JSON text frame and the binary frame
+  EXPECT_EQ(rr.total.ch[kL2Book].samples, 50u);
+  EXPECT_GE(srv.pings(), 1);
+  // 1 pong after the acks + one per ping answered; the last answer may still be in flight when the run ends.
+  const uint64_t pings = static_cast<uint64_t>(srv.pings());
+  EXPECT_GE(rr.total.c.pongs, pings);
+  EXPECT_LE(rr.total.c.pongs, pings + 1);
+  EXPECT_EQ(rr.total.c.disconnects, 0u);
+}
+
+TEST(Loopback, CompressionRefusedIsReported) {
+  ServerOptions o;
+  o.frames = 100;
+  LoopbackServer srv(o);  // no server-side deflate
+  Config c = base_config(srv);
+  c.compress = true;
+  c.stop_after_samples = 100;
+  auto rr = run_latency(c, nullptr);
+  ASSERT_EQ(rr.exit_code, 0) << rr.error;
+  EXPECT_EQ(srv.last_extensions(), "permessage-deflate; client_max_window_bits");
+  EXPECT_FALSE(rr.info.compression_accepted);
+  EXPECT_EQ(rr.total.ch[kL2Book].samples, 100u);
+}
+
 TEST(Loopback, UnreachableServerFailsAtStart) {
   unsigned short port;
   {
@@ -248,7 +284,12 @@ TEST(Binary, WritesAllOutputs) {
                      (tmp.p / "r.csv").string() + " --interval 0.5 --svg " + (tmp.p / "r.svg").string();
   ASSERT_EQ(run_binary(args, out), 0) << slurp(out);
   std::string text = slurp(out);
-  if (std::getenv("LATENCY_TEST_SHOW")) std::cout << text << slurp(tmp.p / "r.json") << slurp(tmp.p / "r.csv");
+  if (std::getenv("LATENCY_TEST_SHOW")) {
+    std::cout << text << slurp(tmp.p / "r.json") << slurp(tmp.p / "r.csv");
+    // LATENCY_TEST_SHOW=DIR also keeps the SVG there for a look in a browser.
+    std::filesystem::copy_file(tmp.p / "r.svg", std::filesystem::path(std::getenv("LATENCY_TEST_SHOW")) / "latency.svg",
+                               std::filesystem::copy_options::overwrite_existing);
+  }
   EXPECT_NE(text.find("compression: offered 'permessage-deflate; client_max_window_bits', server accepted"),
             std::string::npos)
       << text;
