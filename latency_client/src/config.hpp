@@ -1,0 +1,31 @@
+// Run configuration shared by the CLI parser, the WebSocket client and the report writers.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lat {
+
+struct Config {
+  std::string url;                  // ws://HOST:PORT/PATH[?QUERY]
+  std::vector<std::string> coins;   // empty with all_coins until discovery fills it
+  bool all_coins = false;
+  std::vector<int> channels;        // Channel values (kL2Book, kTrades, kBbo)
+  int conns = 1;
+  double duration_s = 10;
+  double warmup_s = 0;
+  bool per_coin = false;
+  std::string json_path, csv_path, svg_path;
+  double interval_s = 0;            // CSV window length; 0 = no windows
+  bool compress = false;
+  bool audit = false;
+  bool insecure = false;            // wss://: skip certificate verification
+  double gap_s = 2.0;               // expected block interval; larger exchange-time jumps count as gaps
+  double ping_s = 30.0;             // application ping period
+  double connect_timeout_s = 5.0;
+  bool quiet = false;               // no progress lines on stderr (tests)
+  // Library-only (tests): stop as soon as this many latency samples were recorded (0 = run for duration).
+  uint64_t stop_after_samples = 0;
+};
+
+}  // namespace lat

@@ -1,0 +1,168 @@
+// simdjson On-Demand extraction of channel, exchange times, coins and audit stamps; see extract.hpp.
+#include "extract.hpp"
+
+#include <simdjson.h>
+
+namespace lat {
+
+namespace od = simdjson::ondemand;
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::L2Book: return "l2Book";
+    case Kind::Trades: return "trades";
+    case Kind::Bbo: return "bbo";
+    case Kind::AllMids: return "allMids";
+    case Kind::Pong: return "pong";
+    case Kind::SubAck: return "subscriptionResponse";
+    case Kind::Error: return "error";
+    case Kind::Other: return "other";
+    case Kind::Bad: return "bad";
+  }
+  return "?";
+}
+
+const char* channel_name(int ch) {
+  static const char* names[] = {"l2Book", "trades", "bbo"};
+  return (ch >= 0 && ch < kNumChannels) ? names[ch] : "?";
+}
+
+int channel_from_name(std::string_view s) {
+  if (s == "l2Book") return kL2Book;
+  if (s == "trades") return kTrades;
+  if (s == "bbo") return kBbo;
+  return -1;
+}
+
+struct Extractor::Impl {
+  od::parser parser;
+};
+
+Extractor::Extractor() : impl_(new Impl) {}
+Extractor::~Extractor() { delete impl_; }
+
+namespace {
+
+Sample& next_sample(Frame& f) {
+  if (f.nsamples == f.samples.size()) f.samples.emplace_back();
+  return f.samples[f.nsamples++];
+}
+
+// Reads {"coin":..., "time":...} from an object in any key order. Returns false on a missing/mistyped field.
+bool read_coin_time(od::object obj, Sample& s) {
+  bool have_coin = false, have_time = false;
+  for (auto field : obj) {
+    std::string_view key;
+    if (field.unescaped_key().get(key)) return false;
+    if (key == "coin") {
+      std::string_view c;
+      if (field.value().get_string().get(c)) return false;
+      s.coin.assign(c.data(), c.size());
+      have_coin = true;
+    } else if (key == "time") {
+      int64_t t;
+      if (field.value().get_int64().get(t)) return false;
+      s.time_ms = t;
+      have_time = true;
+    }
+    if (have_coin && have_time) return true;  // skip the rest (levels, users...) without parsing it
+  }
+  return have_coin && have_time;
+}
+
+bool read_audit(od::object obj, Audit& a) {
+  for (auto field : obj) {
+    std::string_view key;
+    if (field.unescaped_key().get(key)) return false;
+    int64_t v;
+    if (field.value().get_int64().get(v)) return false;
+    if (key == "height") a.height = v;
+    else if (key == "block_ns") a.block_ns = v;
+    else if (key == "node_ns") a.node_ns = v;
+    else if (key == "read_ns") a.read_ns = v;
+    else if (key == "applied_ns") a.applied_ns = v;
+    else if (key == "published_ns") a.published_ns = v;
+    else if (key == "sent_ns") a.sent_ns = v;
+  }
+  a.present = true;
+  return true;
+}
+
+Kind parse_doc(od::document& doc, Frame& out, bool want_mids) {
+  od::object root;
+  if (doc.get_object().get(root)) return Kind::Bad;
+  std::string_view channel;
+  if (root.find_field_unordered("channel").get_string().get(channel)) return Kind::Bad;
+
+  Kind kind;
+  if (channel == "l2Book") kind = Kind::L2Book;
+  else if (channel == "trades") kind = Kind::Trades;
+  else if (channel == "bbo") kind = Kind::Bbo;
+  else if (channel == "allMids") kind = Kind::AllMids;
+  else if (channel == "pong") return Kind::Pong;
+  else if (channel == "subscriptionResponse") return Kind::SubAck;
+  else if (channel == "error") return Kind::Error;
+  else return Kind::Other;
+
+  od::value data;
+  if (root.find_field_unordered("data").get(data)) return Kind::Bad;
+  if (kind == Kind::AllMids) {
+    if (!want_mids) return kind;
+    od::object mids;
+    if (data.find_field_unordered("mids").get_object().get(mids)) return Kind::Bad;
+    for (auto field : mids) {
+      std::string_view key;
+      if (field.unescaped_key().get(key)) return Kind::Bad;
+      out.mids.emplace_back(key);
+    }
+    return kind;
+  }
+  if (kind == Kind::Trades) {
+    od::array arr;
+    if (data.get_array().get(arr)) return Kind::Bad;
+    for (auto el : arr) {
+      od::object t;
+      if (el.get_object().get(t)) return Kind::Bad;
+      if (!read_coin_time(t, next_sample(out))) return Kind::Bad;
+    }
+  } else {
+    od::object obj;
+    if (data.get_object().get(obj)) return Kind::Bad;
+    if (!read_coin_time(obj, next_sample(out))) return Kind::Bad;
+  }
+  // Optional top-level audit object (only present with ?audit=1).
+  od::value audit;
+  auto err = root.find_field_unordered("audit").get(audit);
+  if (err == simdjson::SUCCESS) {
+    od::object ao;
+    if (audit.get_object().get(ao) || !read_audit(ao, out.audit)) return Kind::Bad;
+  } else if (err != simdjson::NO_SUCH_FIELD) {
+    return Kind::Bad;
+  }
+  return kind;
+}
+
+}  // namespace
+
+Kind Extractor::parse(const char* data, size_t len, size_t capacity, Frame& out, bool want_mids) {
+  out.kind = Kind::Bad;
+  out.nsamples = 0;
+  out.audit = Audit{};
+  out.mids.clear();
+  if (len == 0) return out.kind;
+  od::document doc;
+  if (impl_->parser.iterate(data, len, capacity).get(doc)) return out.kind;
+  Kind k = parse_doc(doc, out, want_mids);
+  if (k == Kind::Bad) out.nsamples = 0;
+  out.kind = k;
+  return k;
+}
+
+Kind Extractor::parse(std::string_view frame, Frame& out, bool want_mids) {
+  scratch_.assign(frame.data(), frame.size());
+  size_t len = scratch_.size();
+  scratch_.append(simdjson::SIMDJSON_PADDING, '\0');
+  return parse(scratch_.data(), len, scratch_.size(), out, want_mids);
+}
+
+}  // namespace lat

@@ -1,0 +1,39 @@
+// Report writers: fixed-width table, JSON document, CSV window rows and the SVG latency CDF.
+// All latency values are printed in milliseconds with 3 decimals; histograms hold microseconds.
+#pragma once
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "stats.hpp"
+
+namespace lat {
+
+inline constexpr const char* kPercentileRule =
+    "nearest-rank: pN is the smallest recorded value v such that at least N% of samples are <= v, "
+    "reported at histogram resolution (log-linear buckets, <0.1% relative error)";
+
+inline constexpr double kPercentiles[] = {25, 50, 75, 90, 99, 99.9};
+
+struct RunInfo {
+  std::string url;                     // URL actually connected to (with ?audit=1 when --audit)
+  std::vector<std::string> coins;      // resolved coin list (index = coin index)
+  bool compression_requested = false;
+  bool compression_accepted = false;
+  std::string extensions_response;     // server's Sec-WebSocket-Extensions
+  double measured_s = 0;               // wall time after warmup
+  int64_t start_unix_ms = 0;
+};
+
+std::string format_table(const Stats& s, const Config& cfg, const RunInfo& info);
+std::string format_json(const Stats& s, const Config& cfg, const RunInfo& info);
+void write_csv_header(std::ostream& os);
+// One row per channel (that had samples in the window or is requested) for the window [t0, t1] (Unix seconds).
+void write_csv_window(std::ostream& os, double t0, double t1, const Stats& s, const Config& cfg);
+std::string format_svg(const Stats& s, const Config& cfg);
+
+// Formats microseconds as milliseconds with 3 decimals.
+std::string ms3(uint64_t us);
+
+}  // namespace lat

@@ -1,0 +1,224 @@
+// Internal: the per-connection WebSocket logic as templates over the transport (plain TCP or TLS), included only
+// by transport_plain.cpp and transport_tls.cpp, so Beast's templates are compiled in those two TUs alone.
+//
+// Per connection: connect (TCP_NODELAY), [TLS handshake], WebSocket handshake (optional permessage-deflate with
+// our own offer string), subscribe every coin x channel, then the read loop whose hot path is: read (Beast
+// inflates), take the wall clock, parse 2-3 fields in place (simdjson needs padding: flat_buffer::prepare
+// provides it), record into the thread's Shard. A sibling coroutine sends {"method":"ping"} every ping period.
+// Any read/write error counts one disconnect, waits an exponential back-off (100 ms .. 5 s) and reconnects +
+// resubscribes (counted).
+#pragma once
+#include <simdjson.h>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/websocket.hpp>
+#include <chrono>
+#include <memory>
+
+#include "transport.hpp"
+
+namespace lat::detail {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+using tcp = net::ip::tcp;
+using beast::error_code;
+
+inline auto ec_token(error_code& ec) { return net::redirect_error(net::use_awaitable, ec); }
+
+inline std::string subscribe_msg(int ch, const std::string& coin) {
+  return std::string(R"({"method":"subscribe","subscription":{"type":")") + channel_name(ch) + R"(","coin":")" +
+         coin + "\"}}";
+}
+
+template <class Ws>
+void configure(Ws& s, const Config& cfg) {
+  if (cfg.compress) {
+    websocket::permessage_deflate pmd;
+    pmd.client_enable = true;
+    pmd.client_max_window_bits = 15;
+    pmd.server_max_window_bits = 15;
+    s.set_option(pmd);
+  }
+  // Beast would offer "permessage-deflate; server_max_window_bits=15; client_max_window_bits=15", which strict
+  // servers refuse; the decorator runs after Beast writes its offer, so this replaces it with the plain form.
+  bool compress = cfg.compress;
+  s.set_option(websocket::stream_base::decorator([compress](websocket::request_type& req) {
+    req.set(http::field::user_agent, "latency_stats");
+    if (compress) req.set(http::field::sec_websocket_extensions, kDeflateOffer);
+  }));
+  websocket::stream_base::timeout t{};
+  t.handshake_timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.connect_timeout_s * 1000));
+  // Nothing received for 2.5 ping periods (the server answers every ping) means the connection is dead.
+  t.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.ping_s * 2500));
+  t.keep_alive_pings = false;
+  s.set_option(t);
+  s.read_message_max(64u << 20);
+  s.text(true);
+}
+
+// Transport policy: T::Ws is the websocket stream type, T::make builds one, T::secure runs the TLS handshake
+// (no-op for plain TCP). Resolve, connect with TCP_NODELAY, [TLS], WebSocket handshake; fills res.
+template <class T>
+net::awaitable<error_code> connect_ws(typename T::Ws& s, const RunCtx& ctx, websocket::response_type& res) {
+  const Config& cfg = *ctx.cfg;
+  error_code ec;
+  auto ex = co_await net::this_coro::executor;
+  tcp::resolver resolver(ex);
+  auto results = co_await resolver.async_resolve(ctx.url.host, ctx.url.port, ec_token(ec));
+  if (ec) co_return ec;
+  auto& tcp_layer = beast::get_lowest_layer(s);
+  tcp_layer.expires_after(std::chrono::milliseconds(static_cast<int64_t>(cfg.connect_timeout_s * 1000)));
+  co_await tcp_layer.async_connect(results, ec_token(ec));
+  if (ec) co_return ec;
+  tcp_layer.socket().set_option(tcp::no_delay(true), ec);
+  ec = co_await T::secure(s, ctx);
+  if (ec) co_return ec;
+  tcp_layer.expires_never();  // the websocket stream's own timeouts take over
+  configure(s, cfg);
+  co_await s.async_handshake(res, ctx.url.host + ":" + ctx.url.port, ctx.target, ec_token(ec));
+  co_return ec;
+}
+
+inline std::string extensions_of(const websocket::response_type& res) {
+  auto it = res.find(http::field::sec_websocket_extensions);
+  return it == res.end() ? std::string() : std::string(it->value());
+}
+
+template <class Ws>
+struct Conn {
+  template <class... A>
+  explicit Conn(net::any_io_executor ex, A&... a) : ws(ex, a...), ping_timer(ex) {}
+  Ws ws;
+  net::steady_timer ping_timer;
+  bool alive = true;
+};
+
+template <class Ws>
+net::awaitable<void> ping_loop(std::shared_ptr<Conn<Ws>> c, double period_s) {
+  static const std::string ping = R"({"method":"ping"})";
+  for (;;) {
+    error_code ec;
+    c->ping_timer.expires_after(std::chrono::milliseconds(static_cast<int64_t>(period_s * 1000)));
+    co_await c->ping_timer.async_wait(ec_token(ec));
+    if (ec || !c->alive) co_return;
+    co_await c->ws.async_write(net::buffer(ping), ec_token(ec));
+    if (ec) co_return;
+  }
+}
+
+template <class T>
+net::awaitable<void> run_connection(RunCtx& ctx, Shard& shard) {
+  using Ws = typename T::Ws;
+  const Config& cfg = *ctx.cfg;
+  auto ex = co_await net::this_coro::executor;
+  const int slot = shard.add_connection();
+  Extractor extractor;
+  Frame frame;
+  beast::flat_buffer buf;
+  bool first = true;
+  auto backoff = std::chrono::milliseconds(100);
+  while (!ctx.stopping.load()) {
+    auto c = T::make_conn(ex, ctx);
+    websocket::response_type res;
+    error_code ec = co_await connect_ws<T>(c->ws, ctx, res);
+    if (!ec) {
+      // Connected: from here on any error is a disconnect, including one while (re)subscribing.
+      if (!first) shard.on_reconnect();
+      first = false;
+      backoff = std::chrono::milliseconds(100);
+      for (int ch : cfg.channels) {
+        for (const auto& coin : cfg.coins) {
+          co_await c->ws.async_write(net::buffer(subscribe_msg(ch, coin)), ec_token(ec));
+          if (ec) break;
+        }
+        if (ec) break;
+      }
+      if (!ec) {
+        net::co_spawn(ex, ping_loop<Ws>(c, cfg.ping_s), net::detached);
+        const bool count_stop = cfg.stop_after_samples > 0;
+        for (;;) {
+          buf.clear();
+          co_await c->ws.async_read(buf, ec_token(ec));
+          if (ec) break;
+          const int64_t recv_ns = now_unix_ns();  // after inflate, before parsing
+          const size_t len = buf.size();
+          if (!c->ws.got_text()) {
+            shard.on_bad_frame(len);
+            continue;
+          }
+          buf.prepare(simdjson::SIMDJSON_PADDING);  // keeps the readable bytes, guarantees padding after them
+          const char* p = static_cast<const char*>(buf.data().data());
+          extractor.parse(p, len, len + simdjson::SIMDJSON_PADDING, frame);
+          shard.on_frame(slot, frame, recv_ns, len);
+          if (count_stop && ctx.samples.load(std::memory_order_relaxed) >= cfg.stop_after_samples) ctx.done = true;
+        }
+      }
+      c->alive = false;
+      c->ping_timer.cancel();
+      if (ctx.stopping.load()) break;
+      shard.on_disconnect();
+      error_code ignore;
+      beast::get_lowest_layer(c->ws).socket().close(ignore);
+    }
+    // A slot whose very first connect fails keeps retrying with back-off too: the start-up probe already
+    // proved the server reachable, so this is a transient failure, not a bad URL.
+    if (ctx.stopping.load()) break;
+    net::steady_timer t(ex);
+    t.expires_after(backoff);
+    co_await t.async_wait(ec_token(ec));
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
+  }
+}
+
+// Start-up probe: proves the server reachable, reports compression, and for `all` takes the allMids keys.
+template <class T>
+net::awaitable<void> probe(RunCtx& ctx, ProbeResult& out) {
+  const Config& cfg = *ctx.cfg;
+  auto ex = co_await net::this_coro::executor;
+  auto c = T::make_conn(ex, ctx);
+  websocket::response_type res;
+  error_code ec = co_await connect_ws<T>(c->ws, ctx, res);
+  if (ec) {
+    out.error = "cannot reach " + cfg.url + ": " + ec.message();
+    out.finished = true;
+    co_return;
+  }
+  out.extensions = extensions_of(res);
+  out.accepted = out.extensions.find("permessage-deflate") != std::string::npos;
+  if (cfg.all_coins) {
+    static const std::string sub = R"({"method":"subscribe","subscription":{"type":"allMids"}})";
+    co_await c->ws.async_write(net::buffer(sub), ec_token(ec));
+    Extractor extractor;
+    Frame f;
+    beast::flat_buffer buf;
+    while (!ec) {
+      buf.clear();
+      co_await c->ws.async_read(buf, ec_token(ec));
+      if (ec) break;
+      if (extractor.parse(beast::buffers_to_string(buf.data()), f, true) == Kind::AllMids) {
+        out.coins = f.mids;
+        break;
+      }
+    }
+    if (ec) out.error = "coin discovery (allMids) failed: " + ec.message();
+    else if (out.coins.empty()) out.error = "coin discovery: first allMids frame had no mids";
+  }
+  error_code ignore;
+  co_await c->ws.async_close(websocket::close_code::normal, ec_token(ignore));
+  out.finished = true;
+}
+
+// Runs the probe on its own io_context, bounded in time.
+template <class T>
+void run_probe(RunCtx& ctx, ProbeResult& out) {
+  net::io_context ioc;
+  net::co_spawn(ioc, probe<T>(ctx, out), net::detached);
+  ioc.run_for(std::chrono::milliseconds(static_cast<int64_t>(ctx.cfg->connect_timeout_s * 2000 + 1000)));
+  if (!out.finished && out.error.empty()) out.error = "timed out talking to " + ctx.cfg->url;
+}
+
+}  // namespace lat::detail

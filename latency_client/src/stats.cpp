@@ -1,0 +1,182 @@
+// Shard hot path (latency, clamping, gaps, audit split) and Stats merging; see stats.hpp.
+#include "stats.hpp"
+
+namespace lat {
+
+const char* stage_name(int s) {
+  static const char* names[] = {"exchange->node write", "node write->server read", "inside server",
+                                "server send->client recv"};
+  return (s >= 0 && s < kNumStages) ? names[s] : "?";
+}
+
+void ChannelStats::merge(const ChannelStats& o) {
+  lat.merge(o.lat);
+  for (int i = 0; i < kNumStages; ++i) stage[i].merge(o.stage[i]);
+  frames += o.frames;
+  samples += o.samples;
+  negatives += o.negatives;
+  stage_negatives += o.stage_negatives;
+  gaps += o.gaps;
+  audited_frames += o.audited_frames;
+}
+
+void Counters::merge(const Counters& o) {
+  frames += o.frames;
+  bytes += o.bytes;
+  bad += o.bad;
+  errors += o.errors;
+  pongs += o.pongs;
+  acks += o.acks;
+  other += o.other;
+  unknown_coin += o.unknown_coin;
+  disconnects += o.disconnects;
+  reconnects += o.reconnects;
+  warmup_discarded += o.warmup_discarded;
+}
+
+void Stats::merge(const Stats& o) {
+  for (int i = 0; i < kNumChannels; ++i) ch[i].merge(o.ch[i]);
+  if (coin.size() < o.coin.size()) coin.resize(o.coin.size());
+  for (size_t i = 0; i < o.coin.size(); ++i)
+    for (int c = 0; c < kNumChannels; ++c) coin[i][c].merge(o.coin[i][c]);
+  c.merge(o.c);
+}
+
+Shard::Shard(const Config& cfg, const CoinIndex& coins, int64_t warmup_end_ns, std::atomic<uint64_t>* counter)
+    : cfg_(cfg),
+      coins_(coins),
+      warmup_end_ns_(warmup_end_ns),
+      gap_ms_(static_cast<int64_t>(cfg.gap_s * 1000.0)),
+      sample_counter_(counter) {
+  if (cfg.per_coin) {
+    total_.coin.resize(coins.size());
+    window_.coin.resize(coins.size());
+  }
+}
+
+int Shard::add_connection() {
+  std::lock_guard lk(m_);
+  last_time_.emplace_back();
+  for (auto& v : last_time_.back()) v.assign(coins_.size(), 0);
+  return static_cast<int>(last_time_.size()) - 1;
+}
+
+static int channel_of(Kind k) {
+  switch (k) {
+    case Kind::L2Book: return kL2Book;
+    case Kind::Trades: return kTrades;
+    case Kind::Bbo: return kBbo;
+    default: return -1;
+  }
+}
+
+static uint64_t clamp_us(int64_t d_ns, bool& neg) {
+  neg = d_ns < 0;
+  return neg ? 0 : static_cast<uint64_t>(d_ns / 1000);
+}
+
+void Shard::on_frame(int slot, const Frame& f, int64_t recv_ns, size_t bytes) {
+  std::lock_guard lk(m_);
+  Stats* both[2] = {&total_, &window_};
+  for (Stats* s : both) {
+    s->c.frames++;
+    s->c.bytes += bytes;
+  }
+  int ch = channel_of(f.kind);
+  if (ch < 0) {
+    for (Stats* s : both) {
+      switch (f.kind) {
+        case Kind::Pong: s->c.pongs++; break;
+        case Kind::SubAck: s->c.acks++; break;
+        case Kind::Error: s->c.errors++; break;
+        case Kind::Bad: s->c.bad++; break;
+        default: s->c.other++; break;
+      }
+    }
+    return;
+  }
+  const bool measuring = recv_ns >= warmup_end_ns_;
+  const int64_t recv_us = recv_ns / 1000;
+  uint64_t recorded = 0;
+  for (size_t i = 0; i < f.nsamples; ++i) {
+    const Sample& smp = f.samples[i];
+    auto it = coins_.find(std::string_view(smp.coin));
+    if (it == coins_.end()) {
+      for (Stats* s : both) s->c.unknown_coin++;
+      continue;
+    }
+    const int coin = it->second;
+    int64_t& last = last_time_[slot][ch][coin];
+    const bool gap = last != 0 && smp.time_ms - last > gap_ms_;
+    if (smp.time_ms > last) last = smp.time_ms;
+    if (!measuring) {
+      for (Stats* s : both) s->c.warmup_discarded++;
+      continue;
+    }
+    const int64_t d = recv_us - smp.time_ms * 1000;
+    const bool neg = d < 0;
+    const uint64_t v = neg ? 0 : static_cast<uint64_t>(d);
+    for (Stats* s : both) {
+      ChannelStats& cs = s->ch[ch];
+      cs.lat.record(v);
+      cs.samples++;
+      cs.negatives += neg;
+      cs.gaps += gap;
+      if (!s->coin.empty()) s->coin[coin][ch].record(v);
+    }
+    ++recorded;
+  }
+  if (!measuring) return;
+  for (Stats* s : both) s->ch[ch].frames++;
+  if (f.audit.present) {
+    const Audit& a = f.audit;
+    const int64_t d[kNumStages] = {a.node_ns - a.block_ns, a.read_ns - a.node_ns, a.sent_ns - a.read_ns,
+                                   recv_ns - a.sent_ns};
+    for (Stats* s : both) {
+      ChannelStats& cs = s->ch[ch];
+      cs.audited_frames++;
+      for (int k = 0; k < kNumStages; ++k) {
+        bool neg;
+        cs.stage[k].record(clamp_us(d[k], neg));
+        cs.stage_negatives += neg;
+      }
+    }
+  }
+  if (sample_counter_ && recorded) sample_counter_->fetch_add(recorded, std::memory_order_relaxed);
+}
+
+void Shard::on_bad_frame(size_t bytes) {
+  std::lock_guard lk(m_);
+  for (Stats* s : {&total_, &window_}) {
+    s->c.frames++;
+    s->c.bytes += bytes;
+    s->c.bad++;
+  }
+}
+
+void Shard::on_disconnect() {
+  std::lock_guard lk(m_);
+  total_.c.disconnects++;
+  window_.c.disconnects++;
+}
+
+void Shard::on_reconnect() {
+  std::lock_guard lk(m_);
+  total_.c.reconnects++;
+  window_.c.reconnects++;
+}
+
+Stats Shard::take_window() {
+  std::lock_guard lk(m_);
+  Stats out = std::move(window_);
+  window_ = Stats{};
+  if (cfg_.per_coin) window_.coin.resize(coins_.size());
+  return out;
+}
+
+Stats Shard::total_copy() {
+  std::lock_guard lk(m_);
+  return total_;
+}
+
+}  // namespace lat

@@ -1,0 +1,75 @@
+// Per-thread statistics shards and their merge.
+//
+// Each connection thread owns one Shard: the hot path (on_frame) takes the receive timestamp's latency, clamps
+// negatives to 0 (counted), tracks per-coin per-channel exchange-time gaps, and records into both a run-total and
+// a current-window Stats. The shard mutex is uncontended except when the reporter swaps a window out, so the
+// reporter never walks histograms while a connection thread writes them.
+#pragma once
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "extract.hpp"
+#include "histogram.hpp"
+
+namespace lat {
+
+// Audit split stages, in pipeline order.
+enum Stage : int { kExchToNode = 0, kNodeToRead = 1, kInServer = 2, kSendToRecv = 3, kNumStages = 4 };
+const char* stage_name(int s);
+
+struct ChannelStats {
+  Histogram lat;                               // receive - exchange time, µs
+  std::array<Histogram, kNumStages> stage;     // only with --audit
+  uint64_t frames = 0, samples = 0, negatives = 0, stage_negatives = 0, gaps = 0, audited_frames = 0;
+  void merge(const ChannelStats& o);
+};
+
+struct Counters {
+  uint64_t frames = 0, bytes = 0, bad = 0, errors = 0, pongs = 0, acks = 0, other = 0, unknown_coin = 0;
+  uint64_t disconnects = 0, reconnects = 0, warmup_discarded = 0;
+  void merge(const Counters& o);
+};
+
+struct Stats {
+  std::array<ChannelStats, kNumChannels> ch;
+  std::vector<std::array<Histogram, kNumChannels>> coin;  // per coin (index = coin index), only with --per-coin
+  Counters c;
+  void merge(const Stats& o);
+};
+
+using CoinIndex = std::map<std::string, int, std::less<>>;
+
+class Shard {
+ public:
+  Shard(const Config& cfg, const CoinIndex& coins, int64_t warmup_end_ns, std::atomic<uint64_t>* sample_counter);
+
+  // Registers one connection on this shard; returns its slot for on_frame (gap state is per connection).
+  int add_connection();
+  // Hot path. recv_ns = wall clock (Unix ns) taken after decompression, before parsing.
+  void on_frame(int slot, const Frame& f, int64_t recv_ns, size_t bytes);
+  void on_bad_frame(size_t bytes);
+  void on_disconnect();
+  void on_reconnect();
+
+  Stats take_window();    // returns the current window and starts a new one
+  Stats total_copy();
+
+ private:
+
+  std::mutex m_;
+  const Config& cfg_;
+  const CoinIndex& coins_;
+  int64_t warmup_end_ns_;
+  int64_t gap_ms_;
+  std::atomic<uint64_t>* sample_counter_;
+  Stats total_, window_;
+  std::vector<std::array<std::vector<int64_t>, kNumChannels>> last_time_;  // [slot][channel][coin]
+};
+
+}  // namespace lat

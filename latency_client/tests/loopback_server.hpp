@@ -1,0 +1,66 @@
+// Test-only loopback WebSocket server (Beast, 127.0.0.1:0, own thread) that plays a Hyperliquid-shaped feed
+// with injected latency: each data frame's exchange time is now_ms - delay(i) for a delay sequence the test
+// chooses, so the client's percentiles can be checked against the exact injected distribution.
+// Beast is confined to loopback_server.cpp; tests only see this header.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+struct ServerOptions {
+  bool deflate = false;                         // server-side permessage-deflate
+  int frames = 600;                             // data frames to push in total (a budget shared by connections)
+  std::function<int(int)> delay_ms = [](int) { return 50; };
+  int close_after = -1;                         // close the first data connection once after this many frames
+  int spacing_us = 1000;                        // pause between frames
+  std::vector<std::string> channels{"l2Book"};  // frame i uses channels[i % size]
+  std::vector<std::string> coins{"BTC", "ETH"}; // frame i uses coins[(i / channels) % size]; also allMids keys
+  int trades_per_frame = 2;                     // samples per trades frame (same delay)
+  bool audit = false;                           // add the audit object to data frames
+  int expected_subs = 2;                        // subscribe frames to read before pushing data
+  bool noise = false;                           // after the acks: error frame, non-JSON text frame, binary frame
+  bool tls = false;                             // wss:// with a fresh self-signed certificate (CN/IP 127.0.0.1)
+  int wait_conns = 1;                           // data connections to wait for before any data is pushed
+};
+
+class LoopbackServer {
+ public:
+  explicit LoopbackServer(ServerOptions opt);
+  ~LoopbackServer();
+  unsigned short port() const { return port_; }
+  std::string url() const { return (opt_.tls ? "wss://127.0.0.1:" : "ws://127.0.0.1:") + std::to_string(port_) + "/ws"; }
+
+  // Injected delays (ms) of every sample sent, per channel name, in send order.
+  std::vector<int> delays(const std::string& channel);
+  std::string last_extensions();  // Sec-WebSocket-Extensions of the last data connection's upgrade request
+  std::string last_target();
+  int data_connections();
+  int pings() const { return pings_; }  // application pings received after the data was pushed
+  bool finished() const { return sent_ >= opt_.frames; }
+
+ private:
+  void serve();
+  void handle(void* socket);  // one connection, on its own thread
+  template <class Ws, class Req>
+  void session(Ws& ws, const Req& req);
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  ServerOptions opt_;
+  unsigned short port_ = 0;
+  std::thread thread_;
+  std::vector<std::thread> handlers_;  // only touched by the accept thread and the destructor after join
+  std::atomic<bool> stop_{false};
+  std::atomic<int> sent_{0};
+  std::atomic<int> pings_{0};
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::vector<std::pair<std::string, int>> delays_;
+  std::string last_ext_, last_target_;
+  int data_conns_ = 0;
+  bool closed_once_ = false;
+};
