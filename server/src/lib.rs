@@ -7,3 +7,4 @@ pub mod book;
 pub mod cli;
 pub mod ingest;
 pub mod node;
+pub mod sim;
