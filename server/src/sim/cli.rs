@@ -1,0 +1,115 @@
+//! `hlsim` command line: what to simulate, where to write it, and which faults to inject.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use crate::node::Mode;
+
+/// Which stream `--drop-block` drops.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DropStream {
+    Diffs,
+    Statuses,
+    Fills,
+}
+
+impl DropStream {
+    pub fn stream(self) -> crate::node::Stream {
+        match self {
+            DropStream::Diffs => crate::node::Stream::Diffs,
+            DropStream::Statuses => crate::node::Stream::Statuses,
+            DropStream::Fills => crate::node::Stream::Fills,
+        }
+    }
+}
+
+/// Simulates a Hyperliquid non-validator node: its three hourly output streams and its info server.
+#[derive(Clone, Debug, Parser)]
+#[command(name = "hlsim", version)]
+pub struct SimArgs {
+    /// Data dir that plays the node's `~/hl/data`.
+    #[arg(long)]
+    pub out: PathBuf,
+    #[arg(long, value_enum, default_value = "by-block")]
+    pub mode: Mode,
+    /// Number of coins (at least 3: BTC, a spot pair and a builder-dex perp come first).
+    #[arg(long, default_value_t = 8)]
+    pub coins: usize,
+    /// Resting BTC orders at start.
+    #[arg(long, default_value_t = 50_000)]
+    pub btc_orders: usize,
+    /// Resting orders at start on every other coin.
+    #[arg(long, default_value_t = 3_000)]
+    pub orders_per_coin: usize,
+    /// Mean block cadence (each interval jitters ±25%); 0 = as fast as possible.
+    #[arg(long, default_value_t = 80)]
+    pub block_ms: u64,
+    /// local_time − block_time.
+    #[arg(long, default_value_t = 150)]
+    pub node_lag_ms: u64,
+    /// Activity relative to mainnet (1.0 ≈ 450 raw diffs per block).
+    #[arg(long, default_value_t = 1.0)]
+    pub rate: f64,
+    /// Rejected order statuses per raw diff (mainnet ≈ 20).
+    #[arg(long, default_value_t = 20)]
+    pub reject_ratio: u32,
+    #[arg(long, default_value_t = 1_000_000_000)]
+    pub start_height: u64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Stop producing after this many blocks (0 = never).
+    #[arg(long, default_value_t = 0)]
+    pub blocks: u64,
+    /// Exit once the last block is written instead of serving the info API until a signal.
+    #[arg(long)]
+    pub exit_when_done: bool,
+    #[arg(long, default_value = "127.0.0.1:3001")]
+    pub info_listen: SocketAddr,
+    /// CSV of when each stream's last line of each block was written.
+    #[arg(long)]
+    pub timing: Option<PathBuf>,
+
+    /// Write only the first half of this block's diffs line, pause, and glue the next block on to the fragment.
+    #[arg(long)]
+    pub stop_mid_line_at: Option<u64>,
+    /// Sleep this long before producing `--pause-at`'s block (and after a `--stop-mid-line-at` fragment).
+    #[arg(long, default_value_t = 2)]
+    pub pause_secs: u64,
+    #[arg(long)]
+    pub pause_at: Option<u64>,
+    /// After this block, write the last `--restart-back` blocks' lines again, byte-identical.
+    #[arg(long)]
+    pub restart_at: Option<u64>,
+    #[arg(long, default_value_t = 5)]
+    pub restart_back: u64,
+    /// Don't write this block's line(s) of `--drop-stream`.
+    #[arg(long)]
+    pub drop_block: Option<u64>,
+    #[arg(long, value_enum, default_value = "diffs")]
+    pub drop_stream: DropStream,
+    /// Write this block's statuses line corrupted (still newline-terminated).
+    #[arg(long)]
+    pub corrupt_at: Option<u64>,
+    /// The first `--snapshot-mismatch-count` fileSnapshot answers are wrong for this coin.
+    #[arg(long)]
+    pub snapshot_mismatch: Option<String>,
+    #[arg(long, default_value_t = 1)]
+    pub snapshot_mismatch_count: u32,
+    /// Advance the hour-file clock one hour every N real seconds, from 22:00 UTC today.
+    #[arg(long)]
+    pub rollover_secs: Option<u64>,
+    /// After each rollover keep only the newest N hour files per stream (0 = keep all).
+    #[arg(long, default_value_t = 0)]
+    pub prune_keep: usize,
+}
+
+impl SimArgs {
+    /// Defaults with `out` (tests and embedding).
+    pub fn with_out(out: impl Into<PathBuf>) -> SimArgs {
+        let mut a = SimArgs::parse_from(["hlsim", "--out", "."]);
+        a.out = out.into();
+        a
+    }
+}

@@ -1,0 +1,124 @@
+//! The simulated universe: which coins exist, their tick and lot sizes, and the meta/spotMeta answers about them.
+//!
+//! Prices are integer ticks (`px_dec` decimals) and sizes integer lots (`sz_dec` decimals), chosen like the real
+//! exchange (five significant figures at the coin's price, perps limited to 6 - szDecimals price decimals).
+
+/// What kind of book a coin is; decides its name shape and which meta answer lists it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Perp,
+    /// A builder-deployed perp of dex `dex` (`dex:COIN`).
+    Builder(&'static str),
+    /// Spot pair `@index` of base token `base` (index into `TOKENS`).
+    Spot { index: u32, base: usize },
+}
+
+#[derive(Clone, Debug)]
+pub struct CoinSpec {
+    pub name: &'static str,
+    pub kind: Kind,
+    /// Decimals of a price tick (0 → tick 1.0).
+    pub px_dec: u32,
+    /// Size decimals (szDecimals).
+    pub sz_dec: u32,
+    /// Starting mid price in ticks.
+    pub mid: u64,
+    pub max_leverage: u32,
+    /// Relative share of the market's activity.
+    pub weight: u32,
+    /// Typical order size in lots.
+    pub lot: u64,
+}
+
+/// A spot token: (name, szDecimals, weiDecimals, index).
+pub const TOKENS: [(&str, u32, u32, u32); 3] = [("USDC", 8, 8, 0), ("PURR", 0, 5, 1), ("HYPE", 2, 8, 150)];
+
+const fn spec(
+    name: &'static str,
+    kind: Kind,
+    px_dec: u32,
+    sz_dec: u32,
+    mid: u64,
+    max_leverage: u32,
+    weight: u32,
+    lot: u64,
+) -> CoinSpec {
+    CoinSpec { name, kind, px_dec, sz_dec, mid, max_leverage, weight, lot }
+}
+
+/// Every coin the simulator knows, in the order `--coins N` takes them (so any N ≥ 3 has a spot and a builder
+/// perp).
+fn all() -> Vec<CoinSpec> {
+    use Kind::*;
+    vec![
+        spec("BTC", Perp, 0, 5, 81_308, 40, 30, 2_000),
+        spec("@107", Spot { index: 107, base: 2 }, 3, 2, 40_125, 1, 4, 500),
+        spec("xyz:GOLD", Builder("xyz"), 1, 4, 33_425, 20, 3, 20),
+        spec("ETH", Perp, 1, 4, 30_125, 25, 20, 500),
+        spec("SOL", Perp, 2, 2, 15_031, 20, 10, 300),
+        spec("HYPE", Perp, 3, 2, 40_118, 10, 10, 500),
+        spec("DOGE", Perp, 5, 0, 17_012, 10, 6, 2_000),
+        spec("kPEPE", Perp, 6, 0, 10_211, 10, 4, 50_000),
+        spec("@1", Spot { index: 1, base: 1 }, 5, 0, 12_345, 1, 2, 300),
+        spec("XRP", Perp, 4, 0, 25_013, 20, 5, 400),
+        spec("AVAX", Perp, 3, 2, 22_410, 10, 3, 300),
+        spec("LINK", Perp, 3, 1, 14_025, 10, 3, 200),
+        spec("xyz:SILVER", Builder("xyz"), 3, 2, 32_150, 10, 2, 300),
+    ]
+}
+
+/// The first `n` coins (at least 3, at most all of them).
+pub fn universe(n: usize) -> Vec<CoinSpec> {
+    let mut v = all();
+    v.truncate(n.clamp(3, v.len()));
+    v
+}
+
+/// How many coins `universe` can give at most.
+pub fn max_coins() -> usize {
+    all().len()
+}
+
+/// `{"type":"meta"}` (main dex) or `{"type":"meta","dex":d}`.
+pub fn meta(coins: &[CoinSpec], dex: Option<&str>) -> serde_json::Value {
+    let universe: Vec<serde_json::Value> = coins
+        .iter()
+        .filter(|c| match (c.kind, dex) {
+            (Kind::Perp, None | Some("")) => true,
+            (Kind::Builder(d), Some(want)) => d == want,
+            _ => false,
+        })
+        .map(|c| serde_json::json!({"name": c.name, "szDecimals": c.sz_dec, "maxLeverage": c.max_leverage}))
+        .collect();
+    serde_json::json!({ "universe": universe })
+}
+
+/// `{"type":"spotMeta"}`.
+pub fn spot_meta(coins: &[CoinSpec]) -> serde_json::Value {
+    let universe: Vec<serde_json::Value> = coins
+        .iter()
+        .filter_map(|c| match c.kind {
+            Kind::Spot { index, base } => Some(serde_json::json!({
+                "name": c.name,
+                "tokens": [TOKENS[base].3, TOKENS[0].3],
+                "index": index,
+                "isCanonical": false,
+            })),
+            _ => None,
+        })
+        .collect();
+    let tokens: Vec<serde_json::Value> = TOKENS
+        .iter()
+        .map(|&(name, sz, wei, index)| {
+            serde_json::json!({
+                "name": name,
+                "szDecimals": sz,
+                "weiDecimals": wei,
+                "index": index,
+                "tokenId": format!("0x{:032x}", u128::from(index) * 0x9e37_79b9_7f4a_7c15 + 0x1234),
+                "isCanonical": index <= 1,
+            })
+        })
+        .collect();
+    serde_json::json!({ "universe": universe, "tokens": tokens })
+}

@@ -1,0 +1,181 @@
+//! The JSON of single events (diff, status, fill) and of the status `order` object, written by hand in the
+//! node's field order. Snapshot files reuse `order_object`, so statuses and snapshots cannot disagree.
+
+use super::coins::CoinSpec;
+use super::fmt::{decimal, signed_decimal, uint};
+use super::orders::Order;
+
+/// What a raw book diff does.
+#[derive(Copy, Clone, Debug)]
+pub enum DiffOp {
+    New { sz: u64 },
+    Update { orig_sz: u64, new_sz: u64 },
+    Remove,
+}
+
+fn quoted_decimal(out: &mut Vec<u8>, units: u64, dec: u32) {
+    out.push(b'"');
+    decimal(out, units, dec);
+    out.push(b'"');
+}
+
+fn cloid(out: &mut Vec<u8>, c: Option<u128>) {
+    match c {
+        Some(c) => {
+            out.extend_from_slice(b"\"0x");
+            out.extend_from_slice(format!("{c:032x}").as_bytes());
+            out.push(b'"');
+        }
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+/// The status `order` object; `sz` is passed separately since a filled order reports `0.0`.
+pub fn order_object(out: &mut Vec<u8>, coin: &CoinSpec, o: &Order, sz: u64) {
+    out.extend_from_slice(b"{\"coin\":\"");
+    out.extend_from_slice(coin.name.as_bytes());
+    out.extend_from_slice(b"\",\"side\":\"");
+    out.extend_from_slice(o.side.as_str().as_bytes());
+    out.extend_from_slice(b"\",\"limitPx\":");
+    quoted_decimal(out, o.px, coin.px_dec);
+    out.extend_from_slice(b",\"sz\":");
+    quoted_decimal(out, sz, coin.sz_dec);
+    out.extend_from_slice(b",\"oid\":");
+    uint(out, o.oid);
+    out.extend_from_slice(b",\"timestamp\":");
+    uint(out, o.timestamp);
+    out.extend_from_slice(
+        b",\"triggerCondition\":\"N/A\",\"isTrigger\":false,\"triggerPx\":\"0.0\",\"children\":[],\
+          \"isPositionTpsl\":false,\"reduceOnly\":",
+    );
+    out.extend_from_slice(if o.reduce_only { b"true" } else { b"false" });
+    out.extend_from_slice(b",\"orderType\":\"Limit\",\"origSz\":");
+    quoted_decimal(out, o.orig_sz, coin.sz_dec);
+    out.extend_from_slice(b",\"tif\":\"");
+    out.extend_from_slice(o.tif.as_str().as_bytes());
+    out.extend_from_slice(b"\",\"cloid\":");
+    cloid(out, o.cloid);
+    out.push(b'}');
+}
+
+/// An order status event. `time` is the block time already formatted; `hash` a formatted `0x…` or `None`.
+#[allow(clippy::too_many_arguments)]
+pub fn status(
+    out: &mut Vec<u8>,
+    time: &[u8],
+    user: &str,
+    hash: Option<&str>,
+    status: &str,
+    coin: &CoinSpec,
+    o: &Order,
+    sz: u64,
+) {
+    out.extend_from_slice(b"{\"time\":\"");
+    out.extend_from_slice(time);
+    out.extend_from_slice(b"\",\"user\":\"");
+    out.extend_from_slice(user.as_bytes());
+    out.extend_from_slice(b"\",\"hash\":");
+    match hash {
+        Some(h) => {
+            out.push(b'"');
+            out.extend_from_slice(h.as_bytes());
+            out.push(b'"');
+        }
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"builder\":null,\"status\":\"");
+    out.extend_from_slice(status.as_bytes());
+    out.extend_from_slice(b"\",\"order\":");
+    order_object(out, coin, o, sz);
+    out.push(b'}');
+}
+
+/// A raw book diff event for resting order `o` (user given formatted).
+pub fn diff(out: &mut Vec<u8>, user: &str, coin: &CoinSpec, o: &Order, op: DiffOp) {
+    out.extend_from_slice(b"{\"user\":\"");
+    out.extend_from_slice(user.as_bytes());
+    out.extend_from_slice(b"\",\"oid\":");
+    uint(out, o.oid);
+    out.extend_from_slice(b",\"coin\":\"");
+    out.extend_from_slice(coin.name.as_bytes());
+    out.extend_from_slice(b"\",\"side\":\"");
+    out.extend_from_slice(o.side.as_str().as_bytes());
+    out.extend_from_slice(b"\",\"px\":");
+    quoted_decimal(out, o.px, coin.px_dec);
+    out.extend_from_slice(b",\"raw_book_diff\":");
+    match op {
+        DiffOp::New { sz } => {
+            out.extend_from_slice(b"{\"new\":{\"sz\":");
+            quoted_decimal(out, sz, coin.sz_dec);
+            out.extend_from_slice(b"}}");
+        }
+        DiffOp::Update { orig_sz, new_sz } => {
+            out.extend_from_slice(b"{\"update\":{\"origSz\":");
+            quoted_decimal(out, orig_sz, coin.sz_dec);
+            out.extend_from_slice(b",\"newSz\":");
+            quoted_decimal(out, new_sz, coin.sz_dec);
+            out.extend_from_slice(b"}}");
+        }
+        DiffOp::Remove => out.extend_from_slice(b"\"remove\""),
+    }
+    out.push(b'}');
+}
+
+/// One side of a trade.
+#[derive(Clone, Debug)]
+pub struct FillSide<'a> {
+    pub user: &'a str,
+    pub order: &'a Order,
+    pub px: u64,
+    pub sz: u64,
+    /// This side's direction (`B` buys).
+    pub side: crate::node::Side,
+    pub time_ms: u64,
+    /// Position before the fill, in lots (signed).
+    pub start_position: i64,
+    pub dir: &'static str,
+    /// Micro-USDC.
+    pub closed_pnl: i64,
+    pub hash: &'a str,
+    pub crossed: bool,
+    /// Micro-USDC, negative for a maker rebate.
+    pub fee: i64,
+    pub tid: u64,
+}
+
+/// A fill event: `[user, {…}]`.
+pub fn fill(out: &mut Vec<u8>, coin: &CoinSpec, f: &FillSide<'_>) {
+    out.extend_from_slice(b"[\"");
+    out.extend_from_slice(f.user.as_bytes());
+    out.extend_from_slice(b"\",{\"coin\":\"");
+    out.extend_from_slice(coin.name.as_bytes());
+    out.extend_from_slice(b"\",\"px\":");
+    quoted_decimal(out, f.px, coin.px_dec);
+    out.extend_from_slice(b",\"sz\":");
+    quoted_decimal(out, f.sz, coin.sz_dec);
+    out.extend_from_slice(b",\"side\":\"");
+    out.extend_from_slice(f.side.as_str().as_bytes());
+    out.extend_from_slice(b"\",\"time\":");
+    uint(out, f.time_ms);
+    out.extend_from_slice(b",\"startPosition\":\"");
+    signed_decimal(out, f.start_position, coin.sz_dec);
+    out.extend_from_slice(b"\",\"dir\":\"");
+    out.extend_from_slice(f.dir.as_bytes());
+    out.extend_from_slice(b"\",\"closedPnl\":\"");
+    signed_decimal(out, f.closed_pnl, 6);
+    out.extend_from_slice(b"\",\"hash\":\"");
+    out.extend_from_slice(f.hash.as_bytes());
+    out.extend_from_slice(b"\",\"oid\":");
+    uint(out, f.order.oid);
+    out.extend_from_slice(b",\"crossed\":");
+    out.extend_from_slice(if f.crossed { b"true" } else { b"false" });
+    out.extend_from_slice(b",\"fee\":\"");
+    signed_decimal(out, f.fee, 6);
+    out.extend_from_slice(b"\",\"tid\":");
+    uint(out, f.tid);
+    if f.order.cloid.is_some() {
+        out.extend_from_slice(b",\"cloid\":");
+        cloid(out, f.order.cloid);
+    }
+    out.extend_from_slice(b",\"feeToken\":\"USDC\",\"twapId\":null}]");
+}

@@ -1,0 +1,75 @@
+//! Fault injection: the ways a real node's output goes wrong, as pure decisions and byte edits the writer and
+//! producer apply at chosen heights.
+
+use std::time::Duration;
+
+use super::cli::SimArgs;
+use crate::node::Stream;
+
+#[derive(Clone, Debug, Default)]
+pub struct Faults {
+    pub stop_mid_line_at: Option<u64>,
+    pub pause_at: Option<u64>,
+    pub pause: Duration,
+    pub restart_at: Option<u64>,
+    pub restart_back: u64,
+    pub drop: Option<(u64, Stream)>,
+    pub corrupt_at: Option<u64>,
+}
+
+impl Faults {
+    pub fn from_args(a: &SimArgs) -> Faults {
+        Faults {
+            stop_mid_line_at: a.stop_mid_line_at,
+            pause_at: a.pause_at,
+            pause: Duration::from_secs(a.pause_secs),
+            restart_at: a.restart_at,
+            restart_back: a.restart_back.max(1),
+            drop: a.drop_block.map(|h| (h, a.drop_stream.stream())),
+            corrupt_at: a.corrupt_at,
+        }
+    }
+
+    pub fn drops(&self, height: u64, stream: Stream) -> bool {
+        self.drop == Some((height, stream))
+    }
+
+    /// Whether block `height`'s lines must be kept for a later re-emission.
+    pub fn records(&self, height: u64) -> bool {
+        self.restart_at.is_some_and(|r| height <= r && height + self.restart_back > r)
+    }
+}
+
+/// Corrupts a line in place, keeping its trailing newline: drops one `}` and garbles bytes in the middle.
+pub fn corrupt(line: &mut Vec<u8>) {
+    let body = line.len().saturating_sub(1);
+    if let Some(i) = line[..body].iter().rposition(|&b| b == b'}') {
+        line.remove(i);
+    }
+    let mid = line.len() / 2;
+    let end = (mid + 8).min(line.len().saturating_sub(1));
+    for b in &mut line[mid..end] {
+        *b = b'#';
+    }
+}
+
+/// The first half of a line: what a node killed mid-write leaves behind (never its newline).
+pub fn fragment(line: &[u8]) -> &[u8] {
+    &line[..line.len() / 2]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn corrupt_line_stays_a_line_but_is_not_json() {
+        let mut line = br#"{"a":{"b":[1,2,3,4,5,6,7,8,9,10,11,12]}}"#.to_vec();
+        line.push(b'\n');
+        corrupt(&mut line);
+        assert_eq!(line.last(), Some(&b'\n'));
+        assert_eq!(line.iter().filter(|&&b| b == b'\n').count(), 1);
+        assert!(serde_json::from_slice::<serde_json::Value>(&line).is_err());
+        assert_eq!(fragment(b"abcdef"), b"abc");
+    }
+}

@@ -1,0 +1,410 @@
+//! The simulated market: every coin's book, the user pool, and what happens in one block.
+//!
+//! A block is a sequence of actions on random coins (maker orders, cancels, Ioc takers walking the book) until
+//! the block's diff budget is spent; each action also emits its share of rejected-order noise (the bulk of the
+//! real status stream). All content comes from one seeded RNG, so a seed gives the same events every run; only
+//! the timestamps follow the wall clock.
+
+use std::sync::Arc;
+
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{RngExt, SeedableRng};
+
+use super::block::BlockOut;
+use super::coins::{CoinSpec, Kind};
+use super::events::{self, DiffOp, FillSide};
+use super::fmt::{hex_string, node_time};
+use super::orders::{Order, SimBook, Tif};
+use crate::node::{Side, Stream};
+
+/// Raw diffs per block over the whole market at `--rate 1` (the mainnet average).
+pub const DIFFS_PER_BLOCK: u32 = 450;
+const FIRST_OID: u64 = 412_000_000_000;
+const USERS: usize = 4_000;
+
+/// How the market is set up.
+#[derive(Clone, Debug)]
+pub struct MarketConfig {
+    pub coins: Vec<CoinSpec>,
+    pub btc_orders: usize,
+    pub orders_per_coin: usize,
+    /// Mean raw diffs per block.
+    pub diffs_per_block: u32,
+    /// Rejected statuses per raw diff.
+    pub reject_ratio: u32,
+    pub seed: u64,
+    /// Wall clock (ms) the initial orders' timestamps lead up to.
+    pub start_ms: u64,
+}
+
+#[derive(Debug)]
+pub struct Market {
+    pub coins: Vec<CoinSpec>,
+    pub books: Vec<SimBook>,
+    pub users: Arc<Vec<String>>,
+    rng: Xoshiro256PlusPlus,
+    next_oid: u64,
+    target: Vec<usize>,
+    diffs_per_block: u32,
+    reject_ratio: u32,
+    /// Block time formatted, and in ms, for the block being built.
+    time: Vec<u8>,
+    time_ms: u64,
+}
+
+/// `--rate` scaled diff budget (the only float in the simulator's content path).
+#[allow(clippy::float_arithmetic)]
+pub fn scaled_diffs(rate: f64) -> u32 {
+    (f64::from(DIFFS_PER_BLOCK) * rate.max(0.0)).round() as u32
+}
+
+impl Market {
+    pub fn new(cfg: MarketConfig) -> Market {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed);
+        let users = Arc::new((0..USERS).map(|_| hex_string(&rng.random::<[u8; 20]>())).collect());
+        let mut m = Market {
+            books: vec![SimBook::default(); cfg.coins.len()],
+            target: Vec::new(),
+            coins: cfg.coins,
+            users,
+            rng,
+            next_oid: FIRST_OID,
+            diffs_per_block: cfg.diffs_per_block,
+            reject_ratio: cfg.reject_ratio,
+            time: Vec::new(),
+            time_ms: 0,
+        };
+        for c in 0..m.coins.len() {
+            let n = if m.coins[c].name == "BTC" { cfg.btc_orders } else { cfg.orders_per_coin };
+            m.seed_book(c, n, cfg.start_ms);
+            m.target.push(n);
+        }
+        m
+    }
+
+    pub fn order_count(&self) -> usize {
+        self.books.iter().map(SimBook::len).sum()
+    }
+
+    /// Fills coin `c` with `n` resting orders, half a side, several per level, walking away from the mid.
+    fn seed_book(&mut self, c: usize, n: usize, start_ms: u64) {
+        let mid = self.coins[c].mid;
+        let total = n.max(1) as u64;
+        for side in [Side::Bid, Side::Ask] {
+            let mut px = match side {
+                Side::Bid => mid - 1,
+                Side::Ask => mid + 1,
+            };
+            let mut left = n / 2;
+            while left > 0 && px > 1 {
+                let here = self.rng.random_range(1..=12usize).min(left);
+                for _ in 0..here {
+                    let i = self.next_oid - FIRST_OID;
+                    let ts = start_ms.saturating_sub(3_600_000) + i * 3_600_000 / total;
+                    let mut o = self.new_order(c, side, px, ts);
+                    o.orig_sz = o.sz + if self.rng.random_ratio(1, 4) { self.rng.random_range(1..=o.sz) } else { 0 };
+                    self.books[c].insert(o);
+                }
+                left -= here;
+                let gap = self.rng.random_range(1..=2);
+                px = match side {
+                    Side::Bid => px.saturating_sub(gap),
+                    Side::Ask => px + gap,
+                };
+            }
+        }
+    }
+
+    /// A fresh resting-type order (Alo or Gtc) with a new oid.
+    fn new_order(&mut self, c: usize, side: Side, px: u64, ts: u64) -> Order {
+        let lot = self.coins[c].lot;
+        let sz = if self.rng.random_ratio(1, 20) {
+            self.rng.random_range(lot..=lot * 20)
+        } else {
+            self.rng.random_range(1..=lot * 2)
+        };
+        let oid = self.next_oid;
+        self.next_oid += 1;
+        Order {
+            oid,
+            user: self.rng.random_range(0..USERS as u32),
+            side,
+            px,
+            sz,
+            orig_sz: sz,
+            timestamp: ts,
+            tif: if self.rng.random_ratio(17, 20) { Tif::Alo } else { Tif::Gtc },
+            reduce_only: false,
+            cloid: self.rng.random_ratio(3, 5).then(|| self.rng.random()),
+        }
+    }
+
+    /// Builds block `height` at `block_time` (ns) into `out`, changing the books.
+    pub fn block(&mut self, height: u64, block_time: i64, out: &mut BlockOut) {
+        out.reset(height, block_time);
+        self.time.clear();
+        node_time(&mut self.time, block_time);
+        self.time_ms = (block_time / 1_000_000) as u64;
+        let mean = self.diffs_per_block;
+        let budget = if mean == 0 { 0 } else { self.rng.random_range(mean / 2..=mean + mean / 2) };
+        let mut diffs = 0;
+        while diffs < budget {
+            let c = self.pick_coin();
+            let n = self.action(c, out);
+            for _ in 0..n * self.reject_ratio {
+                self.reject(c, out);
+            }
+            diffs += n.max(1);
+        }
+    }
+
+    /// A coin, by activity weight.
+    fn pick_coin(&mut self) -> usize {
+        let total: u32 = self.coins.iter().map(|c| c.weight).sum();
+        let mut pick = self.rng.random_range(0..total.max(1));
+        for (i, c) in self.coins.iter().enumerate() {
+            if pick < c.weight {
+                return i;
+            }
+            pick -= c.weight;
+        }
+        0
+    }
+
+    /// One action on coin `c`; returns how many raw diffs it wrote.
+    fn action(&mut self, c: usize, out: &mut BlockOut) -> u32 {
+        let len = self.books[c].len() as i64;
+        let target = self.target[c].max(1) as i64;
+        let lean = ((target - len) * 20 / target).clamp(-20, 20);
+        let r = self.rng.random_range(0..100i64);
+        if r < 6 {
+            self.taker(c, out)
+        } else if r < 53 + lean || self.books[c].is_empty() {
+            self.maker(c, out)
+        } else {
+            self.cancel(c, out)
+        }
+    }
+
+    /// A random side, or the other one when it is empty.
+    fn side_with_orders(&mut self, c: usize) -> Side {
+        let side = if self.rng.random() { Side::Bid } else { Side::Ask };
+        if self.books[c].level_count(side) == 0 { other(side) } else { side }
+    }
+
+    /// Levels from the top: mostly near it (geometric), sometimes anywhere.
+    fn depth(&mut self, levels: usize) -> usize {
+        if levels == 0 {
+            return 0;
+        }
+        if self.rng.random_ratio(1, 20) {
+            return self.rng.random_range(0..levels);
+        }
+        let mut k = 0;
+        while k + 1 < levels && self.rng.random_ratio(7, 8) {
+            k += 1;
+        }
+        k
+    }
+
+    fn maker(&mut self, c: usize, out: &mut BlockOut) -> u32 {
+        let side = if self.rng.random() { Side::Bid } else { Side::Ask };
+        let book = &self.books[c];
+        let (bb, ba) = (book.best(Side::Bid), book.best(Side::Ask));
+        let mid = self.coins[c].mid;
+        let levels = book.level_count(side);
+        let improve = matches!((bb, ba), (Some(b), Some(a)) if a - b > 1) && self.rng.random_ratio(1, 4);
+        let offset = if improve { 0 } else { self.depth(levels + 5) as u64 * self.rng.random_range(1..=2) };
+        let px = match side {
+            Side::Bid => {
+                let top = bb.map_or(ba.unwrap_or(mid + 1) - 1, |b| if improve { b + 1 } else { b });
+                top.saturating_sub(offset).max(1)
+            }
+            Side::Ask => {
+                let top = ba.map_or(bb.unwrap_or(mid - 1) + 1, |a| if improve { a - 1 } else { a });
+                top + offset
+            }
+        };
+        let o = self.new_order(c, side, px, self.time_ms);
+        let hash = hex_string(&self.rng.random::<[u8; 32]>());
+        let coin = &self.coins[c];
+        let user = &self.users[o.user as usize];
+        events::diff(out.streams[Stream::Diffs.index()].begin(), user, coin, &o, DiffOp::New { sz: o.sz });
+        out.streams[Stream::Diffs.index()].end();
+        out.note(Stream::Diffs);
+        events::status(out.streams[Stream::Statuses.index()].begin(), &self.time, user, Some(&hash), "open", coin, &o, o.sz);
+        out.streams[Stream::Statuses.index()].end();
+        out.note(Stream::Statuses);
+        self.books[c].insert(o);
+        1
+    }
+
+    fn cancel(&mut self, c: usize, out: &mut BlockOut) -> u32 {
+        let side = self.side_with_orders(c);
+        let k = self.depth(self.books[c].level_count(side));
+        let Some(level) = self.books[c].level(side, k) else { return 0 };
+        let oid = level[self.rng.random_range(0..level.len())];
+        let Some(o) = self.books[c].remove(oid) else { return 0 };
+        let coin = &self.coins[c];
+        let user = &self.users[o.user as usize];
+        events::diff(out.streams[Stream::Diffs.index()].begin(), user, coin, &o, DiffOp::Remove);
+        out.streams[Stream::Diffs.index()].end();
+        out.note(Stream::Diffs);
+        events::status(out.streams[Stream::Statuses.index()].begin(), &self.time, user, None, "canceled", coin, &o, o.sz);
+        out.streams[Stream::Statuses.index()].end();
+        out.note(Stream::Statuses);
+        1
+    }
+
+    /// An Ioc order that crosses: fills against the front of the opposite book until done or past its limit.
+    fn taker(&mut self, c: usize, out: &mut BlockOut) -> u32 {
+        let maker_side = self.side_with_orders(c);
+        let Some(best) = self.books[c].best(maker_side) else { return 0 };
+        let slip = self.rng.random_range(0..4);
+        let limit = match maker_side {
+            Side::Ask => best + slip,
+            Side::Bid => best.saturating_sub(slip).max(1),
+        };
+        let mut taker = self.new_order(c, other(maker_side), limit, self.time_ms);
+        taker.tif = Tif::Ioc;
+        taker.sz = self.rng.random_range(1..=self.coins[c].lot * 3);
+        taker.orig_sz = taker.sz;
+        let hash = hex_string(&self.rng.random::<[u8; 32]>());
+        let mut left = taker.sz;
+        let mut diffs = 0;
+        while left > 0 && diffs < 20 {
+            let Some(maker) = self.books[c].front(maker_side).cloned() else { break };
+            let crosses = match maker_side {
+                Side::Ask => maker.px <= limit,
+                Side::Bid => maker.px >= limit,
+            };
+            if !crosses {
+                break;
+            }
+            let q = left.min(maker.sz);
+            left -= q;
+            self.trade(c, &taker, &maker, q, &hash, out);
+            let (coin, user) = (&self.coins[c], &self.users[maker.user as usize]);
+            let diff_buf = out.streams[Stream::Diffs.index()].begin();
+            if q == maker.sz {
+                events::diff(diff_buf, user, coin, &maker, DiffOp::Remove);
+                out.streams[Stream::Diffs.index()].end();
+                out.note(Stream::Diffs);
+                let st = out.streams[Stream::Statuses.index()].begin();
+                events::status(st, &self.time, user, None, "filled", coin, &maker, 0);
+                out.streams[Stream::Statuses.index()].end();
+                out.note(Stream::Statuses);
+                self.books[c].remove(maker.oid);
+            } else {
+                events::diff(diff_buf, user, coin, &maker, DiffOp::Update { orig_sz: maker.sz, new_sz: maker.sz - q });
+                out.streams[Stream::Diffs.index()].end();
+                out.note(Stream::Diffs);
+                self.books[c].set_size(maker.oid, maker.sz - q);
+            }
+            diffs += 1;
+        }
+        let (status, sz) = if left == 0 { ("filled", 0) } else { ("canceled", left) };
+        let st = out.streams[Stream::Statuses.index()].begin();
+        events::status(st, &self.time, &self.users[taker.user as usize], None, status, &self.coins[c], &taker, sz);
+        out.streams[Stream::Statuses.index()].end();
+        out.note(Stream::Statuses);
+        diffs
+    }
+
+    /// The two fills of one trade (same tid; taker crossed), in random order as the node does.
+    fn trade(&mut self, c: usize, taker: &Order, maker: &Order, q: u64, hash: &str, out: &mut BlockOut) {
+        let coin = &self.coins[c];
+        let notional = u128::from(maker.px) * u128::from(q) * 1_000_000 / 10u128.pow(coin.px_dec + coin.sz_dec);
+        let notional = notional.min(i64::MAX as u128) as i64;
+        let tid = self.rng.random_range(1u64 << 40..1u64 << 50);
+        let maker_first = self.rng.random();
+        let mut sides = Vec::with_capacity(2);
+        for (o, crossed) in [(taker, true), (maker, false)] {
+            let start: i64 = self.rng.random_range(-(coin.lot as i64) * 50..=(coin.lot as i64) * 50);
+            let buys = o.side == Side::Bid;
+            let spot = matches!(coin.kind, Kind::Spot { .. });
+            let (dir, closing) = match (spot, buys, start >= 0) {
+                (true, true, _) => ("Buy", false),
+                (true, false, _) => ("Sell", false),
+                (false, true, true) => ("Open Long", false),
+                (false, true, false) => ("Close Short", true),
+                (false, false, true) => ("Close Long", true),
+                (false, false, false) => ("Open Short", false),
+            };
+            let pnl = if closing { self.rng.random_range(-notional / 50..=notional / 50) } else { 0 };
+            let fee = if crossed { notional * 45 / 100_000 } else { -(notional * 3 / 100_000) };
+            sides.push((o, crossed, start, dir, pnl, fee));
+        }
+        if maker_first {
+            sides.reverse();
+        }
+        for (o, crossed, start_position, dir, closed_pnl, fee) in sides {
+            let f = FillSide {
+                user: &self.users[o.user as usize],
+                order: o,
+                px: maker.px,
+                sz: q,
+                side: o.side,
+                time_ms: self.time_ms,
+                start_position,
+                dir,
+                closed_pnl,
+                hash,
+                crossed,
+                fee,
+                tid,
+            };
+            events::fill(out.streams[Stream::Fills.index()].begin(), coin, &f);
+            out.streams[Stream::Fills.index()].end();
+        }
+    }
+
+    /// One rejected order on coin `c`: never touches the book, but uses an oid like the real thing.
+    fn reject(&mut self, c: usize, out: &mut BlockOut) {
+        let coin = &self.coins[c];
+        let side = if self.rng.random() { Side::Bid } else { Side::Ask };
+        let book = &self.books[c];
+        let near = book.best(other(side)).or(book.best(side)).unwrap_or(coin.mid);
+        let kind = self.rng.random_range(0..100u32);
+        let spot = matches!(coin.kind, Kind::Spot { .. });
+        let (status, tif, px, reduce_only) = if kind < 87 || (spot && kind < 95) {
+            // An Alo order that would cross the book.
+            let px = match side {
+                Side::Bid => near + self.rng.random_range(0..3),
+                Side::Ask => near.saturating_sub(self.rng.random_range(0..3)).max(1),
+            };
+            ("badAloPxRejected", Tif::Alo, px, false)
+        } else if kind < 95 {
+            ("perpMarginRejected", Tif::Ioc, near, false)
+        } else if kind < 99 {
+            ("iocCancelRejected", Tif::Ioc, (near * 4 / 5).max(1), false)
+        } else {
+            ("minTradeNtlRejected", Tif::Gtc, near, true)
+        };
+        let sz = self.rng.random_range(1..=coin.lot * 2);
+        let o = Order {
+            oid: self.next_oid,
+            user: self.rng.random_range(0..USERS as u32),
+            side,
+            px,
+            sz,
+            orig_sz: sz,
+            timestamp: self.time_ms,
+            tif,
+            reduce_only,
+            cloid: self.rng.random_ratio(7, 10).then(|| self.rng.random()),
+        };
+        self.next_oid += 1;
+        let buf = out.streams[Stream::Statuses.index()].begin();
+        events::status(buf, &self.time, &self.users[o.user as usize], None, status, coin, &o, sz);
+        out.streams[Stream::Statuses.index()].end();
+        out.note(Stream::Statuses);
+    }
+}
+
+fn other(side: Side) -> Side {
+    match side {
+        Side::Bid => Side::Ask,
+        Side::Ask => Side::Bid,
+    }
+}

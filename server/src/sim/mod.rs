@@ -1,0 +1,258 @@
+//! A Hyperliquid node simulator (`hlsim`): writes the three node streams exactly as a real non-validator does
+//! (hour files, by-block or streaming lines, realistic volume) and answers its info server, with faults to inject
+//! on demand.
+//!
+//! It keeps its own books (`orders`), independent of the server's engine in `crate::book`: the server is tested
+//! against the simulator, so the two must not share the code under test. The producer changes the books and
+//! writes a block's lines under one lock, and publishes the block's height before releasing it; the info server
+//! copies the books under that lock, so a snapshot's height always matches its books and all written lines.
+
+pub mod block;
+pub mod cli;
+pub mod coins;
+pub mod events;
+pub mod faults;
+pub mod fmt;
+pub mod info;
+pub mod market;
+pub mod orders;
+pub mod writer;
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_faults;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{RngExt, SeedableRng};
+
+pub use cli::SimArgs;
+use block::BlockOut;
+use coins::CoinSpec;
+use faults::Faults;
+use market::{Market, MarketConfig};
+use writer::{HourClock, Writer};
+
+use crate::node::time::now_nanos;
+
+/// What the producer and the info server share.
+#[derive(Debug)]
+pub struct Shared {
+    pub state: Mutex<State>,
+    pub coins: Vec<CoinSpec>,
+    /// Coin whose snapshot answers are wrong while `State::mismatch_left` > 0.
+    pub mismatch: Option<String>,
+}
+
+#[derive(Debug)]
+pub struct State {
+    pub market: Market,
+    /// Last block whose lines were all written (start height − 1 before the first).
+    pub height: u64,
+    pub mismatch_left: u32,
+}
+
+/// The producer: builds each block, writes it, and keeps the cadence.
+#[derive(Debug)]
+pub struct Sim {
+    shared: Arc<Shared>,
+    writer: Writer,
+    out: BlockOut,
+    faults: Faults,
+    next: u64,
+    last: Option<u64>,
+    block_ms: u64,
+    lag_ns: i64,
+    jitter: Xoshiro256PlusPlus,
+}
+
+impl Sim {
+    pub fn new(args: &SimArgs) -> anyhow::Result<Sim> {
+        anyhow::ensure!(args.coins >= 3, "--coins must be at least 3 (BTC, a spot pair, a builder perp)");
+        let coins = coins::universe(args.coins);
+        anyhow::ensure!(args.coins <= coins::max_coins(), "--coins is at most {}", coins::max_coins());
+        let market = Market::new(MarketConfig {
+            coins: coins.clone(),
+            btc_orders: args.btc_orders,
+            orders_per_coin: args.orders_per_coin,
+            diffs_per_block: market::scaled_diffs(args.rate),
+            reject_ratio: args.reject_ratio,
+            seed: args.seed,
+            start_ms: (now_nanos() / 1_000_000) as u64,
+        });
+        let faults = Faults::from_args(args);
+        let mut writer = Writer::new(
+            &args.out,
+            args.mode,
+            HourClock::new(args.rollover_secs),
+            args.prune_keep,
+            faults.clone(),
+        );
+        if let Some(t) = &args.timing {
+            writer.timing(t)?;
+        }
+        let state = State {
+            market,
+            height: args.start_height.saturating_sub(1),
+            mismatch_left: if args.snapshot_mismatch.is_some() { args.snapshot_mismatch_count } else { 0 },
+        };
+        let shared = Arc::new(Shared { state: Mutex::new(state), coins, mismatch: args.snapshot_mismatch.clone() });
+        Ok(Sim {
+            shared,
+            writer,
+            out: BlockOut::default(),
+            faults,
+            next: args.start_height,
+            last: (args.blocks > 0).then(|| args.start_height + args.blocks - 1),
+            block_ms: args.block_ms,
+            lag_ns: args.node_lag_ms as i64 * 1_000_000,
+            jitter: Xoshiro256PlusPlus::seed_from_u64(args.seed ^ 0x5eed),
+        })
+    }
+
+    pub fn shared(&self) -> Arc<Shared> {
+        self.shared.clone()
+    }
+
+    /// Height of the next block to produce.
+    pub fn next_height(&self) -> u64 {
+        self.next
+    }
+
+    /// The last produced block's events (tests).
+    pub fn last_block(&self) -> &BlockOut {
+        &self.out
+    }
+
+    /// Whether `--blocks` have all been produced.
+    pub fn done(&self) -> bool {
+        self.last.is_some_and(|l| self.next > l)
+    }
+
+    /// Produces and writes one block, applying the faults due at its height (pauses sleep without the lock).
+    pub fn step(&mut self) -> std::io::Result<[i64; 3]> {
+        let h = self.next;
+        if self.faults.pause_at == Some(h) {
+            tracing::info!(height = h, secs = self.faults.pause.as_secs(), "pausing before block (node silence)");
+            std::thread::sleep(self.faults.pause);
+        }
+        let written = {
+            let mut st = self.shared.state.lock();
+            let block_time = now_nanos() - self.lag_ns;
+            st.market.block(h, block_time, &mut self.out);
+            let written = self.writer.write_block(&self.out)?;
+            if self.faults.restart_at == Some(h) {
+                tracing::info!(height = h, back = self.faults.restart_back, "re-emitting blocks as a restarted node");
+                self.writer.reemit()?;
+            }
+            st.height = h;
+            written
+        };
+        self.next += 1;
+        if self.faults.stop_mid_line_at == Some(h) {
+            tracing::info!(height = h, "stopped mid-line; pausing before carrying on");
+            std::thread::sleep(self.faults.pause);
+        }
+        Ok(written)
+    }
+
+    /// The gap before the next block: `--block-ms` ±25%.
+    fn interval(&mut self) -> Duration {
+        if self.block_ms == 0 {
+            return Duration::ZERO;
+        }
+        let ms = self.block_ms;
+        Duration::from_micros(self.jitter.random_range(ms * 750..=ms * 1250))
+    }
+
+    /// Produces blocks at the cadence until done or `stop` is set.
+    pub fn produce(&mut self, stop: &AtomicBool) -> std::io::Result<()> {
+        let mut due = Instant::now();
+        while !self.done() && !stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+            let paused = self.faults.pause_at == Some(self.next) || self.faults.stop_mid_line_at.is_some();
+            self.step()?;
+            due = if paused { Instant::now().max(due) } else { due } + self.interval();
+        }
+        Ok(())
+    }
+}
+
+/// Runs the simulator: producer thread, info server, and signal handling. Exits 0 on SIGINT/SIGTERM.
+pub fn run(args: SimArgs) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let r = rt.block_on(serve(args));
+    rt.shutdown_timeout(Duration::from_millis(200));
+    r
+}
+
+async fn serve(args: SimArgs) -> anyhow::Result<()> {
+    let mut sim = Sim::new(&args)?;
+    let listener = tokio::net::TcpListener::bind(args.info_listen).await?;
+    let addr = listener.local_addr()?;
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "info listening on {addr}")?;
+        out.flush()?;
+    }
+    let orders = sim.shared.state.lock().market.order_count();
+    let names: Vec<&str> = sim.shared.coins.iter().map(|c| c.name).collect();
+    tracing::info!(out = %args.out.display(), mode = ?args.mode, coins = ?names, orders, info = %addr,
+        start_height = args.start_height, "hlsim started");
+    let app = info::router(sim.shared());
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(error = %e, "info server failed");
+        }
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    let producer_stop = stop.clone();
+    std::thread::Builder::new().name("hlsim-producer".into()).spawn(move || {
+        let r = sim.produce(&producer_stop);
+        let _ = done_tx.send((r, sim.next_height()));
+    })?;
+    tokio::select! {
+        () = signal() => {
+            stop.store(true, Ordering::Relaxed);
+            tracing::info!("signal received; exiting");
+            return Ok(());
+        }
+        r = done_rx => {
+            let (r, next) = r?;
+            r?;
+            tracing::info!(last_height = next - 1, "all blocks produced");
+        }
+    }
+    if args.exit_when_done {
+        return Ok(());
+    }
+    signal().await;
+    tracing::info!("signal received; exiting");
+    Ok(())
+}
+
+/// SIGINT or SIGTERM.
+async fn signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for SIGTERM");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

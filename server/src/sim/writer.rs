@@ -1,0 +1,265 @@
+//! Writing blocks as the node does: hour files per stream, by-block or streaming lines, every line (or run of
+//! same-stream lines) reaching the file in one `write_all` with no user-space buffering, and the timing CSV.
+//!
+//! The hour a file is named after comes from `HourClock`: the UTC hour of the write by default, or a virtual
+//! clock that advances an hour every few real seconds so tests can watch rollovers and pruning.
+
+use std::collections::VecDeque;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::block::BlockOut;
+use super::faults::{self, Faults};
+use super::fmt::{date_hour, node_time, uint};
+use crate::node::paths::{hour_files, hour_path};
+use crate::node::time::now_nanos;
+use crate::node::{Mode, Stream};
+
+/// By-block write order: fills, statuses, diffs.
+const BY_BLOCK_ORDER: [Stream; 3] = [Stream::Fills, Stream::Statuses, Stream::Diffs];
+
+/// Which (date, hour) file the node writes into now.
+#[derive(Debug)]
+pub enum HourClock {
+    Wall,
+    /// Starts at `base` (22:00 UTC of the start day) and advances an hour every `secs` seconds.
+    Virtual { started: Instant, base: i64, secs: u64 },
+}
+
+impl HourClock {
+    pub fn new(rollover_secs: Option<u64>) -> HourClock {
+        match rollover_secs {
+            None => HourClock::Wall,
+            Some(secs) => {
+                let day = now_nanos().div_euclid(86_400_000_000_000) * 86_400_000_000_000;
+                HourClock::Virtual { started: Instant::now(), base: day + 22 * 3_600_000_000_000, secs: secs.max(1) }
+            }
+        }
+    }
+
+    pub fn now(&self) -> (u32, u8) {
+        match self {
+            HourClock::Wall => date_hour(now_nanos()),
+            HourClock::Virtual { started, base, secs } => {
+                let hours = started.elapsed().as_secs() / secs;
+                date_hour(base + hours as i64 * 3_600_000_000_000)
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Writer {
+    dir: PathBuf,
+    mode: Mode,
+    clock: HourClock,
+    prune_keep: usize,
+    files: [Option<((u32, u8), File)>; 3],
+    faults: Faults,
+    /// Exact bytes written per block, kept only for a coming `--restart-at`.
+    history: VecDeque<Vec<(Stream, Vec<u8>)>>,
+    timing: Option<File>,
+    line: Vec<u8>,
+    /// Whether the previous block left a fragment (stop-mid-line): its rest of the block's diffs is lost.
+    cut: bool,
+}
+
+impl Writer {
+    pub fn new(dir: &Path, mode: Mode, clock: HourClock, prune_keep: usize, faults: Faults) -> Writer {
+        Writer {
+            dir: dir.to_path_buf(),
+            mode,
+            clock,
+            prune_keep,
+            files: [None, None, None],
+            faults,
+            history: VecDeque::new(),
+            timing: None,
+            line: Vec::new(),
+            cut: false,
+        }
+    }
+
+    /// Starts the timing CSV (header written now).
+    pub fn timing(&mut self, path: &Path) -> io::Result<()> {
+        let mut f = File::create(path)?;
+        f.write_all(b"height,block_time_ns,fills_written_ns,statuses_written_ns,diffs_written_ns\n")?;
+        self.timing = Some(f);
+        Ok(())
+    }
+
+    /// Writes every line of block `b`; returns when each stream's last line was written (0 = nothing written).
+    pub fn write_block(&mut self, b: &BlockOut) -> io::Result<[i64; 3]> {
+        let hour = self.clock.now();
+        for s in Stream::ALL {
+            self.open(s, hour)?;
+        }
+        let mut chunks = Vec::new();
+        let written = match self.mode {
+            Mode::ByBlock => self.by_block(b, &mut chunks)?,
+            Mode::Streaming => self.streaming(b, &mut chunks)?,
+        };
+        if self.faults.records(b.height) {
+            self.history.push_back(chunks);
+        }
+        if let Some(t) = &mut self.timing {
+            let mut row = Vec::with_capacity(80);
+            for (i, v) in [b.height as i64, b.block_time, written[0], written[2], written[1]].into_iter().enumerate() {
+                if i > 0 {
+                    row.push(b',');
+                }
+                uint(&mut row, v.max(0) as u64);
+            }
+            row.push(b'\n');
+            t.write_all(&row)?;
+        }
+        Ok(written)
+    }
+
+    /// After `--restart-at`: writes the recorded blocks again, byte for byte.
+    pub fn reemit(&mut self) -> io::Result<()> {
+        let hour = self.clock.now();
+        for chunks in std::mem::take(&mut self.history) {
+            for (s, bytes) in chunks {
+                self.open(s, hour)?;
+                self.file(s).write_all(&bytes)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn file(&mut self, s: Stream) -> &mut File {
+        match &mut self.files[s.index()] {
+            Some((_, f)) => f,
+            None => unreachable!("stream files are opened before writing"),
+        }
+    }
+
+    /// Makes sure stream `s` writes into the file of `hour`; a change of hour is a rollover (and may prune).
+    fn open(&mut self, s: Stream, hour: (u32, u8)) -> io::Result<()> {
+        if self.files[s.index()].as_ref().is_some_and(|(h, _)| *h == hour) {
+            return Ok(());
+        }
+        let rolled = self.files[s.index()].is_some();
+        let path = hour_path(&self.dir, self.mode, s, hour.0, hour.1);
+        if let Some(p) = path.parent() {
+            fs::create_dir_all(p)?;
+        }
+        let f = OpenOptions::new().create(true).append(true).open(&path)?;
+        self.files[s.index()] = Some((hour, f));
+        if rolled {
+            tracing::info!(stream = %s, file = %path.display(), "hour file rolled over");
+            if self.prune_keep > 0 {
+                self.prune(s)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes a stream's hour files beyond the newest `prune_keep`.
+    fn prune(&self, s: Stream) -> io::Result<()> {
+        let files = hour_files(&self.dir, self.mode, s)?;
+        let excess = files.len().saturating_sub(self.prune_keep);
+        for f in &files[..excess] {
+            fs::remove_file(&f.path)?;
+            tracing::info!(file = %f.path.display(), "pruned hour file");
+        }
+        Ok(())
+    }
+
+    /// Appends a line's envelope start (`{"local_time":…,"events":[`) to `self.line`.
+    fn envelope(&mut self, b: &BlockOut) {
+        self.line.extend_from_slice(b"{\"local_time\":\"");
+        node_time(&mut self.line, now_nanos());
+        self.line.extend_from_slice(b"\",\"block_time\":\"");
+        node_time(&mut self.line, b.block_time);
+        self.line.extend_from_slice(b"\",\"block_number\":");
+        uint(&mut self.line, b.height);
+        self.line.extend_from_slice(b",\"events\":[");
+    }
+
+    /// Writes `self.line` to stream `s`, recording it; returns the time it was fully written.
+    fn emit(&mut self, s: Stream, chunks: &mut Vec<(Stream, Vec<u8>)>, record: bool) -> io::Result<i64> {
+        let line = std::mem::take(&mut self.line);
+        self.file(s).write_all(&line)?;
+        let t = now_nanos();
+        if record {
+            chunks.push((s, line.clone()));
+        }
+        self.line = line;
+        self.line.clear();
+        Ok(t)
+    }
+
+    fn by_block(&mut self, b: &BlockOut, chunks: &mut Vec<(Stream, Vec<u8>)>) -> io::Result<[i64; 3]> {
+        let record = self.faults.records(b.height);
+        let mut written = [0; 3];
+        for s in BY_BLOCK_ORDER {
+            if self.faults.drops(b.height, s) {
+                continue;
+            }
+            self.line.clear();
+            self.envelope(b);
+            self.line.extend_from_slice(&b.stream(s).data);
+            self.line.extend_from_slice(b"]}\n");
+            if s == Stream::Statuses && self.faults.corrupt_at == Some(b.height) {
+                faults::corrupt(&mut self.line);
+            }
+            if s == Stream::Diffs && self.faults.stop_mid_line_at == Some(b.height) {
+                let keep = faults::fragment(&self.line).len();
+                self.line.truncate(keep);
+            }
+            written[s.index()] = self.emit(s, chunks, record)?;
+        }
+        Ok(written)
+    }
+
+    fn streaming(&mut self, b: &BlockOut, chunks: &mut Vec<(Stream, Vec<u8>)>) -> io::Result<[i64; 3]> {
+        let record = self.faults.records(b.height);
+        let mut written = [0; 3];
+        let mut next = [0usize; 3];
+        let fills = b.stream(Stream::Fills).len();
+        let runs = std::iter::once((Stream::Fills, fills)).chain(b.seq.iter().copied());
+        self.cut = false;
+        for (s, n) in runs {
+            let from = next[s.index()];
+            next[s.index()] += n;
+            if n == 0 || self.faults.drops(b.height, s) {
+                continue;
+            }
+            self.line.clear();
+            for i in from..from + n {
+                self.streaming_line(b, s, i);
+            }
+            if self.line.is_empty() {
+                continue;
+            }
+            written[s.index()] = self.emit(s, chunks, record)?;
+        }
+        Ok(written)
+    }
+
+    /// Appends event `i` of stream `s` as one streaming line, applying corrupt and stop-mid-line faults.
+    fn streaming_line(&mut self, b: &BlockOut, s: Stream, i: usize) {
+        let stop = s == Stream::Diffs && self.faults.stop_mid_line_at == Some(b.height);
+        if stop && self.cut {
+            return; // The node died at the fragment: the rest of this block's diffs never came.
+        }
+        let start = self.line.len();
+        self.envelope(b);
+        self.line.extend_from_slice(b.stream(s).event(i));
+        self.line.extend_from_slice(b"]}\n");
+        if s == Stream::Statuses && i == 0 && self.faults.corrupt_at == Some(b.height) {
+            let mut one = self.line.split_off(start);
+            faults::corrupt(&mut one);
+            self.line.extend_from_slice(&one);
+        }
+        if stop {
+            let len = self.line.len() - start;
+            self.line.truncate(start + len / 2);
+            self.cut = true;
+        }
+    }
+}
