@@ -17,8 +17,13 @@ fn hlsim_serves_info_and_exits_cleanly_on_sigterm() {
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let addr = line.trim().strip_prefix("info listening on ").unwrap_or_else(|| panic!("{line:?}")).to_string();
     let client = reqwest::blocking::Client::new();
-    let meta: serde_json::Value =
-        client.post(format!("http://{addr}/info")).json(&serde_json::json!({"type":"meta"})).send().unwrap().json().unwrap();
+    let meta: serde_json::Value = client
+        .post(format!("http://{addr}/info"))
+        .json(&serde_json::json!({"type":"meta"}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
     assert_eq!(meta["universe"][0]["name"], "BTC");
     // After its blocks it keeps serving: wait for the last line, then ask for a snapshot at its height.
     let snap = tmp.path().join("snap.json");

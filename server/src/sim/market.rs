@@ -249,7 +249,16 @@ impl Market {
         events::diff(out.streams[Stream::Diffs.index()].begin(), user, coin, &o, DiffOp::New { sz: o.sz });
         out.streams[Stream::Diffs.index()].end();
         out.note(Stream::Diffs);
-        events::status(out.streams[Stream::Statuses.index()].begin(), &self.time, user, Some(&hash), "open", coin, &o, o.sz);
+        events::status(
+            out.streams[Stream::Statuses.index()].begin(),
+            &self.time,
+            user,
+            Some(&hash),
+            "open",
+            coin,
+            &o,
+            o.sz,
+        );
         out.streams[Stream::Statuses.index()].end();
         out.note(Stream::Statuses);
         self.books[c].insert(o);
@@ -267,7 +276,16 @@ impl Market {
         events::diff(out.streams[Stream::Diffs.index()].begin(), user, coin, &o, DiffOp::Remove);
         out.streams[Stream::Diffs.index()].end();
         out.note(Stream::Diffs);
-        events::status(out.streams[Stream::Statuses.index()].begin(), &self.time, user, None, "canceled", coin, &o, o.sz);
+        events::status(
+            out.streams[Stream::Statuses.index()].begin(),
+            &self.time,
+            user,
+            None,
+            "canceled",
+            coin,
+            &o,
+            o.sz,
+        );
         out.streams[Stream::Statuses.index()].end();
         out.note(Stream::Statuses);
         1

@@ -31,8 +31,8 @@ use parking_lot::Mutex;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 
-pub use cli::SimArgs;
 use block::BlockOut;
+pub use cli::SimArgs;
 use coins::CoinSpec;
 use faults::Faults;
 use market::{Market, MarketConfig};
@@ -86,13 +86,8 @@ impl Sim {
             start_ms: (now_nanos() / 1_000_000) as u64,
         });
         let faults = Faults::from_args(args);
-        let mut writer = Writer::new(
-            &args.out,
-            args.mode,
-            HourClock::new(args.rollover_secs),
-            args.prune_keep,
-            faults.clone(),
-        );
+        let mut writer =
+            Writer::new(&args.out, args.mode, HourClock::new(args.rollover_secs), args.prune_keep, faults.clone());
         if let Some(t) = &args.timing {
             writer.timing(t)?;
         }
@@ -178,7 +173,7 @@ impl Sim {
             if due > now {
                 std::thread::sleep(due - now);
             }
-            let paused = self.faults.pause_at == Some(self.next) || self.faults.stop_mid_line_at.is_some();
+            let paused = self.faults.pause_at == Some(self.next) || self.faults.stop_mid_line_at == Some(self.next);
             self.step()?;
             due = if paused { Instant::now().max(due) } else { due } + self.interval();
         }

@@ -202,7 +202,8 @@ fn info_api_over_http() {
         let post = |body: serde_json::Value| client.post(&url).json(&body).send();
 
         let meta: serde_json::Value = post(serde_json::json!({"type":"meta"})).await.unwrap().json().await.unwrap();
-        let names: Vec<&str> = meta["universe"].as_array().unwrap().iter().map(|u| u["name"].as_str().unwrap()).collect();
+        let names: Vec<&str> =
+            meta["universe"].as_array().unwrap().iter().map(|u| u["name"].as_str().unwrap()).collect();
         assert_eq!(names, ["BTC", "ETH", "SOL", "HYPE", "DOGE", "kPEPE"]);
         assert_eq!(meta["universe"][0]["szDecimals"], 5);
         let xyz: serde_json::Value =

@@ -181,7 +181,8 @@ fn rollover_makes_new_hour_files_and_prune_deletes_old_ones() {
     assert_eq!(seen.len(), 3, "{seen:?}");
     assert_eq!(seen.iter().map(|s| s.0).collect::<std::collections::BTreeSet<_>>().len(), 2, "new date folder");
     for s in Stream::ALL {
-        let left: Vec<(u32, u8)> = hour_files(tmp.path(), Mode::ByBlock, s).unwrap().iter().map(|f| (f.date, f.hour)).collect();
+        let left: Vec<(u32, u8)> =
+            hour_files(tmp.path(), Mode::ByBlock, s).unwrap().iter().map(|f| (f.date, f.hour)).collect();
         assert_eq!(left, seen.iter().copied().skip(1).collect::<Vec<_>>(), "{s}: oldest hour pruned");
     }
     // Every block is in exactly one file, in order.

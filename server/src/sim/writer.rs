@@ -25,7 +25,11 @@ const BY_BLOCK_ORDER: [Stream; 3] = [Stream::Fills, Stream::Statuses, Stream::Di
 pub enum HourClock {
     Wall,
     /// Starts at `base` (22:00 UTC of the start day) and advances an hour every `secs` seconds.
-    Virtual { started: Instant, base: i64, secs: u64 },
+    Virtual {
+        started: Instant,
+        base: i64,
+        secs: u64,
+    },
 }
 
 impl HourClock {
