@@ -36,13 +36,11 @@ pub struct CoinSpec {
 /// A spot token: (name, szDecimals, weiDecimals, index).
 pub const TOKENS: [(&str, u32, u32, u32); 3] = [("USDC", 8, 8, 0), ("PURR", 0, 5, 1), ("HYPE", 2, 8, 150)];
 
-// One row of the coin table below: positional arguments keep the table readable.
-#[allow(clippy::too_many_arguments)]
+/// `(px_dec, sz_dec)` travel together: they are the coin's precision.
 const fn spec(
     name: &'static str,
     kind: Kind,
-    px_dec: u32,
-    sz_dec: u32,
+    (px_dec, sz_dec): (u32, u32),
     mid: u64,
     max_leverage: u32,
     weight: u32,
@@ -56,19 +54,19 @@ const fn spec(
 fn all() -> Vec<CoinSpec> {
     use Kind::*;
     vec![
-        spec("BTC", Perp, 0, 5, 81_308, 40, 30, 2_000),
-        spec("@107", Spot { index: 107, base: 2 }, 3, 2, 40_125, 1, 4, 500),
-        spec("xyz:GOLD", Builder("xyz"), 1, 4, 33_425, 20, 3, 20),
-        spec("ETH", Perp, 1, 4, 30_125, 25, 20, 500),
-        spec("SOL", Perp, 2, 2, 15_031, 20, 10, 300),
-        spec("HYPE", Perp, 3, 2, 40_118, 10, 10, 500),
-        spec("DOGE", Perp, 5, 0, 17_012, 10, 6, 2_000),
-        spec("kPEPE", Perp, 6, 0, 10_211, 10, 4, 50_000),
-        spec("@1", Spot { index: 1, base: 1 }, 5, 0, 12_345, 1, 2, 300),
-        spec("XRP", Perp, 4, 0, 25_013, 20, 5, 400),
-        spec("AVAX", Perp, 3, 2, 22_410, 10, 3, 300),
-        spec("LINK", Perp, 3, 1, 14_025, 10, 3, 200),
-        spec("xyz:SILVER", Builder("xyz"), 3, 2, 32_150, 10, 2, 300),
+        spec("BTC", Perp, (0, 5), 81_308, 40, 30, 2_000),
+        spec("@107", Spot { index: 107, base: 2 }, (3, 2), 40_125, 1, 4, 500),
+        spec("xyz:GOLD", Builder("xyz"), (1, 4), 33_425, 20, 3, 20),
+        spec("ETH", Perp, (1, 4), 30_125, 25, 20, 500),
+        spec("SOL", Perp, (2, 2), 15_031, 20, 10, 300),
+        spec("HYPE", Perp, (3, 2), 40_118, 10, 10, 500),
+        spec("DOGE", Perp, (5, 0), 17_012, 10, 6, 2_000),
+        spec("kPEPE", Perp, (6, 0), 10_211, 10, 4, 50_000),
+        spec("@1", Spot { index: 1, base: 1 }, (5, 0), 12_345, 1, 2, 300),
+        spec("XRP", Perp, (4, 0), 25_013, 20, 5, 400),
+        spec("AVAX", Perp, (3, 2), 22_410, 10, 3, 300),
+        spec("LINK", Perp, (3, 1), 14_025, 10, 3, 200),
+        spec("xyz:SILVER", Builder("xyz"), (3, 2), 32_150, 10, 2, 300),
     ]
 }
 

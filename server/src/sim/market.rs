@@ -82,6 +82,23 @@ impl Market {
         m
     }
 
+    /// An independent copy, for building blocks outside the producer (tests).
+    #[cfg(test)]
+    pub fn clone_for_test(&self) -> Market {
+        Market {
+            coins: self.coins.clone(),
+            books: self.books.clone(),
+            users: self.users.clone(),
+            rng: self.rng.clone(),
+            next_oid: self.next_oid,
+            target: self.target.clone(),
+            diffs_per_block: self.diffs_per_block,
+            reject_ratio: self.reject_ratio,
+            time: Vec::new(),
+            time_ms: 0,
+        }
+    }
+
     pub fn order_count(&self) -> usize {
         self.books.iter().map(SimBook::len).sum()
     }

@@ -173,7 +173,7 @@ impl Sim {
             if due > now {
                 std::thread::sleep(due - now);
             }
-            let paused = self.faults.pause_at == Some(self.next) || self.faults.stop_mid_line_at.is_some();
+            let paused = self.faults.pause_at == Some(self.next) || self.faults.stop_mid_line_at == Some(self.next);
             self.step()?;
             due = if paused { Instant::now().max(due) } else { due } + self.interval();
         }
