@@ -22,8 +22,10 @@ fn quoted_decimal(out: &mut Vec<u8>, units: u64, dec: u32) {
 fn cloid(out: &mut Vec<u8>, c: Option<u128>) {
     match c {
         Some(c) => {
+            // By hand: a `format!` per event is measurable at 100k statuses a block.
+            const HEX: &[u8; 16] = b"0123456789abcdef";
             out.extend_from_slice(b"\"0x");
-            out.extend_from_slice(format!("{c:032x}").as_bytes());
+            out.extend((0..32).rev().map(|i| HEX[(c >> (i * 4)) as usize & 0xf]));
             out.push(b'"');
         }
         None => out.extend_from_slice(b"null"),
