@@ -73,14 +73,13 @@ fn written_times(timing: &Path) -> HashMap<u64, i64> {
 
 struct Case {
     mode: Mode,
-    mode_name: &'static str,
     rate: &'static str,
     validate: bool,
 }
 
 fn run(case: &Case, secs: u64) {
     let tmp = tempfile::tempdir().expect("temp dir");
-    let (sim, info) = start_sim(tmp.path(), case.mode_name, case.rate);
+    let (sim, info) = start_sim(tmp.path(), case.mode.as_str(), case.rate);
     let url = format!("http://{info}/info");
     let snaps = tmp.path().join("snapshots");
     let shared = Arc::new(Shared::new(Books::default(), Duration::from_secs(10)));
@@ -131,7 +130,7 @@ fn report(case: &Case, shared: &Shared, written: &HashMap<u64, i64>, heights: st
     for (what, h) in [("written→applied", &total), ("written→read", &read)] {
         println!(
             "{:<9} rate={:<3} validate={:<5} {what:<16} n={:<5} p50={:>6} µs p99={:>6} µs p99.9={:>6} µs max={:>6} µs{v}",
-            case.mode_name,
+            case.mode.as_str(),
             case.rate,
             case.validate,
             h.len(),
@@ -150,11 +149,11 @@ fn main() {
     }
     let secs = std::env::var("HLBOOK_BENCH_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(90);
     let cases = [
-        Case { mode: Mode::ByBlock, mode_name: "by-block", rate: "1", validate: false },
-        Case { mode: Mode::ByBlock, mode_name: "by-block", rate: "1", validate: true },
-        Case { mode: Mode::ByBlock, mode_name: "by-block", rate: "10", validate: false },
-        Case { mode: Mode::Streaming, mode_name: "streaming", rate: "1", validate: false },
-        Case { mode: Mode::Streaming, mode_name: "streaming", rate: "10", validate: false },
+        Case { mode: Mode::ByBlock, rate: "1", validate: false },
+        Case { mode: Mode::ByBlock, rate: "1", validate: true },
+        Case { mode: Mode::ByBlock, rate: "10", validate: false },
+        Case { mode: Mode::Streaming, rate: "1", validate: false },
+        Case { mode: Mode::Streaming, rate: "10", validate: false },
     ];
     let pick = std::env::var("HLBOOK_BENCH_CASES").ok();
     for (i, case) in cases.iter().enumerate() {

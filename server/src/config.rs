@@ -172,7 +172,8 @@ fn secs(key: &'static str, v: f64) -> Result<(), ConfigError> {
     if v.is_finite() && (0.0..=86_400.0).contains(&v) { Ok(()) } else { Err(invalid(key, "seconds in 0..=86400")) }
 }
 
-fn expand_home(p: &Path) -> PathBuf {
+/// `~/…` under `$HOME`; other paths unchanged.
+pub fn expand_home(p: &Path) -> PathBuf {
     match (p.strip_prefix("~"), std::env::var_os("HOME")) {
         (Ok(rest), Some(home)) => PathBuf::from(home).join(rest),
         _ => p.to_path_buf(),

@@ -19,7 +19,8 @@ fn relay(dir: &std::path::Path, mode: &str, listen: &str, log: &std::path::Path)
     (p, addr)
 }
 
-fn run(mode: Mode, mode_name: &str, last: u64) {
+fn run(mode: Mode, last: u64) {
+    let mode_name = mode.as_str();
     let Some(cap) = common::unpack() else { return };
     let dst = tempfile::tempdir().unwrap();
     let logs = tempfile::tempdir().unwrap();
@@ -68,10 +69,10 @@ fn run(mode: Mode, mode_name: &str, last: u64) {
 
 #[test]
 fn by_block_through_a_restarted_relay() {
-    run(Mode::ByBlock, "by-block", 985148232);
+    run(Mode::ByBlock, 985148232);
 }
 
 #[test]
 fn streaming_through_a_restarted_relay() {
-    run(Mode::Streaming, "streaming", 985148231);
+    run(Mode::Streaming, 985148231);
 }

@@ -25,13 +25,6 @@ struct Run {
     last: u64,
 }
 
-fn mode_name(mode: Mode) -> &'static str {
-    match mode {
-        Mode::ByBlock => "by-block",
-        Mode::Streaming => "streaming",
-    }
-}
-
 /// Starts the simulator for `blocks` blocks with `fault` flags, then the server while it writes.
 fn start(mode: Mode, blocks: u64, fault: &[&str], serve_extra: &[&str]) -> Run {
     let out = tempfile::tempdir().unwrap();
@@ -42,7 +35,7 @@ fn start(mode: Mode, blocks: u64, fault: &[&str], serve_extra: &[&str]) -> Run {
         "--out",
         dir.to_str().unwrap(),
         "--mode",
-        mode_name(mode),
+        mode.as_str(),
         "--coins",
         "5",
         "--btc-orders",
@@ -68,7 +61,7 @@ fn start(mode: Mode, blocks: u64, fault: &[&str], serve_extra: &[&str]) -> Run {
         "--node-dir",
         dir.to_str().unwrap(),
         "--mode",
-        mode_name(mode),
+        mode.as_str(),
         "--info-url",
         &info_url,
         "--snapshot-dir",

@@ -31,10 +31,7 @@ pub struct RelayArgs {
 
 pub fn run(args: &RelayArgs) -> anyhow::Result<()> {
     super::serve::init_logging(&args.log_format, "info");
-    let node_dir = match (args.node_dir.strip_prefix("~"), std::env::var_os("HOME")) {
-        (Ok(rest), Some(home)) => PathBuf::from(home).join(rest),
-        _ => args.node_dir.clone(),
-    };
+    let node_dir = crate::config::expand_home(&args.node_dir);
     let listener = TcpListener::bind(&args.listen).with_context(|| format!("binding {}", args.listen))?;
     let local = listener.local_addr()?;
     println!("relay listening on {local}");

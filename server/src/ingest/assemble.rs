@@ -110,7 +110,6 @@ impl Assembler {
         }
         p.got[stream.index()] = true;
         p.block.push(stream, line);
-        p.block.read_at = crate::node::time::now_nanos();
     }
 
     /// Starts over after `height`: partly assembled blocks are dropped because their lines are coming again.
@@ -132,12 +131,15 @@ impl Assembler {
             return None;
         }
         let h = self.emitted + 1;
-        let out = match self.mode {
+        let mut out = match self.mode {
             Mode::ByBlock => self.next_by_block(h)?,
             Mode::Streaming => self.next_streaming(h)?,
         };
         self.emitted = h;
-        if let Assembled::Block(b) = &out {
+        if let Assembled::Block(b) = &mut out {
+            // One clock read per block, not per line (streaming blocks have thousands of lines): the block is
+            // handed out in the same step that read its completing line.
+            b.read_at = crate::node::time::now_nanos();
             self.last_block_time = b.block_time;
         } else {
             self.counters.broken_blocks += 1;

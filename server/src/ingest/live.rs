@@ -135,7 +135,7 @@ pub struct BlockTimes {
     pub block_time: i64,
     /// The node's `local_time` of the block's last line.
     pub node_written: i64,
-    /// We read the block's last line.
+    /// We had read the whole block (its completing line parsed).
     pub read: i64,
     /// The block was applied to the books.
     pub applied: i64,

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::source::{FileSource, LineSource, SourceEvent};
 use super::tail::block_number;
-use super::tcp::{HEARTBEAT, MAGIC, mode_name, write_frame};
+use super::tcp::{HEARTBEAT, MAGIC, write_frame};
 use crate::node::Mode;
 
 #[derive(Clone, Debug)]
@@ -69,8 +69,8 @@ fn handshake(sock: &TcpStream, mode: Mode) -> io::Result<u64> {
     let rest = line.trim_end().strip_prefix(MAGIC).ok_or_else(|| refuse(format!("expected {MAGIC:?}")))?;
     let mut parts = rest.split_whitespace();
     let want = parts.next().unwrap_or("");
-    if want != mode_name(mode) {
-        return Err(refuse(format!("this relay serves {} lines, not {want:?}", mode_name(mode))));
+    if want != mode.as_str() {
+        return Err(refuse(format!("this relay serves {} lines, not {want:?}", mode.as_str())));
     }
     let after = parts.next().and_then(|h| h.parse().ok()).ok_or_else(|| refuse("bad height".into()))?;
     (&*sock).write_all(format!("{MAGIC} OK\n").as_bytes())?;

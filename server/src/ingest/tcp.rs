@@ -29,13 +29,6 @@ const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// A frame longer than this is a protocol error, not a node line (the largest seen are tens of MB).
 pub const MAX_FRAME: usize = 1 << 30;
 
-pub fn mode_name(mode: Mode) -> &'static str {
-    match mode {
-        Mode::ByBlock => "by-block",
-        Mode::Streaming => "streaming",
-    }
-}
-
 pub fn stream_tag(stream: Stream) -> u8 {
     match stream {
         Stream::Fills => b'F',
@@ -140,7 +133,7 @@ impl TcpSource {
         let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-        (&stream).write_all(format!("{MAGIC} {} {}\n", mode_name(self.mode), self.resume_after).as_bytes())?;
+        (&stream).write_all(format!("{MAGIC} {} {}\n", self.mode.as_str(), self.resume_after).as_bytes())?;
         let mut reply = String::new();
         BufReader::new(&stream).take(512).read_line(&mut reply)?;
         match reply.trim_end().strip_prefix(MAGIC) {

@@ -16,7 +16,7 @@ pub struct Block {
     pub statuses: Vec<OrderStatus>,
     pub fills: Vec<Fill>,
     pub rejected_statuses: u32,
-    /// When the last line of this block was read by us (Unix ns; 0 when not recorded).
+    /// When we had read all of this block and handed it out whole (Unix ns; 0 when not recorded).
     pub read_at: UnixNanos,
 }
 

@@ -29,6 +29,16 @@ pub enum Mode {
     Streaming,
 }
 
+impl Mode {
+    /// The name on the command line, in config files and in the relay protocol.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::ByBlock => "by-block",
+            Mode::Streaming => "streaming",
+        }
+    }
+}
+
 impl Stream {
     pub const ALL: [Stream; 3] = [Stream::Fills, Stream::Diffs, Stream::Statuses];
 

@@ -72,6 +72,16 @@ impl BlockOut {
         &self.streams[s.index()]
     }
 
+    /// Writes one event of `s` with `write`; diffs and statuses are also noted in streaming order (fills are
+    /// written first in every block, so they need no order).
+    pub fn event(&mut self, s: Stream, write: impl FnOnce(&mut Vec<u8>)) {
+        write(self.streams[s.index()].begin());
+        self.streams[s.index()].end();
+        if s != Stream::Fills {
+            self.note(s);
+        }
+    }
+
     /// Notes that one more event of `s` (diffs or statuses) follows in streaming order.
     pub fn note(&mut self, s: Stream) {
         match self.seq.last_mut() {

@@ -246,21 +246,8 @@ impl Market {
         let hash = hex_string(&self.rng.random::<[u8; 32]>());
         let coin = &self.coins[c];
         let user = &self.users[o.user as usize];
-        events::diff(out.streams[Stream::Diffs.index()].begin(), user, coin, &o, DiffOp::New { sz: o.sz });
-        out.streams[Stream::Diffs.index()].end();
-        out.note(Stream::Diffs);
-        events::status(
-            out.streams[Stream::Statuses.index()].begin(),
-            &self.time,
-            user,
-            Some(&hash),
-            "open",
-            coin,
-            &o,
-            o.sz,
-        );
-        out.streams[Stream::Statuses.index()].end();
-        out.note(Stream::Statuses);
+        out.event(Stream::Diffs, |b| events::diff(b, user, coin, &o, DiffOp::New { sz: o.sz }));
+        out.event(Stream::Statuses, |b| events::status(b, &self.time, user, Some(&hash), "open", coin, &o, o.sz));
         self.books[c].insert(o);
         1
     }
@@ -273,21 +260,8 @@ impl Market {
         let Some(o) = self.books[c].remove(oid) else { return 0 };
         let coin = &self.coins[c];
         let user = &self.users[o.user as usize];
-        events::diff(out.streams[Stream::Diffs.index()].begin(), user, coin, &o, DiffOp::Remove);
-        out.streams[Stream::Diffs.index()].end();
-        out.note(Stream::Diffs);
-        events::status(
-            out.streams[Stream::Statuses.index()].begin(),
-            &self.time,
-            user,
-            None,
-            "canceled",
-            coin,
-            &o,
-            o.sz,
-        );
-        out.streams[Stream::Statuses.index()].end();
-        out.note(Stream::Statuses);
+        out.event(Stream::Diffs, |b| events::diff(b, user, coin, &o, DiffOp::Remove));
+        out.event(Stream::Statuses, |b| events::status(b, &self.time, user, None, "canceled", coin, &o, o.sz));
         1
     }
 
@@ -320,29 +294,20 @@ impl Market {
             left -= q;
             self.trade(c, &taker, &maker, q, &hash, out);
             let (coin, user) = (&self.coins[c], &self.users[maker.user as usize]);
-            let diff_buf = out.streams[Stream::Diffs.index()].begin();
             if q == maker.sz {
-                events::diff(diff_buf, user, coin, &maker, DiffOp::Remove);
-                out.streams[Stream::Diffs.index()].end();
-                out.note(Stream::Diffs);
-                let st = out.streams[Stream::Statuses.index()].begin();
-                events::status(st, &self.time, user, None, "filled", coin, &maker, 0);
-                out.streams[Stream::Statuses.index()].end();
-                out.note(Stream::Statuses);
+                out.event(Stream::Diffs, |b| events::diff(b, user, coin, &maker, DiffOp::Remove));
+                out.event(Stream::Statuses, |b| events::status(b, &self.time, user, None, "filled", coin, &maker, 0));
                 self.books[c].remove(maker.oid);
             } else {
-                events::diff(diff_buf, user, coin, &maker, DiffOp::Update { orig_sz: maker.sz, new_sz: maker.sz - q });
-                out.streams[Stream::Diffs.index()].end();
-                out.note(Stream::Diffs);
+                let update = DiffOp::Update { orig_sz: maker.sz, new_sz: maker.sz - q };
+                out.event(Stream::Diffs, |b| events::diff(b, user, coin, &maker, update));
                 self.books[c].set_size(maker.oid, maker.sz - q);
             }
             diffs += 1;
         }
         let (status, sz) = if left == 0 { ("filled", 0) } else { ("canceled", left) };
-        let st = out.streams[Stream::Statuses.index()].begin();
-        events::status(st, &self.time, &self.users[taker.user as usize], None, status, &self.coins[c], &taker, sz);
-        out.streams[Stream::Statuses.index()].end();
-        out.note(Stream::Statuses);
+        let (user, coin) = (&self.users[taker.user as usize], &self.coins[c]);
+        out.event(Stream::Statuses, |b| events::status(b, &self.time, user, None, status, coin, &taker, sz));
         diffs
     }
 
@@ -389,8 +354,7 @@ impl Market {
                 fee,
                 tid,
             };
-            events::fill(out.streams[Stream::Fills.index()].begin(), coin, &f);
-            out.streams[Stream::Fills.index()].end();
+            out.event(Stream::Fills, |b| events::fill(b, coin, &f));
         }
     }
 
@@ -430,10 +394,8 @@ impl Market {
             cloid: self.rng.random_ratio(7, 10).then(|| self.rng.random()),
         };
         self.next_oid += 1;
-        let buf = out.streams[Stream::Statuses.index()].begin();
-        events::status(buf, &self.time, &self.users[o.user as usize], None, status, coin, &o, sz);
-        out.streams[Stream::Statuses.index()].end();
-        out.note(Stream::Statuses);
+        let user = &self.users[o.user as usize];
+        out.event(Stream::Statuses, |b| events::status(b, &self.time, user, None, status, coin, &o, sz));
     }
 }
 

@@ -2,7 +2,6 @@
 //! diagnostics (our books in the node's snapshot format, to diff against the node's own).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 
 use axum::Router;
 use axum::extract::{Query, State};
@@ -66,9 +65,4 @@ async fn l4snapshot(State(s): State<AppState>, Query(q): Query<SnapshotQuery>) -
         Ok(Err(e)) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
-}
-
-/// Reads a counter (for tests and metrics).
-pub fn load(c: &std::sync::atomic::AtomicU64) -> u64 {
-    c.load(Relaxed)
 }
