@@ -47,6 +47,30 @@ pub struct IngestConfig {
 pub struct ServerConfig {
     /// Addresses to serve HTTP and WebSocket on (several allowed).
     pub listen: Vec<String>,
+    /// Offer permessage-deflate to clients that ask for it.
+    pub compression: bool,
+    /// Deflate level 1 (fastest) to 9; each shared frame is compressed once at this level.
+    pub compression_level: u32,
+    /// Open WebSocket connections, in total and per client IP.
+    pub max_connections: usize,
+    pub max_connections_per_ip: usize,
+    /// New WebSocket connections a minute from one IP.
+    pub new_connections_per_minute_per_ip: u32,
+    /// Subscriptions one connection may hold.
+    pub max_subscriptions: usize,
+    /// Largest client frame (and inflated message), in bytes.
+    pub max_frame_bytes: usize,
+    /// Client messages a minute on one connection.
+    pub max_messages_per_minute: u32,
+    /// Close a connection after this many seconds with nothing sent or received.
+    pub idle_timeout_secs: u64,
+    /// Require this bearer token (`?token=` or `Authorization: Bearer`); empty: open.
+    pub token: String,
+    /// Blocks of trades/l4Book frames kept for connections that fall behind, and their byte cap.
+    pub backlog_blocks: usize,
+    pub backlog_bytes: usize,
+    /// Pass HTTP `POST /info` types other than l2Book to `ingest.info_url` (the node's info server).
+    pub info_passthrough: bool,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -76,7 +100,22 @@ impl Default for IngestConfig {
 
 impl Default for ServerConfig {
     fn default() -> ServerConfig {
-        ServerConfig { listen: vec!["127.0.0.1:8000".into()] }
+        ServerConfig {
+            listen: vec!["127.0.0.1:8000".into()],
+            compression: true,
+            compression_level: 1,
+            max_connections: 10_000,
+            max_connections_per_ip: 1_000,
+            new_connections_per_minute_per_ip: 1_200,
+            max_subscriptions: 1_000,
+            max_frame_bytes: 1 << 20,
+            max_messages_per_minute: 2_000,
+            idle_timeout_secs: 60,
+            token: String::new(),
+            backlog_blocks: 2_048,
+            backlog_bytes: 256 << 20,
+            info_passthrough: true,
+        }
     }
 }
 
@@ -131,6 +170,29 @@ impl Config {
         }
         for a in &self.server.listen {
             a.parse::<SocketAddr>().map_err(|e| invalid("server.listen", &format!("{a:?}: {e}")))?;
+        }
+        let v = &self.server;
+        if !(1..=9).contains(&v.compression_level) {
+            return Err(invalid("server.compression_level", "must be 1..=9"));
+        }
+        for (key, n) in [
+            ("server.max_connections", v.max_connections),
+            ("server.max_connections_per_ip", v.max_connections_per_ip),
+            ("server.new_connections_per_minute_per_ip", v.new_connections_per_minute_per_ip as usize),
+            ("server.max_subscriptions", v.max_subscriptions),
+            ("server.max_messages_per_minute", v.max_messages_per_minute as usize),
+            ("server.idle_timeout_secs", v.idle_timeout_secs as usize),
+            ("server.backlog_blocks", v.backlog_blocks),
+        ] {
+            if n == 0 {
+                return Err(invalid(key, "must be at least 1"));
+            }
+        }
+        if v.max_frame_bytes < 1024 {
+            return Err(invalid("server.max_frame_bytes", "must be at least 1024"));
+        }
+        if v.backlog_bytes < 1 << 20 {
+            return Err(invalid("server.backlog_bytes", "must be at least 1048576"));
         }
         if !matches!(self.log.format.as_str(), "human" | "json") {
             return Err(invalid("log.format", "`human` or `json`"));

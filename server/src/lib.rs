@@ -1,7 +1,7 @@
 //! hlbook: a self-hosted Hyperliquid order-book server.
 //!
 //! The data path reads in module order: `node` (what the node writes) → `ingest` (reading it, assembling blocks)
-//! → `book` (exact L4 books and their L2 views) → `ws` (serving them); `config` holds the settings and `sim` the
+//! → `book` (exact L4 books and their L2 views) → `publish` (frames, serialized once) → `ws` (serving them); `config` holds the settings and `sim` the
 //! node simulator that stands in for hl-node in tests, demos and benchmarks.
 
 pub mod book;
@@ -9,5 +9,6 @@ pub mod cli;
 pub mod config;
 pub mod ingest;
 pub mod node;
+pub mod publish;
 pub mod sim;
 pub mod ws;

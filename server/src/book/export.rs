@@ -84,14 +84,23 @@ impl Serialize for SideOut<'_> {
     }
 }
 
+/// A coin's two sides as `[bids, asks]` (the `l4Book` snapshot frame's `levels`).
+#[derive(Debug)]
+pub struct SidesOut<'a>(pub &'a CoinBook);
+
+impl Serialize for SidesOut<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (SideOut(self.0, Side::Bid), SideOut(self.0, Side::Ask)).serialize(s)
+    }
+}
+
 /// One coin as `[coin, [bids, asks]]`.
 #[derive(Debug)]
 pub struct CoinOut<'a>(pub &'a CoinBook);
 
 impl Serialize for CoinOut<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let sides = (SideOut(self.0, Side::Bid), SideOut(self.0, Side::Ask));
-        (&**self.0.coin(), sides).serialize(s)
+        (&**self.0.coin(), SidesOut(self.0)).serialize(s)
     }
 }
 

@@ -3,12 +3,14 @@
 //! Threads: one ingest thread (blocking: files or relay → books), one validation thread, and the tokio runtime
 //! for HTTP. Shutdown stops accepting, lets the runtime finish, then stops the threads; exit 0.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
 
 use anyhow::Context;
+use axum::serve::ListenerExt;
 
 use crate::book::Books;
 use crate::config::{Config, Source};
@@ -16,7 +18,11 @@ use crate::ingest::info::SnapshotFrom;
 use crate::ingest::live::{Ingest, LiveConfig, Shared, SourceSpec};
 use crate::ingest::validate::{self, ValidateConfig};
 use crate::node::Mode;
+use crate::publish::{self, Hub};
 use crate::ws::http::{AppState, router};
+use crate::ws::info::Passthrough;
+use crate::ws::limits::Limits;
+use crate::ws::{WsContext, WsCounters};
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -139,8 +145,26 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     }
     tracing::info!(source = %c.ingest.source, mode = ?c.ingest.mode, "hlbook starting");
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let served = rt.block_on(serve_http(&c.server.listen, AppState { shared }));
+    let hub = Arc::new(Hub::new(shared.clone(), c.server.backlog_blocks + FEED_MARGIN, c.server.backlog_bytes));
+    let publisher = {
+        let (hub, st) = (hub.clone(), stop.clone());
+        rt.spawn_blocking(move || publish::run(hub, &st))
+    };
+    let (closing_tx, closing) = tokio::sync::watch::channel(false);
+    let passthrough = (c.server.info_passthrough && !c.ingest.info_url.is_empty())
+        .then(|| Passthrough { client: reqwest::Client::new(), url: c.ingest.info_url.clone() });
+    let ws = Arc::new(WsContext {
+        hub,
+        cfg: c.server.clone(),
+        passthrough,
+        limits: Arc::new(Limits::new(&c.server)),
+        counters: WsCounters::default(),
+        closing,
+    });
+    let served = rt.block_on(serve_http(&c.server.listen, AppState { shared, ws: ws.clone() }, closing_tx));
+    rt.block_on(drain(&ws));
     stop.store(true, Relaxed);
+    let _ = rt.block_on(publisher);
     for t in threads {
         let _ = t.join();
     }
@@ -148,8 +172,15 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     served
 }
 
-async fn serve_http(listen: &[String], state: AppState) -> anyhow::Result<()> {
-    let app = router(state);
+/// Feed ticks kept beyond one connection's backlog, so a connection at its limit still finds its next tick.
+const FEED_MARGIN: usize = 64;
+
+async fn serve_http(
+    listen: &[String],
+    state: AppState,
+    closing: tokio::sync::watch::Sender<bool>,
+) -> anyhow::Result<()> {
+    let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
     let mut tasks = Vec::new();
     for addr in listen {
         let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
@@ -157,13 +188,31 @@ async fn serve_http(listen: &[String], state: AppState) -> anyhow::Result<()> {
         // Tests and scripts read the bound address (port 0 picks one) from stdout.
         println!("hlbook listening on {local}");
         tracing::info!(%local, "listening");
-        let app = app.clone();
-        tasks.push(tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(shutdown()).await }));
+        // Frames are small and latency is the product: never let Nagle hold one back.
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        let (app, mut done) = (app.clone(), closing.subscribe());
+        let stopped = async move {
+            let _ = done.wait_for(|c| *c).await;
+        };
+        tasks.push(tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(stopped).await }));
     }
+    // Stop accepting on the first signal; upgraded connections are told to close below.
+    shutdown().await;
+    let _ = closing.send(true);
     for t in tasks {
         t.await??;
     }
     Ok(())
+}
+
+/// Waits (at most 3 s) for the connections to send their close frames and end.
+async fn drain(ws: &WsContext) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(3);
+    while ws.limits.open() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 /// Resolves on SIGTERM or SIGINT.

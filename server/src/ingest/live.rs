@@ -65,6 +65,8 @@ pub struct Shared {
     pub timeline: Mutex<VecDeque<BlockTimes>>,
     /// Coins replaced by a repair since the publisher last looked: their subscribers need a fresh snapshot.
     repaired: Mutex<Vec<Coin>>,
+    /// Times whole books were installed from a snapshot (changed under the write lock).
+    installs: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
@@ -77,10 +79,17 @@ impl Shared {
             recent: Mutex::new(VecDeque::with_capacity(RECENT_BLOCKS)),
             repaired: Mutex::new(Vec::new()),
             timeline: Mutex::new(VecDeque::with_capacity(TIMELINE)),
+            installs: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
-    /// Number of times the books changed (blocks applied, snapshots installed, coins repaired).
+    /// Times whole books were replaced by a snapshot; read under the books' lock, it tells a reader that the
+    /// books it saw before are gone.
+    pub fn installs(&self) -> u64 {
+        self.installs.load(Relaxed)
+    }
+
+    /// Wake-ups of the publisher: blocks applied, snapshots installed, coins repaired, subscriptions changed.
     pub fn applied_seq(&self) -> u64 {
         *self.applied.lock()
     }
@@ -270,8 +279,26 @@ impl Ingest {
 
     fn apply(&mut self, block: Block) {
         let block = Arc::new(block);
-        let outcome = self.shared.books.write().apply(&block);
-        let applied = now_nanos();
+        let outcome = {
+            let mut books = self.shared.books.write();
+            let outcome = books.apply(&block);
+            if let Outcome::Applied(_) = outcome {
+                // Recorded under the write lock, so a reader of the books at this height also finds the block and
+                // its times.
+                let applied = now_nanos();
+                let written = block.node_written.iter().flatten().max().copied();
+                let (height, block_time, read) = (block.height, block.block_time, block.read_at);
+                self.shared.record(BlockTimes {
+                    height,
+                    block_time,
+                    node_written: written.unwrap_or(0),
+                    read,
+                    applied,
+                });
+                self.shared.remember(block.clone());
+            }
+            outcome
+        };
         let c = &self.shared.health.counters;
         match outcome {
             Outcome::Applied(a) => {
@@ -283,10 +310,6 @@ impl Ingest {
                 }
                 let written = block.node_written.iter().flatten().max().copied();
                 self.shared.health.applied(block.height, block.block_time, written);
-                let (height, block_time, read) = (block.height, block.block_time, block.read_at);
-                let node_written = written.unwrap_or(0);
-                self.shared.record(BlockTimes { height, block_time, node_written, read, applied });
-                self.shared.remember(block);
                 self.shared.bump();
             }
             Outcome::AlreadyApplied { .. } => {
@@ -382,8 +405,12 @@ impl Ingest {
             return;
         }
         let orders = books.order_count();
-        *self.shared.books.write() = books;
-        self.shared.recent.lock().clear();
+        {
+            let mut guard = self.shared.books.write();
+            *guard = books;
+            self.shared.recent.lock().clear();
+            self.shared.installs.fetch_add(1, Relaxed);
+        }
         self.shared.health.resynced(h);
         self.shared.bump();
         tracing::info!("books loaded at height {h} ({orders} orders); applying {} cached blocks", cache.len());

@@ -62,6 +62,13 @@ impl<const N: usize> HexBytes<N> {
     }
 }
 
+impl<const N: usize> Default for HexBytes<N> {
+    /// All zero bytes (the zero address).
+    fn default() -> Self {
+        HexBytes([0; N])
+    }
+}
+
 impl<const N: usize> fmt::Display for HexBytes<N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("0x")?;

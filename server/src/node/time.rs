@@ -27,6 +27,18 @@ pub fn nanos_to_millis(t: UnixNanos) -> i64 {
     t.div_euclid(1_000_000)
 }
 
+/// Formats nanoseconds the way the node writes times (`2026-05-05T17:39:13.024084407`).
+pub fn format_node_time(t: UnixNanos) -> String {
+    match time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(t)) {
+        Ok(dt) => {
+            let (y, mo, d) = (dt.year(), u8::from(dt.month()), dt.day());
+            let (h, mi, s, ns) = (dt.hour(), dt.minute(), dt.second(), dt.nanosecond());
+            format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{ns:09}")
+        }
+        Err(_) => String::new(),
+    }
+}
+
 /// Current wall-clock time.
 pub fn now_nanos() -> UnixNanos {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
@@ -45,5 +57,7 @@ mod tests {
         assert_eq!(parse_node_time("2026-05-05T17:39:13").unwrap(), 1_778_002_753_000_000_000);
         assert!(parse_node_time("2026-05-05 17:39:13").is_err());
         assert!(parse_node_time("").is_err());
+        assert_eq!(format_node_time(t), "2026-05-05T17:39:13.024084407");
+        assert_eq!(parse_node_time(&format_node_time(1_778_002_753_500_000_000)).unwrap(), 1_778_002_753_500_000_000);
     }
 }

@@ -1,28 +1,52 @@
-//! Plain HTTP endpoints beside the WebSocket: `/health` for operators and balancers, `/l4snapshot` for
-//! diagnostics (our books in the node's snapshot format, to diff against the node's own).
+//! The router: `/ws`, and the plain HTTP endpoints beside it: `/health` for operators and balancers, `POST /info`
+//! for SDKs, `/l4snapshot` for diagnostics (our books in the node's snapshot format, to diff against the node's).
 
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Query, State};
+use axum::extract::{FromRef, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use serde::Deserialize;
 
 use crate::book::export::write_snapshot;
 use crate::ingest::health::State as Health;
 use crate::ingest::live::Shared;
 use crate::node::Coin;
+use crate::ws::WsContext;
 
 /// What every handler can reach.
 #[derive(Clone, Debug)]
 pub struct AppState {
     pub shared: Arc<Shared>,
+    pub ws: Arc<WsContext>,
+}
+
+impl FromRef<AppState> for Arc<WsContext> {
+    fn from_ref(s: &AppState) -> Arc<WsContext> {
+        s.ws.clone()
+    }
 }
 
 pub fn router(state: AppState) -> Router {
-    Router::new().route("/health", get(health)).route("/l4snapshot", get(l4snapshot)).with_state(state)
+    Router::new()
+        .route("/ws", get(super::upgrade::ws))
+        .route("/info", post(info))
+        .route("/health", get(health))
+        .route("/l4snapshot", get(l4snapshot))
+        .with_state(state)
+}
+
+/// `POST /info`: l2Book from our books, other types through the node's info server.
+async fn info(State(s): State<AppState>, body: axum::body::Bytes) -> Response {
+    let Ok(req) = serde_json::from_slice::<serde_json::Value>(&body) else {
+        return (StatusCode::UNPROCESSABLE_ENTITY, "Failed to deserialize the JSON body into the target type")
+            .into_response();
+    };
+    let (status, answer) = super::info::answer(&s.shared, s.ws.passthrough.as_ref(), &req).await;
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+    (code, axum::Json(answer)).into_response()
 }
 
 /// 200 while the books follow the node (`live`, `catching_up`), 503 otherwise, so a balancer can drop a server
@@ -35,7 +59,10 @@ async fn health(State(s): State<AppState>) -> Response {
         "state": state,
         "height": h.height(),
         "lag_ms": {"block": block_lag / 1_000_000, "node_write": node_lag / 1_000_000},
+        "connections": s.ws.limits.open(),
+        "subscriptions": s.ws.counters.subscriptions().into_iter().collect::<std::collections::BTreeMap<_, _>>(),
         "counters": h.counters.to_map(),
+        "ws": s.ws.counters.to_map(),
     });
     let code = match state {
         Health::Live | Health::CatchingUp => StatusCode::OK,

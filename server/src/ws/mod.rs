@@ -1,3 +1,98 @@
-//! Serving: HTTP endpoints (and, with the publish stage, the WebSocket API) over the shared books.
+//! Serving: the WebSocket API (`/ws`) and the HTTP endpoints beside it, over the shared books and the publisher's
+//! frames.
+//!
+//! `upgrade` admits a client and negotiates compression, `conn` runs one task per connection, `protocol` knows the
+//! official request and response texts, `info` answers info requests, `deflate` compresses frames once and inflates
+//! what clients compress, `limits` keeps abusers to themselves, `http` holds the plain endpoints.
 
+pub mod conn;
+pub mod deflate;
 pub mod http;
+pub mod info;
+pub mod limits;
+pub mod protocol;
+pub mod upgrade;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+
+use tokio::sync::watch;
+
+use crate::config::ServerConfig;
+use crate::publish::Hub;
+
+/// What every connection shares.
+#[derive(Debug)]
+pub struct WsContext {
+    pub hub: Arc<Hub>,
+    pub cfg: ServerConfig,
+    pub passthrough: Option<info::Passthrough>,
+    pub limits: Arc<limits::Limits>,
+    pub counters: WsCounters,
+    /// Turns true when the server shuts down: every connection closes with 1001.
+    pub closing: watch::Receiver<bool>,
+}
+
+/// Counters of the serving stage.
+#[derive(Debug, Default)]
+pub struct WsCounters {
+    pub connections_total: AtomicU64,
+    pub connections_refused: AtomicU64,
+    pub messages_received: AtomicU64,
+    pub protocol_errors: AtomicU64,
+    pub frames_sent: AtomicU64,
+    pub bytes_sent: AtomicU64,
+    /// L2/bbo/allMids frames a slow connection skipped because a newer one replaced them.
+    pub conflated: AtomicU64,
+    /// Loss notices: a connection fell further behind on an ordered stream than its backlog allows.
+    pub overflows: AtomicU64,
+    pub closed_idle: AtomicU64,
+    pub closed_abuse: AtomicU64,
+    pub subs_l2_book: AtomicI64,
+    pub subs_trades: AtomicI64,
+    pub subs_bbo: AtomicI64,
+    pub subs_all_mids: AtomicI64,
+    pub subs_l4_book: AtomicI64,
+}
+
+impl WsCounters {
+    pub fn subscription_delta(&self, channel: &str, d: i64) {
+        let c = match channel {
+            "l2Book" => &self.subs_l2_book,
+            "trades" => &self.subs_trades,
+            "bbo" => &self.subs_bbo,
+            "allMids" => &self.subs_all_mids,
+            _ => &self.subs_l4_book,
+        };
+        c.fetch_add(d, Relaxed);
+    }
+
+    /// Subscriptions by channel.
+    pub fn subscriptions(&self) -> [(&'static str, i64); 5] {
+        [
+            ("l2Book", self.subs_l2_book.load(Relaxed)),
+            ("trades", self.subs_trades.load(Relaxed)),
+            ("bbo", self.subs_bbo.load(Relaxed)),
+            ("allMids", self.subs_all_mids.load(Relaxed)),
+            ("l4Book", self.subs_l4_book.load(Relaxed)),
+        ]
+    }
+
+    pub fn to_map(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        [
+            ("connections_total", &self.connections_total),
+            ("connections_refused", &self.connections_refused),
+            ("messages_received", &self.messages_received),
+            ("protocol_errors", &self.protocol_errors),
+            ("frames_sent", &self.frames_sent),
+            ("bytes_sent", &self.bytes_sent),
+            ("conflated", &self.conflated),
+            ("overflows", &self.overflows),
+            ("closed_idle", &self.closed_idle),
+            ("closed_abuse", &self.closed_abuse),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k, v.load(Relaxed)))
+        .collect()
+    }
+}

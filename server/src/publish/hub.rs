@@ -1,0 +1,308 @@
+//! What connections want and what the publisher has made for them.
+//!
+//! Connections register subscriptions here (reference counted, so a shape many clients share is built once) and
+//! read results from here: the newest L2/bbo/allMids frame of each wanted shape sits in a `Slot` (an `ArcSwap`, so
+//! readers never lock and a slow reader simply skips to the newest), and the ordered streams (trades, l4Book) sit
+//! in a bounded feed of per-block ticks that every connection reads with its own cursor. A connection that falls
+//! further behind than the feed holds learns exactly what it lost. One `watch` channel wakes every connection after
+//! each publish pass.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use arc_swap::{ArcSwap, ArcSwapOption};
+use parking_lot::{Mutex, RwLock};
+use rustc_hash::FxHashMap;
+use tokio::sync::{oneshot, watch};
+
+use super::frame::Frame;
+use crate::book::l2::L2Params;
+use crate::ingest::live::Shared;
+use crate::node::Coin;
+
+/// One L2 shape of one coin.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct L2Key {
+    pub coin: Coin,
+    pub params: L2Params,
+}
+
+/// The newest frame of one conflated stream.
+#[derive(Debug, Default)]
+pub struct Slot {
+    pub frame: ArcSwapOption<Frame>,
+}
+
+/// One block's (or one reset's) frames of the ordered streams.
+#[derive(Debug, Default)]
+pub struct Tick {
+    pub seq: u64,
+    pub height: u64,
+    pub trades: FxHashMap<Coin, Arc<Frame>>,
+    pub l4: FxHashMap<Coin, Arc<Frame>>,
+    /// Coins whose l4Book subscribers need a fresh snapshot (repaired, or the books were reloaded: `all`).
+    pub l4_reset: Vec<Coin>,
+    pub all_reset: bool,
+    bytes: usize,
+}
+
+impl Tick {
+    pub fn new(seq: u64, height: u64) -> Tick {
+        Tick { seq, height, ..Tick::default() }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.trades.is_empty() && self.l4.is_empty() && self.l4_reset.is_empty() && !self.all_reset
+    }
+
+    fn measure(&mut self) {
+        self.bytes = self.trades.values().chain(self.l4.values()).map(|f| f.json.len()).sum::<usize>() + 64;
+    }
+}
+
+/// Per coin, what some connection wants built.
+#[derive(Clone, Debug, Default)]
+pub struct CoinWants {
+    /// L2 shapes grouped by aggregation, each with its depths, deepest last.
+    pub l2: Vec<((Option<u8>, Option<u8>), Vec<(usize, Arc<Slot>)>)>,
+    pub bbo: Option<Arc<Slot>>,
+    pub trades: bool,
+    pub l4: bool,
+}
+
+/// Everything wanted, as one immutable value the publisher loads per pass.
+#[derive(Clone, Debug, Default)]
+pub struct Wanted {
+    pub version: u64,
+    pub coins: FxHashMap<Coin, CoinWants>,
+    /// allMids per dex (`None`: the main dex).
+    pub mids: Vec<(Option<Coin>, Arc<Slot>)>,
+}
+
+#[derive(Debug, Default)]
+struct Registry {
+    version: u64,
+    l2: FxHashMap<L2Key, (usize, Arc<Slot>)>,
+    bbo: FxHashMap<Coin, (usize, Arc<Slot>)>,
+    mids: FxHashMap<Option<Coin>, (usize, Arc<Slot>)>,
+    trades: FxHashMap<Coin, usize>,
+    l4: FxHashMap<Coin, usize>,
+}
+
+/// A subscription as the hub counts it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Want {
+    L2(L2Key),
+    Bbo(Coin),
+    Mids(Option<Coin>),
+    Trades(Coin),
+    L4(Coin),
+}
+
+/// A fresh l4Book snapshot: the frame, and the feed tick it is current after.
+#[derive(Debug, Clone)]
+pub struct L4Snapshot {
+    pub after_seq: u64,
+    pub frame: Arc<Frame>,
+}
+
+/// Counters of the publish stage.
+#[derive(Debug, Default)]
+pub struct PublishCounters {
+    pub passes: AtomicU64,
+    pub l2_frames: AtomicU64,
+    pub bbo_frames: AtomicU64,
+    pub mids_frames: AtomicU64,
+    pub trade_frames: AtomicU64,
+    pub l4_frames: AtomicU64,
+    pub l4_snapshots: AtomicU64,
+    /// Passes that found the books reloaded or blocks missing from the recent ring.
+    pub discontinuities: AtomicU64,
+}
+
+#[derive(Debug)]
+pub struct Hub {
+    pub shared: Arc<Shared>,
+    registry: Mutex<Registry>,
+    wanted: ArcSwap<Wanted>,
+    feed: RwLock<VecDeque<Arc<Tick>>>,
+    feed_limits: (usize, usize),
+    feed_bytes: AtomicU64,
+    requests: Mutex<Vec<(Coin, oneshot::Sender<L4Snapshot>)>>,
+    published: watch::Sender<u64>,
+    pub counters: PublishCounters,
+}
+
+impl Hub {
+    /// `feed_ticks` and `feed_bytes` bound the ordered-stream backlog shared by all connections.
+    pub fn new(shared: Arc<Shared>, feed_ticks: usize, feed_bytes: usize) -> Hub {
+        Hub {
+            shared,
+            registry: Mutex::new(Registry::default()),
+            wanted: ArcSwap::from_pointee(Wanted::default()),
+            feed: RwLock::new(VecDeque::new()),
+            feed_limits: (feed_ticks.max(1), feed_bytes),
+            feed_bytes: AtomicU64::new(0),
+            requests: Mutex::new(Vec::new()),
+            published: watch::channel(0).0,
+            counters: PublishCounters::default(),
+        }
+    }
+
+    /// Wakes after every publish pass.
+    pub fn watch(&self) -> watch::Receiver<u64> {
+        self.published.subscribe()
+    }
+
+    pub fn wanted(&self) -> Arc<Wanted> {
+        self.wanted.load_full()
+    }
+
+    /// Counts one more subscriber of `want`; returns its slot for conflated streams. A new shape wakes the
+    /// publisher, which builds its first frame at once.
+    pub fn add(&self, want: &Want) -> Option<Arc<Slot>> {
+        let mut r = self.registry.lock();
+        fn up<K: std::hash::Hash + Eq + Clone>(m: &mut FxHashMap<K, (usize, Arc<Slot>)>, k: &K) -> (Arc<Slot>, bool) {
+            let e = m.entry(k.clone()).or_insert_with(|| (0, Arc::default()));
+            e.0 += 1;
+            (e.1.clone(), e.0 == 1)
+        }
+        let (slot, new) = match want {
+            Want::L2(k) => up(&mut r.l2, k),
+            Want::Bbo(c) => up(&mut r.bbo, c),
+            Want::Mids(d) => up(&mut r.mids, d),
+            Want::Trades(c) => {
+                let n = r.trades.entry(c.clone()).or_default();
+                *n += 1;
+                return if *n == 1 { self.rebuild(&mut r) } else { None };
+            }
+            Want::L4(c) => {
+                let n = r.l4.entry(c.clone()).or_default();
+                *n += 1;
+                return if *n == 1 { self.rebuild(&mut r) } else { None };
+            }
+        };
+        if new {
+            self.rebuild(&mut r);
+        }
+        Some(slot)
+    }
+
+    /// Counts one subscriber less; the last one out stops the building.
+    pub fn remove(&self, want: &Want) {
+        let mut r = self.registry.lock();
+        fn down<K: std::hash::Hash + Eq, V>(m: &mut FxHashMap<K, V>, k: &K, n: impl Fn(&mut V) -> &mut usize) -> bool {
+            let Some(v) = m.get_mut(k) else { return false };
+            *n(v) -= 1;
+            if *n(v) == 0 {
+                m.remove(k);
+                return true;
+            }
+            false
+        }
+        let gone = match want {
+            Want::L2(k) => down(&mut r.l2, k, |v| &mut v.0),
+            Want::Bbo(c) => down(&mut r.bbo, c, |v| &mut v.0),
+            Want::Mids(d) => down(&mut r.mids, d, |v| &mut v.0),
+            Want::Trades(c) => down(&mut r.trades, c, |v| v),
+            Want::L4(c) => down(&mut r.l4, c, |v| v),
+        };
+        if gone {
+            self.rebuild(&mut r);
+        }
+    }
+
+    fn rebuild(&self, r: &mut Registry) -> Option<Arc<Slot>> {
+        r.version += 1;
+        let mut w = Wanted { version: r.version, ..Wanted::default() };
+        for (k, (_, slot)) in &r.l2 {
+            let c = w.coins.entry(k.coin.clone()).or_default();
+            let shape = (k.params.n_sig_figs, k.params.mantissa);
+            let i = match c.l2.iter().position(|g| g.0 == shape) {
+                Some(i) => i,
+                None => {
+                    c.l2.push((shape, Vec::new()));
+                    c.l2.len() - 1
+                }
+            };
+            c.l2[i].1.push((k.params.n_levels, slot.clone()));
+            c.l2[i].1.sort_by_key(|d| d.0);
+        }
+        for (coin, (_, slot)) in &r.bbo {
+            w.coins.entry(coin.clone()).or_default().bbo = Some(slot.clone());
+        }
+        for coin in r.trades.keys() {
+            w.coins.entry(coin.clone()).or_default().trades = true;
+        }
+        for coin in r.l4.keys() {
+            w.coins.entry(coin.clone()).or_default().l4 = true;
+        }
+        w.mids = r.mids.iter().map(|(d, (_, s))| (d.clone(), s.clone())).collect();
+        self.wanted.store(Arc::new(w));
+        // Wake the publisher so a new shape gets its first frame now, not at the next block.
+        self.shared.bump();
+        None
+    }
+
+    /// Asks the publisher for a fresh l4Book snapshot of `coin`, current after some feed tick.
+    pub fn request_snapshot(&self, coin: Coin) -> oneshot::Receiver<L4Snapshot> {
+        let (tx, rx) = oneshot::channel();
+        self.requests.lock().push((coin, tx));
+        self.shared.bump();
+        rx
+    }
+
+    pub(super) fn take_requests(&self) -> Vec<(Coin, oneshot::Sender<L4Snapshot>)> {
+        std::mem::take(&mut *self.requests.lock())
+    }
+
+    /// Appends ticks, dropping the oldest past the limits.
+    pub(super) fn push_ticks(&self, ticks: Vec<Tick>) {
+        if ticks.is_empty() {
+            return;
+        }
+        let mut feed = self.feed.write();
+        let mut bytes = self.feed_bytes.load(Relaxed) as usize;
+        for mut t in ticks {
+            t.measure();
+            bytes += t.bytes;
+            feed.push_back(Arc::new(t));
+        }
+        while feed.len() > self.feed_limits.0 || (bytes > self.feed_limits.1 && feed.len() > 1) {
+            if let Some(old) = feed.pop_front() {
+                bytes -= old.bytes;
+            }
+        }
+        self.feed_bytes.store(bytes as u64, Relaxed);
+    }
+
+    /// Tells every connection a pass is done.
+    pub(super) fn announce(&self, pass: u64) {
+        self.published.send_replace(pass);
+    }
+
+    /// The newest tick's sequence (0 before the first).
+    pub fn feed_head(&self) -> u64 {
+        self.feed.read().back().map_or(0, |t| t.seq)
+    }
+
+    /// Appends the ticks after `seq`, oldest first; returns the oldest sequence the feed still holds, so a reader
+    /// whose `seq + 1` is below it knows it lost the ticks in between.
+    pub fn ticks_after(&self, seq: u64, out: &mut Vec<Arc<Tick>>) -> u64 {
+        let feed = self.feed.read();
+        let Some(first) = feed.front() else { return seq + 1 };
+        let skip = (seq + 1).saturating_sub(first.seq) as usize;
+        out.extend(feed.iter().skip(skip).cloned());
+        first.seq
+    }
+
+    /// Wakes every connection without a pass (a snapshot or a post answer is ready).
+    pub fn poke(&self) {
+        self.published.send_modify(|_| {});
+    }
+
+    pub fn feed_bytes(&self) -> u64 {
+        self.feed_bytes.load(Relaxed)
+    }
+}

@@ -1,0 +1,31 @@
+//! The publish stage: from applied blocks to serialized frames, off the ingest path.
+//!
+//! One blocking thread (started with `spawn_blocking`) sleeps on the books' change signal, so a block applied while
+//! it works is picked up the moment it finishes, never after a timer tick. Each pass holds the read lock only to
+//! copy out what changed: aggregated L2 levels of the changed coins, in the shapes some connection wants, their
+//! best levels, and clones of books that need an l4Book snapshot. JSON is written after the lock is released, once
+//! per frame, and handed to the connections through the `hub`. Trades and l4Book diffs come from the applied blocks
+//! themselves (kept by ingest as `Arc<Block>`), one tick per block, in order.
+
+pub mod frame;
+pub mod hub;
+pub mod json;
+mod pass;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::Duration;
+
+pub use frame::{Audit, Frame};
+pub use hub::{Hub, L2Key, L4Snapshot, Slot, Tick, Want};
+pub use pass::Publisher;
+
+/// Runs the publisher until `stop` is set.
+pub fn run(hub: Arc<Hub>, stop: &AtomicBool) {
+    let mut publisher = Publisher::new(hub.clone());
+    let mut seen = 0;
+    while !stop.load(Relaxed) {
+        seen = hub.shared.wait_applied(seen, Duration::from_millis(200));
+        publisher.pass();
+    }
+}

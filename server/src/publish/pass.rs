@@ -1,0 +1,341 @@
+//! One publish pass: what changed since the last one, copied out under the read lock, then serialized.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+use rayon::prelude::*;
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use super::frame::{Audit, Frame};
+use super::hub::{CoinWants, Hub, L4Snapshot, Tick, Wanted};
+use super::json::{self, Bbo};
+use crate::book::l2::{L2Params, LevelAgg, aggregate};
+use crate::book::{Books, CoinBook};
+use crate::ingest::live::BlockTimes;
+use crate::node::time::{nanos_to_millis, now_nanos};
+use crate::node::{Block, Coin, Side};
+
+/// Coins changed in one pass above which L2 building is spread over the rayon pool.
+const PARALLEL_COINS: usize = 8;
+
+/// What one coin's pass copied out of the books.
+struct Built {
+    coin: Coin,
+    /// Per L2 group of `CoinWants::l2`: bids and asks at the group's deepest depth.
+    l2: Vec<[Vec<LevelAgg>; 2]>,
+    bbo: Bbo,
+}
+
+#[derive(Debug)]
+pub struct Publisher {
+    hub: Arc<Hub>,
+    pass: u64,
+    tick_seq: u64,
+    height: u64,
+    installs: u64,
+    wanted_version: u64,
+    bbo_last: FxHashMap<Coin, Bbo>,
+    /// Every coin's mid, kept while anyone wants allMids.
+    mids: BTreeMap<Coin, String>,
+}
+
+impl Publisher {
+    pub fn new(hub: Arc<Hub>) -> Publisher {
+        Publisher {
+            hub,
+            pass: 0,
+            tick_seq: 0,
+            height: 0,
+            installs: 0,
+            wanted_version: 0,
+            bbo_last: FxHashMap::default(),
+            mids: BTreeMap::new(),
+        }
+    }
+
+    /// Publishes whatever changed since the last pass; a no-op when nothing did.
+    pub fn pass(&mut self) {
+        let hub = self.hub.clone();
+        let wanted = hub.wanted();
+        let repaired = hub.shared.take_repaired();
+        let requests = hub.take_requests();
+        let books = hub.shared.books.read();
+        let (h, installs) = (books.height(), hub.shared.installs());
+        let new_shapes = wanted.version != self.wanted_version;
+        if h == self.height && installs == self.installs && !new_shapes && repaired.is_empty() && requests.is_empty() {
+            return;
+        }
+        self.pass += 1;
+        let blocks = self.blocks_since(h);
+        let reloaded = installs != self.installs
+            || (h > self.height && blocks.first().is_none_or(|b| b.height != self.height + 1));
+        let targets = self.targets(&wanted, &books, &blocks, &repaired, reloaded || new_shapes);
+        let built = build_all(&books, &wanted, &targets);
+        let snapshots: Vec<(Coin, Option<CoinBook>)> = distinct(requests.iter().map(|r| r.0.clone()))
+            .into_iter()
+            .map(|c| {
+                let b = books.coin(&c).cloned();
+                (c, b)
+            })
+            .collect();
+        let block_time = books.block_time();
+        drop(books);
+
+        let audit = self.audit_of(h, block_time);
+        self.publish_l2(&wanted, &built, block_time, audit);
+        self.publish_bbo_and_mids(&wanted, &built, block_time, audit, reloaded || new_shapes);
+        let mut ticks = self.ticks(&wanted, &blocks);
+        if reloaded || !repaired.is_empty() {
+            self.tick_seq += 1;
+            let mut t = Tick::new(self.tick_seq, h);
+            t.all_reset = reloaded;
+            t.l4_reset = repaired;
+            ticks.push(t);
+        }
+        if reloaded {
+            hub.counters.discontinuities.fetch_add(1, Relaxed);
+            tracing::info!(height = h, "publishing from reloaded books: every stream restarts from the new state");
+        }
+        hub.push_ticks(ticks);
+        self.serve_snapshots(snapshots, requests, h, block_time);
+        (self.height, self.installs, self.wanted_version) = (h, installs, wanted.version);
+        hub.counters.passes.fetch_add(1, Relaxed);
+        hub.announce(self.pass);
+    }
+
+    /// Applied blocks above the last pass's height, up to `h`, oldest first.
+    fn blocks_since(&self, h: u64) -> Vec<Arc<Block>> {
+        let recent = self.hub.shared.recent.lock();
+        recent.iter().filter(|b| b.height > self.height && b.height <= h).cloned().collect()
+    }
+
+    /// Coins whose wanted shapes need building this pass.
+    fn targets(
+        &self,
+        wanted: &Wanted,
+        books: &Books,
+        blocks: &[Arc<Block>],
+        repaired: &[Coin],
+        everything: bool,
+    ) -> Vec<Coin> {
+        let mids = !wanted.mids.is_empty();
+        if everything {
+            let mut all: FxHashSet<Coin> = wanted.coins.keys().cloned().collect();
+            if mids {
+                all.extend(books.coin_names());
+            }
+            return all.into_iter().collect();
+        }
+        let changed =
+            blocks.iter().flat_map(|b| b.diffs.iter().map(|d| d.coin.clone())).chain(repaired.iter().cloned());
+        distinct(changed).into_iter().filter(|c| mids || wanted.coins.contains_key(c)).collect()
+    }
+
+    fn audit_of(&self, height: u64, block_time: i64) -> Audit {
+        let times = self.hub.shared.timeline.lock().iter().rev().find(|t| t.height == height).copied();
+        audit_from(height, block_time, times)
+    }
+
+    fn publish_l2(&mut self, wanted: &Wanted, built: &[Built], block_time: i64, audit: Audit) {
+        let time = nanos_to_millis(block_time);
+        for b in built {
+            let Some(w) = wanted.coins.get(&b.coin) else { continue };
+            for (group, [bids, asks]) in w.l2.iter().zip(&b.l2) {
+                for (depth, slot) in &group.1 {
+                    let (bids, asks) = (&bids[..bids.len().min(*depth)], &asks[..asks.len().min(*depth)]);
+                    let json = json::l2_book(&b.coin, time, bids, asks);
+                    if slot.frame.load().as_ref().is_some_and(|old| same_levels(&old.json, &json)) {
+                        continue;
+                    }
+                    let audit = Audit { published_ns: now_nanos(), ..audit };
+                    slot.frame.store(Some(Arc::new(Frame::new(self.pass, json, audit))));
+                    self.hub.counters.l2_frames.fetch_add(1, Relaxed);
+                }
+            }
+        }
+    }
+
+    fn publish_bbo_and_mids(&mut self, wanted: &Wanted, built: &[Built], block_time: i64, audit: Audit, fresh: bool) {
+        let time = nanos_to_millis(block_time);
+        let mut mids_changed = fresh;
+        for b in built {
+            if let Some(slot) = wanted.coins.get(&b.coin).and_then(|w| w.bbo.as_ref()) {
+                let last = self.bbo_last.get(&b.coin);
+                if last != Some(&b.bbo) || slot.frame.load().is_none() {
+                    let audit = Audit { published_ns: now_nanos(), ..audit };
+                    let json = json::bbo(&b.coin, time, &b.bbo);
+                    slot.frame.store(Some(Arc::new(Frame::new(self.pass, json, audit))));
+                    self.hub.counters.bbo_frames.fetch_add(1, Relaxed);
+                }
+            }
+            self.bbo_last.insert(b.coin.clone(), b.bbo);
+            if !wanted.mids.is_empty() {
+                let mid = match b.bbo {
+                    [Some(bid), Some(ask)] => Some(json::mid_text(bid.px, ask.px)),
+                    _ => None,
+                };
+                let prev = match &mid {
+                    Some(m) => self.mids.insert(b.coin.clone(), m.clone()),
+                    None => self.mids.remove(&b.coin),
+                };
+                mids_changed |= prev != mid;
+            }
+        }
+        if wanted.mids.is_empty() {
+            self.mids.clear();
+            return;
+        }
+        for (dex, slot) in &wanted.mids {
+            if !mids_changed && slot.frame.load().is_some() {
+                continue;
+            }
+            let of_dex = |c: &str| match (dex.as_deref(), c.split_once(':')) {
+                (None, None) => true,
+                (Some(d), Some((p, _))) => d == p,
+                _ => false,
+            };
+            let list = self.mids.iter().filter(|(c, _)| of_dex(c)).map(|(c, m)| (&**c, m.as_str()));
+            let json = json::all_mids(dex.as_deref(), list);
+            let audit = Audit { published_ns: now_nanos(), ..audit };
+            slot.frame.store(Some(Arc::new(Frame::new(self.pass, json, audit))));
+            self.hub.counters.mids_frames.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// One tick per block with the trades and l4Book frames of wanted coins.
+    fn ticks(&mut self, wanted: &Wanted, blocks: &[Arc<Block>]) -> Vec<Tick> {
+        let want_trades = wanted.coins.values().any(|w| w.trades);
+        let want_l4 = wanted.coins.values().any(|w| w.l4);
+        let mut out = Vec::with_capacity(blocks.len());
+        for b in blocks {
+            self.tick_seq += 1;
+            let mut tick = Tick::new(self.tick_seq, b.height);
+            let times = self.hub.shared.timeline.lock().iter().rev().find(|t| t.height == b.height).copied();
+            let audit = audit_from(b.height, b.block_time, times);
+            if want_trades {
+                for (coin, fills) in group_by_coin(b.fills.iter().map(|f| (&f.coin, f)), wanted, |w| w.trades) {
+                    let frame = Frame::new(self.tick_seq, json::trades(fills.into_iter()), stamped(audit));
+                    tick.trades.insert(coin, Arc::new(frame));
+                    self.hub.counters.trade_frames.fetch_add(1, Relaxed);
+                }
+            }
+            if want_l4 {
+                for (coin, diffs) in group_by_coin(b.diffs.iter().map(|d| (&d.coin, d)), wanted, |w| w.l4) {
+                    let oids: FxHashSet<u64> = diffs.iter().map(|d| d.oid).collect();
+                    let statuses: Vec<_> =
+                        b.statuses.iter().filter(|s| s.coin == coin && oids.contains(&s.order.oid)).collect();
+                    let bytes = json::l4_updates(&coin, b.height, b.block_time, &diffs, &statuses);
+                    tick.l4.insert(coin, Arc::new(Frame::new(self.tick_seq, bytes, stamped(audit))));
+                    self.hub.counters.l4_frames.fetch_add(1, Relaxed);
+                }
+            }
+            out.push(tick);
+        }
+        out
+    }
+
+    /// Serializes requested l4Book snapshots on the rayon pool, so a big book never delays the next pass.
+    fn serve_snapshots(
+        &self,
+        books: Vec<(Coin, Option<CoinBook>)>,
+        requests: Vec<(Coin, tokio::sync::oneshot::Sender<L4Snapshot>)>,
+        height: u64,
+        block_time: i64,
+    ) {
+        if requests.is_empty() {
+            return;
+        }
+        let after_seq = self.tick_seq;
+        let hub = self.hub.clone();
+        rayon::spawn(move || {
+            let mut by_coin: FxHashMap<Coin, Vec<_>> = FxHashMap::default();
+            for (c, tx) in requests {
+                by_coin.entry(c).or_default().push(tx);
+            }
+            for (coin, book) in books {
+                let book = book.unwrap_or_else(|| CoinBook::new(coin.clone()));
+                let audit = Audit { height, block_ns: block_time, published_ns: now_nanos(), ..Audit::default() };
+                let frame = Arc::new(Frame::new(after_seq, json::l4_snapshot(&book, height, block_time), audit));
+                hub.counters.l4_snapshots.fetch_add(1, Relaxed);
+                for tx in by_coin.remove(&coin).unwrap_or_default() {
+                    let _ = tx.send(L4Snapshot { after_seq, frame: frame.clone() });
+                }
+            }
+        });
+    }
+}
+
+fn stamped(a: Audit) -> Audit {
+    Audit { published_ns: now_nanos(), ..a }
+}
+
+fn audit_from(height: u64, block_time: i64, t: Option<BlockTimes>) -> Audit {
+    let t = t.unwrap_or_default();
+    Audit {
+        height,
+        block_ns: block_time,
+        node_ns: t.node_written,
+        read_ns: t.read,
+        applied_ns: t.applied,
+        published_ns: 0,
+    }
+}
+
+/// Copies out every target coin's wanted L2 groups and best levels (in parallel when there are many).
+fn build_all(books: &Books, wanted: &Wanted, targets: &[Coin]) -> Vec<Built> {
+    let none = CoinWants::default();
+    let one = |c: &Coin| build(books.coin(c), c, wanted.coins.get(c).unwrap_or(&none));
+    if targets.len() >= PARALLEL_COINS {
+        targets.par_iter().map(one).collect()
+    } else {
+        targets.iter().map(one).collect()
+    }
+}
+
+fn build(book: Option<&CoinBook>, coin: &Coin, w: &CoinWants) -> Built {
+    let mut l2 = Vec::with_capacity(w.l2.len());
+    for ((sf, m), depths) in &w.l2 {
+        let deepest = depths.last().map_or(1, |d| d.0);
+        let params = L2Params::new(*sf, *m, deepest).unwrap_or(L2Params::full(deepest));
+        let mut sides = [Vec::new(), Vec::new()];
+        if let Some(book) = book {
+            for side in [Side::Bid, Side::Ask] {
+                let levels = book.levels(side).map(|(px, l)| LevelAgg { px, sz: l.sz, n: l.n });
+                aggregate(side, levels, &params, None, &mut sides[side.index()]);
+            }
+        }
+        l2.push(sides);
+    }
+    let best = |s| book.and_then(|b| b.best(s)).map(|(px, l)| LevelAgg { px, sz: l.sz, n: l.n });
+    Built { coin: coin.clone(), l2, bbo: [best(Side::Bid), best(Side::Ask)] }
+}
+
+/// Items of wanted coins grouped by coin, in first-appearance order within each coin.
+fn group_by_coin<'a, T>(
+    items: impl Iterator<Item = (&'a Coin, &'a T)>,
+    wanted: &Wanted,
+    wants: impl Fn(&CoinWants) -> bool,
+) -> FxHashMap<Coin, Vec<&'a T>> {
+    let mut out: FxHashMap<Coin, Vec<&T>> = FxHashMap::default();
+    for (coin, item) in items {
+        if wanted.coins.get(coin).is_some_and(&wants) {
+            out.entry(coin.clone()).or_default().push(item);
+        }
+    }
+    out
+}
+
+fn distinct(items: impl Iterator<Item = Coin>) -> Vec<Coin> {
+    let mut seen = FxHashSet::default();
+    items.filter(|c| seen.insert(c.clone())).collect()
+}
+
+/// Whether two l2Book frames carry the same levels (their times may differ).
+fn same_levels(a: &[u8], b: &[u8]) -> bool {
+    let at = |x: &[u8]| memchr::memmem::find(x, b"\"levels\":");
+    match (at(a), at(b)) {
+        (Some(i), Some(j)) => a[i..] == b[j..],
+        _ => false,
+    }
+}

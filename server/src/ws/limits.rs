@@ -1,0 +1,117 @@
+//! Connection admission: total and per-IP caps, and new connections a minute per IP. A refused client gets an
+//! HTTP 429 before the upgrade, so abuse costs us one response and touches no other connection.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
+
+use crate::config::ServerConfig;
+
+#[derive(Debug, Default)]
+struct PerIp {
+    open: usize,
+    window_start: Option<Instant>,
+    new_in_window: u32,
+}
+
+#[derive(Debug)]
+pub struct Limits {
+    max_total: usize,
+    max_per_ip: usize,
+    new_per_minute: u32,
+    open: AtomicUsize,
+    ips: Mutex<FxHashMap<IpAddr, PerIp>>,
+}
+
+/// Holds one admitted connection's place; dropping it frees the place.
+#[derive(Debug)]
+pub struct Admitted {
+    limits: Arc<Limits>,
+    ip: IpAddr,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        self.limits.open.fetch_sub(1, Relaxed);
+        let mut ips = self.limits.ips.lock();
+        if let Some(p) = ips.get_mut(&self.ip) {
+            p.open = p.open.saturating_sub(1);
+            let idle = p.window_start.is_none_or(|t| t.elapsed() >= Duration::from_secs(60));
+            if p.open == 0 && idle {
+                ips.remove(&self.ip);
+            }
+        }
+    }
+}
+
+impl Limits {
+    pub fn new(c: &ServerConfig) -> Limits {
+        Limits {
+            max_total: c.max_connections,
+            max_per_ip: c.max_connections_per_ip,
+            new_per_minute: c.new_connections_per_minute_per_ip,
+            open: AtomicUsize::new(0),
+            ips: Mutex::new(FxHashMap::default()),
+        }
+    }
+
+    pub fn open(&self) -> usize {
+        self.open.load(Relaxed)
+    }
+
+    /// Admits a connection from `ip`, or says which limit refused it.
+    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Admitted, String> {
+        let mut ips = self.ips.lock();
+        if self.open.load(Relaxed) >= self.max_total {
+            return Err(format!("server full: {} connections", self.max_total));
+        }
+        let p = ips.entry(ip).or_default();
+        if p.open >= self.max_per_ip {
+            return Err(format!("too many connections from {ip} (limit {})", self.max_per_ip));
+        }
+        let now = Instant::now();
+        if p.window_start.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(60)) {
+            p.window_start = Some(now);
+            p.new_in_window = 0;
+        }
+        if p.new_in_window >= self.new_per_minute {
+            return Err(format!("too many new connections from {ip} (limit {} a minute)", self.new_per_minute));
+        }
+        p.new_in_window += 1;
+        p.open += 1;
+        self.open.fetch_add(1, Relaxed);
+        Ok(Admitted { limits: self.clone(), ip })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caps_per_ip_total_and_rate() {
+        let c = ServerConfig {
+            max_connections: 3,
+            max_connections_per_ip: 2,
+            new_connections_per_minute_per_ip: 3,
+            ..ServerConfig::default()
+        };
+        let l = Arc::new(Limits::new(&c));
+        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let a1 = l.admit(a).unwrap();
+        let _a2 = l.admit(a).unwrap();
+        assert!(l.admit(a).unwrap_err().contains("too many connections from 10.0.0.1"));
+        let _b1 = l.admit(b).unwrap();
+        assert!(l.admit(b).unwrap_err().contains("server full"));
+        drop(a1);
+        assert_eq!(l.open(), 2);
+        // The third new connection this minute from `a` is allowed; the fourth is not, even with room.
+        let a3 = l.admit(a).unwrap();
+        drop(a3);
+        assert!(l.admit(a).unwrap_err().contains("a minute"));
+    }
+}

@@ -1,0 +1,173 @@
+//! The client side of the official WebSocket protocol: parsing requests, normalising subscriptions, and the exact
+//! texts of acks and errors (../shared/docs/hl-ws-api.md in the repository's parent, summarised in docs/api.md).
+//!
+//! Clients differ in spacing, key order, explicit nulls and extra fields, so requests are parsed as JSON values and
+//! matched after normalisation (absent == null, mantissa 1 == null). Acks echo the client's own subscription object
+//! with the defaults added, and every `{…}` an error text carries is valid JSON, because some clients parse it.
+
+use serde_json::{Map, Value};
+
+use crate::book::l2::{L2Params, MAX_LEVELS};
+use crate::node::Coin;
+use crate::publish::{L2Key, Want};
+
+/// Official depth, and with `"fast":true`.
+pub const DEFAULT_LEVELS: usize = 20;
+pub const FAST_LEVELS: usize = 5;
+
+/// A parsed client request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    Ping,
+    Subscribe(Subscription),
+    Unsubscribe(Subscription),
+    Post { id: Value, request: Value },
+}
+
+/// A valid subscription: what it asks for, and the object to echo.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Subscription {
+    pub want: Want,
+    pub echo: Value,
+}
+
+impl Subscription {
+    /// The channel name, for counters.
+    pub fn channel(&self) -> &'static str {
+        match self.want {
+            Want::L2(_) => "l2Book",
+            Want::Bbo(_) => "bbo",
+            Want::Mids(_) => "allMids",
+            Want::Trades(_) => "trades",
+            Want::L4(_) => "l4Book",
+        }
+    }
+}
+
+/// Parses one text frame. Errors are the full error frame text.
+pub fn parse(text: &str) -> Result<Request, String> {
+    let Ok(v) = serde_json::from_str::<Value>(text) else { return Err(parse_error(text, None)) };
+    let bad = |why: Option<&str>| parse_error(&v.to_string(), why);
+    let method = v.get("method").and_then(Value::as_str).ok_or_else(|| bad(None))?;
+    match method {
+        "ping" => Ok(Request::Ping),
+        "subscribe" | "unsubscribe" => {
+            let sub = v.get("subscription").and_then(Value::as_object).ok_or_else(|| bad(None))?;
+            let s = subscription(sub).map_err(|why| bad(Some(&why)))?;
+            Ok(if method == "subscribe" { Request::Subscribe(s) } else { Request::Unsubscribe(s) })
+        }
+        "post" => {
+            let id = v.get("id").cloned().ok_or_else(|| bad(Some("post needs an id")))?;
+            let request = v.get("request").cloned().ok_or_else(|| bad(Some("post needs a request")))?;
+            Ok(Request::Post { id, request })
+        }
+        _ => Err(bad(None)),
+    }
+}
+
+/// `Error parsing JSON into valid websocket request: <frame>`, with an optional reason after it. A frame that is
+/// not JSON is echoed with its braces replaced, so the text never carries a `{…}` span that is not valid JSON.
+pub fn parse_error(frame: &str, why: Option<&str>) -> String {
+    const MAX_ECHO: usize = 1000;
+    let echo = if serde_json::from_str::<Value>(frame).is_ok() && frame.len() <= MAX_ECHO {
+        frame.to_string()
+    } else {
+        let mut cut = frame.len().min(MAX_ECHO);
+        while !frame.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        frame[..cut].replace('{', "(").replace('}', ")")
+    };
+    match why {
+        Some(w) => format!("Error parsing JSON into valid websocket request: {echo} ({w})"),
+        None => format!("Error parsing JSON into valid websocket request: {echo}"),
+    }
+}
+
+fn subscription(sub: &Map<String, Value>) -> Result<Subscription, String> {
+    let kind = sub.get("type").and_then(Value::as_str).ok_or("subscription needs a type")?;
+    let mut echo = sub.clone();
+    let want = match kind {
+        "l2Book" => {
+            let coin = coin(sub)?;
+            let sig = small_int(sub, "nSigFigs")?;
+            let mantissa = small_int(sub, "mantissa")?;
+            let fast = match sub.get("fast") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(_) => return Err("fast must be true or false".into()),
+            };
+            let depth = match sub.get("nLevels") {
+                None | Some(Value::Null) if fast => FAST_LEVELS,
+                None | Some(Value::Null) => DEFAULT_LEVELS,
+                Some(v) => v
+                    .as_u64()
+                    .filter(|n| (1..=MAX_LEVELS as u64).contains(n))
+                    .ok_or(format!("nLevels must be an integer from 1 to {MAX_LEVELS}"))?
+                    as usize,
+            };
+            let params = L2Params::new(sig, mantissa, depth).map_err(|e| e.to_string())?;
+            echo.entry("nSigFigs").or_insert(Value::Null);
+            echo.entry("mantissa").or_insert(Value::Null);
+            Want::L2(L2Key { coin, params })
+        }
+        "trades" => Want::Trades(coin(sub)?),
+        "bbo" => Want::Bbo(coin(sub)?),
+        "l4Book" => Want::L4(coin(sub)?),
+        "allMids" => match sub.get("dex") {
+            None | Some(Value::Null) => Want::Mids(None),
+            Some(Value::String(d)) if d.is_empty() => Want::Mids(None),
+            Some(Value::String(d)) => Want::Mids(Some(Coin::from(d.as_str()))),
+            Some(_) => return Err("dex must be a string".into()),
+        },
+        other => return Err(format!("unsupported subscription type {other:?}")),
+    };
+    Ok(Subscription { want, echo: Value::Object(echo) })
+}
+
+fn coin(sub: &Map<String, Value>) -> Result<Coin, String> {
+    match sub.get("coin") {
+        Some(Value::String(c)) if !c.is_empty() => Ok(Coin::from(c.as_str())),
+        _ => Err("coin must be a non-empty string".into()),
+    }
+}
+
+fn small_int(sub: &Map<String, Value>, key: &str) -> Result<Option<u8>, String> {
+    match sub.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_u64().and_then(|n| u8::try_from(n).ok()).map(Some).ok_or(format!("{key} must be an integer")),
+    }
+}
+
+/// `{"channel":"subscriptionResponse","data":{"method":…,"subscription":…}}`.
+pub fn ack(method: &str, echo: &Value) -> String {
+    serde_json::json!({"channel": "subscriptionResponse", "data": {"method": method, "subscription": echo}}).to_string()
+}
+
+/// `{"channel":"error","data":<text>}`.
+pub fn error(text: &str) -> String {
+    serde_json::json!({"channel": "error", "data": text}).to_string()
+}
+
+pub fn already_subscribed(echo: &Value) -> String {
+    error(&format!("Already subscribed: {echo}"))
+}
+
+pub fn already_unsubscribed(echo: &Value) -> String {
+    error(&format!("Already unsubscribed: {echo}"))
+}
+
+pub const PONG: &str = r#"{"channel":"pong"}"#;
+
+/// `{"channel":"post","data":{"id":…,"response":…}}`.
+pub fn post_response(id: &Value, response: Value) -> String {
+    serde_json::json!({"channel": "post", "data": {"id": id, "response": response}}).to_string()
+}
+
+pub fn post_error(id: &Value, text: &str) -> String {
+    post_response(id, serde_json::json!({"type": "error", "payload": text}))
+}
+
+#[cfg(test)]
+#[path = "protocol_tests.rs"]
+mod tests;
