@@ -1,1 +1,113 @@
+use serde_json::json;
+
 use super::*;
+
+fn sub(text: &str) -> Subscription {
+    match parse(text).unwrap() {
+        Request::Subscribe(s) | Request::Unsubscribe(s) => s,
+        other => panic!("not a subscription: {other:?}"),
+    }
+}
+
+#[test]
+fn every_clients_subscribe_frame_normalises_to_one_want() {
+    let frames = [
+        r#"{"method": "subscribe", "subscription": {"type": "l2Book", "coin": "BTC"}}"#,
+        r#"{"method":"subscribe","subscription":{"coin":"BTC","type":"l2Book"}}"#,
+        r#"{"method":"subscribe","subscription":{"type":"l2Book","coin":"BTC","nSigFigs":null,"mantissa":null}}"#,
+        r#"{"id":"17","method":"subscribe","subscription":{"type":"l2Book","coin":"BTC","mantissa":1}}"#,
+    ];
+    let wants: Vec<Want> = frames.iter().map(|f| sub(f).want).collect();
+    assert!(wants.windows(2).all(|w| w[0] == w[1]), "{wants:?}");
+    assert_eq!(wants[0], Want::L2(L2Key { coin: "BTC".into(), params: L2Params::full(DEFAULT_LEVELS) }));
+}
+
+#[test]
+fn ack_echoes_what_the_client_sent_plus_defaults() {
+    let s = sub(r#"{"method":"subscribe","subscription":{"coin":"BTC","type":"l2Book","nLevels":50}}"#);
+    let ack: Value = serde_json::from_str(&ack("subscribe", &s.echo)).unwrap();
+    assert_eq!(
+        ack,
+        json!({"channel":"subscriptionResponse","data":{"method":"subscribe","subscription":
+            {"coin":"BTC","type":"l2Book","nLevels":50,"nSigFigs":null,"mantissa":null}}})
+    );
+    // Non-l2Book subscriptions get nothing added.
+    let t = sub(r#"{"method":"subscribe","subscription":{"type":"trades","coin":"@107"}}"#);
+    assert_eq!(t.echo, json!({"type":"trades","coin":"@107"}));
+    assert_eq!(t.want, Want::Trades("@107".into()));
+}
+
+#[test]
+fn depth_fast_and_precision_rules() {
+    let depth = |f: &str| match sub(f).want {
+        Want::L2(k) => (k.params.n_levels, k.params.n_sig_figs, k.params.mantissa),
+        w => panic!("{w:?}"),
+    };
+    assert_eq!(depth(r#"{"method":"subscribe","subscription":{"type":"l2Book","coin":"X","fast":true}}"#).0, 5);
+    assert_eq!(
+        depth(r#"{"method":"subscribe","subscription":{"type":"l2Book","coin":"X","nSigFigs":5,"mantissa":2}}"#),
+        (20, Some(5), Some(2))
+    );
+    for bad in [
+        r#"{"method":"subscribe","subscription":{"type":"l2Book","coin":"X","nSigFigs":7}}"#,
+        r#"{"method":"subscribe","subscription":{"type":"l2Book","coin":"X","nSigFigs":4,"mantissa":2}}"#,
+        r#"{"method":"subscribe","subscription":{"type":"l2Book","coin":"X","nLevels":101}}"#,
+        r#"{"method":"subscribe","subscription":{"type":"l2Book","coin":"X","nSigFigs":"5"}}"#,
+        r#"{"method":"subscribe","subscription":{"type":"l2Book"}}"#,
+        r#"{"method":"subscribe","subscription":{"type":"candle","coin":"X","interval":"1m"}}"#,
+    ] {
+        let e = parse(bad).unwrap_err();
+        assert!(e.starts_with("Error parsing JSON into valid websocket request: {"), "{e}");
+        assert_json_spans(&e);
+    }
+}
+
+/// Every `{…}` span a client might cut out of an error text is valid JSON.
+fn assert_json_spans(text: &str) {
+    if let (Some(a), Some(b)) = (text.find('{'), text.rfind('}')) {
+        serde_json::from_str::<Value>(&text[a..=b]).unwrap_or_else(|e| panic!("bad span in {text:?}: {e}"));
+    }
+}
+
+#[test]
+fn malformed_frames_never_carry_invalid_json_spans() {
+    for raw in [r#"{"method":"subscribe","#, "}{", "not json", r#"{"a":{"b":1}"#, ""] {
+        let e = parse(raw).unwrap_err();
+        assert!(e.starts_with("Error parsing JSON into valid websocket request:"), "{e}");
+        assert_json_spans(&e);
+    }
+    let long = format!(r#"{{"method":"subscribe","pad":"{}"}}"#, "x".repeat(5000));
+    let e = parse(&long).unwrap_err();
+    assert!(e.len() < 1200);
+    assert_json_spans(&e);
+    // A valid JSON echo stays verbatim (compact).
+    let e = parse(r#"{"method": "nope"}"#).unwrap_err();
+    assert_eq!(e, r#"Error parsing JSON into valid websocket request: {"method":"nope"}"#);
+}
+
+#[test]
+fn errors_and_pong_are_official() {
+    let s = sub(r#"{"method":"subscribe","subscription":{"type":"bbo","coin":"ETH"}}"#);
+    assert_eq!(
+        already_subscribed(&s.echo),
+        r#"{"channel":"error","data":"Already subscribed: {\"type\":\"bbo\",\"coin\":\"ETH\"}"}"#
+    );
+    assert!(already_unsubscribed(&s.echo).contains("Already unsubscribed: "));
+    assert_eq!(parse(r#"{"method":"ping"}"#).unwrap(), Request::Ping);
+    assert_eq!(PONG, r#"{"channel":"pong"}"#);
+}
+
+#[test]
+fn posts_and_all_mids() {
+    let p = parse(r#"{"method":"post","id":123,"request":{"type":"info","payload":{"type":"l2Book","coin":"ETH"}}}"#);
+    assert_eq!(
+        p.unwrap(),
+        Request::Post { id: json!(123), request: json!({"type":"info","payload":{"type":"l2Book","coin":"ETH"}}) }
+    );
+    assert!(parse(r#"{"method":"post","request":{}}"#).is_err());
+    assert_eq!(sub(r#"{"method":"subscribe","subscription":{"type":"allMids"}}"#).want, Want::Mids(None));
+    assert_eq!(
+        sub(r#"{"method":"subscribe","subscription":{"type":"allMids","dex":"xyz"}}"#).want,
+        Want::Mids(Some("xyz".into()))
+    );
+}
