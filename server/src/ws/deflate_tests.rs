@@ -1,3 +1,11 @@
+use std::io::{Read, Write};
+use std::task::Waker;
+
+use tokio::io::DuplexStream;
+use tokio_tungstenite::tungstenite::error::ProtocolError;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocket};
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
+
 use super::*;
 
 fn plain(client_no_context_takeover: bool) -> Option<Agreed> {
@@ -194,4 +202,248 @@ fn inflater_accepts_exactly_the_cap() {
 fn inflater_rejects_garbage() {
     let error = Inflater::new(false, 1 << 20).inflate(&[0xff; 32]).unwrap_err();
     assert!(matches!(error, InflateError::Corrupt(_)), "{error}");
+}
+
+/// A blocking view of an in-memory async stream whose bytes the test already wrote, so that tungstenite's reader
+/// runs over the layer. (tokio-tungstenite's WebSocketStream wraps this same reader, but taking messages from it
+/// needs the futures `Stream` trait, and this crate has no futures dependency.)
+struct Ready<S>(S);
+
+impl<S: AsyncRead + Unpin> Read for Ready<S> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut buf = ReadBuf::new(buf);
+        match Pin::new(&mut self.0).poll_read(&mut Context::from_waker(Waker::noop()), &mut buf) {
+            Poll::Ready(result) => result.map(|()| buf.filled().len()),
+            Poll::Pending => Err(io::Error::new(io::ErrorKind::WouldBlock, "the test wrote nothing more")),
+        }
+    }
+}
+
+impl<S: AsyncWrite + Unpin> Write for Ready<S> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match Pin::new(&mut self.0).poll_write(&mut Context::from_waker(Waker::noop()), buf) {
+            Poll::Ready(result) => result,
+            Poll::Pending => Err(io::Error::new(io::ErrorKind::WouldBlock, "the test's pipe is full")),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// One frame's bytes, built independently of the code under test; masked with a random key when `masked`.
+fn frame(fin: bool, rsv1: bool, opcode: u8, payload: &[u8], masked: bool) -> Vec<u8> {
+    let mut out = vec![(u8::from(fin) << 7) | (u8::from(rsv1) << 6) | opcode];
+    let mask_bit = if masked { 0x80 } else { 0 };
+    match payload.len() {
+        len @ 0..=125 => out.push(mask_bit | len as u8),
+        len @ 126..=0xffff => {
+            out.push(mask_bit | 126);
+            out.extend((len as u16).to_be_bytes());
+        }
+        len => {
+            out.push(mask_bit | 127);
+            out.extend((len as u64).to_be_bytes());
+        }
+    }
+    if masked {
+        let key: [u8; 4] = rand::random();
+        out.extend(key);
+        out.extend(payload.iter().enumerate().map(|(i, b)| b ^ key[i % 4]));
+    } else {
+        out.extend(payload);
+    }
+    out
+}
+
+type Reader = WebSocket<Ready<InflateLayer<DuplexStream>>>;
+
+/// A tungstenite reader in `role` over the layer, with `wire` already sent by the peer, whose end is returned too.
+fn reader(role: Role, wire: &[u8], inflater: Option<Inflater>) -> (DuplexStream, Reader) {
+    let (mut peer, ours) = tokio::io::duplex(1 << 22);
+    Ready(&mut peer).write_all(wire).unwrap();
+    (peer, WebSocket::from_raw_socket(Ready(InflateLayer::new(ours, inflater)), role, None))
+}
+
+fn text(bytes: &[u8]) -> Message {
+    Message::text(String::from_utf8(bytes.to_vec()).unwrap())
+}
+
+fn io_error_kind(result: Result<Message, WsError>) -> io::ErrorKind {
+    match result {
+        Err(WsError::Io(e)) => e.kind(),
+        other => panic!("expected an I/O error, got {other:?}"),
+    }
+}
+
+/// The wire of the server test, with the messages tungstenite should read from it.
+fn client_wire() -> (Vec<u8>, Vec<Message>) {
+    let whole = json_like(5_000);
+    let fragmented = json_like(30_000);
+    let compressed = deflate_message(&fragmented, 6);
+    let (a, b) = (compressed.len() / 3, 2 * compressed.len() / 3);
+    let big: Vec<u8> = (0..200_000u32).map(|i| (i * 31 % 251) as u8).collect();
+    let wire = [
+        frame(true, true, 1, &deflate_message(&whole, 6), true),
+        frame(false, true, 1, &compressed[..a], true),
+        frame(false, false, 0, &compressed[a..b], true),
+        frame(true, false, 9, b"still there?", true),
+        frame(true, false, 0, &compressed[b..], true),
+        frame(true, false, 1, b"plain text", true),
+        frame(true, false, 2, &big, true),
+        // A plain fragmented message passes through for tungstenite to join.
+        frame(false, false, 1, b"plain ", true),
+        frame(true, false, 0, b"fragments", true),
+    ]
+    .concat();
+    let messages = vec![
+        text(&whole),
+        Message::Ping(Bytes::from_static(b"still there?")),
+        text(&fragmented),
+        text(b"plain text"),
+        Message::binary(big),
+        text(b"plain fragments"),
+    ];
+    (wire, messages)
+}
+
+#[test]
+fn layer_lets_a_server_read_compressed_and_plain_client_frames() {
+    let (wire, messages) = client_wire();
+    let (_peer, mut ws) = reader(Role::Server, &wire, Some(Inflater::new(false, 1 << 20)));
+    for expected in messages {
+        assert_eq!(ws.read().unwrap(), expected);
+    }
+}
+
+#[tokio::test]
+async fn layer_waits_for_a_trickling_peer() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (wire, messages) = client_wire();
+    // A pipe smaller than any frame, fed a few bytes at a time: every read of the layer must wait on the peer.
+    let (mut peer, ours) = tokio::io::duplex(64);
+    let writer = tokio::spawn(async move {
+        for piece in wire.chunks(5) {
+            peer.write_all(piece).await.unwrap();
+        }
+    });
+    let mut rewritten = Vec::new();
+    InflateLayer::new(ours, Some(Inflater::new(false, 1 << 20))).read_to_end(&mut rewritten).await.unwrap();
+    writer.await.unwrap();
+    // What came out is plain frames, which tungstenite reads with no layer at all.
+    let (_peer, mut ws) = reader(Role::Server, &rewritten, None);
+    for expected in messages {
+        assert_eq!(ws.read().unwrap(), expected);
+    }
+}
+
+#[test]
+fn layer_streams_a_plain_frame_before_it_is_complete() {
+    let wire = frame(true, false, 2, &vec![5; 200_000], true);
+    let (mut peer, ours) = tokio::io::duplex(1 << 22);
+    Ready(&mut peer).write_all(&wire[..100_000]).unwrap();
+    let mut layer = Ready(InflateLayer::new(ours, Some(Inflater::new(false, 1 << 20))));
+    let mut got = vec![0; wire.len()];
+    let mut n = 0;
+    loop {
+        match layer.read(&mut got[n..]) {
+            Ok(0) => panic!("end of stream"),
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(got[..n], wire[..100_000]);
+}
+
+#[test]
+fn layer_refuses_a_bomb_without_panicking() {
+    let bomb = deflate_message(&vec![0; 10 << 20], 9);
+    let (_peer, mut ws) = reader(Role::Server, &frame(true, true, 2, &bomb, true), Some(Inflater::new(false, 1 << 20)));
+    assert_eq!(io_error_kind(ws.read()), io::ErrorKind::InvalidData);
+}
+
+#[test]
+fn layer_refuses_compressed_frames_over_the_cap() {
+    let noise: Vec<u8> = (0..3_000).map(|_| rand::random()).collect();
+    let compressed = deflate_message(&noise, 6);
+    let (_peer, mut ws) =
+        reader(Role::Server, &frame(true, true, 2, &compressed, true), Some(Inflater::new(false, 2_000)));
+    assert_eq!(io_error_kind(ws.read()), io::ErrorKind::InvalidData);
+    // The cap counts all fragments together.
+    let wire = [frame(false, true, 2, &compressed[..1_500], true), frame(true, false, 0, &compressed[1_500..], true)];
+    let (_peer, mut ws) = reader(Role::Server, &wire.concat(), Some(Inflater::new(false, 2_000)));
+    assert_eq!(io_error_kind(ws.read()), io::ErrorKind::InvalidData);
+}
+
+#[test]
+fn layer_refuses_misplaced_reserved_bits() {
+    let compressed = deflate_message(b"hello", 6);
+    let cases = [
+        ("RSV1 on a ping", frame(true, true, 9, b"", true)),
+        ("RSV1 on a close", frame(true, true, 8, b"", true)),
+        ("RSV1 on a continuation", [frame(false, false, 1, b"a", true), frame(true, true, 0, b"b", true)].concat()),
+        (
+            "RSV2",
+            frame(true, false, 1, b"a", true)
+                .into_iter()
+                .enumerate()
+                .map(|(i, b)| if i == 0 { b | 0x20 } else { b })
+                .collect(),
+        ),
+        (
+            "RSV3",
+            frame(true, false, 1, b"a", true)
+                .into_iter()
+                .enumerate()
+                .map(|(i, b)| if i == 0 { b | 0x10 } else { b })
+                .collect(),
+        ),
+        (
+            "a new message inside a compressed one",
+            [frame(false, true, 1, &compressed, true), frame(true, false, 1, b"x", true)].concat(),
+        ),
+    ];
+    for (case, wire) in cases {
+        let (_peer, mut ws) = reader(Role::Server, &wire, Some(Inflater::new(false, 1 << 20)));
+        assert_eq!(io_error_kind(ws.read()), io::ErrorKind::InvalidData, "{case}");
+    }
+}
+
+#[test]
+fn layer_reports_a_compressed_message_cut_short() {
+    let compressed = deflate_message(&json_like(1_000), 6);
+    let (peer, mut ws) =
+        reader(Role::Server, &frame(false, true, 1, &compressed, true), Some(Inflater::new(false, 1 << 20)));
+    drop(peer);
+    assert_eq!(io_error_kind(ws.read()), io::ErrorKind::UnexpectedEof);
+}
+
+#[test]
+fn layer_lets_a_client_read_unmasked_server_frames() {
+    let update = json_like(4_000);
+    let compressed = deflate_message(&update, 6);
+    let half = compressed.len() / 2;
+    let wire = [
+        frame(true, true, 1, &compressed, false),
+        frame(false, true, 2, &compressed[..half], false),
+        frame(true, false, 10, b"pong", false),
+        frame(true, false, 0, &compressed[half..], false),
+        frame(true, false, 1, b"plain", false),
+    ]
+    .concat();
+    let (_peer, mut ws) = reader(Role::Client, &wire, Some(Inflater::new(true, 1 << 20)));
+    assert_eq!(ws.read().unwrap(), text(&update));
+    assert_eq!(ws.read().unwrap(), Message::Pong(Bytes::from_static(b"pong")));
+    assert_eq!(ws.read().unwrap(), Message::binary(update));
+    assert_eq!(ws.read().unwrap(), text(b"plain"));
+}
+
+#[test]
+fn layer_without_an_inflater_leaves_rsv1_to_tungstenite() {
+    let wire = [frame(true, false, 1, b"plain", true), frame(true, true, 1, &deflate_message(b"x", 6), true)].concat();
+    let (_peer, mut ws) = reader(Role::Server, &wire, None);
+    assert_eq!(ws.read().unwrap(), text(b"plain"));
+    assert!(matches!(ws.read(), Err(WsError::Protocol(ProtocolError::NonZeroReservedBits))));
 }
