@@ -535,3 +535,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for InflateLayer<S> {
         Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
     }
 }
+
+#[cfg(test)]
+#[path = "deflate_tests.rs"]
+mod tests;
