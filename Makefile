@@ -43,8 +43,9 @@ lint: setup
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-rust-test: setup
-	$(CARGO) test --workspace
+## rust-test: unit and end-to-end tests; latency_stats is built first, the end-to-end audit test runs it.
+rust-test: setup cpp-build
+	LATENCY_STATS=$(abspath $(CPP_BUILD))/latency_stats $(CARGO) test --workspace
 
 ## cpp-build, cpp-test: the C++ latency_stats tool and its GoogleTest suite (ctest).
 cpp-build: setup
