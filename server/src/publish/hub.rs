@@ -61,11 +61,14 @@ impl Tick {
     }
 }
 
+/// An aggregation (`nSigFigs`, `mantissa`) and the slots of its wanted depths, deepest last: one aggregation pass
+/// serves every depth.
+pub type L2Group = ((Option<u8>, Option<u8>), Vec<(usize, Arc<Slot>)>);
+
 /// Per coin, what some connection wants built.
 #[derive(Clone, Debug, Default)]
 pub struct CoinWants {
-    /// L2 shapes grouped by aggregation, each with its depths, deepest last.
-    pub l2: Vec<((Option<u8>, Option<u8>), Vec<(usize, Arc<Slot>)>)>,
+    pub l2: Vec<L2Group>,
     pub bbo: Option<Arc<Slot>>,
     pub trades: bool,
     pub l4: bool,

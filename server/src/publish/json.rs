@@ -79,7 +79,8 @@ struct Trade<'a> {
 /// Pairs one coin's fills of a block by `tid`, in first-appearance order, into official trades.
 pub fn trades<'a>(fills: impl Iterator<Item = &'a Fill>) -> Vec<u8> {
     // (tid, buyer, seller, taker side, first fill)
-    let mut acc: Vec<(u64, Option<Address>, Option<Address>, Option<Side>, &Fill)> = Vec::new();
+    type Match<'f> = (u64, Option<Address>, Option<Address>, Option<Side>, &'f Fill);
+    let mut acc: Vec<Match<'_>> = Vec::new();
     for f in fills {
         // The two sides of a match are adjacent in the node's output: search from the back.
         let i = match acc.iter().rposition(|t| t.0 == f.tid) {
