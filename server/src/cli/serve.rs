@@ -161,7 +161,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         counters: WsCounters::default(),
         closing,
     });
-    let served = rt.block_on(serve_http(&c.server.listen, AppState { shared, ws: ws.clone() }, closing_tx));
+    let served = rt.block_on(serve_http(&c.server.listen, AppState::new(shared, ws.clone()), closing_tx));
     rt.block_on(drain(&ws));
     stop.store(true, Relaxed);
     let _ = rt.block_on(publisher);

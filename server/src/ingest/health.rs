@@ -23,6 +23,19 @@ pub enum State {
     Resyncing,
 }
 
+impl State {
+    /// The name `/health` and the metrics use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Starting => "starting",
+            State::CatchingUp => "catching_up",
+            State::Live => "live",
+            State::Stale => "stale",
+            State::Resyncing => "resyncing",
+        }
+    }
+}
+
 /// Counters of everything ingest does; all monotonic.
 #[derive(Debug, Default)]
 pub struct IngestCounters {

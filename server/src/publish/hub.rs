@@ -135,6 +135,8 @@ pub struct Hub {
     requests: Mutex<Vec<(Coin, oneshot::Sender<L4Snapshot>)>>,
     published: watch::Sender<u64>,
     pub counters: PublishCounters,
+    /// Per-block stage times, settled into latency histograms.
+    pub stages: crate::audit::Stages,
 }
 
 impl Hub {
@@ -150,6 +152,7 @@ impl Hub {
             requests: Mutex::new(Vec::new()),
             published: watch::channel(0).0,
             counters: PublishCounters::default(),
+            stages: crate::audit::Stages::new(),
         }
     }
 

@@ -99,6 +99,14 @@ impl Publisher {
         }
         hub.push_ticks(ticks);
         self.serve_snapshots(snapshots, requests, h, block_time);
+        let published = now_nanos();
+        for b in &blocks {
+            let times = hub.shared.timeline.lock().iter().rev().find(|t| t.height == b.height).copied();
+            if let Some(t) = times {
+                hub.stages.published(t, published);
+            }
+        }
+        hub.stages.settle(published);
         (self.height, self.installs, self.wanted_version) = (h, installs, wanted.version);
         hub.counters.passes.fetch_add(1, Relaxed);
         hub.announce(self.pass);

@@ -412,6 +412,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             }
         }
         self.ws.flush().await?;
+        let stages = &self.ctx.hub.stages;
+        let written = now_nanos();
+        for f in &batch.frames {
+            if let Out::Shared(fr) = f
+                && fr.audit.height > 0
+            {
+                stages.sent(fr.audit.height, written);
+            }
+        }
         let c = &self.ctx.counters;
         c.frames_sent.fetch_add(n, Relaxed);
         c.bytes_sent.fetch_add(bytes, Relaxed);

@@ -21,6 +21,25 @@ use crate::ws::WsContext;
 pub struct AppState {
     pub shared: Arc<Shared>,
     pub ws: Arc<WsContext>,
+    pub metrics: Arc<prometheus_client::registry::Registry>,
+}
+
+impl AppState {
+    pub fn new(shared: Arc<Shared>, ws: Arc<WsContext>) -> AppState {
+        let metrics = Arc::new(crate::audit::metrics::registry(ws.clone()));
+        AppState { shared, ws, metrics }
+    }
+}
+
+/// Prometheus/OpenMetrics text.
+async fn metrics(State(s): State<AppState>) -> Response {
+    let body = crate::audit::metrics::render(&s.metrics);
+    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], body).into_response()
+}
+
+/// State, stage percentiles over the last minute, connections (docs/api.md).
+async fn status(State(s): State<AppState>) -> Response {
+    axum::Json(crate::audit::status::status(&s.ws)).into_response()
 }
 
 impl FromRef<AppState> for Arc<WsContext> {
@@ -34,6 +53,8 @@ pub fn router(state: AppState) -> Router {
         .route("/ws", get(super::upgrade::ws))
         .route("/info", post(info))
         .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .route("/status", get(status))
         .route("/l4snapshot", get(l4snapshot))
         .with_state(state)
 }

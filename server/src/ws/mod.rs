@@ -36,7 +36,7 @@ pub struct WsContext {
 /// Counters of the serving stage.
 #[derive(Debug, Default)]
 pub struct WsCounters {
-    pub connections_total: AtomicU64,
+    pub connections_accepted: AtomicU64,
     pub connections_refused: AtomicU64,
     pub messages_received: AtomicU64,
     pub protocol_errors: AtomicU64,
@@ -80,7 +80,7 @@ impl WsCounters {
 
     pub fn to_map(&self) -> std::collections::BTreeMap<&'static str, u64> {
         [
-            ("connections_total", &self.connections_total),
+            ("connections_accepted", &self.connections_accepted),
             ("connections_refused", &self.connections_refused),
             ("messages_received", &self.messages_received),
             ("protocol_errors", &self.protocol_errors),

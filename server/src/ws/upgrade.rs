@@ -81,7 +81,7 @@ pub async fn ws(
             .write_buffer_size(256 << 10)
             .max_write_buffer_size(64 << 20);
         let ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
-        task_ctx.counters.connections_total.fetch_add(1, Relaxed);
+        task_ctx.counters.connections_accepted.fetch_add(1, Relaxed);
         Conn::new(task_ctx, ws, opts).run().await;
     });
     let mut resp = Response::new(Body::empty());

@@ -1,0 +1,145 @@
+//! `/metrics`: everything the server counts, in the Prometheus/OpenMetrics text format, through the
+//! `prometheus-client` exposition crate. Values are read at scrape time from the counters the stages already keep
+//! (no second bookkeeping); stage latencies are exported as histograms built from the `hdrhistogram`s.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::exemplar::Exemplar;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
+
+use super::STAGES;
+use crate::ingest::health::State;
+use crate::ws::WsContext;
+
+/// Upper bounds (seconds) of the exported stage histograms: 50 µs to ~100 s, doubling.
+#[allow(clippy::float_arithmetic)]
+fn bounds() -> Vec<f64> {
+    (0..22).map(|i| 0.000_05 * f64::from(1u32 << i)).collect()
+}
+
+#[derive(Debug)]
+struct Hlbook(Arc<WsContext>);
+
+fn gauge(e: &mut DescriptorEncoder, name: &str, help: &str, v: i64) -> Result<(), std::fmt::Error> {
+    let g = ConstGauge::new(v);
+    g.encode(e.encode_descriptor(name, help, None, g.metric_type())?)
+}
+
+fn counter(e: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> Result<(), std::fmt::Error> {
+    let c = ConstCounter::new(v);
+    c.encode(e.encode_descriptor(name, help, None, c.metric_type())?)
+}
+
+impl Collector for Hlbook {
+    // Seconds are floats in the exposition format; no money is involved here.
+    #[allow(clippy::float_arithmetic)]
+    fn encode(&self, mut e: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let ctx = &self.0;
+        let shared = &ctx.hub.shared;
+        let h = &shared.health;
+        let state = h.state();
+        {
+            let mut m =
+                e.encode_descriptor("hlbook_state", "1 for the current health state", None, MetricType::Gauge)?;
+            for s in [State::Starting, State::CatchingUp, State::Live, State::Stale, State::Resyncing] {
+                let labels = [("state", s.as_str())];
+                ConstGauge::new(i64::from(s == state)).encode(m.encode_family(&labels)?)?;
+            }
+        }
+        gauge(&mut e, "hlbook_height", "Height of the last applied block", h.height() as i64)?;
+        let (block_lag, node_lag) = h.lag();
+        {
+            let mut m =
+                e.encode_descriptor("hlbook_lag_seconds", "now minus the last block's time", None, MetricType::Gauge)?;
+            for (kind, v) in [("block", block_lag), ("node_write", node_lag)] {
+                prometheus_client::metrics::gauge::ConstGauge::new(v as f64 / 1e9)
+                    .encode(m.encode_family(&[("since", kind)])?)?;
+            }
+        }
+        for (name, v) in h.counters.to_map() {
+            counter(&mut e, &format!("hlbook_ingest_{name}"), "Ingest counter (docs/operations.md)", v)?;
+        }
+        let p = &ctx.hub.counters;
+        for (name, v) in [
+            ("passes", &p.passes),
+            ("l2_frames", &p.l2_frames),
+            ("bbo_frames", &p.bbo_frames),
+            ("mids_frames", &p.mids_frames),
+            ("trade_frames", &p.trade_frames),
+            ("l4_frames", &p.l4_frames),
+            ("l4_snapshots", &p.l4_snapshots),
+            ("discontinuities", &p.discontinuities),
+        ] {
+            counter(&mut e, &format!("hlbook_publish_{name}"), "Publisher counter", v.load(Relaxed))?;
+        }
+        gauge(
+            &mut e,
+            "hlbook_feed_bytes",
+            "Bytes of trades/l4Book frames kept for slow connections",
+            ctx.hub.feed_bytes() as i64,
+        )?;
+        for (name, v) in ctx.counters.to_map() {
+            counter(&mut e, &format!("hlbook_ws_{name}"), "WebSocket counter", v)?;
+        }
+        gauge(&mut e, "hlbook_connections", "Open WebSocket connections", ctx.limits.open() as i64)?;
+        {
+            let mut m =
+                e.encode_descriptor("hlbook_subscriptions", "Subscriptions by channel", None, MetricType::Gauge)?;
+            for (channel, n) in ctx.counters.subscriptions() {
+                ConstGauge::new(n).encode(m.encode_family(&[("channel", channel)])?)?;
+            }
+        }
+        let mut m = e.encode_descriptor(
+            "hlbook_stage_latency_seconds",
+            "Per-block latency of each pipeline stage (docs/latency.md)",
+            None,
+            MetricType::Histogram,
+        )?;
+        let bounds = bounds();
+        for (stage, hist) in STAGES.iter().zip(ctx.hub.stages.histograms()) {
+            let mut buckets: Vec<(f64, u64)> = bounds.iter().map(|&b| (b, 0)).collect();
+            let mut sum = 0.0;
+            for v in hist.iter_recorded() {
+                let secs = v.value_iterated_to() as f64 / 1e9;
+                sum += secs * v.count_at_value() as f64;
+                let i = bounds.iter().position(|&b| secs <= b).unwrap_or(bounds.len());
+                if let Some(b) = buckets.get_mut(i) {
+                    b.1 += v.count_at_value();
+                }
+            }
+            buckets.push((f64::MAX, 0)); // +Inf to the encoder
+            // prometheus-client wants per-bucket counts and accumulates them itself.
+            let last = buckets.len() - 1;
+            buckets[last].1 = hist.len() - buckets[..last].iter().map(|b| b.1).sum::<u64>();
+            let labels = [("stage", *stage)];
+            let mut fam = m.encode_family(&labels)?;
+            fam.encode_histogram::<NoLabelSet>(
+                sum,
+                hist.len(),
+                &buckets,
+                None::<&HashMap<usize, Exemplar<NoLabelSet, f64>>>,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// A registry over the server's state; render it with `render`.
+pub fn registry(ctx: Arc<WsContext>) -> Registry {
+    let mut r = Registry::default();
+    r.register_collector(Box::new(Hlbook(ctx)));
+    r
+}
+
+pub fn render(r: &Registry) -> String {
+    let mut out = String::new();
+    let _ = prometheus_client::encoding::text::encode(&mut out, r);
+    out
+}

@@ -1,0 +1,201 @@
+//! Where each block's time goes: per-block stage timestamps, per-stage latency histograms, and their exports
+//! (`/metrics`, `/status`).
+//!
+//! Ingest records when a block was written by the node, read and applied (`ingest::live::BlockTimes`); the
+//! publisher adds when its frames were published; connections add when they wrote them (first and last socket
+//! write over all connections, with two atomics per block, so the hot path never locks). About a second after a
+//! block was published its entry is final: each stage goes into a cumulative `hdrhistogram` (for Prometheus) and
+//! into a one-minute window (for `/status` and the status page).
+
+pub mod metrics;
+pub mod status;
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+
+use hdrhistogram::Histogram;
+use parking_lot::Mutex;
+
+use crate::ingest::live::BlockTimes;
+
+/// The stages, in pipeline order: (name, from, to) over a `Final` entry's fields.
+pub const STAGES: [&str; 7] = [
+    "block_to_node_write",
+    "node_write_to_read",
+    "read_to_applied",
+    "applied_to_published",
+    "published_to_first_write",
+    "published_to_last_write",
+    "block_to_last_write",
+];
+
+/// Blocks tracked at once (about five minutes of mainnet blocks).
+const RING: usize = 4096;
+/// A block's entry is final this long after it was published (its frames have been written by then).
+const SETTLE_NS: i64 = 1_000_000_000;
+/// The window `/status` reports.
+pub const WINDOW_NS: i64 = 60_000_000_000;
+
+#[derive(Debug, Default)]
+struct Entry {
+    height: AtomicU64,
+    times: Mutex<BlockTimes>,
+    published: AtomicI64,
+    first_sent: AtomicI64,
+    last_sent: AtomicI64,
+}
+
+/// One settled block: its stage latencies in ns (`None` when a stage did not happen, e.g. nothing was sent).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Final {
+    pub height: u64,
+    pub applied_ns: i64,
+    pub stages: [Option<i64>; 7],
+}
+
+#[derive(Debug)]
+pub struct Stages {
+    ring: Box<[Entry]>,
+    /// Heights published and not yet settled, oldest first.
+    pending: Mutex<VecDeque<u64>>,
+    histograms: Mutex<Vec<Histogram<u64>>>,
+    window: Mutex<VecDeque<Final>>,
+}
+
+impl Default for Stages {
+    fn default() -> Self {
+        Stages::new()
+    }
+}
+
+impl Stages {
+    pub fn new() -> Stages {
+        let hist = || Histogram::new_with_bounds(1, 600_000_000_000, 3).unwrap_or_else(|_| Histogram::new(3).unwrap());
+        Stages {
+            ring: (0..RING).map(|_| Entry::default()).collect(),
+            pending: Mutex::new(VecDeque::new()),
+            histograms: Mutex::new((0..STAGES.len()).map(|_| hist()).collect()),
+            window: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    fn entry(&self, height: u64) -> &Entry {
+        &self.ring[(height % RING as u64) as usize]
+    }
+
+    /// The publisher published `times.height`'s frames at `published_ns`.
+    pub fn published(&self, times: BlockTimes, published_ns: i64) {
+        let e = self.entry(times.height);
+        *e.times.lock() = times;
+        e.published.store(published_ns, Relaxed);
+        e.first_sent.store(i64::MAX, Relaxed);
+        e.last_sent.store(0, Relaxed);
+        e.height.store(times.height, Relaxed);
+        self.pending.lock().push_back(times.height);
+    }
+
+    /// A connection wrote a frame of block `height` at `sent_ns`.
+    pub fn sent(&self, height: u64, sent_ns: i64) {
+        let e = self.entry(height);
+        if e.height.load(Relaxed) == height {
+            e.first_sent.fetch_min(sent_ns, Relaxed);
+            e.last_sent.fetch_max(sent_ns, Relaxed);
+        }
+    }
+
+    /// Settles every entry published more than a second before `now`.
+    pub fn settle(&self, now: i64) {
+        let mut settled = Vec::new();
+        {
+            let mut pending = self.pending.lock();
+            while let Some(&h) = pending.front() {
+                let e = self.entry(h);
+                if e.height.load(Relaxed) == h && now - e.published.load(Relaxed) < SETTLE_NS {
+                    break;
+                }
+                pending.pop_front();
+                if e.height.load(Relaxed) == h {
+                    settled.push(finalize(h, e));
+                }
+            }
+        }
+        if settled.is_empty() {
+            return;
+        }
+        let mut hist = self.histograms.lock();
+        for f in &settled {
+            for (h, v) in hist.iter_mut().zip(f.stages) {
+                if let Some(v) = v {
+                    h.saturating_record(v.max(1) as u64);
+                }
+            }
+        }
+        drop(hist);
+        let mut w = self.window.lock();
+        w.extend(settled);
+        while w.front().is_some_and(|f| now - f.applied_ns > WINDOW_NS) {
+            w.pop_front();
+        }
+    }
+
+    /// Cumulative histograms since start, one per stage (in `STAGES` order).
+    pub fn histograms(&self) -> Vec<Histogram<u64>> {
+        self.histograms.lock().clone()
+    }
+
+    /// Settled blocks of the last minute.
+    pub fn window(&self) -> Vec<Final> {
+        self.window.lock().iter().copied().collect()
+    }
+}
+
+fn finalize(height: u64, e: &Entry) -> Final {
+    let t = *e.times.lock();
+    let published = e.published.load(Relaxed);
+    let (first, last) = (e.first_sent.load(Relaxed), e.last_sent.load(Relaxed));
+    let known = |v: i64| v > 0 && v != i64::MAX;
+    let d = |a: i64, b: i64| (known(a) && known(b)).then(|| (b - a).max(0));
+    Final {
+        height,
+        applied_ns: t.applied,
+        stages: [
+            d(t.block_time, t.node_written),
+            d(t.node_written, t.read),
+            d(t.read, t.applied),
+            d(t.applied, published),
+            d(published, first),
+            d(published, last),
+            d(t.block_time, last),
+        ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_block_settles_into_every_stage() {
+        let s = Stages::new();
+        let t = BlockTimes { height: 7, block_time: 1_000, node_written: 3_000, read: 3_500, applied: 3_600 };
+        s.published(t, 4_000);
+        s.sent(7, 4_200);
+        s.sent(7, 4_900);
+        s.sent(8, 1); // not tracked: ignored
+        s.settle(4_000 + SETTLE_NS / 2);
+        assert!(s.window().is_empty(), "not settled yet");
+        s.settle(4_000 + SETTLE_NS);
+        let w = s.window();
+        assert_eq!(w.len(), 1);
+        assert_eq!(w[0].stages, [Some(2_000), Some(500), Some(100), Some(400), Some(200), Some(900), Some(3_900)]);
+        assert_eq!(s.histograms()[1].len(), 1);
+    }
+
+    #[test]
+    fn blocks_nobody_received_have_no_write_stages() {
+        let s = Stages::new();
+        s.published(BlockTimes { height: 1, block_time: 10, node_written: 20, read: 30, applied: 40 }, 50);
+        s.settle(50 + SETTLE_NS);
+        assert_eq!(s.window()[0].stages[4..], [None, None, None]);
+    }
+}

@@ -1,0 +1,72 @@
+//! `GET /status`: one JSON document for the status page and for people: state, height, per-stage percentiles
+//! over the last minute, blocks a second, the stalest subscribed coins, and connection numbers.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use hdrhistogram::Histogram;
+use serde_json::{Value, json};
+
+use super::{STAGES, WINDOW_NS};
+use crate::node::time::now_nanos;
+use crate::ws::WsContext;
+
+pub fn status(ctx: &WsContext) -> Value {
+    let shared = &ctx.hub.shared;
+    let h = &shared.health;
+    let window = ctx.hub.stages.window();
+    let now = now_nanos();
+    let mut stages = Vec::new();
+    for (i, name) in STAGES.iter().enumerate() {
+        let Ok(mut hist) = Histogram::<u64>::new_with_bounds(1, 600_000_000_000, 3) else { continue };
+        for f in &window {
+            if let Some(v) = f.stages[i] {
+                hist.saturating_record(v.max(1) as u64);
+            }
+        }
+        let us = |p: f64| hist.value_at_quantile(p) / 1_000;
+        stages.push(json!({
+            "stage": name, "count": hist.len(),
+            "p50_us": us(0.5), "p90_us": us(0.9), "p99_us": us(0.99), "p999_us": us(0.999), "max_us": hist.max() / 1_000,
+        }));
+    }
+    let span = window.first().zip(window.last()).map_or(0, |(a, b)| b.applied_ns - a.applied_ns);
+    let blocks_per_sec = if span > 0 { (window.len() as u64 - 1) * 1_000_000_000 / span as u64 } else { 0 };
+    let (block_lag, node_lag) = h.lag();
+    json!({
+        "state": h.state().as_str(),
+        "height": h.height(),
+        "time_ms": now / 1_000_000,
+        "lag_ms": {"block": block_lag / 1_000_000, "node_write": node_lag / 1_000_000},
+        "window_s": WINDOW_NS / 1_000_000_000,
+        "blocks": window.len(),
+        "blocks_per_sec": blocks_per_sec,
+        "stages": stages,
+        "stalest_coins": stalest(ctx, now),
+        "connections": ctx.limits.open(),
+        "subscriptions_by_channel": ctx.counters.subscriptions().into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
+        "frames_sent": ctx.counters.frames_sent.load(Relaxed),
+        "bytes_sent": ctx.counters.bytes_sent.load(Relaxed),
+        "overflows": ctx.counters.overflows.load(Relaxed),
+        "conflated": ctx.counters.conflated.load(Relaxed),
+    })
+}
+
+/// Subscribed coins whose newest L2 frame describes the oldest block (quiet coins show up here too).
+fn stalest(ctx: &WsContext, now: i64) -> Vec<Value> {
+    let wanted = ctx.hub.wanted();
+    let mut ages: Vec<(i64, &str)> = wanted
+        .coins
+        .iter()
+        .filter_map(|(coin, w)| {
+            let newest =
+                w.l2.iter()
+                    .flat_map(|g| &g.1)
+                    .filter_map(|(_, slot)| slot.frame.load_full())
+                    .map(|f| f.audit.block_ns)
+                    .max()?;
+            Some((now - newest, &**coin))
+        })
+        .collect();
+    ages.sort_unstable_by(|a, b| b.cmp(a));
+    ages.into_iter().take(5).map(|(age, coin)| json!({"coin": coin, "age_ms": age / 1_000_000})).collect()
+}
