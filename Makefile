@@ -4,7 +4,8 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages the build and the tests need (Boost is added in `setup`: Debian 12 ships 1.81, Ubuntu 24.04 newer).
-APT_PACKAGES := build-essential pkg-config ca-certificates curl git cmake libsimdjson-dev libgtest-dev libssl-dev
+APT_PACKAGES := build-essential pkg-config ca-certificates curl git cmake libsimdjson-dev libgtest-dev libssl-dev \
+	python3
 CPP_BUILD := build/latency_client
 HL_FIXTURES ?= $(abspath ../shared/fixtures/hl-mainnet-btc)
 export HL_FIXTURES
@@ -64,15 +65,10 @@ bench: setup
 	$(CARGO) build --release -p hlbook --bins
 	$(CARGO) bench -p hlbook-benches
 
-## demo: replays the mainnet capture and prints per-block summaries.
-demo: build
-	@test -d "$(HL_FIXTURES)" || { echo "demo needs the capture at $(HL_FIXTURES) (set HL_FIXTURES)"; exit 1; }
-	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
-	for a in by_block streaming; do tar xzf $(HL_FIXTURES)/$${a}_btc_985148182_985148232.tar.gz -C $$tmp; done; \
-	./target/release/hlbook replay --snapshot $(HL_FIXTURES)/snapshot_985148181.json.gz \
-		--node-dir $$tmp/hl/data --mode by-block --print summary | tail -n 3; \
-	./target/release/hlbook replay --snapshot $(HL_FIXTURES)/snapshot_985148181.json.gz \
-		--node-dir $$tmp/hl/data --mode streaming --coin BTC --print l2 --n-sig-figs 5 --n-levels 3 | tail -n 1
+## demo: simulator + server + latency_stats for ~20 s; prints the latency table and the per-stage breakdown,
+## writes build/demo/latency.svg, leaves nothing running (deploy/demo.sh).
+demo: build cpp-build
+	./deploy/demo.sh
 
 clean:
 	$(CARGO) clean

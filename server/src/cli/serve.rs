@@ -59,6 +59,9 @@ pub struct ServeArgs {
     /// Log format: human or json [default: human].
     #[arg(long)]
     pub log_format: Option<String>,
+    /// Check the configuration (file and flags), print it, and exit: 0 when valid.
+    #[arg(long)]
+    pub check: bool,
 }
 
 impl ServeArgs {
@@ -126,6 +129,10 @@ fn live_config(c: &Config) -> anyhow::Result<LiveConfig> {
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let c = args.config()?;
+    if args.check {
+        println!("configuration is valid:\n{c:#?}");
+        return Ok(());
+    }
     init_logging(&c.log.format, &c.log.level);
     let shared = Arc::new(Shared::new(Books::default(), c.stale_after()));
     let stop = Arc::new(AtomicBool::new(false));

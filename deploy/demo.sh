@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# `make demo`: the node simulator writes a mainnet-like market, hlbook serves it, latency_stats measures it for
+# about 20 s; prints the client's latency table with its per-stage split, the server's own stage breakdown, and
+# writes the latency CDF as SVG. Everything started here is stopped on exit, whatever happens.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=target/release
+STATS=build/latency_client/latency_stats
+OUT=build/demo
+SECS=${DEMO_SECS:-20}
+mkdir -p "$OUT"
+work=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+# The first line starting with $2 in file $1 (a process prints its bound address there), waiting up to 30 s.
+wait_line() {
+	for _ in $(seq 300); do
+		if l=$(grep -m1 "^$2" "$1" 2>/dev/null); then echo "${l#"$2"}" | tr -d ' '; return 0; fi
+		sleep 0.1
+	done
+	echo "demo: no '$2' in $1" >&2; cat "${1%.out}.log" >&2 || true; return 1
+}
+
+echo "== starting the node simulator (mainnet-like: 8 coins, 50k BTC orders, 80 ms blocks, ~150 ms node lag)"
+"$BIN/hlsim" --out "$work/data" --info-listen 127.0.0.1:0 >"$work/sim.out" 2>"$work/sim.log" &
+pids+=($!)
+info=$(wait_line "$work/sim.out" "info listening on")
+
+echo "== starting hlbook serve"
+"$BIN/hlbook" serve --node-dir "$work/data" --info-url "http://$info/info" --snapshot-dir "$work/snapshots" \
+	--listen 127.0.0.1:0 >"$work/server.out" 2>"$work/server.log" &
+pids+=($!)
+addr=$(wait_line "$work/server.out" "hlbook listening on")
+for _ in $(seq 600); do
+	curl -sf "http://$addr/health" >/dev/null && break
+	sleep 0.1
+done
+curl -sf "http://$addr/health" >/dev/null || { echo "demo: the server never became live" >&2; tail "$work/server.log" >&2; exit 1; }
+
+echo "== latency_stats for ${SECS} s (all coins, l2Book + trades + bbo, with the server's audit split)"
+"$STATS" --url "ws://$addr/ws" --coins all --channels l2Book,trades,bbo --duration "$SECS" --warmup 2 --audit \
+	--json "$OUT/latency.json" --svg "$OUT/latency.svg"
+
+echo
+echo "== the server's own stage breakdown over the last minute (GET /status, microseconds)"
+curl -sf "http://$addr/status" | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+print(f"state {s[\"state\"]}  height {s[\"height\"]}  blocks/s {s[\"blocks_per_sec\"]}  connections {s[\"connections\"]}")
+print(f"{\"stage\":28} {\"count\":>6} {\"p50\":>9} {\"p90\":>9} {\"p99\":>9} {\"max\":>9}  (us)")
+for st in s["stages"]:
+    print(f"{st[\"stage\"]:28} {st[\"count\"]:>6} {st[\"p50_us\"]:>9} {st[\"p90_us\"]:>9} {st[\"p99_us\"]:>9} {st[\"max_us\"]:>9}")
+'
+echo
+echo "latency CDF: $OUT/latency.svg   report: $OUT/latency.json"
