@@ -49,13 +49,13 @@ echo "== latency_stats for ${SECS} s (all coins, l2Book + trades + bbo, with the
 
 echo
 echo "== the server's own stage breakdown over the last minute (GET /status, microseconds)"
-curl -sf "http://$addr/status" | python3 -c '
-import json, sys
-s = json.load(sys.stdin)
-print(f"state {s[\"state\"]}  height {s[\"height\"]}  blocks/s {s[\"blocks_per_sec\"]}  connections {s[\"connections\"]}")
-print(f"{\"stage\":28} {\"count\":>6} {\"p50\":>9} {\"p90\":>9} {\"p99\":>9} {\"max\":>9}  (us)")
+python3 - "http://$addr/status" <<'PY'
+import json, sys, urllib.request
+s = json.load(urllib.request.urlopen(sys.argv[1]))
+print("state %s  height %s  blocks/s %s  connections %s" % (s["state"], s["height"], s["blocks_per_sec"], s["connections"]))
+print("%-26s %7s %9s %9s %9s %9s  (us)" % ("stage", "blocks", "p50", "p90", "p99", "max"))
 for st in s["stages"]:
-    print(f"{st[\"stage\"]:28} {st[\"count\"]:>6} {st[\"p50_us\"]:>9} {st[\"p90_us\"]:>9} {st[\"p99_us\"]:>9} {st[\"max_us\"]:>9}")
-'
+    print("%-26s %7s %9s %9s %9s %9s" % (st["stage"], st["count"], st["p50_us"], st["p90_us"], st["p99_us"], st["max_us"]))
+PY
 echo
 echo "latency CDF: $OUT/latency.svg   report: $OUT/latency.json"
