@@ -150,6 +150,42 @@ impl Config {
         toml::from_str(&text).map_err(|e| ConfigError::Parse { path: p, message: e.to_string().trim().to_string() })
     }
 
+    /// The file (if any) with `SECTION.KEY=VALUE` overrides applied over it; values are TOML (`5`, `true`,
+    /// `"text"`), and a value that is not TOML is taken as a string.
+    pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<Config, ConfigError> {
+        let (name, text) = match path {
+            Some(p) => {
+                let name = p.display().to_string();
+                let text =
+                    std::fs::read_to_string(p).map_err(|source| ConfigError::Read { path: name.clone(), source })?;
+                (name, text)
+            }
+            None => ("(defaults)".to_string(), String::new()),
+        };
+        let parse_err = |message: String| ConfigError::Parse { path: name.clone(), message };
+        let mut table: toml::Table = toml::from_str(&text).map_err(|e| parse_err(e.to_string().trim().to_string()))?;
+        for o in overrides {
+            let (key, value) =
+                o.split_once('=').ok_or_else(|| parse_err(format!("--set {o:?}: expected SECTION.KEY=VALUE")))?;
+            let (section, key) = key
+                .trim()
+                .split_once('.')
+                .ok_or_else(|| parse_err(format!("--set {o:?}: expected SECTION.KEY=VALUE")))?;
+            let value = toml::from_str::<toml::Table>(&format!("v = {value}"))
+                .ok()
+                .and_then(|mut t| t.remove("v"))
+                .unwrap_or_else(|| toml::Value::String(value.to_string()));
+            let entry = table.entry(section.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            match entry {
+                toml::Value::Table(t) => {
+                    t.insert(key.to_string(), value);
+                }
+                _ => return Err(parse_err(format!("--set {o:?}: `{section}` is not a section"))),
+            }
+        }
+        toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| parse_err(e.to_string().trim().to_string()))
+    }
+
     /// Checks every value; the first bad one is named.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let i = &self.ingest;
@@ -250,6 +286,16 @@ mod tests {
         let c: Config = toml::from_str(text).map_err(|e| e.to_string())?;
         c.validate().map_err(|e| e.to_string())?;
         Ok(c)
+    }
+
+    #[test]
+    fn set_overrides_any_key_and_is_checked() {
+        let set = |v: &[&str]| Config::load(None, &v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let c = set(&["server.max_connections=5", "server.token=s3cret", "ingest.mode=\"streaming\""]).unwrap();
+        assert_eq!((c.server.max_connections, c.server.token.as_str(), c.ingest.mode), (5, "s3cret", Mode::Streaming));
+        assert!(set(&["server.nope=1"]).unwrap_err().to_string().contains("nope"));
+        assert!(set(&["server.max_connections=lots"]).is_err());
+        assert!(set(&["nodot=1"]).is_err());
     }
 
     #[test]

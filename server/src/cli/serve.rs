@@ -59,6 +59,10 @@ pub struct ServeArgs {
     /// Log format: human or json [default: human].
     #[arg(long)]
     pub log_format: Option<String>,
+    /// Set any config key, e.g. `--set server.max_connections=50000 --set server.token=s3cret` (every key, its
+    /// default and meaning: config/hlbook.toml). Applied over the file, before the flags above.
+    #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
+    pub set: Vec<String>,
     /// Check the configuration (file and flags), print it, and exit: 0 when valid.
     #[arg(long)]
     pub check: bool,
@@ -67,10 +71,7 @@ pub struct ServeArgs {
 impl ServeArgs {
     /// Defaults, then the file, then the flags; validated.
     pub fn config(&self) -> anyhow::Result<Config> {
-        let mut c = match &self.config {
-            Some(p) => Config::from_file(p)?,
-            None => Config::default(),
-        };
+        let mut c = Config::load(self.config.as_deref(), &self.set)?;
         let i = &mut c.ingest;
         set(&mut i.node_dir, &self.node_dir);
         set(&mut i.mode, &self.mode);
