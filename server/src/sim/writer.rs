@@ -88,7 +88,8 @@ impl Writer {
 
     /// Starts the timing CSV (header written now).
     pub fn timing(&mut self, path: &Path) -> io::Result<()> {
-        let mut f = File::create(path)?;
+        let mut f = File::create(path)
+            .map_err(|e| io::Error::new(e.kind(), format!("creating the timing file {}: {e}", path.display())))?;
         f.write_all(b"height,block_time_ns,fills_written_ns,statuses_written_ns,diffs_written_ns\n")?;
         self.timing = Some(f);
         Ok(())
