@@ -1,0 +1,87 @@
+//! A live market for WebSocket client tests: `hlsim` writes a small market without end, `hlbook serve` follows it
+//! with a `[server]` section given by the test, and both are stopped when the `Feed` is dropped.
+
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use crate::procs::{HLBOOK, Proc, wait_health};
+
+pub const HLSIM: &str = env!("CARGO_BIN_EXE_hlsim");
+
+#[derive(Debug)]
+pub struct Feed {
+    pub server: Proc,
+    pub sim: Proc,
+    /// `HOST:PORT` of the server.
+    pub addr: String,
+    /// `http://HOST:PORT`.
+    pub base: String,
+    pub dir: tempfile::TempDir,
+}
+
+impl Feed {
+    /// Starts the simulator and the server, whose config file holds `[server]` followed by `server_toml`, and waits
+    /// until the server's books are live.
+    pub fn start(server_toml: &str) -> Feed {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let sim = Proc::start(
+            HLSIM,
+            &[
+                "--out",
+                data.to_str().unwrap(),
+                "--coins",
+                "4",
+                "--btc-orders",
+                "2000",
+                "--orders-per-coin",
+                "200",
+                "--block-ms",
+                "100",
+                "--rate",
+                "0.3",
+                "--reject-ratio",
+                "2",
+                "--info-listen",
+                "127.0.0.1:0",
+            ],
+            &dir.path().join("sim.log"),
+        );
+        let info = sim.wait_line("info listening on", Duration::from_secs(60));
+        let config = dir.path().join("hlbook.toml");
+        std::fs::write(&config, format!("[server]\n{server_toml}\n")).unwrap();
+        let info_url = format!("http://{info}/info");
+        let snaps = dir.path().join("snapshots");
+        let server = Proc::start(
+            HLBOOK,
+            &[
+                "serve",
+                "--config",
+                config.to_str().unwrap(),
+                "--node-dir",
+                data.to_str().unwrap(),
+                "--info-url",
+                &info_url,
+                "--snapshot-dir",
+                snaps.to_str().unwrap(),
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            &dir.path().join("serve.log"),
+        );
+        let addr = server.wait_line("hlbook listening on", Duration::from_secs(60));
+        let base = format!("http://{addr}");
+        wait_health(&base, Duration::from_secs(120), |h| h["state"] == "live");
+        Feed { server, sim, addr, base, dir }
+    }
+
+    pub fn ws_url(&self) -> String {
+        format!("ws://{}/ws", self.addr)
+    }
+
+    /// The server's log so far, for failure messages.
+    pub fn server_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("serve.log")).unwrap_or_default()
+    }
+}
