@@ -8,8 +8,9 @@ for a number of seconds or data frames, and prints JSON lines on stdout:
   {"event": "recv", "text": <one server message, exactly as received>}      (one per message)
   {"event": "done", "reason": "frames" | "seconds" | "closed", "sent": N, "sent_compressed": N, ...}
 
-`sent_compressed` counts the client's messages that went out with RSV1 set: the library compresses every data
-frame once permessage-deflate is negotiated, and the count proves it did.
+`sent_compressed` counts the client's messages that went out with RSV1 set (the library compresses every data frame
+once permessage-deflate is negotiated, and the count proves it did); `received_compressed` counts the server's
+messages that arrived with RSV1 set, out of `received`.
 """
 
 import argparse
@@ -19,6 +20,7 @@ import sys
 import time
 
 import websockets
+from websockets.frames import Opcode
 
 CONTROL_CHANNELS = {"subscriptionResponse", "pong", "error", "post"}
 
@@ -28,18 +30,23 @@ def emit(obj):
     sys.stdout.flush()
 
 
-def count_compressed(ws, counter):
-    """Wraps each negotiated extension's encoder to count outgoing frames that leave with RSV1 set."""
+def count_compressed(ws, counts):
+    """Wraps each negotiated extension to count data frames that leave, or arrive, with RSV1 set."""
     for ext in ws.extensions:
-        encode = ext.encode
+        encode, decode = ext.encode, ext.decode
 
-        def counting(frame, encode=encode):
+        def counting_encode(frame, encode=encode):
             out = encode(frame)
             if out.rsv1:
-                counter["n"] += 1
+                counts["sent"] += 1
             return out
 
-        ext.encode = counting
+        def counting_decode(frame, *, max_size=None, decode=decode):
+            if frame.rsv1 and frame.opcode in (Opcode.TEXT, Opcode.BINARY):
+                counts["received"] += 1
+            return decode(frame, max_size=max_size)
+
+        ext.encode, ext.decode = counting_encode, counting_decode
 
 
 async def run(args):
@@ -49,7 +56,7 @@ async def run(args):
         args.uri, compression=compression, max_size=args.max_size, ping_interval=None, open_timeout=10
     ) as ws:
         emit({"event": "open", "extensions": ws.response_headers.get("Sec-WebSocket-Extensions")})
-        compressed = {"n": 0}
+        compressed = {"sent": 0, "received": 0}
         count_compressed(ws, compressed)
         sent = 0
         if args.ping:
@@ -59,7 +66,7 @@ async def run(args):
             await ws.send(json.dumps({"method": "subscribe", "subscription": s}))
             sent += 1
         deadline = time.monotonic() + args.seconds
-        data_frames = 0
+        data_frames = received = 0
         reason = "seconds"
         while True:
             left = deadline - time.monotonic()
@@ -74,6 +81,7 @@ async def run(args):
                 break
             if isinstance(text, bytes):
                 text = text.decode()
+            received += 1
             emit({"event": "recv", "text": text})
             try:
                 channel = json.loads(text).get("channel")
@@ -84,8 +92,8 @@ async def run(args):
                 if args.frames and data_frames >= args.frames:
                     reason = "frames"
                     break
-        emit({"event": "done", "reason": reason, "sent": sent, "sent_compressed": compressed["n"],
-              "data_frames": data_frames})
+        emit({"event": "done", "reason": reason, "sent": sent, "sent_compressed": compressed["sent"],
+              "received": received, "received_compressed": compressed["received"], "data_frames": data_frames})
 
 
 def main():
