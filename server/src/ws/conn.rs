@@ -127,6 +127,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                         }
                     }
                     Some(Err(WsError::Capacity(e))) => break Some((CloseCode::Size, format!("frame too large: {e}"))),
+                    // The inflate layer refuses a compressed message over the cap or a malformed compressed frame.
+                    Some(Err(WsError::Io(e))) if e.kind() == std::io::ErrorKind::InvalidData => {
+                        let inflate = e.get_ref().and_then(|i| i.downcast_ref::<super::deflate::InflateError>());
+                        let too_large = matches!(inflate, Some(super::deflate::InflateError::TooLarge { .. }));
+                        let code = if too_large { CloseCode::Size } else { CloseCode::Protocol };
+                        break Some((code, e.to_string()));
+                    }
                     Some(Err(e)) => {
                         tracing::debug!("connection read error: {e}");
                         break None;
