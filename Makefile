@@ -3,9 +3,10 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-# Debian packages the build and the tests need (Boost is added in `setup`: Debian 12 ships 1.81, Ubuntu 24.04 newer).
+# Debian packages the build and the tests need (Boost is added in `setup`: Debian 12 ships 1.81, Ubuntu 24.04 newer);
+# haproxy runs in server/tests/scale_out.rs, balancing two edge servers with deploy/haproxy/hlbook.cfg.
 APT_PACKAGES := build-essential pkg-config ca-certificates curl git cmake libsimdjson-dev libgtest-dev libssl-dev \
-	python3
+	python3 haproxy
 CPP_BUILD := build/latency_client
 HL_FIXTURES ?= $(abspath ../shared/fixtures/hl-mainnet-btc)
 export HL_FIXTURES
