@@ -5,9 +5,10 @@ CARGO ?= cargo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages the build and the tests need (Boost is added in `setup`: Debian 12 ships 1.81, Ubuntu 24.04 newer).
 # python3-websockets and chromium are third-party WebSocket clients for server/tests/ws_compression.rs and
-# ws_chromium.rs (Debian's chromium is a real package; Ubuntu's is a snap stub, and those tests skip without it).
+# ws_chromium.rs (Debian's chromium is a real package; Ubuntu's is a snap stub, and those tests skip without it);
+# haproxy runs in server/tests/scale_out.rs, balancing two edge servers with deploy/haproxy/hlbook.cfg.
 APT_PACKAGES := build-essential pkg-config ca-certificates curl git cmake libsimdjson-dev libgtest-dev libssl-dev \
-	python3 python3-websockets chromium
+	python3 python3-websockets chromium haproxy
 CPP_BUILD := build/latency_client
 HL_FIXTURES ?= $(abspath ../shared/fixtures/hl-mainnet-btc)
 export HL_FIXTURES
