@@ -5,10 +5,12 @@ CARGO ?= cargo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages the build and the tests need (Boost is added in `setup`: Debian 12 ships 1.81, Ubuntu 24.04 newer).
 # python3-websockets and chromium are third-party WebSocket clients for server/tests/ws_compression.rs and
-# ws_chromium.rs (Debian's chromium is a real package; Ubuntu's is a snap stub, and those tests skip without it);
-# haproxy runs in server/tests/scale_out.rs, balancing two edge servers with deploy/haproxy/hlbook.cfg.
+# ws_chromium.rs; haproxy runs in server/tests/scale_out.rs, balancing two edge servers with deploy/haproxy/hlbook.cfg.
 APT_PACKAGES := build-essential pkg-config ca-certificates curl git cmake libsimdjson-dev libgtest-dev libssl-dev \
-	python3 python3-websockets chromium haproxy
+	python3 python3-websockets haproxy
+# Installed when the distribution has a real package: Debian's chromium is one, Ubuntu 24.04 only has a snap
+# stub under another name, and the Chromium tests say so and skip there.
+OPTIONAL_APT_PACKAGES := chromium
 CPP_BUILD := build/latency_client
 HL_FIXTURES ?= $(abspath ../shared/fixtures/hl-mainnet-btc)
 export HL_FIXTURES
@@ -20,6 +22,8 @@ all: build
 ## setup: install missing apt packages and a Rust toolchain (rustup) with rustfmt and clippy.
 setup:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	for p in $(OPTIONAL_APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || ! apt-cache show $$p >/dev/null 2>&1 || \
+		missing="$$missing $$p"; done; \
 	boost=0; for b in libboost1.81-dev libboost-dev; do dpkg -s $$b >/dev/null 2>&1 && boost=1; done; \
 	if [ -n "$$missing" ] || [ $$boost = 0 ]; then \
 		$(SUDO) apt-get update -qq || exit 1; \
