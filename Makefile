@@ -22,17 +22,19 @@ all: build
 ## setup: install missing apt packages and a Rust toolchain (rustup) with rustfmt and clippy.
 setup:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	for p in $(OPTIONAL_APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || ! apt-cache show $$p >/dev/null 2>&1 || \
-		missing="$$missing $$p"; done; \
+	optional=""; for p in $(OPTIONAL_APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || optional="$$optional $$p"; done; \
 	boost=0; for b in libboost1.81-dev libboost-dev; do dpkg -s $$b >/dev/null 2>&1 && boost=1; done; \
-	if [ -n "$$missing" ] || [ $$boost = 0 ]; then \
+	if [ -n "$$missing$$optional" ] || [ $$boost = 0 ]; then \
 		$(SUDO) apt-get update -qq || exit 1; \
 		if [ $$boost = 0 ]; then \
 			if apt-cache show libboost1.81-dev >/dev/null 2>&1; then missing="$$missing libboost1.81-dev"; \
 			else missing="$$missing libboost-dev"; fi; \
 		fi; \
-		echo "installing apt packages:$$missing"; \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing || exit 1; \
+		for p in $$optional; do apt-cache show $$p >/dev/null 2>&1 && missing="$$missing $$p"; done; \
+		if [ -n "$$missing" ]; then \
+			echo "installing apt packages:$$missing"; \
+			DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing || exit 1; \
+		fi; \
 	fi
 	@if ! command -v cargo >/dev/null 2>&1; then \
 		echo "installing Rust with rustup"; \
