@@ -28,11 +28,13 @@ pub async fn connect(addr: &str, query: &str, recv_buf: Option<u32>) -> Ws {
         .expect("connect");
     let url = format!("ws://{addr}/ws?{query}");
     let config = WebSocketConfig::default().max_frame_size(Some(512 << 20)).max_message_size(Some(512 << 20));
-    let (ws, _) =
-        tokio::time::timeout(Duration::from_secs(10), tokio_tungstenite::client_async_with_config(url, tcp, Some(config)))
-            .await
-            .expect("handshake within 10 s")
-            .expect("handshake");
+    let (ws, _) = tokio::time::timeout(
+        Duration::from_secs(10),
+        tokio_tungstenite::client_async_with_config(url, tcp, Some(config)),
+    )
+    .await
+    .expect("handshake within 10 s")
+    .expect("handshake");
     ws
 }
 
