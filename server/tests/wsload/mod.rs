@@ -1,0 +1,103 @@
+//! A plain WebSocket client for the end-to-end serving tests: connect (optionally with a small receive buffer, so
+//! a client that stops reading fills its socket quickly), send requests, read JSON frames with bounded waits.
+
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::Value;
+use tokio::net::{TcpSocket, TcpStream};
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+
+pub type Ws = WebSocketStream<TcpStream>;
+
+/// Opens `/ws?{query}` on `addr` (`HOST:PORT`). `recv_buf` sets SO_RCVBUF before connecting. Frames up to
+/// 512 MB are accepted: an l4Book snapshot of a big book is one large message.
+pub async fn connect(addr: &str, query: &str, recv_buf: Option<u32>) -> Ws {
+    let sock_addr = addr.parse().expect("a socket address");
+    let socket = TcpSocket::new_v4().expect("socket");
+    if let Some(n) = recv_buf {
+        socket.set_recv_buffer_size(n).expect("SO_RCVBUF");
+    }
+    let tcp = tokio::time::timeout(Duration::from_secs(10), socket.connect(sock_addr))
+        .await
+        .expect("connect within 10 s")
+        .expect("connect");
+    let url = format!("ws://{addr}/ws?{query}");
+    let config = WebSocketConfig::default().max_frame_size(Some(512 << 20)).max_message_size(Some(512 << 20));
+    let (ws, _) = tokio::time::timeout(
+        Duration::from_secs(10),
+        tokio_tungstenite::client_async_with_config(url, tcp, Some(config)),
+    )
+    .await
+    .expect("handshake within 10 s")
+    .expect("handshake");
+    ws
+}
+
+pub async fn send(ws: &mut Ws, v: &Value) {
+    tokio::time::timeout(Duration::from_secs(10), ws.send(Message::Text(v.to_string().into())))
+        .await
+        .expect("send within 10 s")
+        .expect("send");
+}
+
+/// `{"method":"subscribe","subscription":sub}`.
+pub async fn subscribe(ws: &mut Ws, sub: Value) {
+    send(ws, &serde_json::json!({"method": "subscribe", "subscription": sub})).await;
+}
+
+/// What reading one frame gave.
+#[derive(Debug)]
+pub enum Read {
+    Json(Value),
+    Timeout,
+    /// The connection closed or failed (with the reason).
+    Closed(String),
+}
+
+/// The next text frame as JSON; control frames are skipped.
+pub async fn next_json(ws: &mut Ws, timeout: Duration) -> Read {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        match tokio::time::timeout_at(deadline, ws.next()).await {
+            Err(_) => return Read::Timeout,
+            Ok(None) => return Read::Closed("end of stream".into()),
+            Ok(Some(Err(e))) => return Read::Closed(e.to_string()),
+            Ok(Some(Ok(Message::Text(t)))) => {
+                return Read::Json(serde_json::from_str(t.as_str()).unwrap_or_else(|e| panic!("bad JSON {e}: {t}")));
+            }
+            Ok(Some(Ok(Message::Close(c)))) => return Read::Closed(format!("close frame {c:?}")),
+            Ok(Some(Ok(_))) => {}
+        }
+    }
+}
+
+/// The next text frame; panics on a timeout or a closed connection.
+pub async fn expect_json(ws: &mut Ws, timeout: Duration) -> Value {
+    match next_json(ws, timeout).await {
+        Read::Json(v) => v,
+        other => panic!("expected a frame within {timeout:?}, got {other:?}"),
+    }
+}
+
+/// The frame's channel (`""` when absent).
+pub fn channel(v: &Value) -> &str {
+    v["channel"].as_str().unwrap_or("")
+}
+
+/// The audit height of a data frame (`?audit=1`).
+pub fn audit_height(v: &Value) -> Option<u64> {
+    v["audit"]["height"].as_u64()
+}
+
+/// VmRSS of a process in bytes, from /proc.
+pub fn rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
