@@ -303,6 +303,13 @@ impl Hub {
         first.seq
     }
 
+    /// The block height of the feed tick `seq`, while the feed holds it.
+    pub fn tick_height(&self, seq: u64) -> Option<u64> {
+        let feed = self.feed.read();
+        let first = feed.front()?.seq;
+        feed.get(seq.checked_sub(first)? as usize).map(|t| t.height)
+    }
+
     /// Wakes every connection without a pass (a snapshot or a post answer is ready).
     pub fn poke(&self) {
         self.published.send_modify(|_| {});

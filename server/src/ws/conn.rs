@@ -310,8 +310,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                 from = from.min(*cursor);
                 continue;
             }
-            lost.push(format!("{} lost blocks of the feed {}..={}", s.echo, *cursor + 1, head - backlog));
             *cursor = head - backlog;
+            lost.push(loss_notice(&s.echo, hub.tick_height(*cursor + 1)));
             let at = *cursor;
             match sub {
                 Sub::L4 { state, coin } => *state = L4State::Waiting(hub.request_snapshot(coin.clone())),
@@ -325,14 +325,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                 if let Sub::Trades { cursor, .. } | Sub::L4 { state: L4State::Live { cursor }, .. } = sub
                     && *cursor + 1 < first
                 {
-                    lost.push(format!("{} lost blocks of the feed {}..={}", s.echo, *cursor + 1, first - 1));
                     *cursor = first - 1;
+                    lost.push(loss_notice(&s.echo, hub.tick_height(first)));
                 }
             }
         }
         for text in lost {
             self.ctx.counters.overflows.fetch_add(1, Relaxed);
-            batch.push(Out::Text(protocol::error(&format!("hlbook: this connection fell behind; {text}"))));
+            batch.push(Out::Text(protocol::error(&text)));
         }
         let mut full = false;
         for tick in &ticks {
@@ -453,6 +453,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         };
         let header = FrameHeader { is_final: true, rsv1, opcode: OpCode::Data(Data::Text), ..FrameHeader::default() };
         Message::Frame(WsFrame::from_payload(header, payload))
+    }
+}
+
+/// The error text for an ordered stream that lost blocks: names the subscription and the first height it gets again.
+fn loss_notice(echo: &serde_json::Value, resumes_at: Option<u64>) -> String {
+    match resumes_at {
+        Some(h) => {
+            format!("hlbook: this connection fell behind; {echo} lost blocks before height {h} and continues from it")
+        }
+        None => format!("hlbook: this connection fell behind; {echo} lost blocks and continues from the newest"),
     }
 }
 
