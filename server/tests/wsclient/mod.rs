@@ -47,8 +47,10 @@ pub struct Client {
     /// Raw frames that were JSON arrays (`?batch=1`), and their element counts; and plain objects.
     pub array_frames: Vec<usize>,
     pub object_frames: usize,
-    /// Data messages (any channel carrying market data) seen so far.
+    /// Data messages (any channel carrying market data) seen so far, and by coin ("" for allMids), including
+    /// those read while waiting for something else.
     pub data_messages: usize,
+    pub data_by_coin: HashMap<String, usize>,
 }
 
 /// Connects or returns the handshake error (an HTTP refusal is `WsError::Http`).
@@ -80,6 +82,7 @@ impl Client {
             array_frames: Vec::new(),
             object_frames: 0,
             data_messages: 0,
+            data_by_coin: HashMap::new(),
         }
     }
 
@@ -251,6 +254,7 @@ impl Client {
                 self.data_messages += 1;
                 let coin = v["data"]["coin"].as_str().unwrap_or_else(|| panic!("{}: no coin: {v}", self.name));
                 assert!(self.subscribed(channel, coin), "{}: {channel} data for {coin}, not subscribed: {v}", self.name);
+                *self.data_by_coin.entry(coin.to_string()).or_default() += 1;
             }
             "trades" => {
                 self.data_messages += 1;
@@ -258,11 +262,13 @@ impl Client {
                 for t in list {
                     let coin = t["coin"].as_str().unwrap_or_else(|| panic!("{}: a trade without a coin: {v}", self.name));
                     assert!(self.subscribed("trades", coin), "{}: trades for {coin}, not subscribed: {v}", self.name);
+                    *self.data_by_coin.entry(coin.to_string()).or_default() += 1;
                 }
             }
             "allMids" => {
                 self.data_messages += 1;
                 assert!(self.subscribed("allMids", ""), "{}: allMids, not subscribed: {v}", self.name);
+                *self.data_by_coin.entry(String::new()).or_default() += 1;
             }
             other => panic!("{}: unknown channel {other:?}: {v}", self.name),
         }
