@@ -277,6 +277,9 @@ impl Publisher {
                     let _ = tx.send(L4Snapshot { after_seq, frame: frame.clone() });
                 }
             }
+            // The pass announced before these were ready: wake the waiting connections now, not at the next
+            // block (which may be seconds away on a quiet or stalled node).
+            hub.poke();
         });
     }
 }
