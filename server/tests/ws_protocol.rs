@@ -133,6 +133,13 @@ fn unsubscribe_stops_data_and_repeats_are_errors() {
         let after = c.collect_until(Duration::from_secs(1), |m| m.iter().filter(|v| check::is_data(v)).count() >= 3).await;
         assert!(!after.iter().any(|v| v["channel"] == "l2Book" && v["data"]["coin"] == "ETH"), "ETH after unsubscribe");
 
+        // mantissa 1 is no mantissa.
+        c.subscribe(json!({"type": "l2Book", "coin": "SOL", "nSigFigs": 5, "mantissa": 1})).await;
+        let unsub = json!({"type": "l2Book", "coin": "SOL", "nSigFigs": 5});
+        c.send_json(&json!({"method": "unsubscribe", "subscription": unsub})).await;
+        let ack = c.next_where("unsubscribe ack", |v| v["channel"] == "subscriptionResponse").await;
+        assert_ack(&ack, "unsubscribe", &unsub, &l2_defaults());
+
         c.send_json(&json!({"method": "unsubscribe", "subscription": {"type": "l2Book", "coin": "ETH"}})).await;
         let err = c.next_where("an error", |v| v["channel"] == "error").await;
         let text = error_text(&err);

@@ -96,7 +96,14 @@ fn resting(levels: &Value) -> HashMap<u64, Resting> {
 
 /// Applies one `updates` frame's raw diffs, checking each against the copy.
 fn apply(book: &mut HashMap<u64, Resting>, data: &Value) {
-    for d in data["book_diffs"].as_array().unwrap() {
+    let diffs = data["book_diffs"].as_array().unwrap();
+    assert!(!diffs.is_empty(), "an updates frame is sent for a block that changed the coin: {data}");
+    let oids: HashSet<u64> = diffs.iter().map(|d| d["oid"].as_u64().unwrap()).collect();
+    for s in data["order_statuses"].as_array().unwrap() {
+        let o = &s["order"];
+        assert!(o["coin"] == data["coin"] && oids.contains(&o["oid"].as_u64().unwrap()), "status of another order: {s}");
+    }
+    for d in diffs {
         assert_eq!(d["coin"], data["coin"], "{d}");
         let oid = d["oid"].as_u64().unwrap();
         let s = |k: &str| d[k].as_str().unwrap().to_string();
