@@ -33,7 +33,10 @@ fn acks_echo_every_clients_subscribe_frame() {
                 "nktkas, explicit nulls",
                 r#"{"method":"subscribe","subscription":{"type":"l2Book","coin":"BTC","nSigFigs":null,"mantissa":null}}"#,
             ),
-            ("ccxt, extra id", r#"{"method":"subscribe","id":"1700000000001","subscription":{"type":"l2Book","coin":"BTC"}}"#),
+            (
+                "ccxt, extra id",
+                r#"{"method":"subscribe","id":"1700000000001","subscription":{"type":"l2Book","coin":"BTC"}}"#,
+            ),
         ];
         for (who, text) in frames {
             let mut c = Client::connect(&rig.ws("")).await;
@@ -84,7 +87,10 @@ fn acks_of_every_channel_and_their_first_frames() {
                     let mids = data["mids"].as_object().unwrap_or_else(|| panic!("{first}"));
                     assert!(data.get("dex").is_none(), "no dex key for the main dex: {first}");
                     assert!(mids.contains_key("BTC") && mids.contains_key("ETH"), "{first}");
-                    assert!(mids.keys().all(|k| !k.contains(':')), "builder-dex coins only in their dex's mids: {first}");
+                    assert!(
+                        mids.keys().all(|k| !k.contains(':')),
+                        "builder-dex coins only in their dex's mids: {first}"
+                    );
                     assert!(mids.values().all(|m| check::units(m.as_str().unwrap()) > 0), "{first}");
                 }
                 _ => {
@@ -130,7 +136,8 @@ fn unsubscribe_stops_data_and_repeats_are_errors() {
 
         // Blocks keep coming (the other subscriptions get data) and ETH gets none: the client checks every
         // message against its acks, and this says it again.
-        let after = c.collect_until(Duration::from_secs(1), |m| m.iter().filter(|v| check::is_data(v)).count() >= 3).await;
+        let after =
+            c.collect_until(Duration::from_secs(1), |m| m.iter().filter(|v| check::is_data(v)).count() >= 3).await;
         assert!(!after.iter().any(|v| v["channel"] == "l2Book" && v["data"]["coin"] == "ETH"), "ETH after unsubscribe");
 
         // mantissa 1 is no mantissa.
@@ -270,11 +277,15 @@ fn post_answers_info_over_the_socket() {
         assert!(bids > 0 && asks > 0, "{v}");
 
         // Other info types go to the node, as over HTTP.
-        c.send_json(&json!({"method": "post", "id": 7, "request": {"type": "info", "payload": {"type": "meta"}}})).await;
+        c.send_json(&json!({"method": "post", "id": 7, "request": {"type": "info", "payload": {"type": "meta"}}}))
+            .await;
         let v = c.next().await;
         let (_, direct) = post_json(&rig.sim_info, &json!({"type": "meta"})).await;
-        assert_eq!(v, json!({"channel": "post", "data": {"id": 7, "response": {"type": "info",
-            "payload": {"type": "meta", "data": direct}}}}));
+        assert_eq!(
+            v,
+            json!({"channel": "post", "data": {"id": 7, "response": {"type": "info",
+            "payload": {"type": "meta", "data": direct}}}})
+        );
 
         // Actions are not ours to serve: an error answer, the connection stays.
         c.send_json(&json!({"method": "post", "id": 9, "request": {"type": "action", "payload": {}}})).await;

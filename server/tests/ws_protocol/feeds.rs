@@ -27,7 +27,8 @@ fn precisions_of_one_coin_on_one_connection() {
         let mut seen: HashMap<usize, usize> = HashMap::new();
         let frames = c
             .collect_until(Duration::from_secs(2), |m| {
-                let depth = |d: usize| m.iter().filter(|v| v["data"]["levels"][0].as_array().map(Vec::len) == Some(d)).count();
+                let depth =
+                    |d: usize| m.iter().filter(|v| v["data"]["levels"][0].as_array().map(Vec::len) == Some(d)).count();
                 depth(20) >= 2 && depth(10) >= 2 && depth(5) >= 2
             })
             .await;
@@ -101,7 +102,10 @@ fn apply(book: &mut HashMap<u64, Resting>, data: &Value) {
     let oids: HashSet<u64> = diffs.iter().map(|d| d["oid"].as_u64().unwrap()).collect();
     for s in data["order_statuses"].as_array().unwrap() {
         let o = &s["order"];
-        assert!(o["coin"] == data["coin"] && oids.contains(&o["oid"].as_u64().unwrap()), "status of another order: {s}");
+        assert!(
+            o["coin"] == data["coin"] && oids.contains(&o["oid"].as_u64().unwrap()),
+            "status of another order: {s}"
+        );
     }
     for d in diffs {
         assert_eq!(d["coin"], data["coin"], "{d}");
@@ -132,7 +136,11 @@ fn assert_same(ours: &HashMap<u64, Resting>, theirs: &HashMap<u64, Resting>, wha
     let missing = b.keys().filter(|k| !a.contains_key(k)).count();
     let extra = a.keys().filter(|k| !b.contains_key(k)).count();
     let differ = a.iter().filter(|(k, v)| b.get(k).is_some_and(|w| w != *v)).count();
-    assert!(missing + extra + differ == 0, "{what}: {missing} missing, {extra} extra, {differ} different of {}", b.len());
+    assert!(
+        missing + extra + differ == 0,
+        "{what}: {missing} missing, {extra} extra, {differ} different of {}",
+        b.len()
+    );
 }
 
 #[test]

@@ -22,8 +22,8 @@ pub fn braces_are_json(text: &str) -> Option<Value> {
         return None;
     };
     assert!(a < b, "a '}}' before the first '{{' in {text:?}");
-    let greedy: Value =
-        serde_json::from_str(&text[a..=b]).unwrap_or_else(|e| panic!("span {:?} of {text:?} is not JSON: {e}", &text[a..=b]));
+    let greedy: Value = serde_json::from_str(&text[a..=b])
+        .unwrap_or_else(|e| panic!("span {:?} of {text:?} is not JSON: {e}", &text[a..=b]));
     let (mut depth, mut start) = (0usize, 0usize);
     for (i, ch) in text.char_indices() {
         match ch {
@@ -93,7 +93,11 @@ pub fn bucket_width(px_units: u128, sig: u32, mantissa: u128) -> u128 {
 /// ascending and above the bids, at most `depth` a side, positive sizes and counts, and, when aggregated, every
 /// price on its bucket grid with at most `sig` significant figures. Returns the two sides' lengths.
 pub fn l2_book(data: &Value, coin: &str, depth: usize, agg: Option<(u32, u128)>) -> (usize, usize) {
-    assert_eq!(data.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>()), Some(vec!["coin".into(), "time".into(), "levels".into()]), "l2Book data keys: {data}");
+    assert_eq!(
+        data.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>()),
+        Some(vec!["coin".into(), "time".into(), "levels".into()]),
+        "l2Book data keys: {data}"
+    );
     assert_eq!(data["coin"], coin, "{data}");
     assert!(data["time"].as_u64().is_some_and(|t| t > 1_000_000_000_000), "time in ms: {data}");
     let levels = data["levels"].as_array().unwrap_or_else(|| panic!("levels: {data}"));
@@ -133,7 +137,8 @@ pub fn is_address(v: &Value) -> bool {
 
 /// A trade as the official API (and the Rust SDK, which drops frames missing any field) has it.
 pub fn trade(t: &Value, coin: &str) {
-    let keys: Vec<&str> = t.as_object().unwrap_or_else(|| panic!("a trade is an object: {t}")).keys().map(String::as_str).collect();
+    let keys: Vec<&str> =
+        t.as_object().unwrap_or_else(|| panic!("a trade is an object: {t}")).keys().map(String::as_str).collect();
     for k in ["coin", "side", "px", "sz", "time", "hash", "tid", "users"] {
         assert!(keys.contains(&k), "trade without {k}: {t}");
     }
@@ -142,7 +147,10 @@ pub fn trade(t: &Value, coin: &str) {
     assert!(units(t["px"].as_str().unwrap()) > 0 && units(t["sz"].as_str().unwrap()) > 0, "{t}");
     assert!(t["time"].as_u64().is_some_and(|x| x > 1_000_000_000_000), "time in ms: {t}");
     let hash = t["hash"].as_str().unwrap_or_else(|| panic!("hash: {t}"));
-    assert!(hash.len() == 66 && hash.starts_with("0x") && hash[2..].bytes().all(|b| b.is_ascii_hexdigit()), "hash: {t}");
+    assert!(
+        hash.len() == 66 && hash.starts_with("0x") && hash[2..].bytes().all(|b| b.is_ascii_hexdigit()),
+        "hash: {t}"
+    );
     assert!(t["tid"].as_u64().is_some(), "tid: {t}");
     let users = t["users"].as_array().unwrap_or_else(|| panic!("users: {t}"));
     assert!(users.len() == 2 && users.iter().all(is_address), "users are [buyer, seller]: {t}");

@@ -186,7 +186,12 @@ impl Client {
             if elapsed >= min && enough(&out) {
                 return out;
             }
-            assert!(elapsed < min + WAIT, "{}: collected {} messages, never enough within {WAIT:?}", self.name, out.len());
+            assert!(
+                elapsed < min + WAIT,
+                "{}: collected {} messages, never enough within {WAIT:?}",
+                self.name,
+                out.len()
+            );
             let wait = if elapsed < min { min - elapsed } else { Duration::from_millis(200) };
             match self.next_event(wait).await {
                 Some(Event::Msg(v, _)) => out.push(v),
@@ -234,7 +239,8 @@ impl Client {
 
     /// The per-connection rule: acks update the subscriptions, data must belong to one.
     fn observe(&mut self, v: &Value) {
-        let channel = v["channel"].as_str().unwrap_or_else(|| panic!("{}: a message without a channel: {v}", self.name));
+        let channel =
+            v["channel"].as_str().unwrap_or_else(|| panic!("{}: a message without a channel: {v}", self.name));
         match channel {
             "subscriptionResponse" => {
                 let sub = &v["data"]["subscription"];
@@ -253,14 +259,20 @@ impl Client {
             "l2Book" | "bbo" | "l4Book" => {
                 self.data_messages += 1;
                 let coin = v["data"]["coin"].as_str().unwrap_or_else(|| panic!("{}: no coin: {v}", self.name));
-                assert!(self.subscribed(channel, coin), "{}: {channel} data for {coin}, not subscribed: {v}", self.name);
+                assert!(
+                    self.subscribed(channel, coin),
+                    "{}: {channel} data for {coin}, not subscribed: {v}",
+                    self.name
+                );
                 *self.data_by_coin.entry(coin.to_string()).or_default() += 1;
             }
             "trades" => {
                 self.data_messages += 1;
-                let list = v["data"].as_array().unwrap_or_else(|| panic!("{}: trades data is not a list: {v}", self.name));
+                let list =
+                    v["data"].as_array().unwrap_or_else(|| panic!("{}: trades data is not a list: {v}", self.name));
                 for t in list {
-                    let coin = t["coin"].as_str().unwrap_or_else(|| panic!("{}: a trade without a coin: {v}", self.name));
+                    let coin =
+                        t["coin"].as_str().unwrap_or_else(|| panic!("{}: a trade without a coin: {v}", self.name));
                     assert!(self.subscribed("trades", coin), "{}: trades for {coin}, not subscribed: {v}", self.name);
                     *self.data_by_coin.entry(coin.to_string()).or_default() += 1;
                 }
