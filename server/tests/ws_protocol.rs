@@ -414,7 +414,8 @@ fn health_counts_connections_and_subscriptions() {
         assert_eq!(h["connections"], 3, "{h}");
         let by_channel = json!({"l2Book": 2, "trades": 1, "bbo": 1, "allMids": 1, "l4Book": 1});
         assert_eq!(h["subscriptions"], by_channel, "{h}");
-        assert!(h["ws"]["connections_total"].as_u64() >= Some(3) && h["ws"]["messages_received"].as_u64() >= Some(6));
+        let ws = &h["ws"];
+        assert!(ws["connections_accepted"].as_u64() >= Some(3) && ws["messages_received"].as_u64() >= Some(6), "{h}");
         a.close().await;
         let h = health_until(&rig.base, "a closed connection's subscriptions gone", |h| h["connections"] == 2).await;
         let by_channel = json!({"l2Book": 0, "trades": 0, "bbo": 1, "allMids": 1, "l4Book": 1});

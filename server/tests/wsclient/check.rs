@@ -55,8 +55,11 @@ pub fn assert_ack(ack: &Value, method: &str, sent: &Value, defaults: &[(&str, Va
     for (k, v) in defaults {
         want.entry(k.to_string()).or_insert(v.clone());
     }
-    let expected = json!({"channel": "subscriptionResponse", "data": {"method": method, "subscription": want}});
+    let expected = json!({"channel": "subscriptionResponse", "data": {"method": method, "subscription": want.clone()}});
     assert_eq!(ack, &expected, "ack of {sent}");
+    // And in the client's key order, defaults after (docs/api.md: "same keys, same value types, same order").
+    let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&ack["data"]["subscription"]), keys(&Value::Object(want)), "echo key order of {sent}");
 }
 
 /// l2Book's defaults in the echo.
