@@ -25,6 +25,9 @@ struct Built {
     /// Per L2 group of `CoinWants::l2`: bids and asks at the group's deepest depth.
     l2: Vec<[Vec<LevelAgg>; 2]>,
     bbo: Bbo,
+    /// The books have this coin. A coin they never had (a client's typo) gets no frames at all; one that
+    /// vanished (a repair) gets its empty book on slots that already had frames.
+    exists: bool,
 }
 
 #[derive(Debug)]
@@ -151,6 +154,9 @@ impl Publisher {
             let Some(w) = wanted.coins.get(&b.coin) else { continue };
             for (group, [bids, asks]) in w.l2.iter().zip(&b.l2) {
                 for (depth, slot) in &group.1 {
+                    if !b.exists && slot.frame.load().is_none() {
+                        continue;
+                    }
                     let (bids, asks) = (&bids[..bids.len().min(*depth)], &asks[..asks.len().min(*depth)]);
                     let json = json::l2_book(&b.coin, time, bids, asks);
                     if slot.frame.load().as_ref().is_some_and(|old| same_levels(&old.json, &json)) {
@@ -170,7 +176,8 @@ impl Publisher {
         for b in built {
             if let Some(slot) = wanted.coins.get(&b.coin).and_then(|w| w.bbo.as_ref()) {
                 let last = self.bbo_last.get(&b.coin);
-                if last != Some(&b.bbo) || slot.frame.load().is_none() {
+                let never = slot.frame.load().is_none();
+                if (last != Some(&b.bbo) || never) && (b.exists || !never) {
                     let audit = Audit { published_ns: now_nanos(), ..audit };
                     let json = json::bbo(&b.coin, time, &b.bbo);
                     slot.frame.store(Some(Arc::new(Frame::new(self.pass, json, audit))));
@@ -270,6 +277,9 @@ impl Publisher {
                     let _ = tx.send(L4Snapshot { after_seq, frame: frame.clone() });
                 }
             }
+            // The pass announced before these were ready: wake the waiting connections now, not at the next
+            // block (which may be seconds away on a quiet or stalled node).
+            hub.poke();
         });
     }
 }
@@ -316,7 +326,7 @@ fn build(book: Option<&CoinBook>, coin: &Coin, w: &CoinWants) -> Built {
         l2.push(sides);
     }
     let best = |s| book.and_then(|b| b.best(s)).map(|(px, l)| LevelAgg { px, sz: l.sz, n: l.n });
-    Built { coin: coin.clone(), l2, bbo: [best(Side::Bid), best(Side::Ask)] }
+    Built { coin: coin.clone(), l2, bbo: [best(Side::Bid), best(Side::Ask)], exists: book.is_some() }
 }
 
 /// Items of wanted coins grouped by coin, in first-appearance order within each coin.
