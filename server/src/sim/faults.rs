@@ -50,8 +50,8 @@ impl Faults {
     }
 }
 
-/// Waits `d` precisely: sleeps most of it and spins the rest, so the delay is the one asked for, not the sleep's
-/// timer slack on top of it.
+/// Waits `d` precisely: sleeps all but the last millisecond and spins that, so the delay is the one asked for, not
+/// the sleep's timer slack on top of it.
 pub fn hold(d: Duration) {
     let deadline = std::time::Instant::now() + d;
     if let Some(coarse) = d.checked_sub(Duration::from_millis(1)) {
