@@ -1,5 +1,6 @@
 //! `latency_stats` (the C++ auditor) against our server fed by the simulator for 10 s: every requested channel has
-//! samples, no frame is bad, and the table, JSON, CSV and SVG are all written (the SVG well-formed XML).
+//! samples, no frame is bad, the audited stages' medians add up to the end-to-end median within 10%, and the table,
+//! JSON, CSV and SVG are all written (the SVG well-formed XML).
 //!
 //! The binary comes from `make cpp-build` (build/latency_client/latency_stats, or `$LATENCY_STATS`); `make test`
 //! builds it before the Rust tests. Run alone without it, the test says so and skips.
@@ -92,6 +93,18 @@ fn latency_stats_reports_every_channel_from_our_server() {
         assert!(c["count"].as_u64().unwrap() > 0, "no samples: {c}");
         // With ?audit=1 our server splits every frame's latency into stages.
         assert!(c["audited_frames"].as_u64().unwrap() > 0, "no audited frames: {c}");
+        // The four stages cover the whole way, so their medians add up to about the end-to-end median (issue #6:
+        // within 10%).
+        let stages = c["stages"].as_array().expect("stages with --audit");
+        assert_eq!(stages.len(), 4, "{c}");
+        let parts: f64 = stages.iter().map(|s| s["p50"].as_f64().unwrap()).sum();
+        let whole = c["p50"].as_f64().unwrap();
+        eprintln!("{}: stage medians add up to {parts:.3} ms, end-to-end median {whole:.3} ms", c["channel"]);
+        assert!(
+            within_10_percent(parts, whole),
+            "{}: stage medians add up to {parts} ms, end to end {whole} ms",
+            c["channel"]
+        );
     }
     let counters = &report["counters"];
     assert_eq!(counters["bad_frames"], 0, "{counters}");
@@ -108,4 +121,9 @@ fn latency_stats_reports_every_channel_from_our_server() {
     let doc = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("SVG is not well-formed XML: {e}"));
     assert_eq!(doc.root_element().tag_name().name(), "svg");
     assert!(doc.descendants().filter(|n| n.has_tag_name("polyline")).count() >= 3, "one CDF per channel");
+}
+
+#[allow(clippy::float_arithmetic)]
+fn within_10_percent(parts: f64, whole: f64) -> bool {
+    (parts - whole).abs() <= 0.1 * whole
 }

@@ -18,6 +18,9 @@ use parking_lot::Mutex;
 
 use crate::ingest::live::BlockTimes;
 
+/// The status page served at `/` (it polls `/status`).
+pub const STATUS_PAGE: &str = include_str!("status.html");
+
 /// The stages, in pipeline order: (name, from, to) over a `Final` entry's fields.
 pub const STAGES: [&str; 7] = [
     "block_to_node_write",

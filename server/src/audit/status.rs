@@ -1,5 +1,6 @@
 //! `GET /status`: one JSON document for the status page and for people: state, height, per-stage percentiles
-//! over the last minute, blocks a second, the stalest subscribed coins, and connection numbers.
+//! over the last minute, blocks a second, the stalest subscribed coins, and connection numbers; with `?blocks=N`
+//! also the last N settled blocks' own stage values.
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -10,7 +11,11 @@ use super::{STAGES, WINDOW_NS};
 use crate::node::time::now_nanos;
 use crate::ws::WsContext;
 
-pub fn status(ctx: &WsContext) -> Value {
+/// Most blocks `?blocks=N` returns (the one-minute window holds fewer at mainnet's cadence).
+pub const MAX_BLOCKS: usize = 4096;
+
+/// The document; `blocks` > 0 adds `"last_blocks"`: that many of the newest settled blocks, oldest first.
+pub fn status(ctx: &WsContext, blocks: usize) -> Value {
     let shared = &ctx.hub.shared;
     let h = &shared.health;
     let window = ctx.hub.stages.window();
@@ -32,7 +37,7 @@ pub fn status(ctx: &WsContext) -> Value {
     let span = window.first().zip(window.last()).map_or(0, |(a, b)| b.applied_ns - a.applied_ns);
     let blocks_per_sec = if span > 0 { (window.len() as u64 - 1) * 1_000_000_000 / span as u64 } else { 0 };
     let (block_lag, node_lag) = h.lag();
-    json!({
+    let mut doc = json!({
         "state": h.state().as_str(),
         "height": h.height(),
         "time_ms": now / 1_000_000,
@@ -48,7 +53,19 @@ pub fn status(ctx: &WsContext) -> Value {
         "bytes_sent": ctx.counters.bytes_sent.load(Relaxed),
         "overflows": ctx.counters.overflows.load(Relaxed),
         "conflated": ctx.counters.conflated.load(Relaxed),
-    })
+    });
+    if blocks > 0 {
+        let from = window.len().saturating_sub(blocks.min(MAX_BLOCKS));
+        doc["last_blocks"] = window[from..].iter().map(block).collect();
+    }
+    doc
+}
+
+/// One settled block: `{"height":…,"applied_ms":…,"stages_ns":{"block_to_node_write":…,…}}` (null: did not happen).
+fn block(f: &super::Final) -> Value {
+    let stages: serde_json::Map<String, Value> =
+        STAGES.iter().zip(f.stages).map(|(name, v)| (name.to_string(), json!(v))).collect();
+    json!({"height": f.height, "applied_ms": f.applied_ns / 1_000_000, "stages_ns": stages})
 }
 
 /// Subscribed coins whose newest L2 frame describes the oldest block (quiet coins show up here too).

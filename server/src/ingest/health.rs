@@ -34,6 +34,22 @@ impl State {
             State::Resyncing => "resyncing",
         }
     }
+
+    fn from_u8(v: u8) -> State {
+        match v {
+            0 => State::Starting,
+            1 => State::CatchingUp,
+            2 => State::Live,
+            3 => State::Stale,
+            _ => State::Resyncing,
+        }
+    }
+}
+
+impl std::fmt::Display for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Counters of everything ingest does; all monotonic.
@@ -99,6 +115,8 @@ impl IngestCounters {
 #[derive(Debug)]
 pub struct Health {
     state: AtomicU8,
+    /// The state last logged (`report`).
+    reported: AtomicU8,
     height: AtomicU64,
     /// Wall-clock time the last block was applied.
     applied_at: AtomicI64,
@@ -114,6 +132,7 @@ impl Health {
     pub fn new(stale_after: Duration) -> Health {
         Health {
             state: AtomicU8::new(State::Starting as u8),
+            reported: AtomicU8::new(State::Starting as u8),
             height: AtomicU64::new(0),
             applied_at: AtomicI64::new(0),
             block_time: AtomicI64::new(0),
@@ -138,10 +157,12 @@ impl Health {
             let s = if behind > self.catching_up_after { State::CatchingUp } else { State::Live };
             self.state.store(s as u8, Relaxed);
         }
+        self.report();
     }
 
     pub fn set_resyncing(&self) {
         self.state.store(State::Resyncing as u8, Relaxed);
+        self.report();
     }
 
     /// After a successful resync the next applied block decides between live and catching up.
@@ -149,16 +170,30 @@ impl Health {
         self.height.store(height, Relaxed);
         self.counters.resyncs.fetch_add(1, Relaxed);
         self.state.store(State::CatchingUp as u8, Relaxed);
+        self.report();
     }
 
     fn stored(&self) -> State {
-        match self.state.load(Relaxed) {
-            0 => State::Starting,
-            1 => State::CatchingUp,
-            2 => State::Live,
-            3 => State::Stale,
-            _ => State::Resyncing,
+        State::from_u8(self.state.load(Relaxed))
+    }
+
+    /// Logs the state when it differs from the one last logged: one line per change, never one per block.
+    /// Ingest calls it after every block and every idle poll, so `stale` (derived from silence) is logged too.
+    /// Returns the change, if any.
+    pub fn report(&self) -> Option<(State, State)> {
+        let now = self.state();
+        let before = State::from_u8(self.reported.swap(now as u8, Relaxed));
+        if before == now {
+            return None;
         }
+        let height = self.height();
+        match now {
+            State::Stale | State::Resyncing => {
+                tracing::warn!(from = %before, to = %now, height, "health state changed")
+            }
+            _ => tracing::info!(from = %before, to = %now, height, "health state changed"),
+        }
+        Some((before, now))
     }
 
     /// The state now, with staleness derived from the time since the last applied block.
@@ -205,5 +240,25 @@ mod tests {
         assert_eq!(h.state(), State::Resyncing, "only a resync leaves resyncing");
         h.resynced(100);
         assert_eq!((h.state(), h.height()), (State::CatchingUp, 100));
+    }
+
+    #[test]
+    fn report_names_each_change_once() {
+        let h = Health::new(Duration::from_millis(50));
+        assert_eq!(h.report(), None);
+        let now = now_nanos();
+        h.applied(5, now, Some(now - 10_000_000_000)); // reports starting -> catching_up itself
+        assert_eq!(h.report(), None);
+        h.applied(6, now_nanos(), None);
+        h.applied(7, now_nanos(), None);
+        assert_eq!(h.report(), None, "already reported by applied");
+        std::thread::sleep(Duration::from_millis(80));
+        assert_eq!(h.report(), Some((State::Live, State::Stale)));
+        assert_eq!(h.report(), None);
+        h.set_resyncing();
+        assert_eq!(h.report(), None);
+        h.resynced(9);
+        h.applied(10, now_nanos(), None);
+        assert_eq!((h.report(), h.state()), (None, State::Live));
     }
 }

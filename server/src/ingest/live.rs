@@ -219,6 +219,7 @@ impl Ingest {
         if !self.reading() {
             // No position to read from yet (waiting for a snapshot's height, or for the next try).
             self.idle();
+            self.shared.health.report();
             return;
         }
         self.source.set_resume_after(self.assembler.emitted());
@@ -249,6 +250,8 @@ impl Ingest {
                 }
             }
         }
+        // Silence changes the state too (stale): log it from here, at most a poll interval late.
+        self.shared.health.report();
     }
 
     /// Whether the source is positioned where the books (or the loading snapshot) need it.

@@ -65,7 +65,12 @@ impl FileSource {
     /// Follows the files from the block after `height`.
     pub fn new(node_dir: &Path, mode: Mode, height: u64) -> FileSource {
         let (tx, events) = mpsc::channel();
-        let watcher = notify::recommended_watcher(move |_e: notify::Result<notify::Event>| {
+        let watcher = notify::recommended_watcher(move |e: notify::Result<notify::Event>| {
+            // inotify also reports opens (IN_OPEN), our own among them: every poll lists the hour folders, so
+            // waking on an open would wake the next poll at once, and ingest would spin instead of sleeping.
+            if let Ok(notify::Event { kind: notify::EventKind::Access(notify::event::AccessKind::Open(_)), .. }) = e {
+                return;
+            }
             let _ = tx.send(());
         })
         .map_err(|e| tracing::warn!("inotify unavailable, polling only: {e}"))

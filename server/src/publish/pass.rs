@@ -101,7 +101,7 @@ impl Publisher {
             tracing::info!(height = h, "publishing from reloaded books: every stream restarts from the new state");
         }
         hub.push_ticks(ticks);
-        self.serve_snapshots(snapshots, requests, h, block_time);
+        self.serve_snapshots(snapshots, requests, audit);
         let published = now_nanos();
         for b in &blocks {
             let times = hub.shared.timeline.lock().iter().rev().find(|t| t.height == b.height).copied();
@@ -255,8 +255,7 @@ impl Publisher {
         &self,
         books: Vec<(Coin, Option<CoinBook>)>,
         requests: Vec<(Coin, tokio::sync::oneshot::Sender<L4Snapshot>)>,
-        height: u64,
-        block_time: i64,
+        audit: Audit,
     ) {
         if requests.is_empty() {
             return;
@@ -270,8 +269,9 @@ impl Publisher {
             }
             for (coin, book) in books {
                 let book = book.unwrap_or_else(|| CoinBook::new(coin.clone()));
-                let audit = Audit { height, block_ns: block_time, published_ns: now_nanos(), ..Audit::default() };
-                let frame = Arc::new(Frame::new(after_seq, json::l4_snapshot(&book, height, block_time), audit));
+                // The snapshot is the books at `audit.height`: that block's stage times are its own.
+                let json = json::l4_snapshot(&book, audit.height, audit.block_ns);
+                let frame = Arc::new(Frame::new(after_seq, json, stamped(audit)));
                 hub.counters.l4_snapshots.fetch_add(1, Relaxed);
                 for tx in by_coin.remove(&coin).unwrap_or_default() {
                     let _ = tx.send(L4Snapshot { after_seq, frame: frame.clone() });

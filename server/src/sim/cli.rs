@@ -103,6 +103,13 @@ pub struct SimArgs {
     /// After each rollover keep only the newest N hour files per stream (0 = keep all).
     #[arg(long, default_value_t = 0)]
     pub prune_keep: usize,
+    /// Hold each delayed block's last line this many ms between stamping its `local_time` and writing it (node
+    /// output buffering: the time belongs to hlbook's `node_write_to_read` stage).
+    #[arg(long, default_value_t = 0.0)]
+    pub delay_last_line_ms: f64,
+    /// Delay only blocks whose height is a multiple of K (1 = every block).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub delay_every: u64,
 }
 
 impl SimArgs {

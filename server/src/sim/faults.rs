@@ -15,6 +15,9 @@ pub struct Faults {
     pub restart_back: u64,
     pub drop: Option<(u64, Stream)>,
     pub corrupt_at: Option<u64>,
+    /// Held between stamping a delayed block's last line and writing it.
+    pub delay_last_line: Duration,
+    pub delay_every: u64,
 }
 
 impl Faults {
@@ -27,7 +30,14 @@ impl Faults {
             restart_back: a.restart_back.max(1),
             drop: a.drop_block.map(|h| (h, a.drop_stream.stream())),
             corrupt_at: a.corrupt_at,
+            delay_last_line: Duration::try_from_secs_f64(a.delay_last_line_ms).unwrap_or_default() / 1000,
+            delay_every: a.delay_every.max(1),
         }
+    }
+
+    /// How long block `height`'s last line is held after its `local_time` was stamped.
+    pub fn last_line_delay(&self, height: u64) -> Option<Duration> {
+        (!self.delay_last_line.is_zero() && height % self.delay_every == 0).then_some(self.delay_last_line)
     }
 
     pub fn drops(&self, height: u64, stream: Stream) -> bool {
@@ -37,6 +47,18 @@ impl Faults {
     /// Whether block `height`'s lines must be kept for a later re-emission.
     pub fn records(&self, height: u64) -> bool {
         self.restart_at.is_some_and(|r| height <= r && height + self.restart_back > r)
+    }
+}
+
+/// Waits `d` precisely: sleeps all but the last millisecond and spins that, so the delay is the one asked for, not
+/// the sleep's timer slack on top of it.
+pub fn hold(d: Duration) {
+    let deadline = std::time::Instant::now() + d;
+    if let Some(coarse) = d.checked_sub(Duration::from_millis(1)) {
+        std::thread::sleep(coarse);
+    }
+    while std::time::Instant::now() < deadline {
+        std::hint::spin_loop();
     }
 }
 

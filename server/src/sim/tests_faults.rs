@@ -213,3 +213,36 @@ fn snapshot_mismatch_is_wrong_first_then_right() {
     assert_eq!(rb, state_bids);
     assert_eq!(coin(&third, "ETH").2, ra);
 }
+
+#[test]
+fn delay_last_line_holds_the_stamped_last_line_of_every_kth_block() {
+    for mode in [Mode::ByBlock, Mode::Streaming] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut a = light(tmp.path(), mode);
+        a.delay_last_line_ms = 30.0;
+        a.delay_every = 2;
+        a.timing = Some(tmp.path().join("t.csv"));
+        run(&a, 6);
+        // The newest local_time each block's lines carry: its last line's stamp.
+        let mut stamped = std::collections::BTreeMap::<u64, i64>::new();
+        for s in Stream::ALL {
+            for l in text(tmp.path(), mode, s).lines() {
+                let h: u64 = l.split("\"block_number\":").nth(1).unwrap().split(',').next().unwrap().parse().unwrap();
+                let t = l.split("\"local_time\":\"").nth(1).unwrap().split('"').next().unwrap();
+                let t = crate::node::time::parse_node_time(t).unwrap();
+                let e = stamped.entry(h).or_insert(t);
+                *e = (*e).max(t);
+            }
+        }
+        let csv = std::fs::read_to_string(tmp.path().join("t.csv")).unwrap();
+        for row in csv.lines().skip(1) {
+            let v: Vec<i64> = row.split(',').map(|x| x.parse().unwrap()).collect();
+            let h = v[0] as u64;
+            let written = *v[2..].iter().max().unwrap();
+            if h % 2 == 0 {
+                assert!(written - stamped[&h] >= 30_000_000, "{mode:?}: block {h} written too soon: {row}");
+            }
+        }
+        assert_eq!(stamped.len(), 6, "{mode:?}");
+    }
+}

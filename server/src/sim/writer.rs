@@ -201,7 +201,8 @@ impl Writer {
     fn by_block(&mut self, b: &BlockOut, chunks: &mut Vec<(Stream, Vec<u8>)>) -> io::Result<[i64; 3]> {
         let record = self.faults.records(b.height);
         let mut written = [0; 3];
-        for s in BY_BLOCK_ORDER {
+        let last = BY_BLOCK_ORDER.iter().rposition(|&s| !self.faults.drops(b.height, s));
+        for (i, s) in BY_BLOCK_ORDER.into_iter().enumerate() {
             if self.faults.drops(b.height, s) {
                 continue;
             }
@@ -216,6 +217,9 @@ impl Writer {
                 let keep = faults::fragment(&self.line).len();
                 self.line.truncate(keep);
             }
+            if Some(i) == last {
+                self.hold_last_line(b.height);
+            }
             written[s.index()] = self.emit(s, chunks, record)?;
         }
         Ok(written)
@@ -226,9 +230,10 @@ impl Writer {
         let mut written = [0; 3];
         let mut next = [0usize; 3];
         let fills = b.stream(Stream::Fills).len();
-        let runs = std::iter::once((Stream::Fills, fills)).chain(b.seq.iter().copied());
+        let runs: Vec<_> = std::iter::once((Stream::Fills, fills)).chain(b.seq.iter().copied()).collect();
+        let last = runs.iter().rposition(|&(s, n)| n > 0 && !self.faults.drops(b.height, s));
         self.cut = false;
-        for (s, n) in runs {
+        for (r, (s, n)) in runs.into_iter().enumerate() {
             let from = next[s.index()];
             next[s.index()] += n;
             if n == 0 || self.faults.drops(b.height, s) {
@@ -241,9 +246,19 @@ impl Writer {
             if self.line.is_empty() {
                 continue;
             }
+            if Some(r) == last {
+                self.hold_last_line(b.height);
+            }
             written[s.index()] = self.emit(s, chunks, record)?;
         }
         Ok(written)
+    }
+
+    /// `--delay-last-line-ms`: the block's last line has its `local_time` and waits before reaching the file.
+    fn hold_last_line(&self, height: u64) {
+        if let Some(d) = self.faults.last_line_delay(height) {
+            faults::hold(d);
+        }
     }
 
     /// Appends event `i` of stream `s` as one streaming line, applying corrupt and stop-mid-line faults.

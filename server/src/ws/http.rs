@@ -1,5 +1,6 @@
-//! The router: `/ws`, and the plain HTTP endpoints beside it: `/health` for operators and balancers, `POST /info`
-//! for SDKs, `/l4snapshot` for diagnostics (our books in the node's snapshot format, to diff against the node's).
+//! The router: `/ws`, and the plain HTTP endpoints beside it: `/health` for operators and balancers, `/status`,
+//! `/metrics` and the status page at `/` for people and dashboards, `POST /info` for SDKs, `/l4snapshot` for
+//! diagnostics (our books in the node's snapshot format, to diff against the node's).
 
 use std::sync::Arc;
 
@@ -37,9 +38,25 @@ async fn metrics(State(s): State<AppState>) -> Response {
     ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], body).into_response()
 }
 
+#[derive(Debug, Deserialize)]
+struct StatusQuery {
+    /// Also return the last N settled blocks' stage values.
+    blocks: Option<usize>,
+}
+
 /// State, stage percentiles over the last minute, connections (docs/api.md).
-async fn status(State(s): State<AppState>) -> Response {
-    axum::Json(crate::audit::status::status(&s.ws)).into_response()
+async fn status(State(s): State<AppState>, Query(q): Query<StatusQuery>) -> Response {
+    axum::Json(crate::audit::status::status(&s.ws, q.blocks.unwrap_or(0))).into_response()
+}
+
+/// The status page: one self-contained HTML file that charts `/status` (no build step, nothing fetched from
+/// elsewhere).
+async fn status_page() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")],
+        crate::audit::STATUS_PAGE,
+    )
+        .into_response()
 }
 
 impl FromRef<AppState> for Arc<WsContext> {
@@ -50,6 +67,7 @@ impl FromRef<AppState> for Arc<WsContext> {
 
 pub fn router(state: AppState) -> Router {
     Router::new()
+        .route("/", get(status_page))
         .route("/ws", get(super::upgrade::ws))
         .route("/info", post(info))
         .route("/health", get(health))

@@ -24,30 +24,31 @@ impl Feed {
     /// Starts the simulator and the server, whose config file holds `[server]` followed by `server_toml`, and waits
     /// until the server's books are live.
     pub fn start(server_toml: &str) -> Feed {
+        Feed::start_with(&[], server_toml)
+    }
+
+    /// `start` with simulator flags: each `(flag, value)` replaces the default's value or is added.
+    pub fn start_with(sim_flags: &[(&str, &str)], server_toml: &str) -> Feed {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
-        let sim = Proc::start(
-            HLSIM,
-            &[
-                "--out",
-                data.to_str().unwrap(),
-                "--coins",
-                "4",
-                "--btc-orders",
-                "2000",
-                "--orders-per-coin",
-                "200",
-                "--block-ms",
-                "100",
-                "--rate",
-                "0.3",
-                "--reject-ratio",
-                "2",
-                "--info-listen",
-                "127.0.0.1:0",
-            ],
-            &dir.path().join("sim.log"),
-        );
+        let mut flags: Vec<(&str, &str)> = vec![
+            ("--out", data.to_str().unwrap()),
+            ("--coins", "4"),
+            ("--btc-orders", "2000"),
+            ("--orders-per-coin", "200"),
+            ("--block-ms", "100"),
+            ("--rate", "0.3"),
+            ("--reject-ratio", "2"),
+            ("--info-listen", "127.0.0.1:0"),
+        ];
+        for &(flag, value) in sim_flags {
+            match flags.iter_mut().find(|f| f.0 == flag) {
+                Some(f) => f.1 = value,
+                None => flags.push((flag, value)),
+            }
+        }
+        let args: Vec<&str> = flags.iter().flat_map(|&(f, v)| [f, v]).collect();
+        let sim = Proc::start(HLSIM, &args, &dir.path().join("sim.log"));
         let info = sim.wait_line("info listening on", Duration::from_secs(60));
         let config = dir.path().join("hlbook.toml");
         std::fs::write(&config, format!("[server]\n{server_toml}\n")).unwrap();
