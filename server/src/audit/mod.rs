@@ -86,15 +86,23 @@ impl Stages {
         &self.ring[(height % RING as u64) as usize]
     }
 
-    /// The publisher published `times.height`'s frames at `published_ns`.
-    pub fn published(&self, times: BlockTimes, published_ns: i64) {
+    /// The publisher is about to publish `times.height`'s frames: from now on their writes are counted.
+    pub fn begin(&self, times: BlockTimes) {
         let e = self.entry(times.height);
         *e.times.lock() = times;
-        e.published.store(published_ns, Relaxed);
+        e.published.store(0, Relaxed);
         e.first_sent.store(i64::MAX, Relaxed);
         e.last_sent.store(0, Relaxed);
         e.height.store(times.height, Relaxed);
-        self.pending.lock().push_back(times.height);
+    }
+
+    /// The publisher published `height`'s frames at `published_ns` (after `begin`).
+    pub fn published(&self, height: u64, published_ns: i64) {
+        let e = self.entry(height);
+        if e.height.load(Relaxed) == height {
+            e.published.store(published_ns, Relaxed);
+            self.pending.lock().push_back(height);
+        }
     }
 
     /// A connection wrote a frame of block `height` at `sent_ns`.
@@ -181,8 +189,9 @@ mod tests {
     fn a_block_settles_into_every_stage() {
         let s = Stages::new();
         let t = BlockTimes { height: 7, block_time: 1_000, node_written: 3_000, read: 3_500, applied: 3_600 };
-        s.published(t, 4_000);
+        s.begin(t);
         s.sent(7, 4_200);
+        s.published(7, 4_000);
         s.sent(7, 4_900);
         s.sent(8, 1); // not tracked: ignored
         s.settle(4_000 + SETTLE_NS / 2);
@@ -197,7 +206,8 @@ mod tests {
     #[test]
     fn blocks_nobody_received_have_no_write_stages() {
         let s = Stages::new();
-        s.published(BlockTimes { height: 1, block_time: 10, node_written: 20, read: 30, applied: 40 }, 50);
+        s.begin(BlockTimes { height: 1, block_time: 10, node_written: 20, read: 30, applied: 40 });
+        s.published(1, 50);
         s.settle(50 + SETTLE_NS);
         assert_eq!(s.window()[0].stages[4..], [None, None, None]);
     }

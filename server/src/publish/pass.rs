@@ -85,6 +85,13 @@ impl Publisher {
         let block_time = books.block_time();
         drop(books);
 
+        // Register the blocks before any of their frames can be written, so every write is counted.
+        for b in &blocks {
+            let times = hub.shared.timeline.lock().iter().rev().find(|t| t.height == b.height).copied();
+            if let Some(t) = times {
+                hub.stages.begin(t);
+            }
+        }
         let audit = self.audit_of(h, block_time);
         self.publish_l2(&wanted, &built, block_time, audit);
         self.publish_bbo_and_mids(&wanted, &built, block_time, audit, reloaded || new_shapes);
@@ -104,10 +111,7 @@ impl Publisher {
         self.serve_snapshots(snapshots, requests, audit);
         let published = now_nanos();
         for b in &blocks {
-            let times = hub.shared.timeline.lock().iter().rev().find(|t| t.height == b.height).copied();
-            if let Some(t) = times {
-                hub.stages.published(t, published);
-            }
+            hub.stages.published(b.height, published);
         }
         hub.stages.settle(published);
         (self.height, self.installs, self.wanted_version) = (h, installs, wanted.version);
