@@ -86,3 +86,18 @@ fn check_numbers(v: &serde_json::Value) -> usize {
         _ => 0,
     }
 }
+
+#[test]
+fn status_fast_path_parses_every_capture_line_as_the_full_parse_does() {
+    let Some(cap) = common::unpack() else { return };
+    let mut parser = hlbook::node::NodeParser::new();
+    for mode in [Mode::ByBlock, Mode::Streaming] {
+        let lines = common::lines_in_write_order(&cap.node_dir, mode);
+        let statuses: Vec<_> = lines.iter().filter(|(s, _, _)| *s == hlbook::node::Stream::Statuses).collect();
+        assert!(!statuses.is_empty());
+        for (stream, height, line) in statuses {
+            let full = parser.parse_in_full(*stream, line).expect("capture line parses");
+            assert_eq!(parser.parse(*stream, line).unwrap(), full, "{mode:?} block {height}");
+        }
+    }
+}

@@ -10,8 +10,9 @@ use serde_json::value::RawValue;
 
 use super::event::{Diff, DiffKind, Fill, OrderFlavor, OrderInfo, OrderStatus};
 use super::intern::Interner;
+use super::status_split::{Split, StatusSplitter};
 use super::time::UnixNanos;
-use super::wire::{DiffWire, Envelope, FillWire, OrderWire, RawBookDiff, StatusWire};
+use super::wire::{DiffWire, Envelope, EnvelopeHead, FillWire, OrderWire, RawBookDiff, StatusWire};
 
 /// The three node streams, in the order the node writes a block's lines (fills first).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -109,6 +110,7 @@ pub struct LineError {
 #[derive(Debug, Default)]
 pub struct NodeParser {
     interner: Interner,
+    statuses: StatusSplitter,
 }
 
 impl NodeParser {
@@ -124,20 +126,50 @@ impl NodeParser {
                 let env: Envelope<DiffWire<'_>> = serde_json::from_str(line).map_err(err)?;
                 (env.meta(), Events::Diffs(env.events.into_iter().map(|w| self.diff(w)).collect()))
             }
-            Stream::Statuses => {
-                let env: Envelope<StatusWire<'_>> = serde_json::from_str(line).map_err(err)?;
-                let meta = env.meta();
-                let total = env.events.len();
-                let kept: Vec<OrderStatus> = env.events.into_iter().filter_map(|w| self.status(w)).collect();
-                let rejected = (total - kept.len()) as u32;
-                (meta, Events::Statuses { kept, rejected })
-            }
+            Stream::Statuses => match self.statuses.split(line).and_then(|s| self.split_statuses(s)) {
+                Some(parsed) => parsed,
+                None => self.statuses_in_full(line).map_err(err)?,
+            },
             Stream::Fills => {
                 let env: Envelope<FillWire<'_>> = serde_json::from_str(line).map_err(err)?;
                 (env.meta(), Events::Fills(env.events.into_iter().map(|w| self.fill(w)).collect()))
             }
         };
         Ok(Line { meta, events })
+    }
+
+    /// `parse` without the status fast path: the reference it is tested against.
+    pub fn parse_in_full(&mut self, stream: Stream, line: &str) -> Result<Line, LineError> {
+        if stream != Stream::Statuses {
+            return self.parse(stream, line);
+        }
+        let (meta, events) = self.statuses_in_full(line).map_err(|e| LineError { stream, message: e.to_string() })?;
+        Ok(Line { meta, events })
+    }
+
+    /// The fast path: only the envelope head and the kept events go through serde. `None` if any of them does not
+    /// parse, so the full parse can report the error against the whole line.
+    fn split_statuses(&mut self, split: Split<'_>) -> Option<(LineMeta, Events)> {
+        let head: EnvelopeHead = serde_json::from_str(&format!("{}}}", split.head)).ok()?;
+        let mut rejected = split.rejected;
+        let mut kept = Vec::with_capacity(split.kept.len());
+        for event in split.kept {
+            match self.status(serde_json::from_str(event).ok()?) {
+                Some(status) => kept.push(status),
+                None => rejected += 1,
+            }
+        }
+        Some((head.meta(), Events::Statuses { kept, rejected }))
+    }
+
+    /// Every event through serde, in any key order.
+    fn statuses_in_full(&mut self, line: &str) -> Result<(LineMeta, Events), serde_json::Error> {
+        let env: Envelope<StatusWire<'_>> = serde_json::from_str(line)?;
+        let meta = env.meta();
+        let total = env.events.len();
+        let kept: Vec<OrderStatus> = env.events.into_iter().filter_map(|w| self.status(w)).collect();
+        let rejected = (total - kept.len()) as u32;
+        Ok((meta, Events::Statuses { kept, rejected }))
     }
 
     fn diff(&mut self, w: DiffWire<'_>) -> Diff {

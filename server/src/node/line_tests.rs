@@ -126,3 +126,40 @@ proptest::proptest! {
         proptest::prop_assert!(p.parse(Stream::Statuses, &full[..cut]).is_err());
     }
 }
+
+/// Events in the node's layout and around it: kept and rejected, children that look like events, strings holding
+/// the patterns the fast path searches for, whitespace and key orders the node does not write.
+fn status_event(kind: u8, status: &str, noise: &str) -> String {
+    let builder = serde_json::to_string(&format!(r#"{noise}"status":"open"}},{{"time":"{{["#)).unwrap();
+    match kind % 4 {
+        0 => OPEN.replace(r#""status":"open""#, &format!(r#""status":"{status}""#)),
+        1 => OPEN
+            .replace(r#""builder":null"#, &format!(r#""builder":{builder}"#))
+            .replace(r#""status":"open""#, &format!(r#""status":"{status}""#)),
+        2 => OPEN
+            .replace(r#""children":[]"#, r#""children":[{"time":"t","status":"open"},{"time":"u"}]"#)
+            .replace(r#""status":"open""#, &format!(r#""status":"{status}""#)),
+        _ => OPEN.replace(r#""status":"open","#, "").replacen('{', &format!(r#"{{"status":"{status}","#), 1),
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn status_fast_path_equals_the_full_parse(
+        events in proptest::collection::vec((0u8..8, 0usize..6), 0..12),
+        sep in proptest::sample::select(vec![",", ", ", ",\n"]),
+        noise in "[ -~]{0,12}",
+    ) {
+        let statuses = ["open", "badAloPxRejected", "filled", "canceled", "minTradeNtlRejected", "triggered"];
+        let body: Vec<String> = events.iter().map(|&(k, s)| status_event(k, statuses[s], &noise)).collect();
+        let l = line(&body.join(sep));
+        let mut p = NodeParser::new();
+        let full = p.parse_in_full(Stream::Statuses, &l);
+        proptest::prop_assert!(full.is_ok(), "{l}");
+        if sep == "," && events.iter().all(|&(k, _)| k % 4 < 2) {
+            let split = p.statuses.split(&l);
+            proptest::prop_assert!(split.and_then(|s| p.split_statuses(s)).is_some(), "node layout not fast: {l}");
+        }
+        proptest::prop_assert_eq!(p.parse(Stream::Statuses, &l), full);
+    }
+}

@@ -8,6 +8,7 @@ pub mod intern;
 pub mod line;
 pub mod paths;
 pub mod snapshot;
+mod status_split;
 pub mod time;
 mod wire;
 
