@@ -112,8 +112,10 @@ fn run(index: usize, case: Case, secs: u64, threads: usize) -> Row {
         threads,
         timing: dir.path().join("timing.csv").to_str().unwrap().to_string(),
     };
+    let started = std::time::Instant::now();
     let (mut client, mut out) = procs::start_client(&serde_json::to_string(&spec).unwrap());
     procs::client_line(&mut out, "ready");
+    let connecting = started.elapsed();
     let connected = procs::health(&addr).unwrap_or_default();
     procs::client_line(&mut out, "measuring ");
     let s0 = sample(&server, &client, &sim, &addr);
@@ -135,15 +137,17 @@ fn run(index: usize, case: Case, secs: u64, threads: usize) -> Row {
         s1.load,
     );
     println!(
-        "  at start: {} connections, subscriptions {}",
-        connected["connections"], connected["subscriptions"]
+        "  connected and subscribed in {:.1?}: {} connections, subscriptions {}, lag_ms {}",
+        connecting, connected["connections"], connected["subscriptions"], connected["lag_ms"]
     );
-    println!("  ws counters moved: {:?}", deltas(&s0.health, &s1.health, "ws"));
+    println!("  ws counters moved in the window: {:?}", deltas(&s0.health, &s1.health, "ws"));
+    println!("  ws counters since start: {}", s1.health["ws"]);
+    println!("  lag_ms at the end: {}", s1.health["lag_ms"]);
     println!("  ingest counters moved: {:?}", deltas(&s0.health, &s1.health, "counters"));
     let c = &result;
     println!(
         "  client: {} frames, {} MB, errors {}, closed early {}, unparsed {}, unjoined {}, never caught up {}, \
-         blocks without l2 {}",
+         blocks without own l2 frame {}",
         c.frames,
         c.bytes >> 20,
         c.errors,

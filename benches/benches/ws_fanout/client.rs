@@ -130,7 +130,8 @@ async fn connect(spec: &Spec) -> Ws {
     let mut tcp = TcpStream::connect(&spec.addr).await.expect("connect");
     tcp.set_nodelay(true).expect("nodelay");
     let query = if spec.audit { "?audit=1" } else { "" };
-    let ext = if spec.deflate { "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n" } else { "" };
+    let ext =
+        if spec.deflate { "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n" } else { "" };
     let request = format!(
         "GET /ws{query} HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
          Sec-WebSocket-Key: {KEY}\r\nSec-WebSocket-Version: 13\r\n{ext}\r\n",

@@ -49,7 +49,8 @@ pub struct ClientResult {
     pub l2: Pct,
     pub trades: Pct,
     pub last_sub: Pct,
-    /// Blocks written in the window that no connection got an l2Book frame of (nothing changed on its coins).
+    /// Blocks written in the window with no l2Book frame of their own height (merged into a later publish pass,
+    /// or nothing changed on the coins): their last-subscriber latency runs until the next frame.
     pub blocks_without_l2: u64,
     /// (connection, block) pairs where the connection never got an l2Book frame of that height or later.
     pub never_caught_up: u64,
@@ -85,7 +86,8 @@ pub fn summarize(spec: &Spec, logs: &[ConnLog], t0: i64, t1: i64) -> ClientResul
     let blocks = timing(&spec.timing);
     // Without audit a frame names its block by time (ms); block times are tens of ms apart, so that is unique.
     let by_time: HashMap<u64, u64> = blocks.iter().map(|(&h, &(bt, _))| ((bt / 1_000_000) as u64, h)).collect();
-    let height = |key: u64| if spec.audit { Some(key).filter(|h| blocks.contains_key(h)) } else { by_time.get(&key).copied() };
+    let height =
+        |key: u64| if spec.audit { Some(key).filter(|h| blocks.contains_key(h)) } else { by_time.get(&key).copied() };
     let mut r = ClientResult { window_ns: t1 - t0, ..ClientResult::default() };
     let (mut all, mut l2, mut trades) = (hist(), hist(), hist());
     // Blocks for last-subscriber latency: written in the window, early enough for every frame to arrive.
@@ -138,10 +140,11 @@ pub fn summarize(spec: &Spec, logs: &[ConnLog], t0: i64, t1: i64) -> ClientResul
     let mut last_sub = hist();
     for (i, &at) in last.iter().enumerate() {
         let h = lo + i as u64;
-        if !published.contains(&h) {
-            r.blocks_without_l2 += u64::from(blocks.contains_key(&h));
+        if !blocks.contains_key(&h) {
             continue;
         }
+        // A block merged into a later publish pass has no frame of its own: it counts until that later frame.
+        r.blocks_without_l2 += u64::from(!published.contains(&h));
         if at != i64::MIN {
             last_sub.record(us(at - blocks[&h].1)).expect("record");
         }
