@@ -1,9 +1,12 @@
 //! The load generator: its own process (the bench binary run again with `CLIENT_ENV` set), a tokio runtime with
-//! N connections, each subscribing l2Book + trades for its coins. The hot path stores only (key, channel, receive
-//! time) per frame; latencies are joined with the simulator's timing CSV once the run is over (`stats`).
+//! N connections, each subscribing l2Book + trades for its coins. A timed connection stores (key, channel,
+//! receive time) per frame and nothing else, and its latencies are joined with the simulator's timing CSV once
+//! the run is over (`stats`); a sink only reads and counts frames, for when the client cannot inflate and parse
+//! everything 1,000 connections receive without becoming the bottleneck on two cores.
 
 use std::io::Write;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -39,6 +42,8 @@ pub struct Spec {
     pub audit: bool,
     pub warmup_secs: u64,
     pub secs: u64,
+    /// Connections that inflate, parse and time every frame, spread evenly; the others are sinks.
+    pub timed: usize,
     pub threads: usize,
     /// The simulator's `--timing` CSV, read after the run.
     pub timing: String,
@@ -58,8 +63,9 @@ pub struct Rec {
 /// What one connection saw.
 #[derive(Debug, Default)]
 pub struct ConnLog {
+    /// A timed connection (not a sink).
+    pub timed: bool,
     pub recs: Vec<Rec>,
-    pub bytes: u64,
     /// `error` channel frames (e.g. the notice of a connection that fell behind on trades).
     pub errors: u64,
     /// Data frames whose key could not be read.
@@ -67,6 +73,9 @@ pub struct ConnLog {
     /// Whether the server closed the connection (or it failed) before the end.
     pub closed_early: bool,
 }
+
+/// Data frames read by sink connections so far (all of them, sampled by the main task at the window's ends).
+static SINK_FRAMES: AtomicU64 = AtomicU64::new(0);
 
 /// Entry point of the client process: prints `ready`, `measuring <t0>`, `done <t1>` and then one JSON result line.
 pub fn main(spec_json: &str) {
@@ -76,9 +85,9 @@ pub fn main(spec_json: &str) {
         .enable_all()
         .build()
         .expect("client runtime");
-    let (logs, t0, t1) = rt.block_on(run(&spec));
+    let (logs, t0, t1, sink_frames) = rt.block_on(run(&spec));
     drop(rt);
-    let result = super::stats::summarize(&spec, &logs, t0, t1);
+    let result = super::stats::summarize(&spec, &logs, t0, t1, sink_frames);
     println!("{}", serde_json::to_string(&result).expect("result json"));
 }
 
@@ -88,45 +97,61 @@ fn say(line: &str) {
     let _ = out.flush();
 }
 
-async fn run(spec: &Spec) -> (Vec<ConnLog>, i64, i64) {
+/// Connects every connection first, then subscribes them all at once, so no data flows while connecting.
+async fn run(spec: &Spec) -> (Vec<ConnLog>, i64, i64, u64) {
     let (stop_tx, stop) = watch::channel(false);
+    let (go_tx, go) = watch::channel(false);
     let gate = Arc::new(Semaphore::new(CONNECT_AT_ONCE));
-    let mut tasks = Vec::with_capacity(spec.conns);
-    let mut ready = Vec::with_capacity(spec.conns);
-    for _ in 0..spec.conns {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        ready.push(rx);
-        let (spec, stop, gate) = (spec.clone(), stop.clone(), gate.clone());
+    let every = (spec.conns / spec.timed.max(1)).max(1);
+    let (mut tasks, mut connected, mut subscribed) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..spec.conns {
+        let (conn_tx, conn_rx) = tokio::sync::oneshot::channel();
+        let (sub_tx, sub_rx) = tokio::sync::oneshot::channel();
+        connected.push(conn_rx);
+        subscribed.push(sub_rx);
+        let (spec, stop, mut go, gate) = (spec.clone(), stop.clone(), go.clone(), gate.clone());
         tasks.push(tokio::spawn(async move {
             let permit = gate.acquire_owned().await.expect("gate");
-            let ws = connect(&spec).await;
+            let (tcp, agreed) = handshake(&spec).await;
             drop(permit);
-            let _ = tx.send(());
-            receive(ws, &spec, stop).await
+            let _ = conn_tx.send(());
+            let _ = go.wait_for(|go| *go).await;
+            if i % every == 0 {
+                let ws = subscribe_timed(tcp, agreed, &spec).await;
+                let _ = sub_tx.send(());
+                receive(ws, &spec, stop).await
+            } else {
+                sink(tcp, &spec, sub_tx, stop).await
+            }
         }));
     }
-    for rx in ready {
+    for rx in connected {
         rx.await.expect("a connection task failed to connect");
+    }
+    let _ = go_tx.send(true);
+    for rx in subscribed {
+        rx.await.expect("a connection task failed to subscribe");
     }
     say("ready");
     tokio::time::sleep(Duration::from_secs(spec.warmup_secs)).await;
-    let t0 = now_nanos();
+    let (t0, s0) = (now_nanos(), SINK_FRAMES.load(Relaxed));
     say(&format!("measuring {t0}"));
     tokio::time::sleep(Duration::from_secs(spec.secs)).await;
-    let t1 = now_nanos();
+    let (t1, s1) = (now_nanos(), SINK_FRAMES.load(Relaxed));
     say(&format!("done {t1}"));
     let _ = stop_tx.send(true);
     let mut logs = Vec::with_capacity(tasks.len());
     for t in tasks {
         logs.push(t.await.expect("connection task"));
     }
-    (logs, t0, t1)
+    (logs, t0, t1, s1 - s0)
 }
 
 type Ws = WebSocketStream<InflateLayer<TcpStream>>;
 
-/// Opens `/ws` by hand (so the inflating layer can go beneath tungstenite) and subscribes.
-async fn connect(spec: &Spec) -> Ws {
+/// Opens `/ws` by hand, so that a timed connection can put the inflating layer beneath tungstenite and a sink
+/// can read raw bytes; returns whether compression was agreed.
+async fn handshake(spec: &Spec) -> (TcpStream, bool) {
     let mut tcp = TcpStream::connect(&spec.addr).await.expect("connect");
     tcp.set_nodelay(true).expect("nodelay");
     let query = if spec.audit { "?audit=1" } else { "" };
@@ -152,22 +177,31 @@ async fn connect(spec: &Spec) -> Ws {
     assert!(head.contains(&format!("sec-websocket-accept: {accept}")), "bad accept key: {head}");
     let agreed = head.lines().any(|l| l.starts_with("sec-websocket-extensions:") && l.contains("permessage-deflate"));
     assert_eq!(agreed, spec.deflate, "compression negotiated {agreed}, wanted {}: {head}", spec.deflate);
+    (tcp, agreed)
+}
+
+fn subscriptions(spec: &Spec) -> impl Iterator<Item = String> + '_ {
+    spec.coins.iter().flat_map(|coin| {
+        ["l2Book", "trades"].map(|kind| {
+            serde_json::json!({"method": "subscribe", "subscription": {"type": kind, "coin": coin}}).to_string()
+        })
+    })
+}
+
+async fn subscribe_timed(tcp: TcpStream, agreed: bool, spec: &Spec) -> Ws {
     // The server promises no context takeover, so each message inflates on its own.
     let inflater = agreed.then(|| Inflater::new(true, 64 << 20));
     let config = WebSocketConfig::default().max_message_size(Some(64 << 20)).max_frame_size(Some(64 << 20));
     let mut ws = WebSocketStream::from_raw_socket(InflateLayer::new(tcp, inflater), Role::Client, Some(config)).await;
-    for coin in &spec.coins {
-        for kind in ["l2Book", "trades"] {
-            let sub = serde_json::json!({"method": "subscribe", "subscription": {"type": kind, "coin": coin}});
-            ws.send(Message::text(sub.to_string())).await.expect("subscribe");
-        }
+    for sub in subscriptions(spec) {
+        ws.send(Message::text(sub)).await.expect("subscribe");
     }
     ws
 }
 
 /// Reads until told to stop, timing every frame right after it was read (and inflated).
 async fn receive(mut ws: Ws, spec: &Spec, mut stop: watch::Receiver<bool>) -> ConnLog {
-    let mut log = ConnLog::default();
+    let mut log = ConnLog { timed: true, ..ConnLog::default() };
     loop {
         tokio::select! {
             _ = stop.changed() => break,
@@ -188,8 +222,91 @@ async fn receive(mut ws: Ws, spec: &Spec, mut stop: watch::Receiver<bool>) -> Co
     log
 }
 
+/// A subscriber that reads everything as fast as it comes but only counts frames: the server cannot tell it from
+/// a timed one, and it costs the client almost nothing (no inflating, no parsing, no timestamps).
+async fn sink(
+    mut tcp: TcpStream,
+    spec: &Spec,
+    subscribed: tokio::sync::oneshot::Sender<()>,
+    mut stop: watch::Receiver<bool>,
+) -> ConnLog {
+    for sub in subscriptions(spec) {
+        tcp.write_all(&client_frame(sub.as_bytes())).await.expect("subscribe");
+    }
+    let _ = subscribed.send(());
+    let mut log = ConnLog::default();
+    let (mut buf, mut counter) = (vec![0u8; 64 << 10], FrameCounter::default());
+    loop {
+        tokio::select! {
+            _ = stop.changed() => break,
+            r = tcp.read(&mut buf) => match r {
+                Ok(n) if n > 0 => {
+                    SINK_FRAMES.fetch_add(counter.feed(&buf[..n]), Relaxed);
+                }
+                _ => {
+                    log.closed_early = true;
+                    break;
+                }
+            }
+        }
+    }
+    log
+}
+
+/// A whole masked text frame; the all-zero mask key leaves the payload as is.
+fn client_frame(payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![0x81];
+    match payload.len() {
+        n @ 0..=125 => f.push(0x80 | n as u8),
+        n => {
+            f.push(0x80 | 126);
+            f.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+    }
+    f.extend_from_slice(&[0; 4]);
+    f.extend_from_slice(payload);
+    f
+}
+
+/// Counts the data frames in a stream of server frames, skipping payloads.
+#[derive(Default)]
+struct FrameCounter {
+    /// Payload bytes of the current frame still to skip.
+    skip: u64,
+    /// An incomplete header.
+    header: Vec<u8>,
+}
+
+impl FrameCounter {
+    fn feed(&mut self, mut b: &[u8]) -> u64 {
+        let mut frames = 0;
+        loop {
+            let k = self.skip.min(b.len() as u64);
+            (b, self.skip) = (&b[k as usize..], self.skip - k);
+            let Some((&byte, rest)) = b.split_first() else { return frames };
+            b = rest;
+            self.header.push(byte);
+            if let Some(len) = payload_len(&self.header) {
+                frames += u64::from(matches!(self.header[0] & 0x0f, 1 | 2));
+                (self.skip, self.header) = (len, Vec::new());
+            }
+        }
+    }
+}
+
+/// The payload length once `h` holds a whole header.
+fn payload_len(h: &[u8]) -> Option<u64> {
+    let b1 = *h.get(1)?;
+    let (len, size) = match b1 & 0x7f {
+        126 => (u64::from(u16::from_be_bytes(h.get(2..4)?.try_into().ok()?)), 4),
+        127 => (u64::from_be_bytes(h.get(2..10)?.try_into().ok()?), 10),
+        n => (u64::from(n), 2),
+    };
+    let size = size + if b1 & 0x80 != 0 { 4 } else { 0 };
+    (h.len() == size).then_some(len)
+}
+
 fn on_text(t: &[u8], recv_ns: i64, audit: bool, log: &mut ConnLog) {
-    log.bytes += t.len() as u64;
     let Some(rest) = t.strip_prefix(b"{\"channel\":\"") else { return };
     let channel = if rest.starts_with(b"l2Book\"") {
         L2

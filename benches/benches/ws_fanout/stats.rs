@@ -42,9 +42,10 @@ impl Pct {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ClientResult {
     pub window_ns: i64,
-    /// Data frames (l2Book + trades) received in the window.
+    /// Data frames (l2Book + trades) received in the window, by timed connections and by sinks.
     pub frames: u64,
-    pub bytes: u64,
+    pub sink_frames: u64,
+    pub timed_conns: u64,
     pub all: Pct,
     pub l2: Pct,
     pub trades: Pct,
@@ -82,13 +83,13 @@ fn us(ns: i64) -> u64 {
     (ns.max(0) / 1000) as u64
 }
 
-pub fn summarize(spec: &Spec, logs: &[ConnLog], t0: i64, t1: i64) -> ClientResult {
+pub fn summarize(spec: &Spec, logs: &[ConnLog], t0: i64, t1: i64, sink_frames: u64) -> ClientResult {
     let blocks = timing(&spec.timing);
     // Without audit a frame names its block by time (ms); block times are tens of ms apart, so that is unique.
     let by_time: HashMap<u64, u64> = blocks.iter().map(|(&h, &(bt, _))| ((bt / 1_000_000) as u64, h)).collect();
     let height =
         |key: u64| if spec.audit { Some(key).filter(|h| blocks.contains_key(h)) } else { by_time.get(&key).copied() };
-    let mut r = ClientResult { window_ns: t1 - t0, ..ClientResult::default() };
+    let mut r = ClientResult { window_ns: t1 - t0, frames: sink_frames, sink_frames, ..ClientResult::default() };
     let (mut all, mut l2, mut trades) = (hist(), hist(), hist());
     // Blocks for last-subscriber latency: written in the window, early enough for every frame to arrive.
     let measured: Vec<u64> = {
@@ -134,7 +135,10 @@ pub fn summarize(spec: &Spec, logs: &[ConnLog], t0: i64, t1: i64) -> ClientResul
             }
             reached = reached.max(h);
         }
-        r.bytes += log.bytes;
+        if !log.timed {
+            continue;
+        }
+        r.timed_conns += 1;
         r.never_caught_up += hi.saturating_sub(reached.max(lo - 1));
     }
     let mut last_sub = hist();
