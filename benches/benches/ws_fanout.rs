@@ -121,7 +121,10 @@ fn run(index: usize, case: Case, secs: u64, threads: usize) -> Row {
     let (mut client, mut out) = procs::start_client(&serde_json::to_string(&spec).unwrap());
     procs::client_line(&mut out, "ready");
     let connecting = started.elapsed();
+    let taking = procs::wait_subscribed(&addr, (case.conns * case.coins) as u64);
     let connected = procs::health(&addr).unwrap_or_default();
+    let mut stdin = client.0.stdin.take().expect("client stdin");
+    std::io::Write::write_all(&mut stdin, b"go\n").expect("tell the client to go");
     procs::client_line(&mut out, "measuring ");
     let s0 = sample(&server, &client, &sim, &addr);
     procs::client_line(&mut out, "done ");
@@ -142,8 +145,9 @@ fn run(index: usize, case: Case, secs: u64, threads: usize) -> Row {
         s1.load,
     );
     println!(
-        "  connected and subscribed in {:.1?}: {} connections, subscriptions {}, lag_ms {}",
-        connecting, connected["connections"], connected["subscriptions"], connected["lag_ms"]
+        "  connected and subscribed in {:.1?}, all subscriptions taken {:.1?} later: {} connections, \
+         subscriptions {}, lag_ms {}",
+        connecting, taking, connected["connections"], connected["subscriptions"], connected["lag_ms"]
     );
     println!("  ws counters moved in the window: {:?}", deltas(&s0.health, &s1.health, "ws"));
     println!("  ws counters since start: {}", s1.health["ws"]);

@@ -77,7 +77,8 @@ pub struct ConnLog {
 /// Data frames read by sink connections so far (all of them, sampled by the main task at the window's ends).
 static SINK_FRAMES: AtomicU64 = AtomicU64::new(0);
 
-/// Entry point of the client process: prints `ready`, `measuring <t0>`, `done <t1>` and then one JSON result line.
+/// Entry point of the client process: prints `ready`, waits for a line on stdin, warms up, prints `measuring <t0>`
+/// and `done <t1>`, then one JSON result line.
 pub fn main(spec_json: &str) {
     let spec: Spec = serde_json::from_str(spec_json).expect("client spec");
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -133,6 +134,9 @@ async fn run(spec: &Spec) -> (Vec<ConnLog>, i64, i64, u64) {
         rx.await.expect("a connection task failed to subscribe");
     }
     say("ready");
+    // The parent answers once the server has taken every subscription (its /health says so).
+    let go = tokio::task::spawn_blocking(|| std::io::stdin().read_line(&mut String::new()));
+    go.await.expect("stdin task").expect("parent's go");
     tokio::time::sleep(Duration::from_secs(spec.warmup_secs)).await;
     let (t0, s0) = (now_nanos(), SINK_FRAMES.load(Relaxed));
     say(&format!("measuring {t0}"));

@@ -96,11 +96,26 @@ pub fn start_client(spec_json: &str) -> (Proc, BufReader<ChildStdout>) {
     let mut child = Command::new(std::env::current_exe().expect("bench path"))
         .arg("--bench")
         .env(super::client::CLIENT_ENV, spec_json)
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .expect("start client");
     let out = BufReader::new(child.stdout.take().unwrap());
     (Proc(child), out)
+}
+
+/// Waits until the server holds `want` l2Book and `want` trades subscriptions; the time it took.
+pub fn wait_subscribed(addr: &str, want: u64) -> Duration {
+    let start = Instant::now();
+    loop {
+        let h = health(addr).unwrap_or_default();
+        let subs = &h["subscriptions"];
+        if subs["l2Book"].as_u64() >= Some(want) && subs["trades"].as_u64() >= Some(want) {
+            return start.elapsed();
+        }
+        assert!(start.elapsed() < Duration::from_secs(300), "subscriptions not all taken after 300 s: {subs}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Waits for the client's line starting with `prefix` and returns the rest.
