@@ -130,6 +130,7 @@ fn run(index: usize, case: Case, secs: u64, threads: usize) -> Row {
     procs::client_line(&mut out, "done ");
     let s1 = sample(&server, &client, &sim, &addr);
     let rss_kib = procs::rss_kib(server.pid());
+    let status = procs::get_json(&addr, "/status").unwrap_or_default();
     let json = procs::client_line(&mut out, "{");
     let result: ClientResult = serde_json::from_str(&format!("{{{json}")).expect("client result");
     let _ = client.0.wait();
@@ -176,6 +177,18 @@ fn run(index: usize, case: Case, secs: u64, threads: usize) -> Row {
             ms(p.p99),
             ms(p.p999),
             ms(p.max)
+        );
+    }
+    // The server's own split of each block's time (its audit stages, over its last minute).
+    println!("  server stages over its last {} s (p50 / p99 ms):", status["window_s"]);
+    for st in status["stages"].as_array().into_iter().flatten() {
+        let at = |k: &str| ms(st[k].as_u64().unwrap_or(0));
+        println!(
+            "    {:<25} n={:<6} {:>8} / {:>8}",
+            st["stage"].as_str().unwrap_or("?"),
+            st["count"],
+            at("p50_us"),
+            at("p99_us")
         );
     }
     let problems = procs::log_problems(dir.path());

@@ -125,9 +125,14 @@ pub fn client_line(out: &mut BufReader<ChildStdout>, prefix: &str) -> String {
 
 /// `GET /health`, parsed; None when the server does not answer.
 pub fn health(addr: &str) -> Option<serde_json::Value> {
+    get_json(addr, "/health")
+}
+
+/// `GET path`, parsed as JSON; None when the server does not answer.
+pub fn get_json(addr: &str, path: &str) -> Option<serde_json::Value> {
     let mut s = TcpStream::connect(addr).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    write!(s, "GET /health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").ok()?;
     let mut text = String::new();
     s.read_to_string(&mut text).ok()?;
     let body = text.split_once("\r\n\r\n")?.1;
