@@ -1,0 +1,178 @@
+//! The processes of a run: the release `hlsim` and `hlbook serve` beside the bench binary, the client (this
+//! binary again), and what /proc and /health say about them.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A child process killed (and reaped) when dropped.
+#[derive(Debug)]
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Proc {
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+/// A release binary of the `hlbook` package, in the target dir above the bench binary.
+fn release_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("bench path");
+    let bin = exe.parent().and_then(Path::parent).expect("target dir").join(name);
+    assert!(bin.is_file(), "{} missing: run `cargo build --release -p hlbook --bins` first", bin.display());
+    bin
+}
+
+/// The first line the child prints that starts with `prefix`, without it.
+fn line_after(out: &mut BufReader<ChildStdout>, prefix: &str) -> String {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(out.read_line(&mut line).expect("child stdout") > 0, "child exited before printing {prefix:?}");
+        if let Some(rest) = line.trim().strip_prefix(prefix) {
+            return rest.to_string();
+        }
+    }
+}
+
+/// Starts the simulator (by-block, mainnet-like defaults plus `HLBOOK_BENCH_SIM_ARGS`); returns its info address.
+pub fn start_sim(dir: &Path, coins: usize) -> (Proc, String) {
+    let mut child = Command::new(release_bin("hlsim"))
+        .args(["--out", dir.join("data").to_str().unwrap(), "--mode", "by-block", "--coins", &coins.to_string()])
+        .args(["--timing", dir.join("timing.csv").to_str().unwrap(), "--info-listen", "127.0.0.1:0"])
+        .args(std::env::var("HLBOOK_BENCH_SIM_ARGS").unwrap_or_default().split_whitespace())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start hlsim");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let addr = line_after(&mut out, "info listening on ");
+    (Proc(child), addr)
+}
+
+/// Starts `hlbook serve` on a free port with limits raised for many local connections and validation off;
+/// its log goes to `dir/server.log`. Returns once /health says `live`.
+pub fn start_server(dir: &Path, sim_info: &str) -> (Proc, String) {
+    let snaps = dir.join("snapshots");
+    std::fs::create_dir_all(&snaps).expect("snapshot dir");
+    let config = format!(
+        "[ingest]\nnode_dir = {:?}\nmode = \"by-block\"\ninfo_url = \"http://{sim_info}/info\"\nsnapshot_dir = {:?}\n\
+         [server]\nlisten = [\"127.0.0.1:0\"]\ncompression = true\nmax_connections = 100000\n\
+         max_connections_per_ip = 100000\nnew_connections_per_minute_per_ip = 100000\n",
+        dir.join("data"),
+        snaps,
+    );
+    let path = dir.join("hlbook.toml");
+    std::fs::write(&path, config).expect("server config");
+    let log = std::fs::File::create(dir.join("server.log")).expect("server log");
+    let mut child = Command::new(release_bin("hlbook"))
+        .args(["serve", "--config", path.to_str().unwrap(), "--validate-interval", "0"])
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .expect("start hlbook serve");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let addr = line_after(&mut out, "hlbook listening on ");
+    let server = Proc(child);
+    let start = Instant::now();
+    while health(&addr).and_then(|h| h["state"].as_str().map(str::to_string)).as_deref() != Some("live") {
+        assert!(start.elapsed() < Duration::from_secs(120), "server not live after 120 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    (server, addr)
+}
+
+/// Starts this binary again as the load generator.
+pub fn start_client(spec_json: &str) -> (Proc, BufReader<ChildStdout>) {
+    let mut child = Command::new(std::env::current_exe().expect("bench path"))
+        .arg("--bench")
+        .env(super::client::CLIENT_ENV, spec_json)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start client");
+    let out = BufReader::new(child.stdout.take().unwrap());
+    (Proc(child), out)
+}
+
+/// Waits until the server holds `want` l2Book and `want` trades subscriptions; the time it took.
+pub fn wait_subscribed(addr: &str, want: u64) -> Duration {
+    let start = Instant::now();
+    loop {
+        let h = health(addr).unwrap_or_default();
+        let subs = &h["subscriptions"];
+        if subs["l2Book"].as_u64() >= Some(want) && subs["trades"].as_u64() >= Some(want) {
+            return start.elapsed();
+        }
+        assert!(start.elapsed() < Duration::from_secs(300), "subscriptions not all taken after 300 s: {subs}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits for the client's line starting with `prefix` and returns the rest.
+pub fn client_line(out: &mut BufReader<ChildStdout>, prefix: &str) -> String {
+    line_after(out, prefix)
+}
+
+/// `GET /health`, parsed; None when the server does not answer.
+pub fn health(addr: &str) -> Option<serde_json::Value> {
+    get_json(addr, "/health")
+}
+
+/// `GET path`, parsed as JSON; None when the server does not answer.
+pub fn get_json(addr: &str, path: &str) -> Option<serde_json::Value> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let body = text.split_once("\r\n\r\n")?.1;
+    let (start, end) = (body.find('{')?, body.rfind('}')?);
+    serde_json::from_str(&body[start..=end]).ok()
+}
+
+/// CPU time (user + system) of a process so far, in µs.
+pub fn cpu_us(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at field 3; utime and stime are 14 and 15.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest.split_whitespace().skip(11).take(2).filter_map(|x| x.parse().ok()).collect();
+    f.iter().sum::<u64>() * 1_000_000 / clock_ticks()
+}
+
+fn clock_ticks() -> u64 {
+    static TICKS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        let out = Command::new("getconf").arg("CLK_TCK").output().ok();
+        out.and_then(|o| String::from_utf8(o.stdout).ok()).and_then(|s| s.trim().parse().ok()).unwrap_or(100)
+    })
+}
+
+/// (resident, peak resident) memory of a process in KiB.
+pub fn rss_kib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Lines of the server log at WARN or ERROR level.
+pub fn log_problems(dir: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+    text.lines().filter(|l| l.contains("WARN") || l.contains("ERROR")).map(str::to_string).collect()
+}
