@@ -474,9 +474,7 @@ fn push_line(
 ) -> bool {
     let c = &health.counters;
     c.lines.fetch_add(1, Relaxed);
-    let parsed = std::str::from_utf8(bytes)
-        .map_err(|e| e.to_string())
-        .and_then(|text| parser.parse(stream, text).map_err(|e| e.to_string()));
+    let parsed = parser.parse_bytes(stream, bytes);
     match parsed {
         Ok(line) => {
             assembler.push(stream, line);

@@ -7,10 +7,13 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+use notify::event::{AccessKind, ModifyKind};
+use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 
 use super::tail::StreamTail;
 use crate::node::{Mode, Stream};
@@ -55,6 +58,10 @@ pub struct FileSource {
     resume_after: u64,
     watcher: Option<RecommendedWatcher>,
     events: mpsc::Receiver<()>,
+    /// Set by the watcher on anything but a data write: a file or folder appeared, went, or events were lost.
+    dirs_changed: Arc<AtomicBool>,
+    /// When the tails last looked for newer hour files.
+    listed_at: Instant,
     /// Per tail (in `READ_ORDER`): its folder is being watched.
     watched: [bool; 3],
     /// Totals of tails that were replaced by a restart.
@@ -65,11 +72,15 @@ impl FileSource {
     /// Follows the files from the block after `height`.
     pub fn new(node_dir: &Path, mode: Mode, height: u64) -> FileSource {
         let (tx, events) = mpsc::channel();
+        let dirs_changed = Arc::new(AtomicBool::new(true));
+        let flag = dirs_changed.clone();
         let watcher = notify::recommended_watcher(move |e: notify::Result<notify::Event>| {
-            // inotify also reports opens (IN_OPEN), our own among them: every poll lists the hour folders, so
-            // waking on an open would wake the next poll at once, and ingest would spin instead of sleeping.
-            if let Ok(notify::Event { kind: notify::EventKind::Access(notify::event::AccessKind::Open(_)), .. }) = e {
-                return;
+            match e.as_ref().map(|e| e.kind) {
+                // inotify also reports opens (IN_OPEN), our own among them: waking on one would wake the next poll
+                // at once, and ingest would spin instead of sleeping.
+                Ok(EventKind::Access(AccessKind::Open(_))) => return,
+                Ok(EventKind::Modify(ModifyKind::Data(_)) | EventKind::Access(_)) => {}
+                _ => flag.store(true, Ordering::Release),
             }
             let _ = tx.send(());
         })
@@ -82,6 +93,8 @@ impl FileSource {
             resume_after: height,
             watcher,
             events,
+            dirs_changed,
+            listed_at: Instant::now(),
             watched: [false; 3],
             retired: SourceCounters::default(),
         }
@@ -97,13 +110,27 @@ impl FileSource {
         }
     }
 
+    /// Whether the tails should list folders for newer hour files this time: listing costs a few syscalls per
+    /// folder and raises inotify events of its own, so it happens when the watcher saw a change, and otherwise
+    /// only every `RELIST_EVERY` in case an event was missed (a new day's folder is watched only once it exists).
+    fn list_now(&mut self) -> bool {
+        let due = self.watcher.is_none()
+            || self.dirs_changed.swap(false, Ordering::AcqRel)
+            || self.listed_at.elapsed() >= RELIST_EVERY;
+        if due {
+            self.listed_at = Instant::now();
+        }
+        due
+    }
+
     /// Reads every tail to its end; true when anything was delivered.
     fn read_all(&mut self, on: &mut dyn FnMut(SourceEvent<'_>)) -> io::Result<bool> {
         let reopened_before: u64 = self.tails.iter().map(|t| t.counters().reopened).sum();
+        let list = self.list_now();
         let mut any = false;
         let mut first_err = None;
         for tail in &mut self.tails {
-            let r = tail.poll(&mut |stream, bytes| {
+            let r = tail.poll(list, &mut |stream, bytes| {
                 any = true;
                 on(SourceEvent::Line(stream, bytes));
             });
@@ -129,6 +156,9 @@ impl FileSource {
 /// diffs and statuses were just read is already on disk. Streaming blocks complete on diffs and statuses alone; read
 /// in the other order, a block's fills could arrive after it was handed out.
 const READ_ORDER: [Stream; 3] = [Stream::Diffs, Stream::Statuses, Stream::Fills];
+
+/// How often tails look for a newer hour file when the watcher reported no folder change.
+const RELIST_EVERY: Duration = Duration::from_millis(250);
 
 fn tails(node_dir: &Path, mode: Mode, height: u64) -> Vec<StreamTail> {
     READ_ORDER.iter().map(|&s| StreamTail::new(node_dir, mode, s, height)).collect()

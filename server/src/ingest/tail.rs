@@ -3,7 +3,9 @@
 //! One `StreamTail` per stream. It reads from its offset to the end of the current hour file whenever woken
 //! (inotify through `notify`, plus a slow poll in case an event is lost), keeps a trailing partial line until its
 //! newline arrives, and moves to the next hour file only once one exists and the current one has been drained to
-//! its end (the node never writes an hour file again after starting the next). A file replaced under the same
+//! its end (the node never writes an hour file again after starting the next). Lines are handed out of the read
+//! buffer itself: a status line of several MB is read straight into place and never copied again. Looking for the
+//! next hour file lists folders, so the caller says when that is worth doing (a folder changed, or a while passed). A file replaced under the same
 //! name (new inode) or truncated is read again from its start; lines already applied are dropped downstream by
 //! height, so nothing is applied twice.
 
@@ -12,11 +14,13 @@ use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use crate::node::paths::{HourFile, hour_files};
+use crate::node::paths::{HourFile, hour_files, hour_files_from};
 use crate::node::{Mode, Stream};
 
-/// Read granularity; a line longer than this (tens of MB happen) just spans several reads.
+/// Free space made in the buffer before each read; a line longer than this (tens of MB happen) grows the buffer.
 const CHUNK: usize = 1 << 20;
+/// At most this much is read before the lines in it are handed out, so catching up on a long file stays bounded.
+const READ_MAX: u64 = 8 << 20;
 
 /// What a tail counted since start.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -46,8 +50,10 @@ pub struct StreamTail {
     mode: Mode,
     stream: Stream,
     open: Option<Open>,
-    partial: Vec<u8>,
-    buf: Vec<u8>,
+    /// Bytes read and not yet handed out start at `start`; no newline lies in `start..scanned`.
+    data: Vec<u8>,
+    start: usize,
+    scanned: usize,
     /// Skip lines whose block number is at most this (cheap check, no parse).
     skip_through: u64,
     counters: TailCounters,
@@ -61,8 +67,9 @@ impl StreamTail {
             mode,
             stream,
             open: None,
-            partial: Vec::new(),
-            buf: vec![0; CHUNK],
+            data: Vec::new(),
+            start: 0,
+            scanned: 0,
             skip_through: after_height,
             counters: TailCounters::default(),
         }
@@ -81,15 +88,16 @@ impl StreamTail {
         crate::node::paths::hourly_dir(&self.node_dir, self.mode, self.stream)
     }
 
-    /// Reads everything available now, calling `on_line` for each complete line past the start height.
-    pub fn poll(&mut self, on_line: &mut impl FnMut(Stream, &[u8])) -> io::Result<()> {
+    /// Reads everything available now, calling `on_line` for each complete line past the start height. With
+    /// `look_for_next`, also moves on to newer hour files once the current one is drained.
+    pub fn poll(&mut self, look_for_next: bool, on_line: &mut impl FnMut(Stream, &[u8])) -> io::Result<()> {
         loop {
             if self.open.is_none() && !self.open_first()? {
                 return Ok(());
             }
             self.check_replaced()?;
             self.read_to_end(on_line)?;
-            if !self.next_file(on_line)? {
+            if !look_for_next || !self.next_file(on_line)? {
                 return Ok(());
             }
         }
@@ -114,7 +122,8 @@ impl StreamTail {
         let file = File::open(&hour.path)?;
         let inode = file.metadata()?.ino();
         self.open = Some(Open { hour, file, inode, offset: 0 });
-        self.partial.clear();
+        self.data.clear();
+        (self.start, self.scanned) = (0, 0);
         Ok(())
     }
 
@@ -139,41 +148,48 @@ impl StreamTail {
         let Some(open) = self.open.as_mut() else { return Ok(()) };
         open.file.seek(SeekFrom::Start(open.offset))?;
         loop {
-            let n = open.file.read(&mut self.buf)?;
+            // Only a partial line is ever moved to the front: complete lines were handed out in place.
+            if self.start > 0 {
+                self.data.drain(..self.start);
+                self.scanned -= self.start;
+                self.start = 0;
+            }
+            self.data.reserve(CHUNK);
+            let Some(open) = self.open.as_mut() else { return Ok(()) };
+            let n = (&mut open.file).take(READ_MAX).read_to_end(&mut self.data)?;
             if n == 0 {
                 return Ok(());
             }
             open.offset += n as u64;
             self.counters.bytes += n as u64;
-            let mut chunk = &self.buf[..n];
-            while let Some(nl) = memchr::memchr(b'\n', chunk) {
-                let line_bytes = &chunk[..nl];
-                let line: &[u8] = if self.partial.is_empty() {
-                    line_bytes
-                } else {
-                    self.partial.extend_from_slice(line_bytes);
-                    &self.partial
-                };
-                if !line.is_empty() && block_number(line).is_none_or(|h| h > self.skip_through) {
-                    self.counters.lines += 1;
-                    on_line(self.stream, line);
-                }
-                self.partial.clear();
-                chunk = &chunk[nl + 1..];
-            }
-            self.partial.extend_from_slice(chunk);
+            self.hand_out_lines(on_line);
         }
+    }
+
+    /// Calls `on_line` for every complete line in the buffer, skipping blocks at or below the start height.
+    fn hand_out_lines(&mut self, on_line: &mut impl FnMut(Stream, &[u8])) {
+        while let Some(i) = memchr::memchr(b'\n', &self.data[self.scanned..]) {
+            let end = self.scanned + i;
+            let line = &self.data[self.start..end];
+            if !line.is_empty() && block_number(line).is_none_or(|h| h > self.skip_through) {
+                self.counters.lines += 1;
+                on_line(self.stream, line);
+            }
+            self.start = end + 1;
+            self.scanned = self.start;
+        }
+        self.scanned = self.data.len();
     }
 
     /// Moves to the next hour file if one exists; the current file is drained first.
     fn next_file(&mut self, on_line: &mut impl FnMut(Stream, &[u8])) -> io::Result<bool> {
         let Some(open) = &self.open else { return Ok(false) };
         let current = (open.hour.date, open.hour.hour);
-        let files = hour_files(&self.node_dir, self.mode, self.stream)?;
+        let files = hour_files_from(&self.node_dir, self.mode, self.stream, current.0)?;
         let Some(next) = files.into_iter().find(|f| (f.date, f.hour) > current) else { return Ok(false) };
         // Anything written to the old file before the new one appeared is read now.
         self.read_to_end(on_line)?;
-        if !self.partial.is_empty() {
+        if self.start < self.data.len() {
             self.counters.partial_lines_dropped += 1;
         }
         self.counters.rollovers += 1;

@@ -16,7 +16,7 @@ fn append(dir: &Path, date: u32, hour: u8, text: &str) {
 
 fn heights(t: &mut StreamTail) -> Vec<u64> {
     let mut out = Vec::new();
-    t.poll(&mut |_, l| out.push(block_number(l).unwrap())).unwrap();
+    t.poll(true, &mut |_, l| out.push(block_number(l).unwrap())).unwrap();
     out
 }
 
@@ -101,7 +101,7 @@ fn lines_longer_than_a_read_chunk() {
     );
     append(d.path(), 20260505, 9, &big);
     let mut lens = Vec::new();
-    t.poll(&mut |_, l| lens.push(l.len())).unwrap();
+    t.poll(true, &mut |_, l| lens.push(l.len())).unwrap();
     assert_eq!(lens, vec![big.len() - 1]);
 }
 

@@ -120,18 +120,28 @@ impl NodeParser {
 
     /// Parses one complete line (without its newline) of `stream`.
     pub fn parse(&mut self, stream: Stream, line: &str) -> Result<Line, LineError> {
-        let err = |e: serde_json::Error| LineError { stream, message: e.to_string() };
+        self.parse_bytes(stream, line.as_bytes())
+    }
+
+    /// `parse` of raw bytes: a status line's rejected events are never looked into, not even checked for UTF-8,
+    /// so the multi-MB status line is not scanned once more before it is split.
+    pub fn parse_bytes(&mut self, stream: Stream, line: &[u8]) -> Result<Line, LineError> {
+        let err = |e: &dyn std::fmt::Display| LineError { stream, message: e.to_string() };
+        if stream == Stream::Statuses
+            && let Some(parsed) = self.statuses.split(line).and_then(|s| self.split_statuses(s))
+        {
+            let (meta, events) = parsed;
+            return Ok(Line { meta, events });
+        }
+        let line = std::str::from_utf8(line).map_err(|e| err(&e))?;
         let (meta, events) = match stream {
             Stream::Diffs => {
-                let env: Envelope<DiffWire<'_>> = serde_json::from_str(line).map_err(err)?;
+                let env: Envelope<DiffWire<'_>> = serde_json::from_str(line).map_err(|e| err(&e))?;
                 (env.meta(), Events::Diffs(env.events.into_iter().map(|w| self.diff(w)).collect()))
             }
-            Stream::Statuses => match self.statuses.split(line).and_then(|s| self.split_statuses(s)) {
-                Some(parsed) => parsed,
-                None => self.statuses_in_full(line).map_err(err)?,
-            },
+            Stream::Statuses => self.statuses_in_full(line).map_err(|e| err(&e))?,
             Stream::Fills => {
-                let env: Envelope<FillWire<'_>> = serde_json::from_str(line).map_err(err)?;
+                let env: Envelope<FillWire<'_>> = serde_json::from_str(line).map_err(|e| err(&e))?;
                 (env.meta(), Events::Fills(env.events.into_iter().map(|w| self.fill(w)).collect()))
             }
         };

@@ -38,6 +38,24 @@ fn parses_the_three_diff_kinds() {
 }
 
 #[test]
+fn invalid_utf8_is_an_error_where_the_book_reads_it_and_ignored_in_a_rejection() {
+    let bad = |event: &str| line(&format!("{REJECTED},{event}")).replacen("0x0fd4", "0x0f\u{FFFD}", 1).into_bytes();
+    // Turn the replacement character into a lone continuation byte: not UTF-8.
+    let break_utf8 = |mut b: Vec<u8>| {
+        let at = b.windows(3).position(|w| w == "\u{FFFD}".as_bytes()).unwrap();
+        b.splice(at..at + 3, [0x80]);
+        b
+    };
+    let e = NodeParser::new().parse_bytes(Stream::Statuses, &break_utf8(bad(OPEN))).unwrap_err();
+    assert!(e.message.contains("utf-8"), "{e}");
+    let rejected_twice = REJECTED.replacen("0x4f23", "0x0fd4", 1);
+    let parsed = NodeParser::new().parse_bytes(Stream::Statuses, &break_utf8(bad(&rejected_twice))).unwrap();
+    assert_eq!(parsed.events, Events::Statuses { kept: vec![], rejected: 2 });
+    let e = NodeParser::new().parse_bytes(Stream::Diffs, b"{\"x\":\"\x80\"}").unwrap_err();
+    assert!(e.message.contains("utf-8"), "{e}");
+}
+
+#[test]
 fn skips_rejections_and_keeps_opening_statuses() {
     let l = line(&format!("{REJECTED},{OPEN},{REJECTED}"));
     let parsed = NodeParser::new().parse(Stream::Statuses, &l).unwrap();
@@ -157,7 +175,7 @@ proptest::proptest! {
         let full = p.parse_in_full(Stream::Statuses, &l);
         proptest::prop_assert!(full.is_ok(), "{l}");
         if sep == "," && events.iter().all(|&(k, _)| k % 4 < 2) {
-            let split = p.statuses.split(&l);
+            let split = p.statuses.split(l.as_bytes());
             proptest::prop_assert!(split.and_then(|s| p.split_statuses(s)).is_some(), "node layout not fast: {l}");
         }
         proptest::prop_assert_eq!(p.parse(Stream::Statuses, &l), full);

@@ -30,6 +30,12 @@ pub fn hour_path(node_dir: &Path, mode: Mode, stream: Stream, date: u32, hour: u
 
 /// Every hour file of a stream, oldest first. A missing stream folder is an empty list.
 pub fn hour_files(node_dir: &Path, mode: Mode, stream: Stream) -> io::Result<Vec<HourFile>> {
+    hour_files_from(node_dir, mode, stream, 0)
+}
+
+/// The hour files of dates `from_date` and later, oldest first. A node keeps days of folders; a tail looking for
+/// the file after its current one lists only the current day's folder and newer ones.
+pub fn hour_files_from(node_dir: &Path, mode: Mode, stream: Stream, from_date: u32) -> io::Result<Vec<HourFile>> {
     let root = hourly_dir(node_dir, mode, stream);
     let mut out = Vec::new();
     for date_entry in read_dir_or_empty(&root)? {
@@ -37,6 +43,9 @@ pub fn hour_files(node_dir: &Path, mode: Mode, stream: Stream) -> io::Result<Vec
         let Some(date) = parse_date(&date_entry.file_name().to_string_lossy()) else {
             continue;
         };
+        if date < from_date {
+            continue;
+        }
         for hour_entry in read_dir_or_empty(&date_entry.path())? {
             let hour_entry = hour_entry?;
             let Some(hour) = parse_hour(&hour_entry.file_name().to_string_lossy()) else {

@@ -48,23 +48,30 @@ impl Default for StatusSplitter {
 }
 
 impl StatusSplitter {
-    /// Splits `line`, or `None` when it is not laid out exactly as the node writes it.
-    pub fn split<'a>(&self, line: &'a str) -> Option<Split<'a>> {
-        let bytes = line.as_bytes();
-        let key = self.events_key.find(bytes)?;
+    /// Splits `line`, or `None` when it is not laid out exactly as the node writes it. The head and the kept
+    /// events are checked to be UTF-8 (serde reads them); rejected events are not looked into at all.
+    pub fn split<'a>(&self, line: &'a [u8]) -> Option<Split<'a>> {
+        let key = self.events_key.find(line)?;
         let start = key + EVENTS_KEY.len();
-        let end = line.trim_end().len().checked_sub(2)?;
-        if start > end || &bytes[end..end + 2] != b"]}" {
+        let end = line.trim_ascii_end().len().checked_sub(2)?;
+        if start > end || &line[end..end + 2] != b"]}" {
             return None;
         }
-        let mut split = Split { head: &line[..key], kept: Vec::new(), rejected: 0 };
-        let body = &bytes[start..end];
+        let head = std::str::from_utf8(&line[..key]).ok()?;
+        let body = &line[start..end];
         if body.is_empty() {
-            return Some(split);
+            return Some(Split { head, kept: Vec::new(), rejected: 0 });
         }
         if !body.starts_with(&BOUNDARY[2..]) || body.last() != Some(&b'}') {
             return None;
         }
+        let (kept, rejected) = self.events(body)?;
+        Some(Split { head, kept, rejected })
+    }
+
+    /// Kept events and the rejected count of `body`, a run of whole events joined by `,`.
+    fn events<'a>(&self, body: &'a [u8]) -> Option<(Vec<&'a str>, u32)> {
+        let (mut kept, mut rejected) = (Vec::new(), 0);
         let mut statuses = self.status_key.find_iter(body).peekable();
         let ends = self.boundary.find_iter(body).map(|b| b + 1).chain(std::iter::once(body.len()));
         let mut from = 0;
@@ -80,13 +87,13 @@ impl StatusSplitter {
                 return None;
             }
             if value.ends_with(b"Rejected") {
-                split.rejected += 1;
+                rejected += 1;
             } else {
-                split.kept.push(&line[start + from..start + to]);
+                kept.push(std::str::from_utf8(&body[from..to]).ok()?);
             }
             from = to + 1;
         }
-        statuses.next().is_none().then_some(split)
+        statuses.next().is_none().then_some((kept, rejected))
     }
 }
 
@@ -109,14 +116,14 @@ mod tests {
         let open = event("open", r#"{"oid":1,"children":[{"coin":"BTC"}]}"#)
             .replace("null,\"status", "{\"b\":\"0x1\",\"f\":5},\"status");
         let l = line(&[event("badAloPxRejected", "{}"), open.clone(), event("minTradeNtlRejected", "{}")]);
-        let s = StatusSplitter::default().split(&l).unwrap();
+        let s = StatusSplitter::default().split(l.as_bytes()).unwrap();
         assert_eq!(s, Split { head: HEAD, kept: vec![open.as_str()], rejected: 2 });
     }
 
     #[test]
     fn empty_events_and_trailing_newline() {
         let l = format!("{}\n", line(&[]));
-        let s = StatusSplitter::default().split(&l).unwrap();
+        let s = StatusSplitter::default().split(l.as_bytes()).unwrap();
         assert_eq!(s, Split { head: HEAD, kept: vec![], rejected: 0 });
     }
 
@@ -142,7 +149,7 @@ mod tests {
             format!(r#"{HEAD},"events":[{{"user":"0x01","status":"open"}}]}}"#),
         ];
         for l in &refused {
-            assert_eq!(splitter.split(l), None, "{l}");
+            assert_eq!(splitter.split(l.as_bytes()), None, "{l}");
         }
     }
 }
