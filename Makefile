@@ -7,15 +7,20 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # python3-websockets and chromium are third-party WebSocket clients for server/tests/ws_compression.rs and
 # ws_chromium.rs; haproxy runs in server/tests/scale_out.rs, balancing two edge servers with deploy/haproxy/hlbook.cfg.
 APT_PACKAGES := build-essential pkg-config ca-certificates curl git cmake libsimdjson-dev libgtest-dev libssl-dev \
-	python3 python3-websockets haproxy
+	python3 python3-websockets python3-venv haproxy
 # Installed when the distribution has a real package: Debian's chromium is one, Ubuntu 24.04 only has a snap
 # stub under another name, and the Chromium tests say so and skip there.
 OPTIONAL_APT_PACKAGES := chromium
 CPP_BUILD := build/latency_client
+# The client libraries whose README snippets server/tests/sdk_clients.rs runs, pinned; installed from the package
+# registries into build/clients by `make clients` (Node 22, which @nktkas/hyperliquid needs, comes from npm too).
+CLIENTS := build/clients
+PY_CLIENTS := hyperliquid-python-sdk==0.24.0
+NPM_CLIENTS := @nktkas/hyperliquid@0.33.3 node@22.23.3
 HL_FIXTURES ?= $(abspath ../shared/fixtures/hl-mainnet-btc)
 export HL_FIXTURES
 
-.PHONY: all setup build test lint rust-test cpp-build cpp-test bench demo clean
+.PHONY: all setup build test lint rust-test cpp-build cpp-test clients bench demo clean
 
 all: build
 
@@ -53,9 +58,22 @@ lint: setup
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-## rust-test: unit and end-to-end tests; latency_stats is built first, the end-to-end audit test runs it.
-rust-test: setup cpp-build
-	LATENCY_STATS=$(abspath $(CPP_BUILD))/latency_stats $(CARGO) test --workspace
+## rust-test: unit and end-to-end tests; latency_stats is built first, the end-to-end audit test runs it, and the
+## SDK snippet tests must find their libraries.
+rust-test: setup cpp-build clients
+	LATENCY_STATS=$(abspath $(CPP_BUILD))/latency_stats HLBOOK_CLIENTS=$(abspath $(CLIENTS)) HLBOOK_REQUIRE_CLIENTS=1 \
+		$(CARGO) test --workspace
+
+## clients: the Python SDK (a venv) and @nktkas/hyperliquid (an npm folder) for the README snippet tests.
+clients: setup
+	@command -v npm >/dev/null || DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq npm
+	@if [ "$$(cat $(CLIENTS)/.installed 2>/dev/null)" != "$(PY_CLIENTS) $(NPM_CLIENTS)" ]; then \
+		rm -rf $(CLIENTS) && mkdir -p $(CLIENTS)/node && \
+		/usr/bin/python3 -m venv $(CLIENTS)/py && \
+		$(CLIENTS)/py/bin/pip install -q --disable-pip-version-check $(PY_CLIENTS) && \
+		npm install --prefix $(CLIENTS)/node --no-audit --no-fund --silent $(NPM_CLIENTS) && \
+		echo "$(PY_CLIENTS) $(NPM_CLIENTS)" > $(CLIENTS)/.installed; \
+	fi
 
 ## cpp-build, cpp-test: the C++ latency_stats tool and its GoogleTest suite (ctest).
 cpp-build: setup

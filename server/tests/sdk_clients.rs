@@ -1,0 +1,182 @@
+//! The README's client snippets, run unchanged against `hlbook serve` (fed by `hlsim`) with the real client
+//! libraries: the official Python SDK and @nktkas/hyperliquid. Only `HOST:8000` is replaced by the server's
+//! address. Every l2Book message a library hands to the snippet's callback must equal, byte for byte as JSON, the
+//! frame of the same block time that a plain WebSocket client of ours received from the same server.
+//!
+//! The libraries are installed by `make clients` (a Python venv and an npm folder under `build/clients`, pinned
+//! versions, from the package registries) and found through `HLBOOK_CLIENTS`. Without them the tests print why and
+//! pass, unless `HLBOOK_REQUIRE_CLIENTS=1` (set by `make test`), which turns a missing library into a failure.
+
+mod livefeed;
+mod procs;
+mod wsclient;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use livefeed::Feed;
+use serde_json::{Value, json};
+use wsclient::{Client, Event};
+
+/// Messages each library must hand over.
+const WANT: usize = 5;
+/// How long a library gets to deliver them (it starts with HTTP requests and a connect).
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// The client installs, or None (with the reason printed) when a test should skip.
+fn clients_dir(what: &str, inside: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("HLBOOK_CLIENTS").map(PathBuf::from);
+    let found = dir.filter(|d| d.join(inside).exists());
+    if found.is_none() {
+        let why = format!("{what} is not installed (run `make clients`, then set HLBOOK_CLIENTS=build/clients)");
+        assert!(std::env::var("HLBOOK_REQUIRE_CLIENTS").as_deref() != Ok("1"), "{why}");
+        eprintln!("SKIPPED: {why}");
+    }
+    found
+}
+
+/// The README's fenced code block whose first line contains `marker`, with `HOST:8000` set to `addr`.
+fn readme_snippet(marker: &str, addr: &str) -> String {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let mut blocks = readme.split("```").skip(1).step_by(2);
+    let block = blocks
+        .find(|b| b.lines().nth(1).is_some_and(|first| first.contains(marker)))
+        .unwrap_or_else(|| panic!("README.md has no code block starting with {marker:?}"));
+    let code = block.split_once('\n').unwrap().1;
+    assert!(code.contains("HOST:8000"), "the {marker} snippet has no HOST:8000 to point at the server");
+    code.replace("HOST:8000", addr)
+}
+
+/// A library's run: its stdout lines arrive on a channel while our own client reads the server.
+struct Run {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Run {
+    fn start(cmd: &mut Command) -> Run {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {cmd:?}: {e}"));
+        let (tx, lines) = mpsc::channel();
+        let out = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        Run { child, lines }
+    }
+
+    fn stderr(&mut self) -> String {
+        let mut s = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut e, &mut s);
+        }
+        s
+    }
+}
+
+/// Subscribes our client to BTC's l2Book, runs the library until it exits, and returns what it printed and our
+/// frames by block time.
+fn run_beside_ours(feed: &Feed, mut library: impl FnMut() -> Run) -> (Vec<Value>, HashMap<u64, Value>) {
+    wsclient::run(async {
+        let mut ours = Client::connect(&feed.ws_url()).await;
+        ours.send_json(&json!({"method":"subscribe","subscription":{"type":"l2Book","coin":"BTC"}})).await;
+        let mut run = library();
+        let mut frames = HashMap::new();
+        let started = Instant::now();
+        let status = loop {
+            if let Some(Event::Msg(v, _)) = ours.next_event(Duration::from_millis(50)).await
+                && v["channel"] == "l2Book"
+            {
+                frames.insert(v["data"]["time"].as_u64().unwrap(), v["data"].clone());
+            }
+            if let Some(status) = run.child.try_wait().unwrap() {
+                break status;
+            }
+            if started.elapsed() > LIMIT + Duration::from_secs(30) {
+                let _ = run.child.kill();
+                panic!("the library did not exit; server log:\n{}", feed.server_log());
+            }
+        };
+        // Frames of the last blocks the library saw may still be on their way to our client.
+        let drain = Instant::now();
+        while drain.elapsed() < Duration::from_secs(1) {
+            let Some(Event::Msg(v, _)) = ours.next_event(Duration::from_millis(100)).await else { continue };
+            if v["channel"] == "l2Book" {
+                frames.insert(v["data"]["time"].as_u64().unwrap(), v["data"].clone());
+            }
+        }
+        let printed: Vec<Value> = run.lines.try_iter().map(|l| serde_json::from_str(&l).unwrap()).collect();
+        assert!(status.success(), "library exited {status}: {}\nprinted {printed:?}", run.stderr());
+        (printed, frames)
+    })
+}
+
+/// Each book the library delivered is one our client got for the same block time.
+fn assert_same_books(books: &[&Value], ours: &HashMap<u64, Value>) {
+    assert!(books.len() >= WANT, "{} books", books.len());
+    for book in books {
+        assert_eq!(book["coin"], "BTC");
+        let levels = book["levels"].as_array().unwrap();
+        assert!(!levels[0].as_array().unwrap().is_empty() && !levels[1].as_array().unwrap().is_empty(), "{book}");
+        let time = book["time"].as_u64().unwrap();
+        let mine = ours.get(&time).unwrap_or_else(|| panic!("no frame of ours at time {time}: {book}"));
+        assert_eq!(*book, mine, "time {time}");
+    }
+}
+
+#[test]
+fn python_sdk_snippet_gets_the_same_books() {
+    let Some(dir) = clients_dir("the Python SDK", "py/bin/python") else { return };
+    let feed = Feed::start("");
+    let snippet = feed.dir.path().join("snippet.py");
+    std::fs::write(&snippet, readme_snippet("# Python SDK", &feed.addr)).unwrap();
+    let harness = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/python_snippet.py");
+    let (printed, ours) = run_beside_ours(&feed, || {
+        Run::start(
+            Command::new(dir.join("py/bin/python"))
+                .arg(harness)
+                .arg(&snippet)
+                .arg(WANT.to_string())
+                .arg(LIMIT.as_secs().to_string()),
+        )
+    });
+    // The SDK hands over the whole message.
+    assert!(printed.iter().all(|m| m["channel"] == "l2Book"), "{printed:?}");
+    assert_same_books(&printed.iter().map(|m| &m["data"]).collect::<Vec<_>>(), &ours);
+}
+
+#[test]
+fn nktkas_snippet_gets_the_same_books() {
+    let Some(dir) = clients_dir("@nktkas/hyperliquid", "node/node_modules/@nktkas/hyperliquid") else { return };
+    let feed = Feed::start("");
+    // The snippet runs as an ES module beside node_modules; `console.log` prints JSON lines and ends the run.
+    let prelude = format!(
+        "const console = {{ n: 0, log(v) {{ process.stdout.write(JSON.stringify(v) + \"\\n\"); \
+         if (++this.n >= {WANT}) process.exit(0); }} }};\nsetTimeout(() => process.exit(3), {});\n",
+        LIMIT.as_millis()
+    );
+    let script = dir.join(format!("node/readme-{}.mjs", std::process::id()));
+    std::fs::write(&script, prelude + &readme_snippet("// @nktkas/hyperliquid", &feed.addr)).unwrap();
+    let node = node_binary(&dir);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_beside_ours(&feed, || Run::start(Command::new(&node).arg(&script)))
+    }));
+    let _ = std::fs::remove_file(&script);
+    let (printed, ours) = result.unwrap_or_else(|e| std::panic::resume_unwind(e));
+    assert_same_books(&printed.iter().collect::<Vec<_>>(), &ours);
+}
+
+/// The library needs Node 22 (global WebSocket); `make clients` installs it from the npm registry beside it.
+fn node_binary(dir: &Path) -> PathBuf {
+    let local = dir.join("node/node_modules/.bin/node");
+    if local.exists() { local } else { PathBuf::from("node") }
+}
