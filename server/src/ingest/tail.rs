@@ -156,13 +156,16 @@ impl StreamTail {
             }
             self.data.reserve(CHUNK);
             let Some(open) = self.open.as_mut() else { return Ok(()) };
-            let n = (&mut open.file).take(READ_MAX).read_to_end(&mut self.data)?;
-            if n == 0 {
-                return Ok(());
-            }
+            // On an error, what was read before it is in `data` too: count it, so it is never read twice.
+            let before = self.data.len();
+            let read = (&mut open.file).take(READ_MAX).read_to_end(&mut self.data);
+            let n = self.data.len() - before;
             open.offset += n as u64;
             self.counters.bytes += n as u64;
             self.hand_out_lines(on_line);
+            if read? == 0 {
+                return Ok(());
+            }
         }
     }
 
