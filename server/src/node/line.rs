@@ -12,7 +12,7 @@ use super::event::{Diff, DiffKind, Fill, OrderFlavor, OrderInfo, OrderStatus};
 use super::intern::Interner;
 use super::status_split::{Split, StatusSplitter};
 use super::time::UnixNanos;
-use super::wire::{DiffWire, Envelope, EnvelopeHead, FillWire, OrderWire, RawBookDiff, StatusWire};
+use super::wire::{DiffWire, Envelope, FillWire, OrderWire, RawBookDiff, StatusWire};
 
 /// The three node streams, in the order the node writes a block's lines (fills first).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -160,7 +160,9 @@ impl NodeParser {
     /// The fast path: only the envelope head and the kept events go through serde. `None` if any of them does not
     /// parse, so the full parse can report the error against the whole line.
     fn split_statuses(&mut self, split: Split<'_>) -> Option<(LineMeta, Events)> {
-        let head: EnvelopeHead = serde_json::from_str(&format!("{}}}", split.head)).ok()?;
+        // The head is the envelope with its events cut off: close it with an empty array and read it as one.
+        let head: Envelope<serde::de::IgnoredAny> =
+            serde_json::from_str(&format!("{},\"events\":[]}}", split.head)).ok()?;
         let mut rejected = split.rejected;
         let mut kept = Vec::with_capacity(split.kept.len());
         for event in split.kept {

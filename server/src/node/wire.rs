@@ -91,20 +91,6 @@ impl<E> Envelope<E> {
     }
 }
 
-/// An envelope without its events (the status fast path parses those apart).
-#[derive(Deserialize)]
-pub struct EnvelopeHead {
-    pub local_time: NodeTime,
-    pub block_time: NodeTime,
-    pub block_number: u64,
-}
-
-impl EnvelopeHead {
-    pub fn meta(&self) -> LineMeta {
-        LineMeta { height: self.block_number, block_time: self.block_time.0, local_time: self.local_time.0 }
-    }
-}
-
 #[derive(Deserialize)]
 pub struct DiffWire<'a> {
     pub user: HexBytes<20>,
