@@ -29,6 +29,15 @@ impl Feed {
 
     /// `start` with simulator flags: each `(flag, value)` replaces the default's value or is added.
     pub fn start_with(sim_flags: &[(&str, &str)], server_toml: &str) -> Feed {
+        Feed::start_full(sim_flags, &[], server_toml)
+    }
+
+    /// `start` with the server also listening on each of `also_listen` (fixed addresses a client insists on).
+    pub fn start_also_on(also_listen: &[&str], server_toml: &str) -> Feed {
+        Feed::start_full(&[], also_listen, server_toml)
+    }
+
+    fn start_full(sim_flags: &[(&str, &str)], also_listen: &[&str], server_toml: &str) -> Feed {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
         let mut flags: Vec<(&str, &str)> = vec![
@@ -54,24 +63,28 @@ impl Feed {
         std::fs::write(&config, format!("[server]\n{server_toml}\n")).unwrap();
         let info_url = format!("http://{info}/info");
         let snaps = dir.path().join("snapshots");
-        let server = Proc::start(
-            HLBOOK,
-            &[
-                "serve",
-                "--config",
-                config.to_str().unwrap(),
-                "--node-dir",
-                data.to_str().unwrap(),
-                "--info-url",
-                &info_url,
-                "--snapshot-dir",
-                snaps.to_str().unwrap(),
-                "--listen",
-                "127.0.0.1:0",
-            ],
-            &dir.path().join("serve.log"),
-        );
+        let mut args = vec![
+            "serve",
+            "--config",
+            config.to_str().unwrap(),
+            "--node-dir",
+            data.to_str().unwrap(),
+            "--info-url",
+            &info_url,
+            "--snapshot-dir",
+            snaps.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ];
+        for &a in also_listen {
+            args.extend(["--listen", a]);
+        }
+        let server = Proc::start(HLBOOK, &args, &dir.path().join("serve.log"));
+        // One line per address, in the order given: the first is the one tests use.
         let addr = server.wait_line("hlbook listening on", Duration::from_secs(60));
+        for _ in also_listen {
+            server.wait_line("hlbook listening on", Duration::from_secs(60));
+        }
         let base = format!("http://{addr}");
         wait_health(&base, Duration::from_secs(120), |h| h["state"] == "live");
         Feed { server, sim, addr, base, dir }
