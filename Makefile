@@ -17,6 +17,10 @@ CPP_BUILD := build/latency_client
 CLIENTS := build/clients
 PY_CLIENTS := hyperliquid-python-sdk==0.24.0
 NPM_CLIENTS := @nktkas/hyperliquid@0.33.3 node@22.23.3
+# hyperliquid_rust_sdk is pinned in this crate (and its Cargo.lock), which builds README's Rust snippet into a
+# program; outside the workspace so hlbook's own builds never compile the SDK. Cargo rebuilds it when README changes.
+RUST_SDK_CRATE := server/tests/clients/rust_sdk
+RUST_SDK_TARGET := build/rust-sdk-target
 HL_FIXTURES ?= $(abspath ../shared/fixtures/hl-mainnet-btc)
 export HL_FIXTURES
 
@@ -53,10 +57,13 @@ setup:
 build: setup
 	$(CARGO) build --release --workspace --bins
 
-## lint: formatting and clippy, warnings are errors.
+## lint: formatting and clippy, warnings are errors; for the workspace and for the Rust snippet crate (whose clippy
+## run checks the SDK's ~430 dependencies too, about a minute more).
 lint: setup
 	$(CARGO) fmt --all -- --check
+	rustfmt --check --edition 2024 $(RUST_SDK_CRATE)/build.rs $(RUST_SDK_CRATE)/src/main.rs
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --locked --manifest-path $(RUST_SDK_CRATE)/Cargo.toml --target-dir $(RUST_SDK_TARGET) -- -D warnings
 
 ## rust-test: unit and end-to-end tests; latency_stats is built first, the end-to-end audit test runs it, and the
 ## SDK snippet tests must find their libraries.
@@ -64,7 +71,8 @@ rust-test: setup cpp-build clients
 	LATENCY_STATS=$(abspath $(CPP_BUILD))/latency_stats HLBOOK_CLIENTS=$(abspath $(CLIENTS)) HLBOOK_REQUIRE_CLIENTS=1 \
 		$(CARGO) test --workspace
 
-## clients: the Python SDK (a venv) and @nktkas/hyperliquid (an npm folder) for the README snippet tests.
+## clients: the Python SDK (a venv), @nktkas/hyperliquid (an npm folder) and the Rust snippet program for the
+## README snippet tests.
 clients: setup
 	@command -v npm >/dev/null || DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq npm
 	@if [ "$$(cat $(CLIENTS)/.installed 2>/dev/null)" != "$(PY_CLIENTS) $(NPM_CLIENTS)" ]; then \
@@ -74,6 +82,8 @@ clients: setup
 		npm install --prefix $(CLIENTS)/node --no-audit --no-fund --silent $(NPM_CLIENTS) && \
 		echo "$(PY_CLIENTS) $(NPM_CLIENTS)" > $(CLIENTS)/.installed; \
 	fi
+	$(CARGO) build --locked --manifest-path $(RUST_SDK_CRATE)/Cargo.toml --target-dir $(RUST_SDK_TARGET)
+	mkdir -p $(CLIENTS) && cp $(RUST_SDK_TARGET)/debug/rust_sdk_snippet $(CLIENTS)/
 
 ## cpp-build, cpp-test: the C++ latency_stats tool and its GoogleTest suite (ctest).
 cpp-build: setup
