@@ -1,11 +1,14 @@
 //! The README's client snippets, run unchanged against `hlbook serve` (fed by `hlsim`) with the real client
-//! libraries: the official Python SDK and @nktkas/hyperliquid. Only `HOST:8000` is replaced by the server's
-//! address. Every l2Book message a library hands to the snippet's callback must equal, byte for byte as JSON, the
-//! frame of the same block time that a plain WebSocket client of ours received from the same server.
+//! libraries: the official Python SDK, @nktkas/hyperliquid and hyperliquid_rust_sdk. Only `HOST:8000` is replaced
+//! by the server's address; the Rust SDK cannot be given an address, so its test has the server also listen on
+//! 127.0.0.1:3001, where the SDK's `BaseUrl::Localhost` points. Every l2Book message a library hands to the
+//! snippet's callback (or channel) must equal, byte for byte as JSON, the frame of the same block time that a plain
+//! WebSocket client of ours received from the same server.
 //!
-//! The libraries are installed by `make clients` (a Python venv and an npm folder under `build/clients`, pinned
-//! versions, from the package registries) and found through `HLBOOK_CLIENTS`. Without them the tests print why and
-//! pass, unless `HLBOOK_REQUIRE_CLIENTS=1` (set by `make test`), which turns a missing library into a failure.
+//! The libraries are installed by `make clients` (a Python venv, an npm folder and the Rust snippet built as a
+//! program from server/tests/clients/rust_sdk, under `build/clients`, pinned versions, from the package registries)
+//! and found through `HLBOOK_CLIENTS`. Without them the tests print why and pass, unless `HLBOOK_REQUIRE_CLIENTS=1`
+//! (set by `make test`), which turns a missing library, or a port the Rust SDK needs being taken, into a failure.
 
 mod livefeed;
 mod procs;
@@ -13,6 +16,7 @@ mod wsclient;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -32,21 +36,30 @@ fn clients_dir(what: &str, inside: &str) -> Option<PathBuf> {
     let dir = std::env::var_os("HLBOOK_CLIENTS").map(PathBuf::from);
     let found = dir.filter(|d| d.join(inside).exists());
     if found.is_none() {
-        let why = format!("{what} is not installed (run `make clients`, then set HLBOOK_CLIENTS=build/clients)");
-        assert!(std::env::var("HLBOOK_REQUIRE_CLIENTS").as_deref() != Ok("1"), "{why}");
-        eprintln!("SKIPPED: {why}");
+        skip(&format!("{what} is not installed (run `make clients`, then set HLBOOK_CLIENTS=build/clients)"));
     }
     found
 }
 
-/// The README's fenced code block whose first line contains `marker`, with `HOST:8000` set to `addr`.
-fn readme_snippet(marker: &str, addr: &str) -> String {
+/// Says why a test does not run; a failure under `HLBOOK_REQUIRE_CLIENTS=1`.
+fn skip(why: &str) {
+    assert!(std::env::var("HLBOOK_REQUIRE_CLIENTS").as_deref() != Ok("1"), "{why}");
+    eprintln!("SKIPPED: {why}");
+}
+
+/// The code of the README's fenced block whose first line contains `marker`.
+fn readme_block(marker: &str) -> String {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
     let mut blocks = readme.split("```").skip(1).step_by(2);
     let block = blocks
         .find(|b| b.lines().nth(1).is_some_and(|first| first.contains(marker)))
         .unwrap_or_else(|| panic!("README.md has no code block starting with {marker:?}"));
-    let code = block.split_once('\n').unwrap().1;
+    block.split_once('\n').unwrap().1.to_string()
+}
+
+/// `readme_block` with `HOST:8000` set to `addr`.
+fn readme_snippet(marker: &str, addr: &str) -> String {
+    let code = readme_block(marker);
     assert!(code.contains("HOST:8000"), "the {marker} snippet has no HOST:8000 to point at the server");
     code.replace("HOST:8000", addr)
 }
@@ -179,4 +192,46 @@ fn nktkas_snippet_gets_the_same_books() {
 fn node_binary(dir: &Path) -> PathBuf {
     let local = dir.join("node/node_modules/.bin/node");
     if local.exists() { local } else { PathBuf::from("node") }
+}
+
+/// The first line of README's Rust snippet (server/tests/clients/rust_sdk/build.rs looks for the same).
+const RUST_MARKER: &str = "// hyperliquid_rust_sdk can only be pointed at";
+/// Where the SDK's `BaseUrl::Localhost` (http://localhost:3001) leads; it takes no other address.
+const SDK_LOCAL: &str = "127.0.0.1:3001";
+
+#[test]
+fn rust_sdk_snippet_gets_the_same_books() {
+    // `make clients` builds the snippet as a program (server/tests/clients/rust_sdk) and copies it here.
+    let Some(dir) = clients_dir("hyperliquid_rust_sdk", "rust_sdk_snippet") else { return };
+    let program = dir.join("rust_sdk_snippet");
+    let built = Command::new(&program).arg("--snippet").output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&built.stdout),
+        readme_block(RUST_MARKER),
+        "{} was built from another README.md snippet: run `make clients`",
+        program.display()
+    );
+    if let Some(why) = sdk_port_unusable() {
+        return skip(&why);
+    }
+    let feed = Feed::start_also_on(&[SDK_LOCAL], "");
+    let (printed, ours) = run_beside_ours(&feed, || {
+        Run::start(Command::new(&program).arg(WANT.to_string()).arg(LIMIT.as_secs().to_string()))
+    });
+    assert_same_books(&printed.iter().collect::<Vec<_>>(), &ours);
+}
+
+/// Why the Rust SDK's localhost:3001 would not reach a server of ours listening on `SDK_LOCAL`, if so.
+fn sdk_port_unusable() -> Option<String> {
+    if let Err(e) = TcpListener::bind(SDK_LOCAL) {
+        return Some(format!("{SDK_LOCAL} is taken ({e}); the Rust SDK only connects to localhost:3001"));
+    }
+    // The SDK tries the addresses `localhost` resolves to in order: none before ours may answer.
+    let ours: SocketAddr = SDK_LOCAL.parse().unwrap();
+    let addrs: Vec<SocketAddr> = ("localhost", 3001).to_socket_addrs().map(Iterator::collect).unwrap_or_default();
+    let Some(at) = addrs.iter().position(|a| *a == ours) else {
+        return Some(format!("localhost:3001 resolves to {addrs:?}, not {SDK_LOCAL}"));
+    };
+    let before = addrs[..at].iter().find(|a| TcpStream::connect_timeout(a, Duration::from_secs(1)).is_ok());
+    before.map(|a| format!("{a} is taken; the Rust SDK's localhost:3001 would reach it before {SDK_LOCAL}"))
 }
