@@ -20,7 +20,7 @@ NPM_CLIENTS := @nktkas/hyperliquid@0.33.3 node@22.23.3
 HL_FIXTURES ?= $(abspath ../shared/fixtures/hl-mainnet-btc)
 export HL_FIXTURES
 
-.PHONY: all setup build test lint rust-test cpp-build cpp-test clients bench demo clean
+.PHONY: all setup build test lint rust-test cpp-build cpp-test clients smoke bench demo clean
 
 all: build
 
@@ -84,10 +84,17 @@ cpp-test: cpp-build
 	ctest --test-dir $(CPP_BUILD) --output-on-failure
 
 ## test: everything CI runs.
-test: lint rust-test cpp-test
+test: lint rust-test cpp-test smoke
 	@echo "make test: all checks passed"
 
 ## bench: benchmarks (results are written up in docs/benchmarks.md); ingest_latency runs the release hlsim.
+## smoke: what README and docs/ show that cargo test cannot run itself, run briefly: the demo (5 s) and every
+## benchmark (criterion's --test mode: each benchmark once; the end-to-end benchmarks 2 s per case). Checks that
+## they work, not how fast: speed is `make bench`'s, reported in docs/benchmarks.md.
+smoke: build cpp-build
+	DEMO_SECS=5 ./deploy/demo.sh
+	HLBOOK_BENCH_SECS=2 $(CARGO) bench -p hlbook-benches -- --test
+
 bench: setup
 	$(CARGO) build --release -p hlbook --bins
 	$(CARGO) bench -p hlbook-benches
