@@ -15,7 +15,7 @@ CPP_BUILD := build/latency_client
 # The client libraries whose README snippets server/tests/sdk_clients.rs runs, pinned; installed from the package
 # registries into build/clients by `make clients` (Node 22, which @nktkas/hyperliquid needs, comes from npm too).
 CLIENTS := build/clients
-PY_CLIENTS := hyperliquid-python-sdk==0.24.0
+PY_CLIENTS := hyperliquid-python-sdk==0.24.0 ccxt==4.5.90
 NPM_CLIENTS := @nktkas/hyperliquid@0.33.3 node@22.23.3
 HL_FIXTURES ?= $(abspath ../shared/fixtures/hl-mainnet-btc)
 export HL_FIXTURES
@@ -64,7 +64,7 @@ rust-test: setup cpp-build clients
 	LATENCY_STATS=$(abspath $(CPP_BUILD))/latency_stats HLBOOK_CLIENTS=$(abspath $(CLIENTS)) HLBOOK_REQUIRE_CLIENTS=1 \
 		$(CARGO) test --workspace
 
-## clients: the Python SDK (a venv) and @nktkas/hyperliquid (an npm folder) for the README snippet tests.
+## clients: the Python SDK and ccxt (a venv) and @nktkas/hyperliquid (an npm folder) for the README snippet tests.
 clients: setup
 	@command -v npm >/dev/null || DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq npm
 	@if [ "$$(cat $(CLIENTS)/.installed 2>/dev/null)" != "$(PY_CLIENTS) $(NPM_CLIENTS)" ]; then \
