@@ -15,7 +15,7 @@ CPP_BUILD := build/latency_client
 # The client libraries whose README snippets server/tests/sdk_clients.rs runs, pinned; installed from the package
 # registries into build/clients by `make clients` (Node 22, which @nktkas/hyperliquid needs, comes from npm too).
 CLIENTS := build/clients
-PY_CLIENTS := hyperliquid-python-sdk==0.24.0
+PY_CLIENTS := hyperliquid-python-sdk==0.24.0 ccxt==4.5.90
 NPM_CLIENTS := @nktkas/hyperliquid@0.33.3 node@22.23.3
 # hyperliquid_rust_sdk is pinned in this crate (and its Cargo.lock), which builds README's Rust snippet into a
 # program; outside the workspace so hlbook's own builds never compile the SDK. Cargo rebuilds it when README changes.
@@ -24,7 +24,7 @@ RUST_SDK_TARGET := build/rust-sdk-target
 HL_FIXTURES ?= $(abspath ../shared/fixtures/hl-mainnet-btc)
 export HL_FIXTURES
 
-.PHONY: all setup build test lint rust-test cpp-build cpp-test clients bench demo clean
+.PHONY: all setup build test lint rust-test cpp-build cpp-test clients smoke bench demo clean
 
 all: build
 
@@ -71,8 +71,8 @@ rust-test: setup cpp-build clients
 	LATENCY_STATS=$(abspath $(CPP_BUILD))/latency_stats HLBOOK_CLIENTS=$(abspath $(CLIENTS)) HLBOOK_REQUIRE_CLIENTS=1 \
 		$(CARGO) test --workspace
 
-## clients: the Python SDK (a venv), @nktkas/hyperliquid (an npm folder) and the Rust snippet program for the
-## README snippet tests.
+## clients: the Python SDK and ccxt (a venv), @nktkas/hyperliquid (an npm folder) and the Rust snippet program for
+## the README snippet tests.
 clients: setup
 	@command -v npm >/dev/null || DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq npm
 	@if [ "$$(cat $(CLIENTS)/.installed 2>/dev/null)" != "$(PY_CLIENTS) $(NPM_CLIENTS)" ]; then \
@@ -94,10 +94,17 @@ cpp-test: cpp-build
 	ctest --test-dir $(CPP_BUILD) --output-on-failure
 
 ## test: everything CI runs.
-test: lint rust-test cpp-test
+test: lint rust-test cpp-test smoke
 	@echo "make test: all checks passed"
 
 ## bench: benchmarks (results are written up in docs/benchmarks.md); ingest_latency runs the release hlsim.
+## smoke: what README and docs/ show that cargo test cannot run itself, run briefly: the demo (5 s) and every
+## benchmark (criterion's --test mode: each benchmark once; the end-to-end benchmarks 2 s per case). Checks that
+## they work, not how fast: speed is `make bench`'s, reported in docs/benchmarks.md.
+smoke: build cpp-build
+	DEMO_SECS=5 ./deploy/demo.sh
+	HLBOOK_BENCH_SECS=2 $(CARGO) bench -p hlbook-benches -- --test
+
 bench: setup
 	$(CARGO) build --release -p hlbook --bins
 	$(CARGO) bench -p hlbook-benches

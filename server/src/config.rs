@@ -3,7 +3,7 @@
 //! Unknown keys are errors (a typo must not silently fall back to a default), and every value is checked before
 //! anything starts, with one message naming the key. `config/hlbook.toml` lists every setting with its default.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -71,6 +71,9 @@ pub struct ServerConfig {
     pub backlog_bytes: usize,
     /// Pass HTTP `POST /info` types other than l2Book to `ingest.info_url` (the node's info server).
     pub info_passthrough: bool,
+    /// Balancers in front of this server: for connections from these addresses the per-IP limits apply to the
+    /// client named by `X-Forwarded-For`, not to the balancer.
+    pub trusted_proxies: Vec<IpAddr>,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -115,6 +118,7 @@ impl Default for ServerConfig {
             backlog_blocks: 2_048,
             backlog_bytes: 256 << 20,
             info_passthrough: true,
+            trusted_proxies: Vec::new(),
         }
     }
 }

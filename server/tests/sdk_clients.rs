@@ -1,9 +1,10 @@
 //! The README's client snippets, run unchanged against `hlbook serve` (fed by `hlsim`) with the real client
-//! libraries: the official Python SDK, @nktkas/hyperliquid and hyperliquid_rust_sdk. Only `HOST:8000` is replaced
-//! by the server's address; the Rust SDK cannot be given an address, so its test has the server also listen on
-//! 127.0.0.1:3001, where the SDK's `BaseUrl::Localhost` points. Every l2Book message a library hands to the
-//! snippet's callback (or channel) must equal, byte for byte as JSON, the frame of the same block time that a plain
-//! WebSocket client of ours received from the same server.
+//! libraries: the official Python SDK, ccxt pro (Python), @nktkas/hyperliquid and hyperliquid_rust_sdk. Only
+//! `HOST:8000` is replaced by the server's address; the Rust SDK cannot be given an address, so its test has the
+//! server also listen on 127.0.0.1:3001, where the SDK's `BaseUrl::Localhost` points. Every l2Book message a library
+//! hands to the snippet's callback (or channel) must equal, byte for byte as JSON, the frame of the same block time
+//! that a plain WebSocket client of ours received from the same server; ccxt returns books of numbers instead, which
+//! must hold the same levels as that frame, parsed.
 //!
 //! The libraries are installed by `make clients` (a Python venv, an npm folder and the Rust snippet built as a
 //! program from server/tests/clients/rust_sdk, under `build/clients`, pinned versions, from the package registries)
@@ -33,8 +34,13 @@ const LIMIT: Duration = Duration::from_secs(60);
 
 /// The client installs, or None (with the reason printed) when a test should skip.
 fn clients_dir(what: &str, inside: &str) -> Option<PathBuf> {
+    clients_dir_with(what, |d| d.join(inside).exists())
+}
+
+/// `clients_dir` for a library found by `installed` (given the clients folder).
+fn clients_dir_with(what: &str, installed: impl Fn(&Path) -> bool) -> Option<PathBuf> {
     let dir = std::env::var_os("HLBOOK_CLIENTS").map(PathBuf::from);
-    let found = dir.filter(|d| d.join(inside).exists());
+    let found = dir.filter(|d| installed(d));
     if found.is_none() {
         skip(&format!("{what} is not installed (run `make clients`, then set HLBOOK_CLIENTS=build/clients)"));
     }
@@ -234,4 +240,49 @@ fn sdk_port_unusable() -> Option<String> {
     };
     let before = addrs[..at].iter().find(|a| TcpStream::connect_timeout(a, Duration::from_secs(1)).is_ok());
     before.map(|a| format!("{a} is taken; the Rust SDK's localhost:3001 would reach it before {SDK_LOCAL}"))
+}
+
+/// ccxt installs no command of its own: it is there when a `py/lib/python3.*/site-packages/ccxt` is.
+fn has_python_package(dir: &Path, package: &str) -> bool {
+    let versions = std::fs::read_dir(dir.join("py/lib")).into_iter().flatten().flatten();
+    versions.into_iter().any(|v| v.path().join("site-packages").join(package).is_dir())
+}
+
+#[test]
+fn ccxt_snippet_gets_the_same_books() {
+    let Some(dir) = clients_dir_with("ccxt", |d| has_python_package(d, "ccxt")) else { return };
+    let feed = Feed::start("");
+    let snippet = feed.dir.path().join("ccxt_snippet.py");
+    std::fs::write(&snippet, readme_snippet("# ccxt pro", &feed.addr)).unwrap();
+    let harness = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/ccxt_snippet.py");
+    let (printed, ours) = run_beside_ours(&feed, || {
+        Run::start(
+            Command::new(dir.join("py/bin/python"))
+                .arg(harness)
+                .arg(&snippet)
+                .arg(WANT.to_string())
+                .arg(LIMIT.as_secs().to_string()),
+        )
+    });
+    assert!(printed.len() >= WANT, "{} books: {printed:?}", printed.len());
+    // ccxt turns a frame into numbers, keeping every level it was sent: our frame of the same block, parsed.
+    for book in &printed {
+        assert_eq!(book["symbol"], "BTC/USDC:USDC", "{book}");
+        let time = book["timestamp"].as_u64().unwrap_or_else(|| panic!("no timestamp: {book}"));
+        let mine = ours.get(&time).unwrap_or_else(|| panic!("no frame of ours at time {time}: {book}"));
+        assert_eq!(mine["coin"], "BTC");
+        for (i, side) in ["bids", "asks"].into_iter().enumerate() {
+            let levels = mine["levels"][i].as_array().unwrap();
+            assert!(!levels.is_empty(), "{mine}");
+            let num = |v: &Value| v.as_str().unwrap().parse::<f64>().unwrap();
+            let want: Vec<(f64, f64)> = levels.iter().map(|l| (num(&l["px"]), num(&l["sz"]))).collect();
+            let got: Vec<(f64, f64)> = book[side]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|l| (l[0].as_f64().unwrap(), l[1].as_f64().unwrap()))
+                .collect();
+            assert_eq!(got, want, "{side} at time {time}");
+        }
+    }
 }

@@ -351,6 +351,34 @@ fn connections_per_ip_are_capped() {
 }
 
 #[test]
+fn clients_behind_a_trusted_balancer_are_capped_each() {
+    // The test connects from 127.0.0.1, which plays the balancer.
+    let rig = Rig::start("[server]\nmax_connections_per_ip = 1\ntrusted_proxies = [\"127.0.0.1\"]\n");
+    run(async {
+        let via = |client: &str| vec![("X-Forwarded-For", client.to_string())];
+        let mut a = wsclient::try_connect_with(&rig.ws(""), &via("203.0.113.7")).await.expect("first client");
+        let mut b = wsclient::try_connect_with(&rig.ws(""), &via("203.0.113.8")).await.expect("another client");
+        match wsclient::try_connect_with(&rig.ws(""), &via("203.0.113.7")).await {
+            Err(tokio_tungstenite::tungstenite::Error::Http(r)) => assert_eq!(r.status(), 429),
+            other => panic!("a second connection of 203.0.113.7 was not refused: {:?}", other.map(|c| c.name)),
+        }
+        // A hop the client wrote itself (left of the balancer's) does not move it to another bucket.
+        let forged = via("198.51.100.1, 203.0.113.7");
+        assert!(wsclient::try_connect_with(&rig.ws(""), &forged).await.is_err(), "a forged hop was believed");
+        a.ping_pong().await;
+        b.ping_pong().await;
+    });
+    // Without trust, the header is ignored: everyone here is 127.0.0.1.
+    let rig = Rig::start("[server]\nmax_connections_per_ip = 1\n");
+    run(async {
+        let mut a =
+            wsclient::try_connect_with(&rig.ws(""), &[("X-Forwarded-For", "203.0.113.7".into())]).await.unwrap();
+        assert_eq!(refused_status(&rig.ws(""), None).await, 429);
+        a.ping_pong().await;
+    });
+}
+
+#[test]
 fn message_rate_closes_only_the_abuser() {
     let rig = Rig::start("[server]\nmax_messages_per_minute = 20\n");
     run(async {

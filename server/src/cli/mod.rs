@@ -3,6 +3,7 @@
 pub mod relay;
 pub mod replay;
 pub mod serve;
+pub mod systemd;
 
 use clap::{Parser, Subcommand};
 

@@ -39,8 +39,11 @@ pub fn run(args: &RelayArgs) -> anyhow::Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let signals = rt.block_on(async { super::serve::Shutdown::register() })?;
+    super::systemd::ready(&format!("relaying {} on {local}", node_dir.display()));
     std::thread::spawn(move || {
-        rt.block_on(super::serve::shutdown());
+        rt.block_on(signals.wait());
+        super::systemd::stopping();
         st.store(true, Relaxed);
     });
     serve(listener, RelayConfig { node_dir, mode: args.mode, max_clients: args.max_clients }, stop)?;

@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use axum::serve::ListenerExt;
 
+use super::systemd;
 use crate::book::Books;
 use crate::config::{Config, Source};
 use crate::ingest::info::SnapshotFrom;
@@ -169,7 +170,8 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         counters: WsCounters::default(),
         closing,
     });
-    let served = rt.block_on(serve_http(&c.server.listen, AppState::new(shared, ws.clone()), closing_tx));
+    let state = AppState::new(shared.clone(), ws.clone());
+    let served = rt.block_on(serve_http(&c.server.listen, state, closing_tx, shared));
     rt.block_on(drain(&ws));
     stop.store(true, Relaxed);
     let _ = rt.block_on(publisher);
@@ -187,7 +189,9 @@ async fn serve_http(
     listen: &[String],
     state: AppState,
     closing: tokio::sync::watch::Sender<bool>,
+    shared: Arc<Shared>,
 ) -> anyhow::Result<()> {
+    let signals = Shutdown::register()?;
     let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
     let mut tasks = Vec::new();
     for addr in listen {
@@ -206,8 +210,11 @@ async fn serve_http(
         };
         tasks.push(tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(stopped).await }));
     }
+    let readiness = tokio::spawn(systemd::follow_health(shared));
     // Stop accepting on the first signal; upgraded connections are told to close below.
-    shutdown().await;
+    signals.wait().await;
+    readiness.abort();
+    systemd::stopping();
     let _ = closing.send(true);
     for t in tasks {
         t.await??;
@@ -223,18 +230,26 @@ async fn drain(ws: &WsContext) {
     }
 }
 
-/// Resolves on SIGTERM or SIGINT.
-pub async fn shutdown() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+/// SIGTERM and SIGINT. The handlers are registered when this is made, so a signal that arrives after a
+/// readiness notice always means a clean shutdown rather than the default action (death by signal).
+#[derive(Debug)]
+pub struct Shutdown {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Shutdown {
+    /// Registers the handlers; needs a tokio runtime context.
+    pub fn register() -> std::io::Result<Shutdown> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Shutdown { term: signal(SignalKind::terminate())?, int: signal(SignalKind::interrupt())? })
+    }
+
+    /// Resolves on the first of them.
+    pub async fn wait(mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
     }
 }

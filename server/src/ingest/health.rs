@@ -35,6 +35,11 @@ impl State {
         }
     }
 
+    /// Books are being served: `/health` answers 200 and systemd hears READY=1.
+    pub fn serving(self) -> bool {
+        matches!(self, State::Live | State::CatchingUp)
+    }
+
     fn from_u8(v: u8) -> State {
         match v {
             0 => State::Starting,
@@ -160,8 +165,11 @@ impl Health {
         self.report();
     }
 
+    /// The books lost the stream. Before the first snapshot there are no books to resync, so a failed bootstrap
+    /// stays `starting` (operators look for the node's info server there, not for a gap).
     pub fn set_resyncing(&self) {
-        self.state.store(State::Resyncing as u8, Relaxed);
+        let starting = State::Starting as u8;
+        let _ = self.state.fetch_update(Relaxed, Relaxed, |s| (s != starting).then_some(State::Resyncing as u8));
         self.report();
     }
 
@@ -226,6 +234,8 @@ mod tests {
     fn states_follow_blocks_and_silence() {
         let h = Health::new(Duration::from_millis(50));
         assert_eq!(h.state(), State::Starting);
+        h.set_resyncing();
+        assert_eq!(h.state(), State::Starting, "a failed bootstrap is still starting");
         let now = now_nanos();
         h.applied(5, now, Some(now));
         assert_eq!(h.state(), State::Live);

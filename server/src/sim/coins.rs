@@ -1,4 +1,5 @@
-//! The simulated universe: which coins exist, their tick and lot sizes, and the meta/spotMeta answers about them.
+//! The simulated universe: which coins exist, their tick and lot sizes, and the meta/spotMeta answers about them
+//! (the market data beside them is `ctxs`).
 //!
 //! Prices are integer ticks (`px_dec` decimals) and sizes integer lots (`sz_dec` decimals), chosen like the real
 //! exchange (five significant figures at the coin's price, perps limited to 6 - szDecimals price decimals).
@@ -82,18 +83,38 @@ pub fn max_coins() -> usize {
     all().len()
 }
 
-/// `{"type":"meta"}` (main dex) or `{"type":"meta","dex":d}`.
+/// Whether perp dex `dex` (None or "" for the main one) lists `c`; `meta` and `metaAndAssetCtxs` answer these.
+pub fn on_perp_dex(c: &CoinSpec, dex: Option<&str>) -> bool {
+    match (c.kind, dex) {
+        (Kind::Perp, None | Some("")) => true,
+        (Kind::Builder(d), Some(want)) => d == want,
+        _ => false,
+    }
+}
+
+/// `{"type":"meta"}` (main dex) or `{"type":"meta","dex":d}`. Margin tables are the exchange's simple kind, one
+/// tier whose id is its max leverage; every dex's collateral is USDC (token 0), which ccxt reads to quote
+/// builder perps.
 pub fn meta(coins: &[CoinSpec], dex: Option<&str>) -> serde_json::Value {
-    let universe: Vec<serde_json::Value> = coins
+    let listed: Vec<&CoinSpec> = coins.iter().filter(|c| on_perp_dex(c, dex)).collect();
+    let universe: Vec<serde_json::Value> = listed
         .iter()
-        .filter(|c| match (c.kind, dex) {
-            (Kind::Perp, None | Some("")) => true,
-            (Kind::Builder(d), Some(want)) => d == want,
-            _ => false,
+        .map(|c| {
+            serde_json::json!({"name": c.name, "szDecimals": c.sz_dec, "maxLeverage": c.max_leverage,
+                "marginTableId": c.max_leverage})
         })
-        .map(|c| serde_json::json!({"name": c.name, "szDecimals": c.sz_dec, "maxLeverage": c.max_leverage}))
         .collect();
-    serde_json::json!({ "universe": universe })
+    let mut leverages: Vec<u32> = listed.iter().map(|c| c.max_leverage).collect();
+    leverages.sort_unstable();
+    leverages.dedup();
+    let tables: Vec<serde_json::Value> = leverages
+        .iter()
+        .map(|&l| {
+            let tiers = [serde_json::json!({"lowerBound": "0.0", "maxLeverage": l})];
+            serde_json::json!([l, {"description": "", "marginTiers": tiers}])
+        })
+        .collect();
+    serde_json::json!({ "universe": universe, "marginTables": tables, "collateralToken": TOKENS[0].3 })
 }
 
 /// `{"type":"spotMeta"}`.

@@ -1,5 +1,6 @@
-//! The node's info server (`POST /info`): meta, spotMeta, and fileSnapshot, which writes the sim's books as an
-//! L4 snapshot file.
+//! The node's info server (`POST /info`): meta, spotMeta, metaAndAssetCtxs, spotMetaAndAssetCtxs and perpDexs
+//! (the market answers clients ask for at start-up, see `coins` and `ctxs`), and fileSnapshot, which writes the
+//! sim's books as an L4 snapshot file.
 //!
 //! The books are copied under the producer's lock (cheap) and serialized on a blocking thread without it, so a
 //! large snapshot never stalls block production or the async runtime.
@@ -18,6 +19,7 @@ use serde_json::Value;
 
 use super::Shared;
 use super::coins::{self, CoinSpec};
+use super::ctxs;
 use super::events::order_object;
 use super::orders::Order;
 use crate::node::Side;
@@ -137,6 +139,12 @@ async fn info(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     match v.get("type").and_then(Value::as_str) {
         Some("meta") => json(coins::meta(&shared.coins, v.get("dex").and_then(Value::as_str))),
         Some("spotMeta") => json(coins::spot_meta(&shared.coins)),
+        Some("metaAndAssetCtxs") => {
+            let dex = v.get("dex").and_then(Value::as_str);
+            json(ctxs::meta_and_asset_ctxs(&shared.coins, &ctxs::tops(&shared), dex))
+        }
+        Some("spotMetaAndAssetCtxs") => json(ctxs::spot_meta_and_asset_ctxs(&shared.coins, &ctxs::tops(&shared))),
+        Some("perpDexs") => json(ctxs::perp_dexs(&shared.coins)),
         Some("fileSnapshot") => file_snapshot(shared, &v).await,
         Some(other) => bad(format!("unsupported info type {other:?}")),
         None => bad("missing \"type\""),

@@ -1,5 +1,6 @@
 //! A Hyperliquid node simulator (`hlsim`): writes the three node streams exactly as a real non-validator does
-//! (hour files, by-block or streaming lines, realistic volume) and answers its info server, with faults to inject
+//! (hour files, by-block or streaming lines, realistic volume) and answers its info server (`meta`, `spotMeta`,
+//! `fileSnapshot`, and for ccxt `metaAndAssetCtxs`, `spotMetaAndAssetCtxs`, `perpDexs`), with faults to inject
 //! on demand.
 //!
 //! It keeps its own books (`orders`), independent of the server's engine in `crate::book`: the server is tested
@@ -10,6 +11,7 @@
 pub mod block;
 pub mod cli;
 pub mod coins;
+pub mod ctxs;
 pub mod events;
 pub mod faults;
 pub mod fmt;

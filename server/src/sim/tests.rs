@@ -214,6 +214,25 @@ fn info_api_over_http() {
         assert_eq!(spot["universe"][0]["index"], 107);
         assert!(spot["tokens"].as_array().unwrap().iter().any(|t| t["name"] == "HYPE"));
 
+        // ccxt's load_markets: contexts beside each universe, read from the books as they are now.
+        let tops = ctxs::tops(&sim.shared);
+        let (btc, btc_top) = (&sim.shared.coins[0], tops[0]);
+        assert!(btc_top.bid.is_some() && btc_top.ask.is_some() && btc_top.resting > 0, "{btc_top:?}");
+        let both: serde_json::Value =
+            post(serde_json::json!({"type":"metaAndAssetCtxs"})).await.unwrap().json().await.unwrap();
+        assert_eq!(both[0], meta);
+        assert_eq!(both[1].as_array().unwrap().len(), names.len());
+        assert_eq!(both[1][0], ctxs::perp_ctx(btc, &btc_top));
+        let both: serde_json::Value =
+            post(serde_json::json!({"type":"metaAndAssetCtxs","dex":"xyz"})).await.unwrap().json().await.unwrap();
+        assert_eq!((&both[0], both[1].as_array().unwrap().len()), (&xyz, 1));
+        let both: serde_json::Value =
+            post(serde_json::json!({"type":"spotMetaAndAssetCtxs"})).await.unwrap().json().await.unwrap();
+        assert_eq!((&both[0], &both[1][0]["coin"]), (&spot, &serde_json::json!("@107")));
+        let dexes: serde_json::Value =
+            post(serde_json::json!({"type":"perpDexs"})).await.unwrap().json().await.unwrap();
+        assert_eq!((&dexes[0], &dexes[1]["name"]), (&serde_json::Value::Null, &serde_json::json!("xyz")));
+
         let path = tmp.path().join("snap.json");
         let req = serde_json::json!({"type":"fileSnapshot","request":{"type":"l4Snapshots","includeUsers":true,
             "includeTriggerOrders":false},"outPath":path,"includeHeightInOutput":true});

@@ -12,7 +12,6 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 
 use crate::book::export::write_snapshot;
-use crate::ingest::health::State as Health;
 use crate::ingest::live::Shared;
 use crate::node::Coin;
 use crate::ws::WsContext;
@@ -103,10 +102,7 @@ async fn health(State(s): State<AppState>) -> Response {
         "counters": h.counters.to_map(),
         "ws": s.ws.counters.to_map(),
     });
-    let code = match state {
-        Health::Live | Health::CatchingUp => StatusCode::OK,
-        _ => StatusCode::SERVICE_UNAVAILABLE,
-    };
+    let code = if state.serving() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (code, axum::Json(body)).into_response()
 }
 

@@ -5,7 +5,7 @@
 //! inflated beneath tungstenite (which rejects RSV1) and compressed frames are sent pre-built, so we need the raw
 //! upgraded stream and the raw tungstenite frame API.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -36,6 +36,27 @@ fn flag(v: &Option<String>) -> bool {
     matches!(v.as_deref(), Some("1" | "true" | "yes"))
 }
 
+/// The client the per-IP limits count: the TCP peer, or, when the peer is a trusted balancer, the rightmost
+/// `X-Forwarded-For` hop that is not itself trusted (hops further left are the client's own claims and can be
+/// forged). A hop that is not an address ends the walk at the last trusted one.
+fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpAddr]) -> IpAddr {
+    let peer = peer.to_canonical();
+    if !trusted.contains(&peer) {
+        return peer;
+    }
+    let values = headers.get_all("x-forwarded-for").iter().filter_map(|v| v.to_str().ok());
+    let hops: Vec<&str> = values.flat_map(|v| v.split(',')).map(str::trim).collect();
+    let mut client = peer;
+    for hop in hops.iter().rev() {
+        match hop.parse::<IpAddr>().map(|ip| ip.to_canonical()) {
+            Ok(ip) if trusted.contains(&ip) => client = ip,
+            Ok(ip) => return ip,
+            Err(_) => break,
+        }
+    }
+    client
+}
+
 pub async fn ws(
     State(ctx): State<Arc<WsContext>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -50,11 +71,12 @@ pub async fn ws(
     let Some(key) = websocket_key(h) else {
         return (StatusCode::BAD_REQUEST, "expected a WebSocket upgrade (version 13)").into_response();
     };
-    let admitted = match ctx.limits.admit(peer.ip()) {
+    let client = client_ip(peer.ip(), h, &ctx.cfg.trusted_proxies);
+    let admitted = match ctx.limits.admit(client) {
         Ok(a) => a,
         Err(why) => {
             ctx.counters.connections_refused.fetch_add(1, Relaxed);
-            tracing::debug!(%peer, "connection refused: {why}");
+            tracing::debug!(%peer, %client, "connection refused: {why}");
             return (StatusCode::TOO_MANY_REQUESTS, why).into_response();
         }
     };
@@ -123,4 +145,38 @@ fn authorized(token: &str, q: &WsQuery, h: &HeaderMap) -> bool {
     }
     let bearer = h.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
     q.token.as_deref() == Some(token) || bearer == Some(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    fn xff(values: &[&str]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for v in values {
+            h.append("x-forwarded-for", HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn forwarded_client_counts_only_behind_a_trusted_balancer() {
+        let lb = [ip("10.0.0.2"), ip("10.0.0.3")];
+        // An untrusted peer's header is its own claim.
+        assert_eq!(client_ip(ip("1.2.3.4"), &xff(&["9.9.9.9"]), &lb), ip("1.2.3.4"));
+        // A trusted balancer names its client.
+        assert_eq!(client_ip(ip("10.0.0.2"), &xff(&["5.6.7.8"]), &lb), ip("5.6.7.8"));
+        // The rightmost untrusted hop wins: what the client put on the left is ignored.
+        assert_eq!(client_ip(ip("10.0.0.2"), &xff(&["6.6.6.6, 5.6.7.8, 10.0.0.3"]), &lb), ip("5.6.7.8"));
+        assert_eq!(client_ip(ip("10.0.0.2"), &xff(&["6.6.6.6", "5.6.7.8"]), &lb), ip("5.6.7.8"));
+        // No header, or garbage where the balancer's hop should be: the balancer itself.
+        assert_eq!(client_ip(ip("10.0.0.2"), &xff(&[]), &lb), ip("10.0.0.2"));
+        assert_eq!(client_ip(ip("10.0.0.2"), &xff(&["5.6.7.8, unknown"]), &lb), ip("10.0.0.2"));
+        // A dual-stack listener sees IPv4 balancers as mapped IPv6.
+        assert_eq!(client_ip(ip("::ffff:10.0.0.2"), &xff(&["2001:db8::1"]), &lb), ip("2001:db8::1"));
+    }
 }

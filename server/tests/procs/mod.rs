@@ -21,11 +21,17 @@ pub struct Proc {
 impl Proc {
     /// Starts `bin` with `args`; stderr goes to `log` (kept for the failure message).
     pub fn start(bin: &str, args: &[&str], log: &Path) -> Proc {
+        Proc::start_env(bin, args, &[], log)
+    }
+
+    /// `start` with environment variables added.
+    pub fn start_env(bin: &str, args: &[&str], env: &[(&str, &str)], log: &Path) -> Proc {
         let name = Path::new(bin).file_name().unwrap().to_string_lossy().into_owned();
         let err = std::fs::File::create(log).expect("log file");
         let mut child = Command::new(bin)
             .args(args)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(err)
             .spawn()

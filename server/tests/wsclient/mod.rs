@@ -55,9 +55,15 @@ pub struct Client {
 
 /// Connects or returns the handshake error (an HTTP refusal is `WsError::Http`).
 pub async fn try_connect(url: &str, bearer: Option<&str>) -> Result<Client, WsError> {
+    let auth = bearer.map(|t| ("Authorization", format!("Bearer {t}")));
+    try_connect_with(url, auth.as_slice()).await
+}
+
+/// `try_connect` with these request headers added.
+pub async fn try_connect_with(url: &str, headers: &[(&'static str, String)]) -> Result<Client, WsError> {
     let mut req = url.into_client_request()?;
-    if let Some(t) = bearer {
-        req.headers_mut().insert("Authorization", HeaderValue::from_str(&format!("Bearer {t}")).unwrap());
+    for (name, value) in headers {
+        req.headers_mut().append(*name, HeaderValue::from_str(value).unwrap());
     }
     let (ws, _) = timeout(WAIT, connect_async(req)).await.unwrap_or_else(|_| panic!("connecting {url}: timed out"))?;
     Ok(Client::new(url, ws))

@@ -1,0 +1,426 @@
+//! What `deploy/` ships, run for real on this machine: `deploy/install.sh` staged under a `DESTDIR` (no root, no
+//! systemd here), the installed units checked by `systemd-analyze verify`, and the installed binary started with
+//! each unit's own command line, speaking systemd's readiness protocol (`Type=notify`) to a socket of ours; plus
+//! the pruning command of docs/operations.md against a server that keeps serving. Also: the shipped deploy files
+//! agree with the binary (flags, env keys, config, shell syntax).
+
+mod procs;
+
+use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use procs::{HLBOOK, Proc, wait_health};
+
+const HLSIM: &str = env!("CARGO_BIN_EXE_hlsim");
+
+/// The repository root (the workspace holds `server/`).
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `ExecStart` of a unit, split in words.
+fn exec_start(unit: &str) -> Vec<String> {
+    let line = unit.lines().find_map(|l| l.strip_prefix("ExecStart=")).expect("an ExecStart line");
+    line.split_whitespace().map(str::to_string).collect()
+}
+
+/// Every `--flag` a help text names.
+fn help_flags(sub: &str) -> BTreeSet<String> {
+    let out = Command::new(HLBOOK).args([sub, "--help"]).output().unwrap();
+    assert!(out.status.success(), "hlbook {sub} --help");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split_whitespace()
+        .filter(|w| w.starts_with("--"))
+        .map(|w| w.trim_end_matches(',').split('=').next().unwrap().to_string())
+        .collect()
+}
+
+/// Runs `deploy/install.sh` with `DESTDIR=stage`, installing the binary under test; returns its output.
+fn install(stage: &Path, args: &[&str]) -> String {
+    let out = Command::new("bash")
+        .arg(repo().join("deploy/install.sh"))
+        .args(args)
+        .args(["--binary", HLBOOK])
+        .env("DESTDIR", stage)
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "install.sh {args:?}: {text}");
+    text
+}
+
+/// A unit's words with its absolute paths moved under `stage`, then `${KEY}` taken from `env`, and `overrides`
+/// added.
+fn staged_command(unit: &str, stage: &Path, env: &[(String, String)], overrides: &[&str]) -> Vec<String> {
+    exec_start(unit)
+        .into_iter()
+        .map(|w| if w.starts_with('/') { format!("{}{w}", stage.display()) } else { w })
+        .map(|w| env.iter().fold(w, |w, (k, v)| w.replace(&format!("${{{k}}}"), v)))
+        .chain(overrides.iter().map(|s| s.to_string()))
+        .collect()
+}
+
+#[test]
+fn install_script_stages_what_the_units_use() {
+    let stage = tempfile::tempdir().unwrap();
+    let s = stage.path();
+    install(s, &["--relay"]);
+    let root = repo();
+    let same = |installed: &str, shipped: &str| {
+        assert_eq!(read(&s.join(installed)), read(&root.join(shipped)), "{installed} is {shipped}");
+    };
+    same("etc/hlbook/hlbook.toml", "config/hlbook.toml");
+    same("etc/hlbook/relay.env", "deploy/relay.env");
+    same("etc/systemd/system/hlbook.service", "deploy/systemd/hlbook.service");
+    same("etc/systemd/system/hlbook-relay.service", "deploy/systemd/hlbook-relay.service");
+    same("usr/local/share/doc/hlbook/operations.md", "docs/operations.md");
+    let bin = s.join("usr/local/bin/hlbook");
+    assert_eq!(std::fs::read(&bin).unwrap(), std::fs::read(HLBOOK).unwrap(), "the binary installed is the one given");
+    assert_eq!(std::fs::metadata(&bin).unwrap().permissions().mode() & 0o777, 0o755);
+    let snapshots = std::fs::metadata(s.join("var/lib/hlbook/snapshots")).unwrap();
+    assert_eq!(snapshots.permissions().mode() & 0o777, 0o775, "the node's group can write snapshots");
+
+    // Every absolute path a unit names (binary, config, env file, docs, writable paths) is one the script installs.
+    for unit in ["hlbook.service", "hlbook-relay.service"] {
+        let text = read(&s.join("etc/systemd/system").join(unit));
+        let paths = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .flat_map(|l| l.split(['=', ' ']))
+            .map(|w| w.trim_start_matches('-').trim_start_matches("file://"))
+            .filter(|w| w.starts_with('/'));
+        for p in paths {
+            assert!(s.join(&p[1..]).exists(), "{unit} names {p}, which install.sh did not install");
+        }
+    }
+    verify_units(s);
+
+    // An upgrade replaces the binary and the units but keeps the operator's settings.
+    let edited = "[ingest]\nnode_dir = \"/srv/node/data\"\n";
+    std::fs::write(s.join("etc/hlbook/hlbook.toml"), edited).unwrap();
+    std::fs::write(s.join("etc/systemd/system/hlbook.service"), "old").unwrap();
+    install(s, &[]);
+    assert_eq!(read(&s.join("etc/hlbook/hlbook.toml")), edited);
+    same("etc/systemd/system/hlbook.service", "deploy/systemd/hlbook.service");
+
+    // A config the binary refuses stops the install, naming the key.
+    std::fs::write(s.join("etc/hlbook/hlbook.toml"), "[server]\nmax_connections = \"many\"\n").unwrap();
+    let out = Command::new("bash")
+        .arg(root.join("deploy/install.sh"))
+        .args(["--binary", HLBOOK])
+        .env("DESTDIR", s)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "install.sh accepted an invalid config");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("max_connections"), "{out:?}");
+}
+
+/// `systemd-analyze verify` on each installed unit, its binary path pointed into the stage. Unknown keys are only
+/// warnings there, so any output fails too.
+fn verify_units(stage: &Path) {
+    if Command::new("systemd-analyze").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: systemd-analyze is not installed; the units are not verified");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for unit in ["hlbook.service", "hlbook-relay.service"] {
+        let text = read(&stage.join("etc/systemd/system").join(unit));
+        let bin = stage.join("usr/local/bin/hlbook");
+        std::fs::write(dir.path().join(unit), text.replace("/usr/local/bin/hlbook", bin.to_str().unwrap())).unwrap();
+        let out = Command::new("systemd-analyze")
+            .args(["verify", "--man=no", unit])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && said.trim().is_empty(), "systemd-analyze verify {unit}: {said}");
+    }
+}
+
+/// A socket standing in for systemd's notify socket; returns each datagram's lines.
+struct Notify {
+    sock: UnixDatagram,
+    path: PathBuf,
+}
+
+impl Notify {
+    fn bind(dir: &Path) -> Notify {
+        let path = dir.join("notify.sock");
+        let sock = UnixDatagram::bind(&path).unwrap();
+        Notify { sock, path }
+    }
+
+    /// The next datagram within `timeout`, if any.
+    fn next(&self, timeout: Duration) -> Option<Vec<String>> {
+        self.sock.set_read_timeout(Some(timeout.max(Duration::from_millis(1)))).unwrap();
+        let mut buf = [0u8; 4096];
+        loop {
+            match self.sock.recv(&mut buf) {
+                Ok(n) => return Some(String::from_utf8_lossy(&buf[..n]).lines().map(str::to_string).collect()),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                    return None;
+                }
+                Err(e) => panic!("reading the notify socket: {e}"),
+            }
+        }
+    }
+
+    /// Datagrams until one holds `line`; returns them all.
+    fn until(&self, line: &str, timeout: Duration) -> Vec<Vec<String>> {
+        let deadline = Instant::now() + timeout;
+        let mut seen = Vec::new();
+        while let Some(d) = self.next(deadline.saturating_duration_since(Instant::now())) {
+            let done = d.iter().any(|l| l == line);
+            seen.push(d);
+            if done {
+                return seen;
+            }
+        }
+        panic!("no {line} within {timeout:?}; got {seen:?}");
+    }
+}
+
+/// Starts the simulator; returns it and its data dir.
+fn sim(dir: &Path, info: &str) -> Proc {
+    let data = dir.join("data");
+    let args = ["--out", data.to_str().unwrap(), "--coins", "3", "--btc-orders", "500", "--info-listen", info];
+    let sim = Proc::start(HLSIM, &args, &dir.join("sim.log"));
+    sim.wait_line("info listening on", Duration::from_secs(60));
+    sim
+}
+
+#[test]
+fn installed_serve_unit_is_ready_only_with_books() {
+    let dir = tempfile::tempdir().unwrap();
+    let stage = dir.path().join("stage");
+    install(&stage, &[]);
+    let notify = Notify::bind(dir.path());
+    // The node is not there yet: the server listens (where the shipped config says), answers 503, and must not say
+    // READY.
+    let info =
+        format!("127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port());
+    let (data, snaps) = (dir.path().join("data"), dir.path().join("snapshots"));
+    let info_url = format!("http://{info}/info");
+    let overrides =
+        ["--node-dir", data.to_str().unwrap(), "--info-url", &info_url, "--snapshot-dir", snaps.to_str().unwrap()];
+    let unit = read(&stage.join("etc/systemd/system/hlbook.service"));
+    assert!(unit.contains("Type=notify"), "the serve unit waits for READY=1");
+    let cmd = staged_command(&unit, &stage, &[], &overrides);
+    let args: Vec<&str> = cmd[1..].iter().map(String::as_str).collect();
+    let mut server = Proc::start_env(
+        &cmd[0],
+        &args,
+        &[("NOTIFY_SOCKET", notify.path.to_str().unwrap())],
+        &dir.path().join("serve.log"),
+    );
+    let addr = server.wait_line("hlbook listening on", Duration::from_secs(60));
+    assert_eq!(addr, "127.0.0.1:8000", "the shipped config's address");
+    let base = format!("http://{addr}");
+    let starting = wait_health(&base, Duration::from_secs(30), |h| h["state"] == "starting");
+    assert_eq!(starting["height"], 0);
+    let early = notify.next(Duration::from_millis(500)).unwrap_or_default();
+    assert!(!early.iter().any(|l| l == "READY=1"), "READY=1 before any book: {early:?}");
+    assert!(early.iter().any(|l| l.starts_with("STATUS=starting")), "{early:?}");
+
+    // The node comes up: READY=1 arrives once /health answers 200, with the state in STATUS.
+    let _sim = sim(dir.path(), &info);
+    let said = notify.until("READY=1", Duration::from_secs(120));
+    let health = reqwest::blocking::get(format!("{base}/health")).unwrap();
+    assert_eq!(health.status(), 200, "READY=1 while /health is {}", health.status());
+    let last = said.last().unwrap();
+    assert!(last.iter().any(|l| l.starts_with("STATUS=live") || l.starts_with("STATUS=catching_up")), "{last:?}");
+    // The README's check after a restart, as written (the shipped config listens on 127.0.0.1:8000).
+    let readme = read(&repo().join("README.md"));
+    let curl = readme.lines().find(|l| l.starts_with("curl -s localhost:8000/health")).expect("README's curl line");
+    let curl = curl.split('#').next().unwrap().trim();
+    let out = Command::new("sh").arg("-c").arg(curl).output().unwrap();
+    let health: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{curl}: {e}"));
+    assert!(health["state"] == "live" || health["state"] == "catching_up", "{health}");
+    let status = server.stop();
+    assert!(status.success(), "{status}");
+    notify.until("STOPPING=1", Duration::from_secs(5));
+}
+
+#[test]
+fn installed_relay_unit_is_ready_when_listening() {
+    let dir = tempfile::tempdir().unwrap();
+    let stage = dir.path().join("stage");
+    install(&stage, &["--relay"]);
+    let _sim = sim(dir.path(), "127.0.0.1:0");
+    let notify = Notify::bind(dir.path());
+    // The unit's variables come from relay.env; the test points them at the simulator and a free port.
+    let shipped = read(&stage.join("etc/hlbook/relay.env"));
+    let env: Vec<(String, String)> = shipped
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let (k, v) = l.split_once('=').unwrap();
+            let v = match k {
+                "NODE_DIR" => dir.path().join("data").to_string_lossy().into_owned(),
+                "RELAY_LISTEN" => "127.0.0.1:0".to_string(),
+                _ => v.to_string(),
+            };
+            (k.to_string(), v)
+        })
+        .collect();
+    let unit = read(&stage.join("etc/systemd/system/hlbook-relay.service"));
+    let cmd = staged_command(&unit, &stage, &env, &[]);
+    let args: Vec<&str> = cmd[1..].iter().map(String::as_str).collect();
+    let mut relay = Proc::start_env(
+        &cmd[0],
+        &args,
+        &[("NOTIFY_SOCKET", notify.path.to_str().unwrap())],
+        &dir.path().join("relay.log"),
+    );
+    let addr = relay.wait_line("relay listening on", Duration::from_secs(30));
+    let said = notify.until("READY=1", Duration::from_secs(30));
+    assert!(said.concat().iter().any(|l| l.starts_with("STATUS=relaying") && l.ends_with(&addr)), "{said:?}");
+    assert!(relay.stop().success());
+    notify.until("STOPPING=1", Duration::from_secs(5));
+}
+
+#[test]
+fn deploy_files_are_consistent() {
+    let root = repo();
+    let read = |p: &str| read(&root.join(p));
+    let mut units = 0;
+    for entry in std::fs::read_dir(root.join("deploy/systemd")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "service") {
+            continue;
+        }
+        units += 1;
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let unit = std::fs::read_to_string(&path).unwrap();
+        let words = exec_start(&unit);
+        assert_eq!(words[0], "/usr/local/bin/hlbook", "{name}: runs the binary install.sh installs");
+        let flags = help_flags(&words[1]);
+        for w in words.iter().skip(2).filter(|w| w.starts_with("--")) {
+            assert!(flags.contains(w.as_str()), "{name}: `hlbook {} {w}` is not a flag: {flags:?}", words[1]);
+        }
+    }
+    assert_eq!(units, 2, "deploy/systemd holds the serve and relay units");
+
+    // The relay unit takes its settings from relay.env: each key there is used, each variable used is there.
+    let relay_unit = read("deploy/systemd/hlbook-relay.service");
+    let env: BTreeSet<String> = read("deploy/relay.env")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| l.split_once('=').unwrap_or_else(|| panic!("relay.env: not KEY=VALUE: {l}")).0.to_string())
+        .collect();
+    assert!(!env.is_empty());
+    for key in &env {
+        assert!(relay_unit.contains(&format!("${{{key}}}")), "relay.env's {key} is not used by the relay unit");
+    }
+    for used in exec_start(&relay_unit).iter().filter_map(|w| w.strip_prefix("${")?.strip_suffix('}')) {
+        assert!(env.contains(used), "the relay unit uses ${{{used}}}, which relay.env does not set");
+    }
+
+    // The serve unit's own command line, with the shipped config in place of /etc/hlbook/hlbook.toml, is valid.
+    let serve = exec_start(&read("deploy/systemd/hlbook.service"));
+    let config = root.join("config/hlbook.toml");
+    let args: Vec<String> = serve[1..]
+        .iter()
+        .map(|w| if w == "/etc/hlbook/hlbook.toml" { config.to_string_lossy().into_owned() } else { w.clone() })
+        .chain(["--check".to_string()])
+        .collect();
+    assert!(args.iter().any(|a| a.ends_with("config/hlbook.toml")), "the serve unit reads /etc/hlbook/hlbook.toml");
+    let out = Command::new(HLBOOK).args(&args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "hlbook {}: {}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // `bash -n a b` checks only `a` (b is its argument): one file at a time.
+    for script in ["deploy/install.sh", "deploy/demo.sh"] {
+        let out = Command::new("bash").arg("-n").arg(root.join(script)).output().unwrap();
+        assert!(out.status.success(), "bash -n {script}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+/// docs/operations.md's pruning command, exactly as written (with `~` a test home whose `hl/data` is the
+/// simulator's): hour files untouched for over three hours go, newer ones and the one being written stay, and the
+/// server reading them stays live.
+#[test]
+fn pruning_command_of_the_docs_keeps_recent_hours() {
+    let doc = read(&repo().join("docs/operations.md"));
+    let command = doc
+        .split('`')
+        .find(|s| s.starts_with("find ~/hl/data/"))
+        .expect("docs/operations.md shows a `find ~/hl/data/…` pruning command");
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let _sim = sim(dir.path(), "127.0.0.1:0");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(home.join("hl")).unwrap();
+    std::os::unix::fs::symlink(&data, home.join("hl/data")).unwrap();
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let streams: Vec<PathBuf> = loop {
+        let found: Vec<PathBuf> =
+            std::fs::read_dir(&data).into_iter().flatten().map(|e| e.unwrap().path().join("hourly")).collect();
+        if found.len() == 3 && found.iter().all(|h| !hour_files(h).is_empty()) || Instant::now() > deadline {
+            break found;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(streams.len(), 3, "the simulator writes three streams: {streams:?}");
+    let touch = |path: &Path, ago: &str| {
+        let ok = Command::new("touch").arg("-d").arg(ago).arg(path).status().unwrap().success();
+        assert!(ok, "touch {}", path.display());
+    };
+    let mut current = Vec::new();
+    for hourly in &streams {
+        current.extend(hour_files(hourly));
+        for (day, hour, ago) in [("20200101", "3", "4 hours ago"), ("20200101", "4", "200 minutes ago")] {
+            std::fs::create_dir_all(hourly.join(day)).unwrap();
+            std::fs::write(hourly.join(day).join(hour), "old lines\n").unwrap();
+            touch(&hourly.join(day).join(hour), ago);
+        }
+        std::fs::create_dir_all(hourly.join("20200102")).unwrap();
+        std::fs::write(hourly.join("20200102/0"), "recent lines\n").unwrap();
+        touch(&hourly.join("20200102/0"), "100 minutes ago");
+        std::fs::create_dir_all(hourly.join("20191231")).unwrap();
+        touch(&hourly.join("20191231"), "5 hours ago");
+    }
+    assert_eq!(current.len(), 3, "one hour file per stream is being written: {current:?}");
+
+    let out = Command::new("sh").arg("-c").arg(command).env("HOME", &home).output().unwrap();
+    assert!(out.status.success(), "{command}: {}", String::from_utf8_lossy(&out.stderr));
+    for hourly in &streams {
+        let left: BTreeSet<String> =
+            hour_files(hourly).iter().map(|p| p.strip_prefix(hourly).unwrap().display().to_string()).collect();
+        assert!(!left.iter().any(|f| f.starts_with("20200101/")), "old hours are pruned: {left:?}");
+        assert!(left.contains("20200102/0"), "an hour written 100 minutes ago stays: {left:?}");
+        assert!(!hourly.join("20191231").exists(), "an old empty day folder goes");
+    }
+    for f in &current {
+        assert!(f.exists(), "the hour being written stays: {}", f.display());
+    }
+}
+
+/// Every file under an `hourly` folder.
+fn hour_files(hourly: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for day in std::fs::read_dir(hourly).unwrap() {
+        let day = day.unwrap().path();
+        for f in std::fs::read_dir(&day).into_iter().flatten() {
+            files.push(f.unwrap().path());
+        }
+    }
+    files
+}
