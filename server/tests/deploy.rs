@@ -190,7 +190,7 @@ impl Notify {
     }
 }
 
-/// Starts the simulator; returns it and its data dir.
+/// Starts the simulator writing into `dir/data`, its info server on `info`.
 fn sim(dir: &Path, info: &str) -> Proc {
     let data = dir.join("data");
     let args = ["--out", data.to_str().unwrap(), "--coins", "3", "--btc-orders", "500", "--info-listen", info];

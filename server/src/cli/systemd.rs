@@ -3,6 +3,7 @@
 //! it); the relay is ready once it listens; both send STOPPING=1 on shutdown. Units ordered
 //! `After=hlbook.service` (a trading bot on the same host) therefore start against live books, not an empty
 //! server. Outside systemd (no NOTIFY_SOCKET) nothing is sent.
+
 use std::sync::Arc;
 use std::time::Duration;
 
