@@ -159,6 +159,12 @@ impl Notify {
         Notify { sock, path }
     }
 
+    /// Starts `cmd` (program, then arguments) the way systemd would, with NOTIFY_SOCKET pointing here.
+    fn start(&self, cmd: &[String], log: &Path) -> Proc {
+        let args: Vec<&str> = cmd[1..].iter().map(String::as_str).collect();
+        Proc::start_env(&cmd[0], &args, &[("NOTIFY_SOCKET", self.path.to_str().unwrap())], log)
+    }
+
     /// The next datagram within `timeout`, if any.
     fn next(&self, timeout: Duration) -> Option<Vec<String>> {
         self.sock.set_read_timeout(Some(timeout.max(Duration::from_millis(1)))).unwrap();
@@ -215,14 +221,7 @@ fn installed_serve_unit_is_ready_only_with_books() {
         ["--node-dir", data.to_str().unwrap(), "--info-url", &info_url, "--snapshot-dir", snaps.to_str().unwrap()];
     let unit = read(&stage.join("etc/systemd/system/hlbook.service"));
     assert!(unit.contains("Type=notify"), "the serve unit waits for READY=1");
-    let cmd = staged_command(&unit, &stage, &[], &overrides);
-    let args: Vec<&str> = cmd[1..].iter().map(String::as_str).collect();
-    let mut server = Proc::start_env(
-        &cmd[0],
-        &args,
-        &[("NOTIFY_SOCKET", notify.path.to_str().unwrap())],
-        &dir.path().join("serve.log"),
-    );
+    let mut server = notify.start(&staged_command(&unit, &stage, &[], &overrides), &dir.path().join("serve.log"));
     let addr = server.wait_line("hlbook listening on", Duration::from_secs(60));
     assert_eq!(addr, "127.0.0.1:8000", "the shipped config's address");
     let base = format!("http://{addr}");
@@ -274,14 +273,7 @@ fn installed_relay_unit_is_ready_when_listening() {
         })
         .collect();
     let unit = read(&stage.join("etc/systemd/system/hlbook-relay.service"));
-    let cmd = staged_command(&unit, &stage, &env, &[]);
-    let args: Vec<&str> = cmd[1..].iter().map(String::as_str).collect();
-    let mut relay = Proc::start_env(
-        &cmd[0],
-        &args,
-        &[("NOTIFY_SOCKET", notify.path.to_str().unwrap())],
-        &dir.path().join("relay.log"),
-    );
+    let mut relay = notify.start(&staged_command(&unit, &stage, &env, &[]), &dir.path().join("relay.log"));
     let addr = relay.wait_line("relay listening on", Duration::from_secs(30));
     let said = notify.until("READY=1", Duration::from_secs(30));
     assert!(said.concat().iter().any(|l| l.starts_with("STATUS=relaying") && l.ends_with(&addr)), "{said:?}");

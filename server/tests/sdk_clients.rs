@@ -152,22 +152,28 @@ fn assert_same_books(books: &[&Value], ours: &HashMap<u64, Value>) {
     }
 }
 
-#[test]
-fn python_sdk_snippet_gets_the_same_books() {
-    let Some(dir) = clients_dir("the Python SDK", "py/bin/python") else { return };
+/// Runs the README's Python block starting with `marker` through `harness` (in tests/clients) with the venv's
+/// Python, beside our own client of a fresh feed.
+fn run_python_snippet(dir: &Path, marker: &str, harness: &str) -> (Vec<Value>, HashMap<u64, Value>) {
     let feed = Feed::start("");
     let snippet = feed.dir.path().join("snippet.py");
-    std::fs::write(&snippet, readme_snippet("# Python SDK", &feed.addr)).unwrap();
-    let harness = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/python_snippet.py");
-    let (printed, ours) = run_beside_ours(&feed, || {
+    std::fs::write(&snippet, readme_snippet(marker, &feed.addr)).unwrap();
+    let harness = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients").join(harness);
+    run_beside_ours(&feed, || {
         Run::start(
             Command::new(dir.join("py/bin/python"))
-                .arg(harness)
+                .arg(&harness)
                 .arg(&snippet)
                 .arg(WANT.to_string())
                 .arg(LIMIT.as_secs().to_string()),
         )
-    });
+    })
+}
+
+#[test]
+fn python_sdk_snippet_gets_the_same_books() {
+    let Some(dir) = clients_dir("the Python SDK", "py/bin/python") else { return };
+    let (printed, ours) = run_python_snippet(&dir, "# Python SDK", "python_snippet.py");
     // The SDK hands over the whole message.
     assert!(printed.iter().all(|m| m["channel"] == "l2Book"), "{printed:?}");
     assert_same_books(&printed.iter().map(|m| &m["data"]).collect::<Vec<_>>(), &ours);
@@ -251,19 +257,7 @@ fn has_python_package(dir: &Path, package: &str) -> bool {
 #[test]
 fn ccxt_snippet_gets_the_same_books() {
     let Some(dir) = clients_dir_with("ccxt", |d| has_python_package(d, "ccxt")) else { return };
-    let feed = Feed::start("");
-    let snippet = feed.dir.path().join("ccxt_snippet.py");
-    std::fs::write(&snippet, readme_snippet("# ccxt pro", &feed.addr)).unwrap();
-    let harness = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/ccxt_snippet.py");
-    let (printed, ours) = run_beside_ours(&feed, || {
-        Run::start(
-            Command::new(dir.join("py/bin/python"))
-                .arg(harness)
-                .arg(&snippet)
-                .arg(WANT.to_string())
-                .arg(LIMIT.as_secs().to_string()),
-        )
-    });
+    let (printed, ours) = run_python_snippet(&dir, "# ccxt pro", "ccxt_snippet.py");
     assert!(printed.len() >= WANT, "{} books: {printed:?}", printed.len());
     // ccxt turns a frame into numbers, keeping every level it was sent: our frame of the same block, parsed.
     for book in &printed {

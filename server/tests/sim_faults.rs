@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use hlbook::book::Books;
 use hlbook::node::Mode;
-use procs::{HLBOOK, Proc, books_from_snapshot, counter, get_bytes, wait_health};
+use procs::{Proc, books_from_snapshot, counter, get_bytes, start_serve, wait_health};
 
 const HLSIM: &str = env!("CARGO_BIN_EXE_hlsim");
 const START: u64 = 1_000_000_000;
@@ -56,21 +56,9 @@ fn start(mode: Mode, blocks: u64, fault: &[&str], serve_extra: &[&str]) -> Run {
     let info = sim.wait_line("info listening on", Duration::from_secs(30));
     let info_url = format!("http://{info}/info");
     let snaps = out.path().join("snapshots");
-    let mut args = vec![
-        "serve",
-        "--node-dir",
-        dir.to_str().unwrap(),
-        "--mode",
-        mode.as_str(),
-        "--info-url",
-        &info_url,
-        "--snapshot-dir",
-        snaps.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-    ];
-    args.extend_from_slice(serve_extra);
-    let server = Proc::start(HLBOOK, &args, &logs.path().join("serve.log"));
+    let mut extra = vec!["--mode", mode.as_str()];
+    extra.extend_from_slice(serve_extra);
+    let server = start_serve(&dir, &info_url, &snaps, &extra, &logs.path().join("serve.log"));
     let base = format!("http://{}", server.wait_line("hlbook listening on", Duration::from_secs(30)));
     Run { sim, server, base, info, out, _logs: logs, mode, last: START + blocks - 1 }
 }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::procs::{HLBOOK, Proc, wait_health};
+use crate::procs::{Proc, start_serve, wait_health};
 
 pub const HLSIM: &str = env!("CARGO_BIN_EXE_hlsim");
 
@@ -63,23 +63,11 @@ impl Feed {
         std::fs::write(&config, format!("[server]\n{server_toml}\n")).unwrap();
         let info_url = format!("http://{info}/info");
         let snaps = dir.path().join("snapshots");
-        let mut args = vec![
-            "serve",
-            "--config",
-            config.to_str().unwrap(),
-            "--node-dir",
-            data.to_str().unwrap(),
-            "--info-url",
-            &info_url,
-            "--snapshot-dir",
-            snaps.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ];
+        let mut extra = vec!["--config", config.to_str().unwrap()];
         for &a in also_listen {
-            args.extend(["--listen", a]);
+            extra.extend(["--listen", a]);
         }
-        let server = Proc::start(HLBOOK, &args, &dir.path().join("serve.log"));
+        let server = start_serve(&data, &info_url, &snaps, &extra, &dir.path().join("serve.log"));
         // One line per address, in the order given: the first is the one tests use.
         let addr = server.wait_line("hlbook listening on", Duration::from_secs(60));
         for _ in also_listen {

@@ -111,6 +111,24 @@ pub fn get_bytes(url: &str) -> Option<Vec<u8>> {
     Some(reqwest::blocking::get(url).ok()?.bytes().ok()?.to_vec())
 }
 
+/// Starts `hlbook serve` following `node_dir`, asking `info_url` for snapshots written to `snapshots`, on a port
+/// it picks (read it with `wait_line("hlbook listening on", …)`), with `extra` flags after those.
+pub fn start_serve(node_dir: &Path, info_url: &str, snapshots: &Path, extra: &[&str], log: &Path) -> Proc {
+    let mut args = vec![
+        "serve",
+        "--node-dir",
+        node_dir.to_str().unwrap(),
+        "--info-url",
+        info_url,
+        "--snapshot-dir",
+        snapshots.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ];
+    args.extend_from_slice(extra);
+    Proc::start(HLBOOK, &args, log)
+}
+
 /// Polls `/health` until `pred` holds; panics with the last answer after `timeout`.
 pub fn wait_health(base: &str, timeout: Duration, pred: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
     let deadline = Instant::now() + timeout;

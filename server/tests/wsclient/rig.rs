@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::procs::{HLBOOK, Proc, wait_health};
+use crate::procs::{Proc, start_serve, wait_health};
 
 const HLSIM: &str = env!("CARGO_BIN_EXE_hlsim");
 
@@ -48,22 +48,8 @@ impl Rig {
         let sim = Proc::start(HLSIM, &sim_args, &dir.path().join("sim.log"));
         let sim_addr = sim.wait_line("info listening on", Duration::from_secs(60));
         let sim_info = format!("http://{sim_addr}/info");
-        let serve_args = [
-            "serve",
-            "--config",
-            config.to_str().unwrap(),
-            "--node-dir",
-            data.to_str().unwrap(),
-            "--info-url",
-            &sim_info,
-            "--snapshot-dir",
-            snaps.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--validate-interval",
-            "0",
-        ];
-        let server = Proc::start(HLBOOK, &serve_args, &dir.path().join("serve.log"));
+        let extra = ["--config", config.to_str().unwrap(), "--validate-interval", "0"];
+        let server = start_serve(&data, &sim_info, &snaps, &extra, &dir.path().join("serve.log"));
         let base = format!("http://{}", server.wait_line("hlbook listening on", Duration::from_secs(60)));
         wait_health(&base, Duration::from_secs(90), |h| h["state"] == "live");
         Rig { sim, server, base, sim_info, _dir: dir }
