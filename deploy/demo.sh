@@ -34,9 +34,10 @@ info=$(wait_line "$work/sim.out" "info listening on")
 
 echo "== starting hlbook serve"
 "$BIN/hlbook" serve --node-dir "$work/data" --info-url "http://$info/info" --snapshot-dir "$work/snapshots" \
-	--listen 127.0.0.1:0 >"$work/server.out" 2>"$work/server.log" &
+	--listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 >"$work/server.out" 2>"$work/server.log" &
 pids+=($!)
 addr=$(wait_line "$work/server.out" "hlbook listening on")
+admin=$(wait_line "$work/server.out" "hlbook admin listening on")
 for _ in $(seq 600); do
 	curl -sf "http://$addr/health" >/dev/null && break
 	sleep 0.1
@@ -49,7 +50,7 @@ echo "== latency_stats for ${SECS} s (all coins, l2Book + trades + bbo, with the
 
 echo
 echo "== the server's own stage breakdown over the last minute (GET /status, microseconds)"
-python3 - "http://$addr/status" <<'PY'
+python3 - "http://$admin/status" <<'PY'
 import json, sys, urllib.request
 s = json.load(urllib.request.urlopen(sys.argv[1]))
 print("state %s  height %s  blocks/s %s  connections %s" % (s["state"], s["height"], s["blocks_per_sec"], s["connections"]))

@@ -104,7 +104,7 @@ fn deltas(a: &serde_json::Value, b: &serde_json::Value, group: &str) -> BTreeMap
 fn run(index: usize, case: Case, secs: u64, threads: usize) -> Row {
     let dir = tempfile::tempdir().expect("temp dir");
     let (sim, info) = procs::start_sim(dir.path(), SIM_COINS);
-    let (server, addr) = procs::start_server(dir.path(), &info);
+    let (server, addr, admin) = procs::start_server(dir.path(), &info);
     let spec = Spec {
         addr: addr.clone(),
         conns: case.conns,
@@ -130,7 +130,7 @@ fn run(index: usize, case: Case, secs: u64, threads: usize) -> Row {
     procs::client_line(&mut out, "done ");
     let s1 = sample(&server, &client, &sim, &addr);
     let rss_kib = procs::rss_kib(server.pid());
-    let status = procs::get_json(&addr, "/status").unwrap_or_default();
+    let status = procs::get_json(&admin, "/status").unwrap_or_default();
     let json = procs::client_line(&mut out, "{");
     let result: ClientResult = serde_json::from_str(&format!("{{{json}")).expect("client result");
     let _ = client.0.wait();

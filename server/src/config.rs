@@ -45,8 +45,11 @@ pub struct IngestConfig {
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
-    /// Addresses to serve HTTP and WebSocket on (several allowed).
+    /// Addresses to serve the public endpoints on (`/ws`, `POST /info`, `/health`; several allowed).
     pub listen: Vec<String>,
+    /// Addresses for the operator's endpoints (`/status`, `/metrics`, `/l4snapshot`, the status page, and
+    /// `/health` again); empty turns them off. Loopback by default: they reveal every resting order's user.
+    pub admin_listen: Vec<String>,
     /// Offer permessage-deflate to clients that ask for it.
     pub compression: bool,
     /// Deflate level 1 (fastest) to 9; each shared frame is compressed once at this level.
@@ -69,8 +72,23 @@ pub struct ServerConfig {
     /// Blocks of trades/l4Book frames kept for connections that fall behind, and their byte cap.
     pub backlog_blocks: usize,
     pub backlog_bytes: usize,
-    /// Pass HTTP `POST /info` types other than l2Book to `ingest.info_url` (the node's info server).
+    /// Pass the `info_types` of `POST /info` and socket `post` requests to `ingest.info_url` (the node's info
+    /// server); l2Book is always answered from our books.
     pub info_passthrough: bool,
+    /// The only info types passed to the node: read-only public market data. Anything else (`fileSnapshot`,
+    /// which makes the node write a file) is refused with the type named.
+    pub info_types: Vec<String>,
+    /// Passed-through requests in flight at the node at once, in total and for one client IP.
+    pub info_max_in_flight: usize,
+    pub info_max_in_flight_per_ip: usize,
+    /// Requests of one client IP waiting for a place, beyond which it is refused (429).
+    pub info_max_queued_per_ip: usize,
+    /// A passed-through request's limit, waiting included.
+    pub info_timeout_ms: u64,
+    /// Largest answer taken from the node; a larger one is an error (502).
+    pub info_max_response_bytes: usize,
+    /// Identical requests within this many milliseconds share one answer from the node (0: no cache).
+    pub info_cache_ms: u64,
     /// Balancers in front of this server: for connections from these addresses the per-IP limits apply to the
     /// client named by `X-Forwarded-For`, not to the balancer.
     pub trusted_proxies: Vec<IpAddr>,
@@ -84,6 +102,10 @@ pub struct LogConfig {
     /// A `tracing` filter, e.g. `info` or `hlbook=debug`; `RUST_LOG` wins when set.
     pub level: String,
 }
+
+/// What the four client families (the Python and Rust SDKs, ccxt, @nktkas/hyperliquid) ask the info server at
+/// start-up: market metadata, read-only and the same for every client.
+pub const DEFAULT_INFO_TYPES: &[&str] = &["meta", "spotMeta", "metaAndAssetCtxs", "spotMetaAndAssetCtxs", "perpDexs"];
 
 impl Default for IngestConfig {
     fn default() -> IngestConfig {
@@ -105,6 +127,7 @@ impl Default for ServerConfig {
     fn default() -> ServerConfig {
         ServerConfig {
             listen: vec!["127.0.0.1:8000".into()],
+            admin_listen: vec!["127.0.0.1:8001".into()],
             compression: true,
             compression_level: 1,
             max_connections: 10_000,
@@ -118,6 +141,13 @@ impl Default for ServerConfig {
             backlog_blocks: 2_048,
             backlog_bytes: 256 << 20,
             info_passthrough: true,
+            info_types: DEFAULT_INFO_TYPES.iter().map(|t| (*t).to_string()).collect(),
+            info_max_in_flight: 4,
+            info_max_in_flight_per_ip: 2,
+            info_max_queued_per_ip: 256,
+            info_timeout_ms: 10_000,
+            info_max_response_bytes: 64 << 20,
+            info_cache_ms: 1_000,
             trusted_proxies: Vec::new(),
         }
     }
@@ -211,6 +241,14 @@ impl Config {
         for a in &self.server.listen {
             a.parse::<SocketAddr>().map_err(|e| invalid("server.listen", &format!("{a:?}: {e}")))?;
         }
+        for a in &self.server.admin_listen {
+            a.parse::<SocketAddr>().map_err(|e| invalid("server.admin_listen", &format!("{a:?}: {e}")))?;
+        }
+        for t in &self.server.info_types {
+            if WRITE_INFO_TYPES.contains(&t.as_str()) {
+                return Err(invalid("server.info_types", &format!("{t:?} makes the node write; it is never passed")));
+            }
+        }
         let v = &self.server;
         if !(1..=9).contains(&v.compression_level) {
             return Err(invalid("server.compression_level", "must be 1..=9"));
@@ -223,6 +261,11 @@ impl Config {
             ("server.max_messages_per_minute", v.max_messages_per_minute as usize),
             ("server.idle_timeout_secs", v.idle_timeout_secs as usize),
             ("server.backlog_blocks", v.backlog_blocks),
+            ("server.info_max_in_flight", v.info_max_in_flight),
+            ("server.info_max_in_flight_per_ip", v.info_max_in_flight_per_ip),
+            ("server.info_max_queued_per_ip", v.info_max_queued_per_ip),
+            ("server.info_timeout_ms", v.info_timeout_ms as usize),
+            ("server.info_max_response_bytes", v.info_max_response_bytes),
         ] {
             if n == 0 {
                 return Err(invalid(key, "must be at least 1"));
@@ -265,6 +308,9 @@ impl Config {
         (s > 0.0 && !self.ingest.info_url.is_empty()).then(|| Duration::from_secs_f64(s))
     }
 }
+
+/// Info types that make the node act rather than answer; refused even when listed.
+pub const WRITE_INFO_TYPES: &[&str] = &["fileSnapshot"];
 
 fn invalid(key: &'static str, why: &str) -> ConfigError {
     ConfigError::Invalid { key, why: why.to_string() }
@@ -334,6 +380,9 @@ mod tests {
             ("[ingest]\nstale_after_secs = -1\n", "ingest.stale_after_secs"),
             ("[ingest]\ninfo_url = \"\"\n", "ingest.info_url"),
             ("[server]\nlisten = [\"localhost\"]\n", "server.listen"),
+            ("[server]\nadmin_listen = [\"x\"]\n", "server.admin_listen"),
+            ("[server]\ninfo_types = [\"meta\", \"fileSnapshot\"]\n", "server.info_types"),
+            ("[server]\ninfo_max_in_flight = 0\n", "server.info_max_in_flight"),
             ("[log]\nformat = \"xml\"\n", "log.format"),
         ] {
             let e = parse(text).unwrap_err();

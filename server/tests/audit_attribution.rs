@@ -75,7 +75,7 @@ fn a_delayed_last_line_is_attributed_to_node_write_to_read() {
     let mut blocks = Blocks::new();
     let deadline = Instant::now() + Duration::from_secs(240);
     loop {
-        gather(&feed.base, &mut blocks);
+        gather(&feed.admin, &mut blocks);
         let counted = blocks.range(first..).count();
         if counted >= 2 * PER_SIDE + 10 {
             break;

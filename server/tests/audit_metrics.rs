@@ -103,7 +103,7 @@ fn metrics_parse_and_the_dashboard_asks_only_for_them() {
     let reader = Reader::start(&feed.ws_url(), &[json!({"type": "allMids"}), json!({"type": "l2Book", "coin": "BTC"})]);
     let deadline = Instant::now() + Duration::from_secs(60);
     let text = loop {
-        let text = scrape(&feed.base);
+        let text = scrape(&feed.admin);
         let written = text
             .lines()
             .find(|l| l.starts_with("hlbook_stage_latency_seconds_count{stage=\"block_to_last_write\"}"))

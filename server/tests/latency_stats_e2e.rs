@@ -62,6 +62,8 @@ fn latency_stats_reports_every_channel_from_our_server() {
             snaps.to_str().unwrap(),
             "--listen",
             "127.0.0.1:0",
+            "--admin-listen",
+            "none",
             "--validate-interval",
             "0",
         ],

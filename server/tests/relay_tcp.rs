@@ -39,11 +39,14 @@ fn run(mode: Mode, last: u64) {
         "",
         "--listen",
         "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
         "--validate-interval",
         "0",
     ];
     let mut server = Proc::start(HLBOOK, &args, &logs.path().join("serve.log"));
     let base = format!("http://{}", server.wait_line("hlbook listening on", Duration::from_secs(20)));
+    let admin = procs::admin_base(&server);
 
     let (src, out) = (cap.node_dir.clone(), dst.path().to_path_buf());
     let writer = std::thread::spawn(move || common::write_capture(&src, &out, mode, None, Duration::from_millis(60)));
@@ -55,7 +58,7 @@ fn run(mode: Mode, last: u64) {
     writer.join().unwrap();
 
     let h = wait_health(&base, Duration::from_secs(60), |h| h["height"].as_u64() == Some(last));
-    let ours = books_from_snapshot(&get_bytes(&format!("{base}/l4snapshot")).expect("snapshot"));
+    let ours = books_from_snapshot(&get_bytes(&format!("{admin}/l4snapshot")).expect("snapshot"));
     assert_eq!(ours.height(), last);
     assert_eq!(common::l4_digest(&ours), common::replay_digest(&cap, mode, last), "{mode:?}: differs from replay");
     for zero in ["gaps", "inconsistencies", "malformed_lines", "broken_blocks", "blocks_already_applied"] {

@@ -216,11 +216,15 @@ fn clients_through_haproxy_see_what_one_server_sends() {
     let source = format!("tcp://{}", relay.wait_line("relay listening on", Duration::from_secs(30)));
 
     let common =
-        ["--info-url", &info_url, "--snapshot-dir", snaps, "--listen", "127.0.0.1:0", "--validate-interval", "0"];
-    let edge_args: Vec<&str> = ["serve", "--source", &source, "--mode", "by-block"].into_iter().chain(common).collect();
+        ["--info-url", &info_url, "--snapshot-dir", snaps, "--listen", "127.0.0.1:0", "--admin-listen", "none"];
+    let edge_args: Vec<&str> = ["serve", "--source", &source, "--mode", "by-block", "--validate-interval", "0"]
+        .into_iter()
+        .chain(common)
+        .collect();
     let (mut edge1, base1) = serve(&edge_args, &log("edge1.log"));
     let (mut edge2, base2) = serve(&edge_args, &log("edge2.log"));
-    let ref_args: Vec<&str> = ["serve", "--node-dir", data, "--mode", "by-block"].into_iter().chain(common).collect();
+    let ref_args: Vec<&str> =
+        ["serve", "--node-dir", data, "--mode", "by-block", "--validate-interval", "0"].into_iter().chain(common).collect();
     let (mut single, base_ref) = serve(&ref_args, &log("single.log"));
     for base in [&base1, &base2, &base_ref] {
         wait_health(base, Duration::from_secs(60), |h| h["state"] == "live" || h["state"] == "catching_up");

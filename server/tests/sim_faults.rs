@@ -18,6 +18,7 @@ struct Run {
     sim: Proc,
     server: Proc,
     base: String,
+    admin: String,
     info: String,
     out: tempfile::TempDir,
     _logs: tempfile::TempDir,
@@ -60,7 +61,8 @@ fn start(mode: Mode, blocks: u64, fault: &[&str], serve_extra: &[&str]) -> Run {
     extra.extend_from_slice(serve_extra);
     let server = start_serve(&dir, &info_url, &snaps, &extra, &logs.path().join("serve.log"));
     let base = format!("http://{}", server.wait_line("hlbook listening on", Duration::from_secs(30)));
-    Run { sim, server, base, info, out, _logs: logs, mode, last: START + blocks - 1 }
+    let admin = procs::admin_base(&server);
+    Run { sim, server, base, admin, info, out, _logs: logs, mode, last: START + blocks - 1 }
 }
 
 /// Asks the simulator for a snapshot and reads it.
@@ -91,7 +93,7 @@ fn finish(mut run: Run) -> serde_json::Value {
     };
     let target = if run.mode == Mode::Streaming { run.last - 1 } else { run.last };
     let health = wait_health(&run.base, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(target));
-    let mut ours = books_from_snapshot(&get_bytes(&format!("{}/l4snapshot", run.base)).unwrap());
+    let mut ours = books_from_snapshot(&get_bytes(&format!("{}/l4snapshot", run.admin)).unwrap());
     if ours.height() < run.last {
         hlbook::ingest::replay::replay(&mut ours, &run.out.path().join("data"), run.mode, |_| {}).unwrap();
     }

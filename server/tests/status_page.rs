@@ -84,19 +84,19 @@ fn the_status_page_shows_live_numbers_in_chromium() {
     };
     let feed = Feed::start("");
     // The page itself: one self-contained document.
-    let page = reqwest::blocking::get(format!("{}/", feed.base)).unwrap();
+    let page = reqwest::blocking::get(format!("{}/", feed.admin)).unwrap();
     assert_eq!(page.headers()["content-type"], "text/html; charset=utf-8");
     let html = page.text().unwrap();
     assert!(!html.contains("src=\"http") && !html.contains("href=\"http"), "the page loads nothing from elsewhere");
     // Wait until the one-minute window has settled blocks, so the table has numbers to show.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while procs::get_json(&format!("{}/status", feed.base)).is_none_or(|s| s["blocks"].as_u64().unwrap_or(0) < 5) {
+    while procs::get_json(&format!("{}/status", feed.admin)).is_none_or(|s| s["blocks"].as_u64().unwrap_or(0) < 5) {
         assert!(Instant::now() < deadline, "no settled blocks in /status within 30 s");
         std::thread::sleep(Duration::from_millis(200));
     }
 
     let tmp = tempfile::tempdir().unwrap();
-    let url = format!("{}/", feed.base);
+    let url = format!("{}/", feed.admin);
     let dom = run_chromium(&bin, &tmp.path().join("p1"), &url, &["--dump-dom".into()]);
     assert_eq!(text_of(&dom, "state"), "live", "state");
     let height: u64 = text_of(&dom, "height").parse().unwrap_or_else(|_| panic!("height is not a number:\n{dom}"));

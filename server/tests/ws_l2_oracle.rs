@@ -132,7 +132,7 @@ fn oracle(mode: Mode, blocks: u64, variants: &[Variant]) {
     #[rustfmt::skip]
     let serve_args = [
         "serve", "--node-dir", data.to_str().unwrap(), "--mode", mode.as_str(), "--info-url", &info_url,
-        "--snapshot-dir", snaps.to_str().unwrap(), "--listen", "127.0.0.1:0",
+        "--snapshot-dir", snaps.to_str().unwrap(), "--listen", "127.0.0.1:0", "--admin-listen", "none",
     ];
     let mut server = Proc::start(HLBOOK, &serve_args, &out.path().join("serve.log"));
     let addr = server.wait_line("hlbook listening on", Duration::from_secs(30));

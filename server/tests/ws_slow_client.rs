@@ -154,7 +154,7 @@ fn a_stalled_client_costs_bounded_memory_delays_nobody_and_jumps_ahead() {
     #[rustfmt::skip]
     let serve_args = [
         "serve", "--config", config.to_str().unwrap(), "--node-dir", data.to_str().unwrap(), "--info-url", &info_url,
-        "--snapshot-dir", snaps.to_str().unwrap(), "--listen", "127.0.0.1:0",
+        "--snapshot-dir", snaps.to_str().unwrap(), "--listen", "127.0.0.1:0", "--admin-listen", "none",
     ];
     let mut server = Proc::start(HLBOOK, &serve_args, &out.path().join("serve.log"));
     let addr = server.wait_line("hlbook listening on", Duration::from_secs(60));

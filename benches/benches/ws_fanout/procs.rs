@@ -61,12 +61,13 @@ pub fn start_sim(dir: &Path, coins: usize) -> (Proc, String) {
 
 /// Starts `hlbook serve` on a free port with limits raised for many local connections and validation off;
 /// its log goes to `dir/server.log`. Returns once /health says `live`.
-pub fn start_server(dir: &Path, sim_info: &str) -> (Proc, String) {
+/// Starts `hlbook serve`; returns it with its public and admin `HOST:PORT`.
+pub fn start_server(dir: &Path, sim_info: &str) -> (Proc, String, String) {
     let snaps = dir.join("snapshots");
     std::fs::create_dir_all(&snaps).expect("snapshot dir");
     let config = format!(
         "[ingest]\nnode_dir = {:?}\nmode = \"by-block\"\ninfo_url = \"http://{sim_info}/info\"\nsnapshot_dir = {:?}\n\
-         [server]\nlisten = [\"127.0.0.1:0\"]\ncompression = true\nmax_connections = 100000\n\
+         [server]\nlisten = [\"127.0.0.1:0\"]\nadmin_listen = [\"127.0.0.1:0\"]\ncompression = true\nmax_connections = 100000\n\
          max_connections_per_ip = 100000\nnew_connections_per_minute_per_ip = 100000\n",
         dir.join("data"),
         snaps,
@@ -82,13 +83,14 @@ pub fn start_server(dir: &Path, sim_info: &str) -> (Proc, String) {
         .expect("start hlbook serve");
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let addr = line_after(&mut out, "hlbook listening on ");
+    let admin = line_after(&mut out, "hlbook admin listening on ");
     let server = Proc(child);
     let start = Instant::now();
     while health(&addr).and_then(|h| h["state"].as_str().map(str::to_string)).as_deref() != Some("live") {
         assert!(start.elapsed() < Duration::from_secs(120), "server not live after 120 s");
         std::thread::sleep(Duration::from_millis(200));
     }
-    (server, addr)
+    (server, addr, admin)
 }
 
 /// Starts this binary again as the load generator.

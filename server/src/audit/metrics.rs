@@ -48,7 +48,7 @@ impl Collector for Hlbook {
         {
             let mut m =
                 e.encode_descriptor("hlbook_state", "1 for the current health state", None, MetricType::Gauge)?;
-            for s in [State::Starting, State::CatchingUp, State::Live, State::Stale, State::Resyncing] {
+            for s in [State::Starting, State::CatchingUp, State::Live, State::Stale, State::Resyncing, State::Failed] {
                 let labels = [("state", s.as_str())];
                 ConstGauge::new(i64::from(s == state)).encode(m.encode_family(&labels)?)?;
             }

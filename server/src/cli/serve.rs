@@ -14,12 +14,13 @@ use axum::serve::ListenerExt;
 
 use super::systemd;
 use crate::book::Books;
-use crate::config::{Config, Source};
+use crate::config::{Config, ServerConfig, Source};
 use crate::ingest::info::SnapshotFrom;
 use crate::ingest::live::{Ingest, LiveConfig, Shared, SourceSpec};
 use crate::ingest::validate::{self, ValidateConfig};
 use crate::node::Mode;
 use crate::publish::{self, Hub};
+use crate::ws::admin;
 use crate::ws::http::{AppState, router};
 use crate::ws::info::Passthrough;
 use crate::ws::limits::Limits;
@@ -48,9 +49,13 @@ pub struct ServeArgs {
     /// Start from this snapshot file instead of asking the node.
     #[arg(long)]
     pub snapshot_file: Option<PathBuf>,
-    /// Address to serve on; repeat for several [default: 127.0.0.1:8000].
+    /// Address of the public endpoints (/ws, POST /info, /health); repeat for several [default: 127.0.0.1:8000].
     #[arg(long)]
     pub listen: Vec<String>,
+    /// Address of the operator's endpoints (/status, /metrics, /l4snapshot, the status page); repeat for several;
+    /// `none` turns them off [default: 127.0.0.1:8001].
+    #[arg(long)]
+    pub admin_listen: Vec<String>,
     /// Seconds without a block before the state is `stale` [default: 10].
     #[arg(long)]
     pub stale_after: Option<f64>,
@@ -87,6 +92,9 @@ impl ServeArgs {
         set(&mut c.log.format, &self.log_format);
         if !self.listen.is_empty() {
             c.server.listen = self.listen.clone();
+        }
+        if !self.admin_listen.is_empty() {
+            c.server.admin_listen = self.admin_listen.iter().filter(|a| *a != "none").cloned().collect();
         }
         c.validate()?;
         Ok(c)
@@ -138,30 +146,35 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     init_logging(&c.log.format, &c.log.level);
     let shared = Arc::new(Shared::new(Books::default(), c.stale_after()));
     let stop = Arc::new(AtomicBool::new(false));
+    let failed = Arc::new(tokio::sync::Notify::new());
     let mut threads = Vec::new();
     let ingest = Ingest::new(live_config(&c)?, shared.clone());
-    let (s, st) = (shared.clone(), stop.clone());
-    threads.push(std::thread::Builder::new().name("hlbook-ingest".into()).spawn(move || ingest.run(&st))?);
+    let watch = Supervisor { shared: shared.clone(), stop: stop.clone(), failed: failed.clone() };
+    let w = watch.clone();
+    threads.push(std::thread::Builder::new().name("hlbook-ingest".into()).spawn(move || {
+        w.run("ingest", || ingest.run(&w.stop));
+    })?);
     if let Some(interval) = c.validate_interval() {
         let vc = ValidateConfig {
             info_url: c.ingest.info_url.clone(),
             snapshot_dir: c.ingest.snapshot_dir.clone(),
             interval,
         };
-        let st = stop.clone();
-        threads
-            .push(std::thread::Builder::new().name("hlbook-validate".into()).spawn(move || validate::run(vc, s, &st))?);
+        let (w, s) = (watch.clone(), shared.clone());
+        threads.push(std::thread::Builder::new().name("hlbook-validate".into()).spawn(move || {
+            w.run("validation", || validate::run(vc, s, &w.stop));
+        })?);
     }
     tracing::info!(source = %c.ingest.source, mode = ?c.ingest.mode, "hlbook starting");
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let hub = Arc::new(Hub::new(shared.clone(), c.server.backlog_blocks + FEED_MARGIN, c.server.backlog_bytes));
     let publisher = {
-        let (hub, st) = (hub.clone(), stop.clone());
-        rt.spawn_blocking(move || publish::run(hub, &st))
+        let (hub, w) = (hub.clone(), watch.clone());
+        rt.spawn_blocking(move || w.run("publisher", || publish::run(hub, &w.stop)))
     };
     let (closing_tx, closing) = tokio::sync::watch::channel(false);
     let passthrough = (c.server.info_passthrough && !c.ingest.info_url.is_empty())
-        .then(|| Passthrough { client: reqwest::Client::new(), url: c.ingest.info_url.clone() });
+        .then(|| Passthrough::new(&c.ingest.info_url, &c.server));
     let ws = Arc::new(WsContext {
         hub,
         cfg: c.server.clone(),
@@ -171,48 +184,92 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         closing,
     });
     let state = AppState::new(shared.clone(), ws.clone());
-    let served = rt.block_on(serve_http(&c.server.listen, state, closing_tx, shared));
+    let served = rt.block_on(serve_http(&c.server, state, closing_tx, shared.clone(), failed));
     rt.block_on(drain(&ws));
     stop.store(true, Relaxed);
     let _ = rt.block_on(publisher);
     for t in threads {
         let _ = t.join();
     }
+    served?;
+    if let Some(why) = shared.health.failure() {
+        anyhow::bail!("stopped because {why}");
+    }
     tracing::info!("hlbook stopped");
-    served
+    Ok(())
+}
+
+/// Watches the threads the service cannot do without: one that panics, or returns while the server is not
+/// stopping, marks the service `failed` (`/health` 503) and stops it, so that `hlbook serve` exits non-zero and
+/// systemd restarts it, instead of serving frozen books behind a 200.
+#[derive(Clone, Debug)]
+struct Supervisor {
+    shared: Arc<Shared>,
+    stop: Arc<AtomicBool>,
+    failed: Arc<tokio::sync::Notify>,
+}
+
+impl Supervisor {
+    fn run(&self, name: &str, body: impl FnOnce()) {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
+        if self.stop.load(Relaxed) {
+            return;
+        }
+        let why = match outcome {
+            Ok(()) => format!("the {name} thread ended"),
+            Err(p) => {
+                let msg = p.downcast_ref::<&str>().map(|s| (*s).to_string()).or_else(|| p.downcast_ref::<String>().cloned());
+                format!("the {name} thread panicked: {}", msg.unwrap_or_else(|| "(no message)".into()))
+            }
+        };
+        self.shared.health.fail(why);
+        self.failed.notify_one();
+    }
 }
 
 /// Feed ticks kept beyond one connection's backlog, so a connection at its limit still finds its next tick.
 const FEED_MARGIN: usize = 64;
 
+/// How long a failed server keeps answering `/health` (503, with the reason) before it exits, so balancers and
+/// operators see why.
+const FAILED_GRACE: Duration = Duration::from_secs(1);
+
 async fn serve_http(
-    listen: &[String],
+    cfg: &ServerConfig,
     state: AppState,
     closing: tokio::sync::watch::Sender<bool>,
     shared: Arc<Shared>,
+    failed: Arc<tokio::sync::Notify>,
 ) -> anyhow::Result<()> {
     let signals = Shutdown::register()?;
-    let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
+    let public = router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
+    let admin = admin::router(state).into_make_service_with_connect_info::<SocketAddr>();
     let mut tasks = Vec::new();
-    for addr in listen {
-        let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
-        let local = listener.local_addr()?;
-        // Tests and scripts read the bound address (port 0 picks one) from stdout.
-        println!("hlbook listening on {local}");
-        tracing::info!(%local, "listening");
-        // Frames are small and latency is the product: never let Nagle hold one back.
-        let listener = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        let (app, mut done) = (app.clone(), closing.subscribe());
-        let stopped = async move {
-            let _ = done.wait_for(|c| *c).await;
-        };
-        tasks.push(tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(stopped).await }));
+    // Tests and scripts read the bound addresses (port 0 picks one) from stdout.
+    for (addrs, app, what) in [(&cfg.listen, public, "hlbook"), (&cfg.admin_listen, admin, "hlbook admin")] {
+        for addr in addrs {
+            let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
+            let local = listener.local_addr()?;
+            println!("{what} listening on {local}");
+            tracing::info!(%local, "{what} listening");
+            // Frames are small and latency is the product: never let Nagle hold one back.
+            let listener = listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
+            let (app, mut done) = (app.clone(), closing.subscribe());
+            let stopped = async move {
+                let _ = done.wait_for(|c| *c).await;
+            };
+            tasks.push(tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(stopped).await }));
+        }
     }
     let readiness = tokio::spawn(systemd::follow_health(shared));
-    // Stop accepting on the first signal; upgraded connections are told to close below.
-    signals.wait().await;
+    // Stop accepting on the first signal, or once a thread the service needs has died; upgraded connections are
+    // told to close below.
+    tokio::select! {
+        () = signals.wait() => {}
+        () = failed.notified() => tokio::time::sleep(FAILED_GRACE).await,
+    }
     readiness.abort();
     systemd::stopping();
     let _ = closing.send(true);

@@ -21,6 +21,9 @@ pub enum State {
     Stale,
     /// The books lost the stream (a gap, a lost or malformed line) and wait for a snapshot.
     Resyncing,
+    /// A thread the service needs (ingest, publisher, validation) died: the process is exiting so its supervisor
+    /// restarts it; the books it shows are frozen.
+    Failed,
 }
 
 impl State {
@@ -32,6 +35,7 @@ impl State {
             State::Live => "live",
             State::Stale => "stale",
             State::Resyncing => "resyncing",
+            State::Failed => "failed",
         }
     }
 
@@ -46,7 +50,8 @@ impl State {
             1 => State::CatchingUp,
             2 => State::Live,
             3 => State::Stale,
-            _ => State::Resyncing,
+            4 => State::Resyncing,
+            _ => State::Failed,
         }
     }
 }
@@ -130,6 +135,8 @@ pub struct Health {
     node_written: AtomicI64,
     stale_after: Duration,
     catching_up_after: Duration,
+    /// Why the service failed (a thread died), once it has.
+    failure: parking_lot::Mutex<Option<String>>,
     pub counters: IngestCounters,
 }
 
@@ -144,6 +151,7 @@ impl Health {
             node_written: AtomicI64::new(0),
             stale_after,
             catching_up_after: Duration::from_secs(2),
+            failure: parking_lot::Mutex::new(None),
             counters: IngestCounters::default(),
         }
     }
@@ -181,7 +189,23 @@ impl Health {
         self.report();
     }
 
+    /// A thread the service needs died: `failed` from now on, whatever ingest does.
+    pub fn fail(&self, why: String) {
+        tracing::error!("{why}; hlbook exits so that its supervisor restarts it");
+        self.failure.lock().get_or_insert(why);
+        self.state.store(State::Failed as u8, Relaxed);
+        self.report();
+    }
+
+    /// Why the service failed, if it did.
+    pub fn failure(&self) -> Option<String> {
+        self.failure.lock().clone()
+    }
+
     fn stored(&self) -> State {
+        if self.failure.lock().is_some() {
+            return State::Failed;
+        }
         State::from_u8(self.state.load(Relaxed))
     }
 
@@ -196,7 +220,7 @@ impl Health {
         }
         let height = self.height();
         match now {
-            State::Stale | State::Resyncing => {
+            State::Stale | State::Resyncing | State::Failed => {
                 tracing::warn!(from = %before, to = %now, height, "health state changed")
             }
             _ => tracing::info!(from = %before, to = %now, height, "health state changed"),

@@ -74,23 +74,56 @@ pub struct CoinWants {
     pub l4: bool,
 }
 
-/// Everything wanted, as one immutable value the publisher loads per pass.
+/// Everything wanted, as one immutable value the publisher loads per pass. `coins` is a persistent map, so a
+/// subscription change makes a new value in O(log coins) and rebuilds only its own coin's entry.
 #[derive(Clone, Debug, Default)]
 pub struct Wanted {
     pub version: u64,
-    pub coins: FxHashMap<Coin, CoinWants>,
+    pub coins: imbl::HashMap<Coin, Arc<CoinWants>>,
     /// allMids per dex (`None`: the main dex).
     pub mids: Vec<(Option<Coin>, Arc<Slot>)>,
+}
+
+/// Subscriber counts of one coin's streams; the entry goes when its last subscriber leaves.
+#[derive(Debug, Default)]
+struct CoinSubs {
+    l2: FxHashMap<L2Params, (usize, Arc<Slot>)>,
+    bbo: Option<(usize, Arc<Slot>)>,
+    trades: usize,
+    l4: usize,
+}
+
+impl CoinSubs {
+    fn is_empty(&self) -> bool {
+        self.l2.is_empty() && self.bbo.is_none() && self.trades == 0 && self.l4 == 0
+    }
+
+    /// What the publisher must build for this coin: L2 shapes grouped by aggregation, deepest depth last.
+    fn wants(&self) -> CoinWants {
+        let mut w = CoinWants::default();
+        for (params, (_, slot)) in &self.l2 {
+            let shape = (params.n_sig_figs, params.mantissa);
+            let i = match w.l2.iter().position(|g| g.0 == shape) {
+                Some(i) => i,
+                None => {
+                    w.l2.push((shape, Vec::new()));
+                    w.l2.len() - 1
+                }
+            };
+            w.l2[i].1.push((params.n_levels, slot.clone()));
+            w.l2[i].1.sort_by_key(|d| d.0);
+        }
+        w.bbo = self.bbo.as_ref().map(|b| b.1.clone());
+        (w.trades, w.l4) = (self.trades > 0, self.l4 > 0);
+        w
+    }
 }
 
 #[derive(Debug, Default)]
 struct Registry {
     version: u64,
-    l2: FxHashMap<L2Key, (usize, Arc<Slot>)>,
-    bbo: FxHashMap<Coin, (usize, Arc<Slot>)>,
+    coins: FxHashMap<Coin, CoinSubs>,
     mids: FxHashMap<Option<Coin>, (usize, Arc<Slot>)>,
-    trades: FxHashMap<Coin, usize>,
-    l4: FxHashMap<Coin, usize>,
 }
 
 /// A subscription as the hub counts it.
@@ -169,86 +202,115 @@ impl Hub {
     /// publisher, which builds its first frame at once.
     pub fn add(&self, want: &Want) -> Option<Arc<Slot>> {
         let mut r = self.registry.lock();
-        fn up<K: std::hash::Hash + Eq + Clone>(m: &mut FxHashMap<K, (usize, Arc<Slot>)>, k: &K) -> (Arc<Slot>, bool) {
-            let e = m.entry(k.clone()).or_insert_with(|| (0, Arc::default()));
+        fn up(e: &mut (usize, Arc<Slot>)) -> (Arc<Slot>, bool) {
             e.0 += 1;
             (e.1.clone(), e.0 == 1)
         }
+        let coin = match want {
+            Want::Mids(d) => {
+                let (slot, new) = up(r.mids.entry(d.clone()).or_default());
+                if new {
+                    self.publish_wanted(&mut r, None);
+                }
+                return Some(slot);
+            }
+            Want::L2(k) => &k.coin,
+            Want::Bbo(c) | Want::Trades(c) | Want::L4(c) => c,
+        };
+        let subs = r.coins.entry(coin.clone()).or_default();
         let (slot, new) = match want {
-            Want::L2(k) => up(&mut r.l2, k),
-            Want::Bbo(c) => up(&mut r.bbo, c),
-            Want::Mids(d) => up(&mut r.mids, d),
-            Want::Trades(c) => {
-                let n = r.trades.entry(c.clone()).or_default();
-                *n += 1;
-                return if *n == 1 { self.rebuild(&mut r) } else { None };
+            Want::L2(k) => {
+                let (slot, new) = up(subs.l2.entry(k.params).or_default());
+                (Some(slot), new)
             }
-            Want::L4(c) => {
-                let n = r.l4.entry(c.clone()).or_default();
-                *n += 1;
-                return if *n == 1 { self.rebuild(&mut r) } else { None };
+            Want::Bbo(_) => {
+                let (slot, new) = up(subs.bbo.get_or_insert_default());
+                (Some(slot), new)
             }
+            Want::Trades(_) => {
+                subs.trades += 1;
+                (None, subs.trades == 1)
+            }
+            Want::L4(_) => {
+                subs.l4 += 1;
+                (None, subs.l4 == 1)
+            }
+            Want::Mids(_) => unreachable!("handled above"),
         };
         if new {
-            self.rebuild(&mut r);
+            self.publish_wanted(&mut r, Some(coin));
         }
-        Some(slot)
+        slot
     }
 
-    /// Counts one subscriber less; the last one out stops the building.
+    /// Counts one subscriber less; the last one out stops the building and drops the coin's entry.
     pub fn remove(&self, want: &Want) {
         let mut r = self.registry.lock();
-        fn down<K: std::hash::Hash + Eq, V>(m: &mut FxHashMap<K, V>, k: &K, n: impl Fn(&mut V) -> &mut usize) -> bool {
-            let Some(v) = m.get_mut(k) else { return false };
-            *n(v) -= 1;
-            if *n(v) == 0 {
-                m.remove(k);
-                return true;
-            }
-            false
+        fn down(n: &mut usize) -> bool {
+            *n = n.saturating_sub(1);
+            *n == 0
         }
+        let coin = match want {
+            Want::Mids(d) => {
+                if r.mids.get_mut(d).is_some_and(|e| down(&mut e.0)) {
+                    r.mids.remove(d);
+                    self.publish_wanted(&mut r, None);
+                }
+                return;
+            }
+            Want::L2(k) => &k.coin,
+            Want::Bbo(c) | Want::Trades(c) | Want::L4(c) => c,
+        };
+        let Some(subs) = r.coins.get_mut(coin) else { return };
         let gone = match want {
-            Want::L2(k) => down(&mut r.l2, k, |v| &mut v.0),
-            Want::Bbo(c) => down(&mut r.bbo, c, |v| &mut v.0),
-            Want::Mids(d) => down(&mut r.mids, d, |v| &mut v.0),
-            Want::Trades(c) => down(&mut r.trades, c, |v| v),
-            Want::L4(c) => down(&mut r.l4, c, |v| v),
+            Want::L2(k) => {
+                let gone = subs.l2.get_mut(&k.params).is_some_and(|e| down(&mut e.0));
+                if gone {
+                    subs.l2.remove(&k.params);
+                }
+                gone
+            }
+            Want::Bbo(_) => {
+                let gone = subs.bbo.as_mut().is_some_and(|e| down(&mut e.0));
+                if gone {
+                    subs.bbo = None;
+                }
+                gone
+            }
+            Want::Trades(_) => subs.trades > 0 && down(&mut subs.trades),
+            Want::L4(_) => subs.l4 > 0 && down(&mut subs.l4),
+            Want::Mids(_) => unreachable!("handled above"),
         };
         if gone {
-            self.rebuild(&mut r);
+            self.publish_wanted(&mut r, Some(coin));
         }
     }
 
-    fn rebuild(&self, r: &mut Registry) -> Option<Arc<Slot>> {
+    /// Publishes a new `Wanted` with `coin`'s entry rebuilt from its own subscriptions (or allMids' list, for
+    /// `None`), and wakes the publisher so a new shape gets its first frame now, not at the next block.
+    fn publish_wanted(&self, r: &mut Registry, coin: Option<&Coin>) {
         r.version += 1;
-        let mut w = Wanted { version: r.version, ..Wanted::default() };
-        for (k, (_, slot)) in &r.l2 {
-            let c = w.coins.entry(k.coin.clone()).or_default();
-            let shape = (k.params.n_sig_figs, k.params.mantissa);
-            let i = match c.l2.iter().position(|g| g.0 == shape) {
-                Some(i) => i,
-                None => {
-                    c.l2.push((shape, Vec::new()));
-                    c.l2.len() - 1
+        let mut w = Wanted::clone(&self.wanted.load());
+        w.version = r.version;
+        match coin {
+            Some(c) => match r.coins.get(c) {
+                Some(subs) if !subs.is_empty() => {
+                    w.coins.insert(c.clone(), Arc::new(subs.wants()));
                 }
-            };
-            c.l2[i].1.push((k.params.n_levels, slot.clone()));
-            c.l2[i].1.sort_by_key(|d| d.0);
+                _ => {
+                    r.coins.remove(c);
+                    w.coins.remove(c);
+                }
+            },
+            None => w.mids = r.mids.iter().map(|(d, (_, s))| (d.clone(), s.clone())).collect(),
         }
-        for (coin, (_, slot)) in &r.bbo {
-            w.coins.entry(coin.clone()).or_default().bbo = Some(slot.clone());
-        }
-        for coin in r.trades.keys() {
-            w.coins.entry(coin.clone()).or_default().trades = true;
-        }
-        for coin in r.l4.keys() {
-            w.coins.entry(coin.clone()).or_default().l4 = true;
-        }
-        w.mids = r.mids.iter().map(|(d, (_, s))| (d.clone(), s.clone())).collect();
         self.wanted.store(Arc::new(w));
-        // Wake the publisher so a new shape gets its first frame now, not at the next block.
         self.shared.bump();
-        None
+    }
+
+    /// Coins with at least one subscription (for tests of the cleanup).
+    pub fn coins_wanted(&self) -> usize {
+        self.registry.lock().coins.len()
     }
 
     /// Asks the publisher for a fresh l4Book snapshot of `coin`, current after some feed tick.

@@ -24,8 +24,18 @@ pub use pass::Publisher;
 pub fn run(hub: Arc<Hub>, stop: &AtomicBool) {
     let mut publisher = Publisher::new(hub.clone());
     let mut seen = 0;
+    let panic_after = test_panic_after();
     while !stop.load(Relaxed) {
         seen = hub.shared.wait_applied(seen, Duration::from_millis(200));
         publisher.pass();
+        if panic_after.is_some_and(|n| hub.counters.passes.load(Relaxed) >= n) {
+            panic!("HLBOOK_TEST_PUBLISHER_PANIC_AFTER asked the publisher to panic");
+        }
     }
+}
+
+/// Test-only fault: `HLBOOK_TEST_PUBLISHER_PANIC_AFTER=N` makes the publisher panic after N passes, so the tests
+/// can check that a dead thread fails the service (docs/operations.md). Never set it in production.
+fn test_panic_after() -> Option<u64> {
+    std::env::var("HLBOOK_TEST_PUBLISHER_PANIC_AFTER").ok()?.parse().ok()
 }

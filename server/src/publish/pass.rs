@@ -66,6 +66,10 @@ impl Publisher {
         let books = hub.shared.books.read();
         let (h, installs) = (books.height(), hub.shared.installs());
         let new_shapes = wanted.version != self.wanted_version;
+        if new_shapes {
+            // Per-coin state lives only while someone wants the coin's bbo.
+            self.bbo_last.retain(|c, _| wanted.coins.get(c).is_some_and(|w| w.bbo.is_some()));
+        }
         if h == self.height && installs == self.installs && !new_shapes && repaired.is_empty() && requests.is_empty() {
             return;
         }
@@ -188,7 +192,9 @@ impl Publisher {
                     self.hub.counters.bbo_frames.fetch_add(1, Relaxed);
                 }
             }
-            self.bbo_last.insert(b.coin.clone(), b.bbo);
+            if wanted.coins.get(&b.coin).is_some_and(|w| w.bbo.is_some()) {
+                self.bbo_last.insert(b.coin.clone(), b.bbo);
+            }
             if !wanted.mids.is_empty() {
                 let mid = match b.bbo {
                     [Some(bid), Some(ask)] => Some(json::mid_text(bid.px, ask.px)),
@@ -307,7 +313,7 @@ fn audit_from(height: u64, block_time: i64, t: Option<BlockTimes>) -> Audit {
 /// Copies out every target coin's wanted L2 groups and best levels (in parallel when there are many).
 fn build_all(books: &Books, wanted: &Wanted, targets: &[Coin]) -> Vec<Built> {
     let none = CoinWants::default();
-    let one = |c: &Coin| build(books.coin(c), c, wanted.coins.get(c).unwrap_or(&none));
+    let one = |c: &Coin| build(books.coin(c), c, wanted.coins.get(c).map_or(&none, |w| &**w));
     if targets.len() >= PARALLEL_COINS {
         targets.par_iter().map(one).collect()
     } else {
@@ -341,7 +347,7 @@ fn group_by_coin<'a, T>(
 ) -> FxHashMap<Coin, Vec<&'a T>> {
     let mut out: FxHashMap<Coin, Vec<&T>> = FxHashMap::default();
     for (coin, item) in items {
-        if wanted.coins.get(coin).is_some_and(&wants) {
+        if wanted.coins.get(coin).is_some_and(|w| wants(w)) {
             out.entry(coin.clone()).or_default().push(item);
         }
     }

@@ -67,6 +67,9 @@ pub struct SimArgs {
     pub exit_when_done: bool,
     #[arg(long, default_value = "127.0.0.1:3001")]
     pub info_listen: SocketAddr,
+    /// Hold every market answer of the info server this long (a busy node), to test what reaches it.
+    #[arg(long, default_value_t = 0)]
+    pub info_delay_ms: u64,
     /// CSV of when each stream's last line of each block was written.
     #[arg(long)]
     pub timing: Option<PathBuf>,

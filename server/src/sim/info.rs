@@ -4,17 +4,22 @@
 //!
 //! The books are copied under the producer's lock (cheap) and serialized on a blocking thread without it, so a
 //! large snapshot never stalls block production or the async runtime.
+//!
+//! For tests of what reaches the node, `GET /sim/info-stats` counts the requests by type and the most that were
+//! in flight at once, and `--info-delay-ms` makes every market answer slow, as a busy node's would be.
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use serde_json::Value;
 
 use super::Shared;
@@ -120,7 +125,51 @@ pub fn write_snapshot(snap: &SnapshotCopy, with_height: bool, path: &Path) -> st
 }
 
 pub fn router(shared: Arc<Shared>) -> Router {
-    Router::new().route("/info", post(info)).with_state(shared)
+    router_with(shared, Duration::ZERO)
+}
+
+/// The info server with every market answer held back `delay`.
+pub fn router_with(shared: Arc<Shared>, delay: Duration) -> Router {
+    let state = InfoState { shared, delay, stats: Arc::default() };
+    Router::new().route("/info", post(info)).route("/sim/info-stats", get(stats)).with_state(state)
+}
+
+#[derive(Clone, Debug)]
+struct InfoState {
+    shared: Arc<Shared>,
+    delay: Duration,
+    stats: Arc<InfoStats>,
+}
+
+/// What reached the info server.
+#[derive(Debug, Default)]
+struct InfoStats {
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
+    by_type: parking_lot::Mutex<std::collections::BTreeMap<String, u64>>,
+}
+
+/// Counts one request in flight while alive.
+struct InFlight<'a>(&'a InfoStats);
+
+impl<'a> InFlight<'a> {
+    fn new(stats: &'a InfoStats, kind: &str) -> InFlight<'a> {
+        *stats.by_type.lock().entry(kind.to_string()).or_default() += 1;
+        let now = stats.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        stats.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        InFlight(stats)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+async fn stats(State(s): State<InfoState>) -> Response {
+    let by_type = s.stats.by_type.lock().clone();
+    json(serde_json::json!({"max_in_flight": s.stats.max_in_flight.load(Ordering::SeqCst), "by_type": by_type}))
 }
 
 fn bad(msg: impl Into<String>) -> Response {
@@ -131,11 +180,17 @@ fn json(v: Value) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], v.to_string()).into_response()
 }
 
-async fn info(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+async fn info(State(s): State<InfoState>, body: Bytes) -> Response {
     let v: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => return bad(format!("invalid JSON body: {e}")),
     };
+    let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
+    let _counted = InFlight::new(&s.stats, kind);
+    if !s.delay.is_zero() && kind != "fileSnapshot" {
+        tokio::time::sleep(s.delay).await;
+    }
+    let shared = s.shared;
     match v.get("type").and_then(Value::as_str) {
         Some("meta") => json(coins::meta(&shared.coins, v.get("dex").and_then(Value::as_str))),
         Some("spotMeta") => json(coins::spot_meta(&shared.coins)),

@@ -205,7 +205,7 @@ async fn serve(args: SimArgs) -> anyhow::Result<()> {
     let names: Vec<&str> = sim.shared.coins.iter().map(|c| c.name).collect();
     tracing::info!(out = %args.out.display(), mode = ?args.mode, coins = ?names, orders, info = %addr,
         start_height = args.start_height, "hlsim started");
-    let app = info::router(sim.shared());
+    let app = info::router_with(sim.shared(), std::time::Duration::from_millis(args.info_delay_ms));
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "info server failed");

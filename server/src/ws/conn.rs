@@ -7,6 +7,7 @@
 //! lost blocks (and, for l4Book, a fresh snapshot) and continues. Nothing is buffered per connection beyond one
 //! batch, so a client that stops reading costs one blocked task and its socket buffers.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -15,7 +16,7 @@ use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use rustc_hash::FxHashMap;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::time::{Instant, sleep_until};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
@@ -64,6 +65,16 @@ enum L4State {
     Live { cursor: u64 },
 }
 
+/// How a connection ends.
+enum End {
+    /// The client sent a close frame.
+    ByClient,
+    /// We close it with this code and reason.
+    ByUs(CloseCode, String),
+    /// The transport is gone: nothing to say.
+    Gone,
+}
+
 /// What one gather produced.
 #[derive(Default)]
 struct Batch {
@@ -82,10 +93,17 @@ pub struct Conn<S> {
     opts: Options,
     subs: FxHashMap<Want, (Subscription, Sub)>,
     pending: Vec<String>,
-    /// Answers of `post` requests, from their tasks; bounded, so a client cannot pile them up.
-    posts: (mpsc::Sender<String>, mpsc::Receiver<String>),
+    /// The client's IP, for the per-IP limits of info requests.
+    ip: IpAddr,
+    /// Answers of `post` requests come back from their tasks here.
+    post_answers: mpsc::Receiver<String>,
+    post_tx: mpsc::Sender<String>,
+    /// Places for `post` requests in flight; one more is refused at once, so a client cannot pile up tasks.
+    post_places: Arc<Semaphore>,
     last_traffic: Instant,
-    window: (Instant, u32),
+    /// The rate window: when it began and the messages counted in it.
+    window_start: Instant,
+    window_messages: u32,
 }
 
 impl<S> std::fmt::Debug for Conn<S> {
@@ -95,18 +113,22 @@ impl<S> std::fmt::Debug for Conn<S> {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
-    pub fn new(ctx: Arc<WsContext>, ws: WebSocketStream<S>, opts: Options) -> Conn<S> {
+    pub fn new(ctx: Arc<WsContext>, ws: WebSocketStream<S>, opts: Options, ip: IpAddr) -> Conn<S> {
         let now = Instant::now();
-        let posts = mpsc::channel(MAX_POSTS);
+        let (post_tx, post_answers) = mpsc::channel(MAX_POSTS);
         Conn {
             ctx,
             ws,
             opts,
             subs: FxHashMap::default(),
             pending: Vec::new(),
-            posts,
+            ip,
+            post_answers,
+            post_tx,
+            post_places: Arc::new(Semaphore::new(MAX_POSTS)),
             last_traffic: now,
-            window: (now, 0),
+            window_start: now,
+            window_messages: 0,
         }
     }
 
@@ -115,60 +137,79 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         let mut published = self.ctx.hub.watch();
         let mut closing = self.ctx.closing.clone();
         let idle = Duration::from_secs(self.ctx.cfg.idle_timeout_secs);
-        let why = loop {
+        let end = loop {
             let deadline = self.last_traffic + idle;
             tokio::select! {
                 biased;
-                _ = closing.changed() => break Some((CloseCode::Away, "server shutting down".to_string())),
+                _ = closing.changed() => break End::ByUs(CloseCode::Away, "server shutting down".to_string()),
                 msg = self.ws.next() => match msg {
                     Some(Ok(m)) => {
-                        if let Err(close) = self.on_message(m) {
-                            break Some(close);
+                        if let Err(end) = self.on_message(m) {
+                            break end;
                         }
                     }
-                    Some(Err(WsError::Capacity(e))) => break Some((CloseCode::Size, format!("frame too large: {e}"))),
+                    Some(Err(WsError::Capacity(e))) => break End::ByUs(CloseCode::Size, format!("frame too large: {e}")),
                     // The inflate layer refuses a compressed message over the cap or a malformed compressed frame.
                     Some(Err(WsError::Io(e))) if e.kind() == std::io::ErrorKind::InvalidData => {
                         let inflate = e.get_ref().and_then(|i| i.downcast_ref::<super::deflate::InflateError>());
                         let too_large = matches!(inflate, Some(super::deflate::InflateError::TooLarge { .. }));
                         let code = if too_large { CloseCode::Size } else { CloseCode::Protocol };
-                        break Some((code, e.to_string()));
+                        break End::ByUs(code, e.to_string());
                     }
                     Some(Err(e)) => {
                         tracing::debug!("connection read error: {e}");
-                        break None;
+                        break End::Gone;
                     }
-                    None => break None,
+                    None => break End::Gone,
                 },
-                changed = published.changed() => if changed.is_err() { break None },
-                Some(answer) = self.posts.1.recv() => self.pending.push(answer),
+                changed = published.changed() => if changed.is_err() { break End::Gone },
+                Some(answer) = self.post_answers.recv() => self.pending.push(answer),
                 _ = sleep_until(deadline) => {
                     self.ctx.counters.closed_idle.fetch_add(1, Relaxed);
-                    break Some((CloseCode::Normal, format!("idle for {} s", idle.as_secs())));
+                    break End::ByUs(CloseCode::Normal, format!("idle for {} s", idle.as_secs()));
                 }
             }
             if let Err(e) = self.flush_due(idle).await {
                 tracing::debug!("connection write error: {e}");
-                break None;
+                break End::Gone;
             }
         };
-        if let Some((code, reason)) = why {
-            let frame = CloseFrame { code, reason: reason.into() };
-            let _ = tokio::time::timeout(Duration::from_secs(1), self.ws.close(Some(frame))).await;
-        }
+        self.close(end).await;
         for (_, (s, _)) in self.subs.drain() {
             self.ctx.hub.remove(&s.want);
             self.ctx.counters.subscription_delta(s.channel(), -1);
         }
     }
 
-    /// Handles one client message; Err closes the connection with that code and reason.
-    fn on_message(&mut self, m: Message) -> Result<(), (CloseCode, String)> {
+    /// Ends the connection as RFC 6455 asks: a client's close frame is answered at once, and nothing still due
+    /// is sent after it (the client will not read it); our own close waits briefly for the client's answer.
+    async fn close(&mut self, end: End) {
+        const HANDSHAKE: Duration = Duration::from_secs(1);
+        match end {
+            // tungstenite queued the answer when it read the client's frame; closing the sink writes it out.
+            End::ByClient => {
+                let _ = tokio::time::timeout(HANDSHAKE, SinkExt::close(&mut self.ws)).await;
+            }
+            End::ByUs(code, reason) => {
+                let frame = CloseFrame { code, reason: reason.into() };
+                let answered = async {
+                    self.ws.send(Message::Close(Some(frame))).await?;
+                    while self.ws.next().await.is_some_and(|m| m.is_ok()) {}
+                    Ok::<(), WsError>(())
+                };
+                let _ = tokio::time::timeout(HANDSHAKE, answered).await;
+            }
+            End::Gone => {}
+        }
+    }
+
+    /// Handles one client message; Err ends the connection.
+    fn on_message(&mut self, m: Message) -> Result<(), End> {
         self.last_traffic = Instant::now();
         let text = match m {
             Message::Text(t) => t.to_string(),
             Message::Binary(b) => String::from_utf8_lossy(&b).into_owned(),
-            Message::Close(_) => return Err((CloseCode::Normal, String::new())),
+            Message::Close(_) => return Err(End::ByClient),
             _ => return Ok(()),
         };
         self.count_message()?;
@@ -186,21 +227,27 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         Ok(())
     }
 
-    fn count_message(&mut self) -> Result<(), (CloseCode, String)> {
+    fn count_message(&mut self) -> Result<(), End> {
         let now = Instant::now();
-        if now.duration_since(self.window.0) >= Duration::from_secs(60) {
-            self.window = (now, 0);
+        if now.duration_since(self.window_start) >= Duration::from_secs(60) {
+            (self.window_start, self.window_messages) = (now, 0);
         }
-        self.window.1 += 1;
+        self.window_messages += 1;
         let max = self.ctx.cfg.max_messages_per_minute;
-        if self.window.1 > max {
+        if self.window_messages > max {
             self.ctx.counters.closed_abuse.fetch_add(1, Relaxed);
-            return Err((CloseCode::Policy, format!("more than {max} messages a minute")));
+            return Err(End::ByUs(CloseCode::Policy, format!("more than {max} messages a minute")));
         }
         Ok(())
     }
 
     fn subscribe(&mut self, s: Subscription) {
+        if !self.exists(&s.want) {
+            // Nothing is kept for a name the books do not have, so made-up names cost no memory.
+            self.ctx.counters.protocol_errors.fetch_add(1, Relaxed);
+            self.pending.push(protocol::unknown_subject(&s.echo));
+            return;
+        }
         if self.subs.contains_key(&s.want) {
             self.pending.push(protocol::already_subscribed(&s.echo));
             return;
@@ -224,6 +271,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         self.subs.insert(s.want.clone(), (s, sub));
     }
 
+    /// Whether the books have the subscription's coin (or, for allMids, a coin of its dex): every coin of the
+    /// node's snapshot is in the books, and any coin that has had an order since.
+    fn exists(&self, want: &Want) -> bool {
+        let books = self.ctx.hub.shared.books.read();
+        match want {
+            Want::L2(k) => books.coin(&k.coin).is_some(),
+            Want::Bbo(c) | Want::Trades(c) | Want::L4(c) => books.coin(c).is_some(),
+            Want::Mids(None) => true,
+            Want::Mids(Some(dex)) => books.books().any(|b| b.coin().split_once(':').is_some_and(|(d, _)| d == &**dex)),
+        }
+    }
+
     fn unsubscribe(&mut self, s: Subscription) {
         match self.subs.remove(&s.want) {
             Some((mine, _)) => {
@@ -235,7 +294,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         }
     }
 
-    /// `post` info requests are answered inline: l2Book from our books, the rest through the node.
+    /// `post` info requests are answered as `POST /info` would: l2Book from our books, the allowed market types
+    /// through the node, anything else refused.
     fn post(&mut self, id: serde_json::Value, request: serde_json::Value) {
         let is_info = request.get("type").and_then(|t| t.as_str()) == Some("info");
         let Some(payload) = request.get("payload").filter(|_| is_info) else {
@@ -243,19 +303,26 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             self.pending.push(protocol::post_error(&id, text));
             return;
         };
-        let (ctx, payload, tx) = (self.ctx.clone(), payload.clone(), self.posts.0.clone());
+        let Ok(place) = self.post_places.clone().try_acquire_owned() else {
+            let text = format!("too many post requests in flight on this connection (at most {MAX_POSTS})");
+            self.pending.push(protocol::post_error(&id, &text));
+            return;
+        };
+        let (ctx, payload, tx, ip) = (self.ctx.clone(), payload.clone(), self.post_tx.clone(), self.ip);
         // Answered on its own task so a slow node never stalls this connection's data; the answer comes back
-        // through the connection's small post queue.
+        // through the connection's post queue.
         tokio::spawn(async move {
-            let (status, body) = super::info::answer(&ctx.hub.shared, ctx.passthrough.as_ref(), &payload).await;
-            let text = if status == 200 {
-                let kind = payload.get("type").cloned().unwrap_or_default();
-                protocol::post_response(
-                    &id,
-                    serde_json::json!({"type": "info", "payload": {"type": kind, "data": body}}),
-                )
+            let _place = place;
+            let a = super::info::answer(&ctx.hub.shared, ctx.passthrough.as_ref(), ip, &payload).await;
+            let text = if a.status == 200 {
+                protocol::post_info_response(&id, payload.get("type").unwrap_or(&serde_json::Value::Null), &a.json)
             } else {
-                protocol::post_error(&id, &body.as_str().map_or_else(|| body.to_string(), str::to_string))
+                let text = serde_json::from_slice::<serde_json::Value>(&a.json).ok();
+                let text = text.as_ref().and_then(serde_json::Value::as_str).map_or_else(
+                    || String::from_utf8_lossy(&a.json).into_owned(),
+                    str::to_string,
+                );
+                protocol::post_error(&id, &text)
             };
             let _ = tx.send(text).await;
         });

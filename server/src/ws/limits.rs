@@ -1,5 +1,7 @@
 //! Connection admission: total and per-IP caps, and new connections a minute per IP. A refused client gets an
-//! HTTP 429 before the upgrade, so abuse costs us one response and touches no other connection.
+//! HTTP 429 before the upgrade, so abuse costs us one response and touches no other connection. An IP's entry
+//! lives while it has connections or its rate window is open: windows older than a minute are swept, so IPs that
+//! came and went cost nothing.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -18,13 +20,29 @@ struct PerIp {
     new_in_window: u32,
 }
 
+/// The rate window's length.
+const WINDOW: Duration = Duration::from_secs(60);
+
+impl PerIp {
+    /// Nothing to remember: no open connection and no open rate window.
+    fn idle(&self, now: Instant) -> bool {
+        self.open == 0 && self.window_start.is_none_or(|t| now.duration_since(t) >= WINDOW)
+    }
+}
+
+#[derive(Debug)]
+struct IpTable {
+    map: FxHashMap<IpAddr, PerIp>,
+    swept: Instant,
+}
+
 #[derive(Debug)]
 pub struct Limits {
     max_total: usize,
     max_per_ip: usize,
     new_per_minute: u32,
     open: AtomicUsize,
-    ips: Mutex<FxHashMap<IpAddr, PerIp>>,
+    ips: Mutex<IpTable>,
 }
 
 /// Holds one admitted connection's place; dropping it frees the place.
@@ -38,11 +56,10 @@ impl Drop for Admitted {
     fn drop(&mut self) {
         self.limits.open.fetch_sub(1, Relaxed);
         let mut ips = self.limits.ips.lock();
-        if let Some(p) = ips.get_mut(&self.ip) {
+        if let Some(p) = ips.map.get_mut(&self.ip) {
             p.open = p.open.saturating_sub(1);
-            let idle = p.window_start.is_none_or(|t| t.elapsed() >= Duration::from_secs(60));
-            if p.open == 0 && idle {
-                ips.remove(&self.ip);
+            if p.idle(Instant::now()) {
+                ips.map.remove(&self.ip);
             }
         }
     }
@@ -55,7 +72,7 @@ impl Limits {
             max_per_ip: c.max_connections_per_ip,
             new_per_minute: c.new_connections_per_minute_per_ip,
             open: AtomicUsize::new(0),
-            ips: Mutex::new(FxHashMap::default()),
+            ips: Mutex::new(IpTable { map: FxHashMap::default(), swept: Instant::now() }),
         }
     }
 
@@ -63,18 +80,27 @@ impl Limits {
         self.open.load(Relaxed)
     }
 
+    /// Client IPs remembered (open connections or an open rate window).
+    pub fn ips_tracked(&self) -> usize {
+        self.ips.lock().map.len()
+    }
+
     /// Admits a connection from `ip`, or says which limit refused it.
     pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Admitted, String> {
         let mut ips = self.ips.lock();
+        let now = Instant::now();
+        if now.duration_since(ips.swept) >= WINDOW {
+            ips.map.retain(|_, p| !p.idle(now));
+            ips.swept = now;
+        }
         if self.open.load(Relaxed) >= self.max_total {
             return Err(format!("server full: {} connections", self.max_total));
         }
-        let p = ips.entry(ip).or_default();
+        let p = ips.map.entry(ip).or_default();
         if p.open >= self.max_per_ip {
             return Err(format!("too many connections from {ip} (limit {})", self.max_per_ip));
         }
-        let now = Instant::now();
-        if p.window_start.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(60)) {
+        if p.window_start.is_none_or(|t| now.duration_since(t) >= WINDOW) {
             p.window_start = Some(now);
             p.new_in_window = 0;
         }

@@ -2,14 +2,18 @@
 //! frames.
 //!
 //! `upgrade` admits a client and negotiates compression, `conn` runs one task per connection, `protocol` knows the
-//! official request and response texts, `info` answers info requests, `deflate` compresses frames once and inflates
-//! what clients compress, `limits` keeps abusers to themselves, `http` holds the plain endpoints.
+//! official request and response texts, `info` answers info requests (`passthrough` guards the way to the node),
+//! `deflate` compresses frames once and inflates what clients compress, `limits` keeps abusers to themselves,
+//! `auth` checks the optional token, `http` holds the public endpoints and `admin` the operator's.
 
+pub mod admin;
+pub mod auth;
 pub mod conn;
 pub mod deflate;
 pub mod http;
 pub mod info;
 pub mod limits;
+pub mod passthrough;
 pub mod protocol;
 pub mod upgrade;
 

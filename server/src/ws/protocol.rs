@@ -153,6 +153,11 @@ pub fn already_subscribed(echo: &Value) -> String {
     error(&format!("Already subscribed: {echo}"))
 }
 
+/// A subscription to a coin (or dex) the books do not have; the echo is the request's own object.
+pub fn unknown_subject(echo: &Value) -> String {
+    error(&format!("Invalid subscription: hlbook's books have no such coin or dex: {echo}"))
+}
+
 pub fn already_unsubscribed(echo: &Value) -> String {
     error(&format!("Already unsubscribed: {echo}"))
 }
@@ -162,6 +167,14 @@ pub const PONG: &str = r#"{"channel":"pong"}"#;
 /// `{"channel":"post","data":{"id":…,"response":…}}`.
 pub fn post_response(id: &Value, response: Value) -> String {
     serde_json::json!({"channel": "post", "data": {"id": id, "response": response}}).to_string()
+}
+
+/// A successful info answer, `data` being the JSON bytes of the answer as they are (never parsed and re-written).
+pub fn post_info_response(id: &Value, kind: &Value, data: &[u8]) -> String {
+    let mut out = format!(r#"{{"channel":"post","data":{{"id":{id},"response":{{"type":"info","payload":{{"type":{kind},"data":"#);
+    out.push_str(&String::from_utf8_lossy(data));
+    out.push_str("}}}}");
+    out
 }
 
 pub fn post_error(id: &Value, text: &str) -> String {

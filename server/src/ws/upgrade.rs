@@ -29,7 +29,6 @@ pub struct WsQuery {
     audit: Option<String>,
     /// `1`: send everything due at once as one JSON array frame.
     batch: Option<String>,
-    token: Option<String>,
 }
 
 fn flag(v: &Option<String>) -> bool {
@@ -39,7 +38,7 @@ fn flag(v: &Option<String>) -> bool {
 /// The client the per-IP limits count: the TCP peer, or, when the peer is a trusted balancer, the rightmost
 /// `X-Forwarded-For` hop that is not itself trusted (hops further left are the client's own claims and can be
 /// forged). A hop that is not an address ends the walk at the last trusted one.
-fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpAddr]) -> IpAddr {
+pub(super) fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpAddr]) -> IpAddr {
     let peer = peer.to_canonical();
     if !trusted.contains(&peer) {
         return peer;
@@ -64,9 +63,8 @@ pub async fn ws(
     mut req: Request,
 ) -> Response {
     let h = req.headers();
-    if !authorized(&ctx.cfg.token, &q, h) {
-        return (StatusCode::UNAUTHORIZED, "a valid token is required (?token= or Authorization: Bearer)")
-            .into_response();
+    if !super::auth::authorized(&ctx.cfg.token, req.uri().query(), h) {
+        return super::auth::unauthorized();
     }
     let Some(key) = websocket_key(h) else {
         return (StatusCode::BAD_REQUEST, "expected a WebSocket upgrade (version 13)").into_response();
@@ -104,7 +102,7 @@ pub async fn ws(
             .max_write_buffer_size(64 << 20);
         let ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
         task_ctx.counters.connections_accepted.fetch_add(1, Relaxed);
-        Conn::new(task_ctx, ws, opts).run().await;
+        Conn::new(task_ctx, ws, opts, client).run().await;
     });
     let mut resp = Response::new(Body::empty());
     *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
@@ -137,14 +135,6 @@ fn websocket_key(h: &HeaderMap) -> Option<String> {
         return None;
     }
     h.get(header::SEC_WEBSOCKET_KEY).and_then(|v| v.to_str().ok()).map(str::to_string)
-}
-
-fn authorized(token: &str, q: &WsQuery, h: &HeaderMap) -> bool {
-    if token.is_empty() {
-        return true;
-    }
-    let bearer = h.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
-    q.token.as_deref() == Some(token) || bearer == Some(token)
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::procs::{Proc, start_serve, wait_health};
+use crate::procs::{Proc, admin_base, start_serve, wait_health};
 
 pub const HLSIM: &str = env!("CARGO_BIN_EXE_hlsim");
 
@@ -15,8 +15,12 @@ pub struct Feed {
     pub sim: Proc,
     /// `HOST:PORT` of the server.
     pub addr: String,
-    /// `http://HOST:PORT`.
+    /// `http://HOST:PORT`: the public endpoints.
     pub base: String,
+    /// `http://HOST:PORT` of the admin endpoints (`/status`, `/metrics`, `/l4snapshot`, the status page).
+    pub admin: String,
+    /// `http://HOST:PORT/info` of the simulator (the node's info server).
+    pub sim_info: String,
     pub dir: tempfile::TempDir,
 }
 
@@ -68,14 +72,16 @@ impl Feed {
             extra.extend(["--listen", a]);
         }
         let server = start_serve(&data, &info_url, &snaps, &extra, &dir.path().join("serve.log"));
+        let info_url = info_url.clone();
         // One line per address, in the order given: the first is the one tests use.
         let addr = server.wait_line("hlbook listening on", Duration::from_secs(60));
         for _ in also_listen {
             server.wait_line("hlbook listening on", Duration::from_secs(60));
         }
         let base = format!("http://{addr}");
+        let admin = admin_base(&server);
         wait_health(&base, Duration::from_secs(120), |h| h["state"] == "live");
-        Feed { server, sim, addr, base, dir }
+        Feed { server, sim, addr, base, admin, sim_info: info_url, dir }
     }
 
     pub fn ws_url(&self) -> String {

@@ -64,6 +64,13 @@ impl Proc {
         self.child.as_ref().map(Child::id)
     }
 
+    /// The exit status once the process has exited (None while it runs).
+    pub fn try_status(&mut self) -> Option<ExitStatus> {
+        let status = self.child.as_mut()?.try_wait().ok().flatten()?;
+        self.child = None;
+        Some(status)
+    }
+
     /// Whether the process is still running.
     pub fn running(&mut self) -> bool {
         self.child.as_mut().is_some_and(|c| c.try_wait().ok().flatten().is_none())
@@ -111,8 +118,9 @@ pub fn get_bytes(url: &str) -> Option<Vec<u8>> {
     Some(reqwest::blocking::get(url).ok()?.bytes().ok()?.to_vec())
 }
 
-/// Starts `hlbook serve` following `node_dir`, asking `info_url` for snapshots written to `snapshots`, on a port
-/// it picks (read it with `wait_line("hlbook listening on", …)`), with `extra` flags after those.
+/// Starts `hlbook serve` following `node_dir`, asking `info_url` for snapshots written to `snapshots`, on ports
+/// it picks (read them with `wait_line("hlbook listening on", …)`, then `admin_base`), with `extra` flags after
+/// those.
 pub fn start_serve(node_dir: &Path, info_url: &str, snapshots: &Path, extra: &[&str], log: &Path) -> Proc {
     let mut args = vec![
         "serve",
@@ -124,9 +132,17 @@ pub fn start_serve(node_dir: &Path, info_url: &str, snapshots: &Path, extra: &[&
         snapshots.to_str().unwrap(),
         "--listen",
         "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
     ];
     args.extend_from_slice(extra);
     Proc::start(HLBOOK, &args, log)
+}
+
+/// `http://HOST:PORT` of a started server's admin listener (`/status`, `/metrics`, `/l4snapshot`); call it after
+/// reading every `hlbook listening on` line, which come first.
+pub fn admin_base(server: &Proc) -> String {
+    format!("http://{}", server.wait_line("hlbook admin listening on", Duration::from_secs(60)))
 }
 
 /// Polls `/health` until `pred` holds; panics with the last answer after `timeout`.

@@ -186,7 +186,7 @@ fn l4book_snapshot_and_updates_rebuild_the_servers_book() {
             }
         }
         assert!(updates > 0 && height <= final_height, "{updates} updates, last at {height} of {final_height}");
-        let doc = get_json(&format!("{}/l4snapshot?coins=BTC", rig.base)).await;
+        let doc = get_json(&format!("{}/l4snapshot?coins=BTC", rig.admin)).await;
         assert_eq!(doc[0].as_u64(), Some(final_height), "snapshot height");
         assert_eq!(doc[1][0][0], "BTC");
         let theirs = resting(&doc[1][0][1]);

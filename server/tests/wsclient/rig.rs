@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::procs::{Proc, start_serve, wait_health};
+use crate::procs::{Proc, admin_base, start_serve, wait_health};
 
 const HLSIM: &str = env!("CARGO_BIN_EXE_hlsim");
 
@@ -13,8 +13,10 @@ const HLSIM: &str = env!("CARGO_BIN_EXE_hlsim");
 pub struct Rig {
     pub sim: Proc,
     pub server: Proc,
-    /// `http://ADDR` of the server.
+    /// `http://ADDR` of the server's public endpoints.
     pub base: String,
+    /// `http://ADDR` of its admin endpoints (`/status`, `/metrics`, `/l4snapshot`).
+    pub admin: String,
     /// `http://ADDR/info` of the simulator (the node's info server).
     pub sim_info: String,
     _dir: tempfile::TempDir,
@@ -51,8 +53,9 @@ impl Rig {
         let extra = ["--config", config.to_str().unwrap(), "--validate-interval", "0"];
         let server = start_serve(&data, &sim_info, &snaps, &extra, &dir.path().join("serve.log"));
         let base = format!("http://{}", server.wait_line("hlbook listening on", Duration::from_secs(60)));
+        let admin = admin_base(&server);
         wait_health(&base, Duration::from_secs(90), |h| h["state"] == "live");
-        Rig { sim, server, base, sim_info, _dir: dir }
+        Rig { sim, server, base, admin, sim_info, _dir: dir }
     }
 
     /// `ws://ADDR/ws` with an optional query (`"batch=1"`).

@@ -1,0 +1,241 @@
+//! The way to the node's info server, for the info types clients need from it and we cannot answer ourselves.
+//!
+//! The node's info server is the node's own: a client must never make it write (`fileSnapshot` writes hundreds of
+//! MB to any path it is given) nor crowd out the requests the node and hlbook need. So only the configured
+//! read-only types pass (`server.info_types`), at most `info_max_in_flight` at once (`_per_ip` for one client),
+//! each within a timeout and a response size cap. Identical requests share one answer for `info_cache_ms`: a
+//! thousand bots starting at once ask the node for `meta` once, the others wait for that answer.
+//! hlbook's own snapshot requests (`ingest::info`) do not come this way.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
+use serde_json::Value;
+use tokio::sync::{OnceCell, Semaphore};
+
+use crate::config::ServerConfig;
+
+/// An answer: HTTP status and a JSON body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Answer {
+    pub status: u16,
+    pub json: Bytes,
+}
+
+impl Answer {
+    /// An answer carrying `text` as a JSON string.
+    pub fn text(status: u16, text: &str) -> Answer {
+        Answer { status, json: Bytes::from(Value::String(text.to_string()).to_string()) }
+    }
+}
+
+/// Cached answers kept at most; past this, expired ones are swept, and a request that still finds no room is
+/// forwarded uncached.
+const MAX_CACHED: usize = 4096;
+
+#[derive(Debug)]
+pub struct Passthrough {
+    client: reqwest::Client,
+    url: String,
+    types: Vec<String>,
+    global: Semaphore,
+    per_ip: Mutex<FxHashMap<IpAddr, Arc<IpQueue>>>,
+    max_per_ip: usize,
+    max_queued_per_ip: usize,
+    timeout: Duration,
+    max_bytes: usize,
+    cache_for: Duration,
+    cache: Mutex<FxHashMap<String, Arc<Cached>>>,
+}
+
+/// One client IP's places at the node and how many of its requests wait for one.
+#[derive(Debug)]
+struct IpQueue {
+    places: Semaphore,
+    waiting: std::sync::atomic::AtomicUsize,
+}
+
+/// Counts a request as waiting for its IP's place until dropped (also when the wait times out).
+struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[derive(Debug)]
+struct Cached {
+    born: Instant,
+    answer: OnceCell<Answer>,
+}
+
+impl Passthrough {
+    pub fn new(url: &str, c: &ServerConfig) -> Passthrough {
+        Passthrough {
+            client: reqwest::Client::new(),
+            url: url.to_string(),
+            types: c.info_types.clone(),
+            global: Semaphore::new(c.info_max_in_flight),
+            per_ip: Mutex::new(FxHashMap::default()),
+            max_per_ip: c.info_max_in_flight_per_ip,
+            max_queued_per_ip: c.info_max_queued_per_ip,
+            timeout: Duration::from_millis(c.info_timeout_ms),
+            max_bytes: c.info_max_response_bytes,
+            cache_for: Duration::from_millis(c.info_cache_ms),
+            cache: Mutex::new(FxHashMap::default()),
+        }
+    }
+
+    /// Whether requests of this type may be passed to the node.
+    pub fn allows(&self, kind: &str) -> bool {
+        !crate::config::WRITE_INFO_TYPES.contains(&kind) && self.types.iter().any(|t| t == kind)
+    }
+
+    /// The node's answer to `body` (of an allowed type) for a client at `ip`.
+    pub async fn ask(&self, ip: IpAddr, body: &Value) -> Answer {
+        let key = body.to_string();
+        let Some(entry) = self.cached(&key) else { return self.ask_limited(ip, &key).await };
+        let answer = entry.answer.get_or_init(|| self.ask_limited(ip, &key)).await.clone();
+        if answer.status != 200 {
+            // Failures are not kept: the next request tries the node again.
+            let mut cache = self.cache.lock();
+            if cache.get(&key).is_some_and(|e| Arc::ptr_eq(e, &entry)) {
+                cache.remove(&key);
+            }
+        }
+        answer
+    }
+
+    /// The fresh (or in-flight) cache entry for `key`, made if needed; None when caching is off or full.
+    fn cached(&self, key: &str) -> Option<Arc<Cached>> {
+        if self.cache_for.is_zero() {
+            return None;
+        }
+        let mut cache = self.cache.lock();
+        let fresh = |e: &Cached| e.answer.get().is_none() || e.born.elapsed() < self.cache_for;
+        if let Some(e) = cache.get(key).filter(|e| fresh(e)) {
+            return Some(e.clone());
+        }
+        if cache.len() >= MAX_CACHED {
+            cache.retain(|_, e| fresh(e));
+            if cache.len() >= MAX_CACHED {
+                return None;
+            }
+        }
+        let e = Arc::new(Cached { born: Instant::now(), answer: OnceCell::new() });
+        cache.insert(key.to_string(), e.clone());
+        Some(e)
+    }
+
+    /// Waits for a place (this IP's, then a global one) and asks the node, all within the timeout.
+    async fn ask_limited(&self, ip: IpAddr, body: &str) -> Answer {
+        let Some(queue) = self.enqueue(ip) else {
+            return Answer::text(429, &format!("too many info requests from {ip} waiting for the node"));
+        };
+        let asked = tokio::time::timeout(self.timeout, async {
+            let waiting = Waiting(&queue.waiting);
+            let _mine = queue.places.acquire().await;
+            drop(waiting);
+            let _global = self.global.acquire().await;
+            self.forward(body).await
+        })
+        .await;
+        self.dequeue(ip, queue);
+        asked.unwrap_or_else(|_| {
+            Answer::text(504, &format!("the node's info server did not answer within {} ms", self.timeout.as_millis()))
+        })
+    }
+
+    fn enqueue(&self, ip: IpAddr) -> Option<Arc<IpQueue>> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut map = self.per_ip.lock();
+        let q = map.entry(ip).or_insert_with(|| {
+            Arc::new(IpQueue { places: Semaphore::new(self.max_per_ip), waiting: Default::default() })
+        });
+        if q.waiting.load(Relaxed) >= self.max_queued_per_ip {
+            return None;
+        }
+        q.waiting.fetch_add(1, Relaxed);
+        Some(q.clone())
+    }
+
+    /// Drops the IP's entry once nobody uses it, so the map holds only IPs with requests in flight.
+    fn dequeue(&self, ip: IpAddr, queue: Arc<IpQueue>) {
+        let mut map = self.per_ip.lock();
+        drop(queue);
+        if map.get(&ip).is_some_and(|q| Arc::strong_count(q) == 1) {
+            map.remove(&ip);
+        }
+    }
+
+    /// One POST to the node, its body read up to the size cap.
+    async fn forward(&self, body: &str) -> Answer {
+        let sent = self.client.post(&self.url).header("content-type", "application/json").body(body.to_string());
+        let mut resp = match sent.send().await {
+            Ok(r) => r,
+            Err(e) => return Answer::text(502, &format!("node info server unreachable: {e}")),
+        };
+        let status = resp.status().as_u16();
+        if resp.content_length().is_some_and(|n| n > self.max_bytes as u64) {
+            return self.too_large();
+        }
+        let mut bytes = Vec::new();
+        loop {
+            match resp.chunk().await {
+                Ok(Some(chunk)) if bytes.len() + chunk.len() > self.max_bytes => return self.too_large(),
+                Ok(Some(chunk)) => bytes.extend_from_slice(&chunk),
+                Ok(None) => break,
+                Err(e) => return Answer::text(502, &format!("node info server: {e}")),
+            }
+        }
+        if serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_ok() {
+            Answer { status, json: Bytes::from(bytes) }
+        } else {
+            Answer::text(status, &String::from_utf8_lossy(&bytes))
+        }
+    }
+
+    fn too_large(&self) -> Answer {
+        Answer::text(502, &format!("the node's answer is larger than server.info_max_response_bytes ({})", self.max_bytes))
+    }
+
+    /// Client IPs with requests in flight or waiting (for tests of the map's cleanup).
+    pub fn ips_tracked(&self) -> usize {
+        self.per_ip.lock().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> ServerConfig {
+        ServerConfig::default()
+    }
+
+    #[test]
+    fn only_listed_read_only_types_pass() {
+        let mut c = cfg();
+        let p = Passthrough::new("http://127.0.0.1:9/info", &c);
+        assert!(p.allows("meta") && p.allows("perpDexs"));
+        assert!(!p.allows("fileSnapshot") && !p.allows("clearinghouseState") && !p.allows(""));
+        c.info_types.push("fileSnapshot".into());
+        assert!(!Passthrough::new("http://127.0.0.1:9/info", &c).allows("fileSnapshot"));
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_node_is_a_502_that_is_not_cached_and_leaves_no_ip_behind() {
+        // Port 9 (discard) is closed on loopback here: the connection is refused at once.
+        let p = Passthrough::new("http://127.0.0.1:9/info", &cfg());
+        let ip: IpAddr = "10.1.2.3".parse().unwrap();
+        let a = p.ask(ip, &serde_json::json!({"type": "meta"})).await;
+        assert_eq!(a.status, 502, "{a:?}");
+        assert!(p.cache.lock().is_empty());
+        assert_eq!(p.ips_tracked(), 0);
+    }
+}

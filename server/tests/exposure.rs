@@ -1,0 +1,257 @@
+//! Safe to expose (issue #15), tried from outside as a stranger would, against the real binaries: no request
+//! makes the node write, what reaches the node's info server is bounded, the operator's endpoints are not on the
+//! public port, made-up names cost no memory, close handshakes complete, and a dead thread fails the service.
+
+mod livefeed;
+mod procs;
+mod wsload;
+
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use livefeed::Feed;
+use procs::get_json;
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use wsload::{Read, Ws, connect, expect_json, next_json, rss_bytes, send};
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+/// The simulator's info-server counters (`GET /sim/info-stats`).
+fn sim_stats(feed: &Feed) -> Value {
+    let info = feed.sim_info.trim_end_matches("/info");
+    get_json(&format!("{info}/sim/info-stats")).expect("hlsim info stats")
+}
+
+async fn post(url: &str, body: &Value) -> (u16, Value) {
+    let resp = reqwest::Client::new().post(url).json(body).send().await.expect("POST");
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+#[test]
+fn file_snapshot_is_refused_over_http_and_the_socket_and_no_file_appears() {
+    let feed = Feed::start("[ingest]\nvalidate_interval_secs = 0");
+    let out = feed.dir.path().join("stolen.json");
+    let snap = json!({"type": "fileSnapshot", "request": {"type": "l4Snapshots", "includeUsers": true},
+        "outPath": out.to_str().unwrap(), "includeHeightInOutput": true});
+    let before = sim_stats(&feed)["by_type"]["fileSnapshot"].as_u64().unwrap_or(0);
+    rt().block_on(async {
+        let (status, body) = post(&format!("{}/info", feed.base), &snap).await;
+        assert_eq!(status, 400, "{body}");
+        assert!(body.as_str().unwrap().contains("\"fileSnapshot\""), "the refusal names the type: {body}");
+        // An unlisted read type is refused the same way; a listed one passes.
+        let (status, body) = post(&format!("{}/info", feed.base), &json!({"type": "clearinghouseState"})).await;
+        assert!(status == 400 && body.as_str().unwrap().contains("clearinghouseState"), "{status} {body}");
+        assert_eq!(post(&format!("{}/info", feed.base), &json!({"type": "meta"})).await.0, 200);
+
+        let mut ws = connect(&feed.addr, "", None).await;
+        send(&mut ws, &json!({"method": "post", "id": 5, "request": {"type": "info", "payload": snap}})).await;
+        let v = expect_json(&mut ws, Duration::from_secs(10)).await;
+        assert_eq!((&v["channel"], &v["data"]["id"]), (&json!("post"), &json!(5)), "{v}");
+        assert_eq!(v["data"]["response"]["type"], "error", "{v}");
+        assert!(v["data"]["response"]["payload"].as_str().unwrap().contains("\"fileSnapshot\""), "{v}");
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!out.exists(), "the node wrote {}", out.display());
+    let after = sim_stats(&feed)["by_type"]["fileSnapshot"].as_u64().unwrap_or(0);
+    assert_eq!(after, before, "no client fileSnapshot reached the node");
+}
+
+/// Fires `n` concurrent `POST /info` `meta` requests and checks every answer against the node's own.
+fn burst_of_meta(feed: &Feed, n: usize) {
+    let direct = rt().block_on(post(&feed.sim_info, &json!({"type": "meta"}))).1;
+    let url = format!("{}/info", feed.base);
+    let answers = rt().block_on(async {
+        let client = reqwest::Client::new();
+        let asks = (0..n).map(|_| {
+            let (client, url) = (client.clone(), url.clone());
+            tokio::spawn(async move {
+                let resp = client.post(&url).json(&json!({"type": "meta"})).send().await.expect("POST /info");
+                (resp.status().as_u16(), resp.json::<Value>().await.unwrap_or(Value::Null))
+            })
+        });
+        futures_util::future::join_all(asks).await
+    });
+    for a in answers {
+        let (status, body) = a.expect("request task");
+        assert_eq!((status, &body), (200, &direct), "every client gets the node's answer");
+    }
+}
+
+#[test]
+fn a_burst_of_info_requests_reaches_the_node_within_the_caps() {
+    // A slow node (30 ms a request) so that requests would pile up there if nothing held them back.
+    let sim = [("--info-delay-ms", "30")];
+    let cached = Feed::start_with(&sim, "info_max_in_flight = 3\ninfo_max_in_flight_per_ip = 3");
+    burst_of_meta(&cached, 500);
+    let stats = sim_stats(&cached);
+    assert!(stats["max_in_flight"].as_u64().unwrap() <= 3, "{stats}");
+    let asked = stats["by_type"]["meta"].as_u64().unwrap();
+    assert!(asked < 10, "identical requests share answers: the node was asked {asked} times for 500");
+
+    // Without the cache every request reaches the node, never more than the cap at once.
+    let uncached = Feed::start_with(
+        &sim,
+        "info_max_in_flight = 3\ninfo_max_in_flight_per_ip = 3\ninfo_cache_ms = 0\ninfo_max_queued_per_ip = 1000",
+    );
+    burst_of_meta(&uncached, 500);
+    let stats = sim_stats(&uncached);
+    assert_eq!(stats["by_type"]["meta"], 500 + 1, "{stats}");
+    assert!(stats["max_in_flight"].as_u64().unwrap() <= 3, "{stats}");
+}
+
+#[test]
+fn operator_endpoints_are_only_on_the_admin_listener_and_the_token_guards_them() {
+    let feed = Feed::start("token = \"s3cret\"");
+    let get = |url: &str, bearer: Option<&str>| {
+        let mut req = reqwest::blocking::Client::new().get(url);
+        if let Some(t) = bearer {
+            req = req.bearer_auth(t);
+        }
+        req.send().expect("GET").status().as_u16()
+    };
+    for path in ["/status", "/metrics", "/l4snapshot?coins=BTC", "/"] {
+        assert_eq!(get(&format!("{}{path}", feed.base), Some("s3cret")), 404, "{path} is not public");
+        assert_eq!(get(&format!("{}{path}", feed.admin), None), 401, "{path} needs the token");
+        assert_eq!(get(&format!("{}{path}", feed.admin), Some("s3cret")), 200, "{path} on the admin listener");
+    }
+    assert_eq!(get(&format!("{}/status?token=s3cret", feed.admin), None), 200);
+    // /health stays open on both: balancers and systemd do not carry tokens.
+    assert_eq!(get(&format!("{}/health", feed.base), None), 200);
+    assert_eq!(get(&format!("{}/health", feed.admin), None), 200);
+    // The token guards POST /info too.
+    let info = |bearer: Option<&str>| {
+        let mut req = reqwest::blocking::Client::new().post(format!("{}/info", feed.base)).json(&json!({"type": "meta"}));
+        if let Some(t) = bearer {
+            req = req.bearer_auth(t);
+        }
+        req.send().expect("POST").status().as_u16()
+    };
+    assert_eq!((info(None), info(Some("wrong")), info(Some("s3cret"))), (401, 401, 200));
+}
+
+/// Reads frames until `n` error frames came, checking each echoes a subscription of ours.
+async fn errors(ws: &mut Ws, n: usize) {
+    for _ in 0..n {
+        let v = expect_json(ws, Duration::from_secs(30)).await;
+        assert_eq!(v["channel"], "error", "{}", &v.to_string()[..200.min(v.to_string().len())]);
+    }
+}
+
+#[test]
+fn made_up_coins_get_errors_and_cost_no_memory() {
+    // Slow blocks: the books' own rings barely grow while this runs, so RSS shows what the names cost.
+    let feed = Feed::start_with(&[("--block-ms", "500")], "max_connections_per_ip = 100");
+    let pid = feed.server.pid().unwrap();
+    rt().block_on(async {
+        let mut conns = Vec::new();
+        for _ in 0..40 {
+            conns.push(connect(&feed.addr, "", None).await);
+        }
+        // One real subscription and its unsubscribe first, so every connection's buffers exist before "before".
+        for ws in &mut conns {
+            let sub = json!({"type": "bbo", "coin": "BTC"});
+            send(ws, &json!({"method": "subscribe", "subscription": sub})).await;
+            send(ws, &json!({"method": "unsubscribe", "subscription": sub})).await;
+            for _ in 0..2 {
+                while expect_json(ws, Duration::from_secs(10)).await["channel"] == "bbo" {}
+            }
+        }
+        let before = rss_bytes(pid).unwrap();
+        let tasks = conns.into_iter().enumerate().map(|(i, mut ws)| {
+            tokio::spawn(async move {
+                for j in 0..100 {
+                    let name: String = format!("{i}-{j}-").chars().chain(std::iter::repeat_n('x', 6000)).collect();
+                    let sub = json!({"type": "bbo", "coin": name});
+                    send(&mut ws, &json!({"method": "subscribe", "subscription": sub})).await;
+                    send(&mut ws, &json!({"method": "unsubscribe", "subscription": sub})).await;
+                    errors(&mut ws, 2).await;
+                }
+                ws
+            })
+        });
+        let conns: Vec<Ws> = futures_util::future::join_all(tasks).await.into_iter().map(Result::unwrap).collect();
+        let after = rss_bytes(pid).unwrap();
+        let grew = after.saturating_sub(before);
+        assert!(grew < 20 << 20, "4,000 made-up names grew the server by {} MB", grew >> 20);
+        let h = get_json(&format!("{}/health", feed.base)).unwrap();
+        assert_eq!(h["subscriptions"]["bbo"], 0, "{h}");
+        drop(conns);
+    });
+}
+
+#[test]
+fn the_close_handshake_completes_whatever_is_queued() {
+    let feed = Feed::start("");
+    rt().block_on(async {
+        for coin in ["BTC", "NOPE"] {
+            let mut ws = connect(&feed.addr, "", None).await;
+            for _ in 0..10 {
+                let sub = json!({"type": "l2Book", "coin": coin});
+                send(&mut ws, &json!({"method": "subscribe", "subscription": sub})).await;
+                send(&mut ws, &json!({"method": "unsubscribe", "subscription": sub})).await;
+            }
+            // Close without having read anything, then read (and drop) whatever comes until the server's close.
+            let frame = CloseFrame { code: CloseCode::Normal, reason: "bye".into() };
+            ws.send(Message::Close(Some(frame))).await.unwrap();
+            let sent = Instant::now();
+            let answer = loop {
+                match next_json(&mut ws, Duration::from_secs(10)).await {
+                    Read::Json(_) => {}
+                    Read::Closed(why) => break why,
+                    Read::Timeout => panic!("{coin}: no close frame within 10 s"),
+                }
+            };
+            let took = sent.elapsed();
+            assert!(answer.contains("close frame Some"), "{coin}: the server answers with a close frame: {answer}");
+            assert!(took < Duration::from_millis(500), "{coin}: the close took {took:?}");
+            assert!(matches!(ws.next().await, None | Some(Err(_))), "the connection ends after the handshake");
+        }
+    });
+}
+
+#[test]
+fn a_dead_publisher_fails_health_and_the_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let sim_args = ["--out", data.to_str().unwrap(), "--coins", "3", "--btc-orders", "500", "--orders-per-coin",
+        "50", "--block-ms", "100", "--info-listen", "127.0.0.1:0"];
+    let sim = procs::Proc::start(livefeed::HLSIM, &sim_args, &dir.path().join("sim.log"));
+    let info = format!("http://{}/info", sim.wait_line("info listening on", Duration::from_secs(60)));
+    let snaps = dir.path().join("snaps");
+    let args = ["serve", "--node-dir", data.to_str().unwrap(), "--info-url", &info, "--snapshot-dir",
+        snaps.to_str().unwrap(), "--listen", "127.0.0.1:0", "--admin-listen", "none"];
+    let env = [("HLBOOK_TEST_PUBLISHER_PANIC_AFTER", "30")];
+    let mut server = procs::Proc::start_env(procs::HLBOOK, &args, &env, &dir.path().join("serve.log"));
+    let base = format!("http://{}", server.wait_line("hlbook listening on", Duration::from_secs(60)));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let failed = loop {
+        let resp = reqwest::blocking::get(format!("{base}/health"));
+        if let Ok(r) = resp
+            && r.status().as_u16() == 503
+            && let Ok(h) = r.json::<Value>()
+            && h["state"] == "failed"
+        {
+            break h;
+        }
+        assert!(Instant::now() < deadline, "health never said failed");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(failed["failure"].as_str().unwrap().contains("publisher thread panicked"), "{failed}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = server.try_status() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the server did not exit after its publisher died");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(!status.success(), "exit status {status}");
+    let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap();
+    assert!(log.contains("publisher thread panicked"), "the log says why");
+}
