@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs hlbook beside a node: builds, installs the binary, creates the `hlbook` user, installs the config and
 # the systemd units, checks the config, and enables the services. Run from a checkout as a user with sudo.
-# Re-running upgrades in place and keeps /etc/hlbook/hlbook.toml and /etc/hlbook/relay.env.
+# Re-running upgrades in place and keeps /etc/hlbook/hlbook.toml and /etc/hlbook/relay.env (making them 0640
+# root:hlbook: they may hold the token).
 #
 #   deploy/install.sh [--relay] [--binary FILE]
 #     --relay        also install and enable hlbook-relay.service (settings in /etc/hlbook/relay.env)
