@@ -1,5 +1,6 @@
 //! What `deploy/` ships, run for real on this machine: `deploy/install.sh` staged under a `DESTDIR` (no root, no
-//! systemd here), the installed units checked by `systemd-analyze verify`, and the installed binary started with
+//! systemd here), the installed units checked by `systemd-analyze verify` and scored by `systemd-analyze security`
+//! (their hardening), the installed settings closed to other users, and the installed binary started with
 //! each unit's own command line, speaking systemd's readiness protocol (`Type=notify`) to a socket of ours; plus
 //! the pruning command of docs/operations.md against a server that keeps serving. Also: the shipped deploy files
 //! agree with the binary (flags, env keys, config, shell syntax).
@@ -88,6 +89,9 @@ fn install_script_stages_what_the_units_use() {
     assert_eq!(std::fs::metadata(&bin).unwrap().permissions().mode() & 0o777, 0o755);
     let snapshots = std::fs::metadata(s.join("var/lib/hlbook/snapshots")).unwrap();
     assert_eq!(snapshots.permissions().mode() & 0o777, 0o775, "the node's group can write snapshots");
+    for settings in ["etc/hlbook/hlbook.toml", "etc/hlbook/relay.env"] {
+        assert_eq!(mode(&s.join(settings)), 0o640, "{settings} is readable by root and the service's group only");
+    }
 
     // Every absolute path a unit names (binary, config, env file, docs, writable paths) is one the script installs.
     for unit in ["hlbook.service", "hlbook-relay.service"] {
@@ -104,12 +108,15 @@ fn install_script_stages_what_the_units_use() {
     }
     verify_units(s);
 
-    // An upgrade replaces the binary and the units but keeps the operator's settings.
+    // An upgrade replaces the binary and the units but keeps the operator's settings, only closing a config an
+    // older install left world-readable.
     let edited = "[ingest]\nnode_dir = \"/srv/node/data\"\n";
     std::fs::write(s.join("etc/hlbook/hlbook.toml"), edited).unwrap();
+    std::fs::set_permissions(s.join("etc/hlbook/hlbook.toml"), std::fs::Permissions::from_mode(0o644)).unwrap();
     std::fs::write(s.join("etc/systemd/system/hlbook.service"), "old").unwrap();
     install(s, &[]);
     assert_eq!(read(&s.join("etc/hlbook/hlbook.toml")), edited);
+    assert_eq!(mode(&s.join("etc/hlbook/hlbook.toml")), 0o640, "the upgrade closes the kept config");
     same("etc/systemd/system/hlbook.service", "deploy/systemd/hlbook.service");
 
     // A config the binary refuses stops the install, naming the key.
@@ -144,6 +151,57 @@ fn verify_units(stage: &Path) {
         let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         assert!(out.status.success() && said.trim().is_empty(), "systemd-analyze verify {unit}: {said}");
     }
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).permissions().mode() & 0o777
+}
+
+/// `systemd-analyze security --offline` on each unit as staged (`--root` is the stage): the hardening the issue
+/// asks for is there, and the exposure systemd computes from all of it is at most 2.0 of 10.
+#[test]
+fn staged_units_expose_little() {
+    if Command::new("systemd-analyze").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: systemd-analyze is not installed; the units' exposure is not measured");
+        return;
+    }
+    let stage = tempfile::tempdir().unwrap();
+    install(stage.path(), &["--relay"]);
+    for unit in ["hlbook.service", "hlbook-relay.service"] {
+        let text = read(&stage.path().join("etc/systemd/system").join(unit));
+        // Ceilings set to some value; the rest exactly as issue 15 asks (an empty bounding set: no capability).
+        for key in ["MemoryHigh=", "MemoryMax=", "TasksMax="] {
+            assert!(text.lines().any(|l| l.starts_with(key) && l.len() > key.len()), "{unit} sets no {key}");
+        }
+        for line in [
+            "CapabilityBoundingSet=",
+            "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6",
+            "SystemCallFilter=@system-service",
+            "ProtectProc=invisible",
+            "RestrictNamespaces=true",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{unit} lacks the line {line}");
+        }
+        let mut root = std::ffi::OsString::from("--root=");
+        root.push(stage.path());
+        let out = Command::new("systemd-analyze")
+            .args(["security", "--offline=yes", "--no-pager"])
+            .arg(root)
+            .arg(unit)
+            .output()
+            .unwrap();
+        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "systemd-analyze security {unit}: {said}");
+        let score = exposure(&said, unit).unwrap_or_else(|| panic!("no exposure level for {unit} in: {said}"));
+        assert!(score <= 2.0, "{unit}: exposure {score} above 2.0:\n{said}");
+    }
+}
+
+/// The number in `Overall exposure level for UNIT: 1.2 OK`.
+fn exposure(report: &str, unit: &str) -> Option<f64> {
+    let head = format!("Overall exposure level for {unit}:");
+    let line = report.lines().find_map(|l| Some(&l[l.find(&head)? + head.len()..]))?;
+    line.split_whitespace().next()?.parse().ok()
 }
 
 /// A socket standing in for systemd's notify socket; returns each datagram's lines.
