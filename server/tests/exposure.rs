@@ -148,7 +148,7 @@ fn made_up_coins_get_errors_and_cost_no_memory() {
     // Slow blocks: the books' own rings barely grow while this runs, so RSS shows what the names cost.
     let feed = Feed::start_with(&[("--block-ms", "500")], "max_connections_per_ip = 100");
     let pid = feed.server.pid().unwrap();
-    rt().block_on(async {
+    let conns = rt().block_on(async {
         let mut conns = Vec::new();
         for _ in 0..40 {
             conns.push(connect(&feed.addr, "", None).await);
@@ -178,11 +178,13 @@ fn made_up_coins_get_errors_and_cost_no_memory() {
         let conns: Vec<Ws> = futures_util::future::join_all(tasks).await.into_iter().map(Result::unwrap).collect();
         let after = rss_bytes(pid).unwrap();
         let grew = after.saturating_sub(before);
+        println!("RSS before {} kB, after {} kB", before >> 10, after >> 10);
         assert!(grew < 20 << 20, "4,000 made-up names grew the server by {} MB", grew >> 20);
-        let h = get_json(&format!("{}/health", feed.base)).unwrap();
-        assert_eq!(h["subscriptions"]["bbo"], 0, "{h}");
-        drop(conns);
+        conns
     });
+    let h = get_json(&format!("{}/health", feed.base)).unwrap();
+    assert_eq!((&h["connections"], &h["subscriptions"]["bbo"]), (&json!(40), &json!(0)), "{h}");
+    drop(conns);
 }
 
 #[test]

@@ -164,25 +164,33 @@ fn unsubscribe_stops_data_and_repeats_are_errors() {
 }
 
 #[test]
-fn unknown_coin_is_acked_and_silent() {
+fn unknown_coin_or_dex_gets_an_error_echoing_the_request_and_nothing_else() {
     let rig = Rig::start("");
     run(async {
         let mut c = Client::connect(&rig.ws("")).await;
-        for kind in ["l2Book", "bbo", "trades"] {
-            let sub = json!({"type": kind, "coin": "NOPE"});
-            let ack = c.subscribe(sub.clone()).await;
-            let defaults = if kind == "l2Book" { l2_defaults().to_vec() } else { Vec::new() };
-            assert_ack(&ack, "subscribe", &sub, &defaults);
+        let subs = [
+            json!({"type": "l2Book", "coin": "NOPE"}),
+            json!({"type": "bbo", "coin": "NOPE"}),
+            json!({"type": "trades", "coin": "NOPE"}),
+            json!({"type": "l4Book", "coin": "NOPE"}),
+            json!({"type": "allMids", "dex": "nodex"}),
+        ];
+        for sub in subs {
+            c.send_json(&json!({"method": "subscribe", "subscription": sub})).await;
+            let err = c.next_where("an error", |v| v["channel"] == "error").await;
+            let echo = braces_are_json(error_text(&err)).expect("the request is echoed");
+            for (k, v) in sub.as_object().unwrap() {
+                assert_eq!(&echo[k], v, "{err}");
+            }
         }
         c.subscribe(json!({"type": "l2Book", "coin": "BTC"})).await;
         let books = |m: &[Value]| m.iter().filter(|v| v["channel"] == "l2Book" && v["data"]["coin"] == "BTC").count();
-        let seen = c.collect_until(Duration::from_secs(2), |m| books(m) >= 3).await;
-        for v in &seen {
-            assert!(v["channel"] != "error", "no error for an unknown coin: {v}");
-        }
+        c.collect_until(Duration::from_secs(2), |m| books(m) >= 3).await;
         // Counted on every message read, also those before the last ack.
         assert_eq!(c.data_by_coin.get("NOPE"), None, "no data for an unknown coin");
         c.ping_pong().await;
+        let h = get_json(&format!("{}/health", rig.base)).await;
+        assert_eq!(h["subscriptions"], json!({"allMids": 0, "bbo": 0, "l2Book": 1, "l4Book": 0, "trades": 0}), "{h}");
     });
 }
 
@@ -245,15 +253,19 @@ fn subscription_cap_refuses_the_1001st() {
     let rig = Rig::start("");
     run(async {
         let mut c = Client::connect(&rig.ws("")).await;
+        // 1,000 distinct real shapes: every depth of five aggregations of two coins.
+        let shapes = [(None, None), (Some(5), None), (Some(5), Some(2)), (Some(4), None), (Some(3), None)];
         for i in 0..1000 {
-            let sub = json!({"type": "l2Book", "coin": format!("C{i}")});
+            let ((sig, mantissa), coin) = (shapes[i / 100 % 5], ["BTC", "ETH"][i / 500]);
+            let sub = json!({"type": "l2Book", "coin": coin, "nSigFigs": sig, "mantissa": mantissa,
+                "nLevels": i % 100 + 1});
             let ack = c.subscribe(sub.clone()).await;
-            assert_ack(&ack, "subscribe", &sub, &l2_defaults());
+            assert_ack(&ack, "subscribe", &sub, &[]);
         }
-        c.send_json(&json!({"method": "subscribe", "subscription": {"type": "l2Book", "coin": "BTC"}})).await;
+        c.send_json(&json!({"method": "subscribe", "subscription": {"type": "bbo", "coin": "BTC"}})).await;
         let err = c.next_where("an error", |v| v["channel"] == "error" || v["channel"] == "subscriptionResponse").await;
         braces_are_json(error_text(&err));
-        assert!(!c.subscribed("l2Book", "BTC"));
+        assert!(!c.subscribed("bbo", "BTC"));
         c.ping_pong().await;
         let h = get_json(&format!("{}/health", rig.base)).await;
         assert_eq!(h["subscriptions"]["l2Book"], 1000, "{h}");
@@ -286,6 +298,13 @@ fn post_answers_info_over_the_socket() {
             json!({"channel": "post", "data": {"id": 7, "response": {"type": "info",
             "payload": {"type": "meta", "data": direct}}}})
         );
+
+        // Types that make the node act are refused with their name, whatever the client asks.
+        let snap = json!({"type": "fileSnapshot", "request": {"type": "l4Snapshots"}, "outPath": "/tmp/x.json"});
+        c.send_json(&json!({"method": "post", "id": 8, "request": {"type": "info", "payload": snap}})).await;
+        let v = c.next().await;
+        assert_eq!((&v["data"]["id"], &v["data"]["response"]["type"]), (&json!(8), &json!("error")), "{v}");
+        assert!(v["data"]["response"]["payload"].as_str().unwrap().contains("fileSnapshot"), "{v}");
 
         // Actions are not ours to serve: an error answer, the connection stays.
         c.send_json(&json!({"method": "post", "id": 9, "request": {"type": "action", "payload": {}}})).await;

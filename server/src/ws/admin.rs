@@ -27,7 +27,6 @@ pub fn router(state: AppState) -> Router {
     let token = state.ws.cfg.token.clone();
     Router::new()
         .route("/", get(status_page))
-        .route("/health", get(health))
         .route("/metrics", get(metrics))
         .route("/status", get(status))
         .route("/l4snapshot", get(l4snapshot))
@@ -35,6 +34,8 @@ pub fn router(state: AppState) -> Router {
             let ok = super::auth::authorized(&token, req.uri().query(), req.headers());
             async move { if ok { next.run(req).await } else { super::auth::unauthorized() } }
         }))
+        // Added after the token layer, so it stays open: systemd's and the balancers' checks carry no token.
+        .route("/health", get(health))
         .with_state(state)
 }
 
