@@ -126,7 +126,8 @@ fn operator_endpoints_are_only_on_the_admin_listener_and_the_token_guards_them()
     assert_eq!(get(&format!("{}/health", feed.admin), None), 200);
     // The token guards POST /info too.
     let info = |bearer: Option<&str>| {
-        let mut req = reqwest::blocking::Client::new().post(format!("{}/info", feed.base)).json(&json!({"type": "meta"}));
+        let mut req =
+            reqwest::blocking::Client::new().post(format!("{}/info", feed.base)).json(&json!({"type": "meta"}));
         if let Some(t) = bearer {
             req = req.bearer_auth(t);
         }
@@ -221,13 +222,36 @@ fn the_close_handshake_completes_whatever_is_queued() {
 fn a_dead_publisher_fails_health_and_the_process() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let sim_args = ["--out", data.to_str().unwrap(), "--coins", "3", "--btc-orders", "500", "--orders-per-coin",
-        "50", "--block-ms", "100", "--info-listen", "127.0.0.1:0"];
+    let sim_args = [
+        "--out",
+        data.to_str().unwrap(),
+        "--coins",
+        "3",
+        "--btc-orders",
+        "500",
+        "--orders-per-coin",
+        "50",
+        "--block-ms",
+        "100",
+        "--info-listen",
+        "127.0.0.1:0",
+    ];
     let sim = procs::Proc::start(livefeed::HLSIM, &sim_args, &dir.path().join("sim.log"));
     let info = format!("http://{}/info", sim.wait_line("info listening on", Duration::from_secs(60)));
     let snaps = dir.path().join("snaps");
-    let args = ["serve", "--node-dir", data.to_str().unwrap(), "--info-url", &info, "--snapshot-dir",
-        snaps.to_str().unwrap(), "--listen", "127.0.0.1:0", "--admin-listen", "none"];
+    let args = [
+        "serve",
+        "--node-dir",
+        data.to_str().unwrap(),
+        "--info-url",
+        &info,
+        "--snapshot-dir",
+        snaps.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--admin-listen",
+        "none",
+    ];
     let env = [("HLBOOK_TEST_PUBLISHER_PANIC_AFTER", "30")];
     let mut server = procs::Proc::start_env(procs::HLBOOK, &args, &env, &dir.path().join("serve.log"));
     let base = format!("http://{}", server.wait_line("hlbook listening on", Duration::from_secs(60)));

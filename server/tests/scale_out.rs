@@ -223,8 +223,10 @@ fn clients_through_haproxy_see_what_one_server_sends() {
         .collect();
     let (mut edge1, base1) = serve(&edge_args, &log("edge1.log"));
     let (mut edge2, base2) = serve(&edge_args, &log("edge2.log"));
-    let ref_args: Vec<&str> =
-        ["serve", "--node-dir", data, "--mode", "by-block", "--validate-interval", "0"].into_iter().chain(common).collect();
+    let ref_args: Vec<&str> = ["serve", "--node-dir", data, "--mode", "by-block", "--validate-interval", "0"]
+        .into_iter()
+        .chain(common)
+        .collect();
     let (mut single, base_ref) = serve(&ref_args, &log("single.log"));
     for base in [&base1, &base2, &base_ref] {
         wait_health(base, Duration::from_secs(60), |h| h["state"] == "live" || h["state"] == "catching_up");

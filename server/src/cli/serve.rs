@@ -218,7 +218,8 @@ impl Supervisor {
         let why = match outcome {
             Ok(()) => format!("the {name} thread ended"),
             Err(p) => {
-                let msg = p.downcast_ref::<&str>().map(|s| (*s).to_string()).or_else(|| p.downcast_ref::<String>().cloned());
+                let msg =
+                    p.downcast_ref::<&str>().map(|s| (*s).to_string()).or_else(|| p.downcast_ref::<String>().cloned());
                 format!("the {name} thread panicked: {}", msg.unwrap_or_else(|| "(no message)".into()))
             }
         };

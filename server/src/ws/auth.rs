@@ -13,7 +13,8 @@ pub fn authorized(token: &str, query: Option<&str>, headers: &HeaderMap) -> bool
         return true;
     }
     let same = |given: &str| bool::from(given.as_bytes().ct_eq(token.as_bytes()));
-    let bearer = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    let bearer =
+        headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
     let from_query = query.into_iter().flat_map(|q| q.split('&')).filter_map(|kv| kv.strip_prefix("token="));
     // Every candidate is compared, so the time taken does not depend on where a match was.
     let mut ok = false;

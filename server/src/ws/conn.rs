@@ -318,10 +318,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                 protocol::post_info_response(&id, payload.get("type").unwrap_or(&serde_json::Value::Null), &a.json)
             } else {
                 let text = serde_json::from_slice::<serde_json::Value>(&a.json).ok();
-                let text = text.as_ref().and_then(serde_json::Value::as_str).map_or_else(
-                    || String::from_utf8_lossy(&a.json).into_owned(),
-                    str::to_string,
-                );
+                let text = text
+                    .as_ref()
+                    .and_then(serde_json::Value::as_str)
+                    .map_or_else(|| String::from_utf8_lossy(&a.json).into_owned(), str::to_string);
                 protocol::post_error(&id, &text)
             };
             let _ = tx.send(text).await;

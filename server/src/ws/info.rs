@@ -38,7 +38,9 @@ pub async fn answer(shared: &Arc<Shared>, pass: Option<&Passthrough>, ip: IpAddr
 /// Why a type is not answered, naming it.
 fn refused(kind: &str, why: &str) -> String {
     let kind = Value::String(kind.chars().take(100).collect());
-    format!("hlbook does not serve info type {kind}: it answers l2Book from its books and passes only read-only market types to the node, and {why}")
+    format!(
+        "hlbook does not serve info type {kind}: it answers l2Book from its books and passes only read-only market types to the node, and {why}"
+    )
 }
 
 /// `{"coin","time","levels"}` of the current books, or null for an unknown coin.

@@ -201,7 +201,10 @@ impl Passthrough {
     }
 
     fn too_large(&self) -> Answer {
-        Answer::text(502, &format!("the node's answer is larger than server.info_max_response_bytes ({})", self.max_bytes))
+        Answer::text(
+            502,
+            &format!("the node's answer is larger than server.info_max_response_bytes ({})", self.max_bytes),
+        )
     }
 
     /// Client IPs with requests in flight or waiting (for tests of the map's cleanup).

@@ -171,7 +171,9 @@ pub fn post_response(id: &Value, response: Value) -> String {
 
 /// A successful info answer, `data` being the JSON bytes of the answer as they are (never parsed and re-written).
 pub fn post_info_response(id: &Value, kind: &Value, data: &[u8]) -> String {
-    let mut out = format!(r#"{{"channel":"post","data":{{"id":{id},"response":{{"type":"info","payload":{{"type":{kind},"data":"#);
+    let mut out = format!(
+        r#"{{"channel":"post","data":{{"id":{id},"response":{{"type":"info","payload":{{"type":{kind},"data":"#
+    );
     out.push_str(&String::from_utf8_lossy(data));
     out.push_str("}}}}");
     out
