@@ -59,6 +59,30 @@ struct IpQueue {
     waiting: std::sync::atomic::AtomicUsize,
 }
 
+/// A request's hold on its IP's entry; dropping it (also when the request is abandoned midway) removes the entry
+/// once nobody uses it, so the map holds only IPs with requests in flight.
+struct Queued<'a> {
+    owner: &'a Passthrough,
+    ip: IpAddr,
+    queue: Option<Arc<IpQueue>>,
+}
+
+impl Queued<'_> {
+    fn queue(&self) -> &IpQueue {
+        self.queue.as_ref().expect("held until dropped")
+    }
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        let mut map = self.owner.per_ip.lock();
+        self.queue = None;
+        if map.get(&self.ip).is_some_and(|q| Arc::strong_count(q) == 1) {
+            map.remove(&self.ip);
+        }
+    }
+}
+
 /// Counts a request as waiting for its IP's place until dropped (also when the wait times out).
 struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
 
@@ -138,20 +162,19 @@ impl Passthrough {
             return Answer::text(429, &format!("too many info requests from {ip} waiting for the node"));
         };
         let asked = tokio::time::timeout(self.timeout, async {
-            let waiting = Waiting(&queue.waiting);
-            let _mine = queue.places.acquire().await;
+            let waiting = Waiting(&queue.queue().waiting);
+            let _mine = queue.queue().places.acquire().await;
             drop(waiting);
             let _global = self.global.acquire().await;
             self.forward(body).await
         })
         .await;
-        self.dequeue(ip, queue);
         asked.unwrap_or_else(|_| {
             Answer::text(504, &format!("the node's info server did not answer within {} ms", self.timeout.as_millis()))
         })
     }
 
-    fn enqueue(&self, ip: IpAddr) -> Option<Arc<IpQueue>> {
+    fn enqueue(&self, ip: IpAddr) -> Option<Queued<'_>> {
         use std::sync::atomic::Ordering::Relaxed;
         let mut map = self.per_ip.lock();
         let q = map.entry(ip).or_insert_with(|| {
@@ -161,16 +184,7 @@ impl Passthrough {
             return None;
         }
         q.waiting.fetch_add(1, Relaxed);
-        Some(q.clone())
-    }
-
-    /// Drops the IP's entry once nobody uses it, so the map holds only IPs with requests in flight.
-    fn dequeue(&self, ip: IpAddr, queue: Arc<IpQueue>) {
-        let mut map = self.per_ip.lock();
-        drop(queue);
-        if map.get(&ip).is_some_and(|q| Arc::strong_count(q) == 1) {
-            map.remove(&ip);
-        }
+        Some(Queued { owner: self, ip, queue: Some(q.clone()) })
     }
 
     /// One POST to the node, its body read up to the size cap.
@@ -229,6 +243,62 @@ mod tests {
         assert!(!p.allows("fileSnapshot") && !p.allows("clearinghouseState") && !p.allows(""));
         c.info_types.push("fileSnapshot".into());
         assert!(!Passthrough::new("http://127.0.0.1:9/info", &c).allows("fileSnapshot"));
+    }
+
+    /// A stand-in info server answering `{"n":N}` (N counts requests) after `delay`, or `size` bytes of JSON.
+    async fn node(delay: Duration, size: usize) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let count = Arc::new(AtomicUsize::new(0));
+        let c = count.clone();
+        let app = axum::Router::new().route(
+            "/info",
+            axum::routing::post(move || {
+                let c = c.clone();
+                async move {
+                    let n = c.fetch_add(1, Ordering::SeqCst) + 1;
+                    tokio::time::sleep(delay).await;
+                    if size > 0 { format!("\"{}\"", "x".repeat(size)) } else { format!("{{\"n\":{n}}}") }
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/info", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (url, count)
+    }
+
+    #[tokio::test]
+    async fn identical_requests_share_one_answer_and_failures_and_timeouts_are_answers() {
+        let (url, count) = node(Duration::from_millis(50), 0).await;
+        let p = Arc::new(Passthrough::new(&url, &cfg()));
+        let ip: IpAddr = "10.0.0.1".parse().unwrap();
+        let asks = (0..50).map(|_| {
+            let p = p.clone();
+            tokio::spawn(async move { p.ask(ip, &serde_json::json!({"type": "meta"})).await })
+        });
+        for a in futures_util::future::join_all(asks).await {
+            assert_eq!(a.unwrap(), Answer { status: 200, json: Bytes::from_static(br#"{"n":1}"#) });
+        }
+        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1, "one request reached the node");
+        assert_eq!(p.ips_tracked(), 0);
+
+        let slow = Passthrough::new(&url, &ServerConfig { info_timeout_ms: 10, ..cfg() });
+        assert_eq!(slow.ask(ip, &serde_json::json!({"type": "meta"})).await.status, 504);
+        let (big, _) = node(Duration::ZERO, 2_000).await;
+        let capped = Passthrough::new(&big, &ServerConfig { info_max_response_bytes: 1_000, ..cfg() });
+        assert_eq!(capped.ask(ip, &serde_json::json!({"type": "meta"})).await.status, 502);
+        assert!(capped.cache.lock().is_empty(), "failures are not kept");
+    }
+
+    #[tokio::test]
+    async fn an_abandoned_request_leaves_no_ip_behind() {
+        let (url, _) = node(Duration::from_secs(5), 0).await;
+        let p = Passthrough::new(&url, &ServerConfig { info_cache_ms: 0, ..cfg() });
+        let ip: IpAddr = "10.0.0.2".parse().unwrap();
+        let meta = serde_json::json!({"type": "meta"});
+        let gave_up = tokio::time::timeout(Duration::from_millis(50), p.ask(ip, &meta));
+        assert!(gave_up.await.is_err());
+        assert_eq!(p.ips_tracked(), 0);
     }
 
     #[tokio::test]
