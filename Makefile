@@ -87,7 +87,7 @@ clients: setup
 
 ## cpp-build, cpp-test: the C++ latency_stats tool and its GoogleTest suite (ctest).
 cpp-build: setup
-	cmake -S latency_client -B $(CPP_BUILD) -DCMAKE_BUILD_TYPE=Release
+	cmake -S latency_client -B $(CPP_BUILD) -DCMAKE_BUILD_TYPE=Release -DLATENCY_WERROR=ON
 	cmake --build $(CPP_BUILD) -j2
 
 cpp-test: cpp-build
