@@ -14,7 +14,7 @@ namespace lat {
 
 namespace {
 
-constexpr double W = 900, H = 540, L = 80, R = 200, T = 40, B = 70, PW = W - L - R, PH = H - T - B;
+constexpr double W = 940, H = 540, L = 80, R = 240, T = 40, B = 70, PW = W - L - R, PH = H - T - B;
 const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e"};
 
 std::string xml_escape(const std::string& s) {
@@ -194,7 +194,7 @@ std::string format_svg_added(const Stats& s, const Config& cfg) {
     os << "<g class=\"series\" data-chart=\"added\" data-channel=\"" << channel_name(ch) << "\" data-count=\""
        << h.count() << "\">\n";
     legend(os, li++, col,
-           std::string(channel_name(ch)) + " (n=" + std::to_string(h.count()) + ", " + std::to_string(above) +
+           std::string(channel_name(ch)) + " n=" + std::to_string(h.count()) + " (" + std::to_string(above) +
                " > 10 ms)");
     if (h.count()) {
       os << "<polyline fill=\"none\" stroke=\"" << col << "\" stroke-width=\"2\" points=\"" << L << ',' << T + PH;
