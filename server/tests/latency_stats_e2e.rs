@@ -156,7 +156,11 @@ fn latency_stats_reports_every_channel_from_our_server() {
         assert_eq!(h.len(), c["count"].as_u64().unwrap(), "{name}: hlog count");
         for (q, key) in [(0.5, "p50"), (0.99, "p99")] {
             let ours = us_of(&c[key]);
-            assert!(h.equivalent(h.value_at_quantile(q), ours), "{name} {key}: hlog {} µs, ours {ours} µs", h.value_at_quantile(q));
+            assert!(
+                h.equivalent(h.value_at_quantile(q), ours),
+                "{name} {key}: hlog {} µs, ours {ours} µs",
+                h.value_at_quantile(q)
+            );
         }
         assert!(h.equivalent(h.max(), us_of(&c["max"])), "{name} max: hlog {} µs, ours {}", h.max(), c["max"]);
     }
