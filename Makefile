@@ -109,8 +109,8 @@ bench: setup
 	$(CARGO) build --release -p hlbook --bins
 	$(CARGO) bench -p hlbook-benches
 
-## demo: simulator + server + latency_stats for ~20 s; prints the latency table and the per-stage breakdown,
-## writes build/demo/latency.svg, leaves nothing running (deploy/demo.sh).
+## demo: simulator + server + latency_stats for ~20 s; prints the latency table, the per-stage breakdown and the
+## verdict, writes build/demo/latency*.svg and latency.hlog, leaves nothing running (deploy/demo.sh).
 demo: build cpp-build
 	./deploy/demo.sh
 
