@@ -21,6 +21,9 @@ void Health::merge(const Health& o) {
   if (l2_coin_silence_ns.size() < o.l2_coin_silence_ns.size()) l2_coin_silence_ns.resize(o.l2_coin_silence_ns.size());
   for (size_t i = 0; i < o.l2_coin_silence_ns.size(); ++i)
     l2_coin_silence_ns[i] = std::max(l2_coin_silence_ns[i], o.l2_coin_silence_ns[i]);
+  if (l2_coin_stale_ns.size() < o.l2_coin_stale_ns.size()) l2_coin_stale_ns.resize(o.l2_coin_stale_ns.size());
+  for (size_t i = 0; i < o.l2_coin_stale_ns.size(); ++i)
+    l2_coin_stale_ns[i] = std::max(l2_coin_stale_ns[i], o.l2_coin_stale_ns[i]);
   missing_heights += o.missing_heights;
   for (auto& r : o.missing_ranges)
     if (missing_ranges.size() < kMaxRanges) missing_ranges.push_back(r);
@@ -47,12 +50,17 @@ void ConnHealth::on_subscribed(const std::array<uint64_t, kNumChannels>& subs, i
   in_session_ = true;
 }
 
-void ConnHealth::on_data(int ch, int coin, int64_t recv_ns, Health& h) {
+void ConnHealth::on_data(int ch, int coin, int64_t recv_ns, int64_t block_ns, Health& h) {
   h.max_silence_ns[ch] = std::max(h.max_silence_ns[ch], recv_ns - last_recv_[ch]);
   last_recv_[ch] = recv_ns;
   if (ch == kL2Book && coin >= 0) {
     if (h.l2_coin_silence_ns.size() < coin_last_.size()) h.l2_coin_silence_ns.resize(coin_last_.size());
     h.l2_coin_silence_ns[coin] = std::max(h.l2_coin_silence_ns[coin], recv_ns - coin_last_[coin]);
+    if (block_ns > 0) {
+      if (h.l2_coin_stale_ns.size() < coin_last_.size()) h.l2_coin_stale_ns.resize(coin_last_.size());
+      const int64_t stale = std::min(recv_ns - coin_last_[coin], recv_ns - block_ns);
+      h.l2_coin_stale_ns[coin] = std::max(h.l2_coin_stale_ns[coin], stale);
+    }
     coin_last_[coin] = recv_ns;
   }
 }
@@ -155,12 +163,21 @@ Verdict verdict(const Health& h, const Config& cfg, uint64_t disconnects) {
     const bool silent = h.max_silence_ns[ch] > limit;
     std::string why;
     if (silent) why += "silent " + secs(h.max_silence_ns[ch]) + " > " + secs(limit) + "; ";
+    bool stale = false;
+    if (ch == kL2Book)
+      for (size_t i = 0; i < h.l2_coin_stale_ns.size(); ++i)
+        if (h.l2_coin_stale_ns[i] > limit) {
+          stale = true;
+          why += (i < cfg.coins.size() ? cfg.coins[i] : "#" + std::to_string(i)) + " book change late by " +
+                 secs(h.l2_coin_stale_ns[i]) + "; ";
+        }
     std::string loss = conn_loss;
     if (h.loss_notices[ch]) loss += std::to_string(h.loss_notices[ch]) + " loss notices; ";
     if (h.acks_missing[ch]) loss += std::to_string(h.acks_missing[ch]) + " subscriptions not acknowledged; ";
     why += loss;
     if (!why.empty()) why.resize(why.size() - 2);
-    v.channel[ch] = silent && !loss.empty() ? "silent+lost" : silent ? "silent" : !loss.empty() ? "lost" : "ok";
+    const bool quiet = silent || stale;
+    v.channel[ch] = quiet && !loss.empty() ? "silent+lost" : quiet ? "silent" : !loss.empty() ? "lost" : "ok";
     v.why[ch] = why;
     v.healthy &= v.channel[ch] == "ok";
     line += std::string(" ") + channel_name(ch) + "=" + v.channel[ch] + (why.empty() ? "" : " (" + why + ")");

@@ -21,6 +21,10 @@ struct Health {
   std::array<int64_t, kNumChannels> max_silence_ns{};
   std::array<uint64_t, kNumChannels> loss_notices{}, acks_missing{}, acks_expected{};
   std::vector<int64_t> l2_coin_silence_ns;  // per coin index: longest time without an l2Book frame for the coin
+  // Audit mode, per coin index: the longest the client went without a change of the coin's book that the server
+  // had: per l2Book frame, min(time since the coin's previous frame, receive - block_ns). A coin whose book did not
+  // change is not stale however long it is quiet; one whose change arrived late is.
+  std::vector<int64_t> l2_coin_stale_ns;
   uint64_t missing_heights = 0;
   std::vector<std::pair<int64_t, int64_t>> missing_ranges;  // [first, last], first kMaxRanges of them
   uint64_t audited_heights = 0;                             // distinct heights seen (audit mode)
@@ -37,7 +41,8 @@ class ConnHealth {
   ConnHealth(size_t ncoins, int64_t start_ns);
   // A session is subscribed: `subs[ch]` subscriptions went out. Ends a downtime.
   void on_subscribed(const std::array<uint64_t, kNumChannels>& subs, int64_t now_ns, Health& h);
-  void on_data(int ch, int coin, int64_t recv_ns, Health& h);  // coin < 0: not a requested coin
+  // coin < 0: not a requested coin; block_ns: the frame's audit block time (0 without audit)
+  void on_data(int ch, int coin, int64_t recv_ns, int64_t block_ns, Health& h);
   void on_height(int64_t height, Health& h);
   void on_ack(int ch);
   void on_disconnect(int64_t now_ns, Health& h);

@@ -108,7 +108,11 @@ std::string format_table(const Stats& s, const Config& cfg, const RunInfo& info)
     if (ch == kL2Book && cfg.per_coin)
       for (size_t i = 0; i < h.l2_coin_silence_ns.size() && i < info.coins.size(); ++i)
         os << "  l2Book " << info.coins[i] << " max_silence="
-           << ms3(static_cast<uint64_t>(h.l2_coin_silence_ns[i] / 1000)) << "ms\n";
+           << ms3(static_cast<uint64_t>(h.l2_coin_silence_ns[i] / 1000)) << "ms"
+           << (i < h.l2_coin_stale_ns.size()
+                   ? " max_stale=" + ms3(static_cast<uint64_t>(h.l2_coin_stale_ns[i] / 1000)) + "ms"
+                   : std::string())
+           << "\n";
   }
   os << "health: idle_timeouts=" << h.idle_timeouts << " downtime=" << ms3(static_cast<uint64_t>(h.downtime_ns / 1000))
      << "ms max_downtime=" << ms3(static_cast<uint64_t>(h.max_downtime_ns / 1000)) << "ms";

@@ -160,7 +160,7 @@ void Shard::on_frame(int slot, const Frame& f, int64_t recv_ns, size_t bytes) {
       continue;
     }
     const int coin = it->second;
-    if (i == 0) health.on_data(ch, coin, recv_ns, total_.health);
+    if (i == 0) health.on_data(ch, coin, recv_ns, f.audit.present ? f.audit.block_ns : 0, total_.health);
     int64_t& last = last_time_[slot][ch][coin];
     const bool gap = last != 0 && smp.time_ms - last > gap_ms_;
     if (smp.time_ms > last) last = smp.time_ms;

@@ -140,6 +140,54 @@ TEST(Health, HealthyFeedIsOk) {
   EXPECT_EQ(table.substr(table.rfind("verdict:")), "verdict: l2Book=ok -> HEALTHY\n") << table;
 }
 
+namespace {
+
+// l2Book frames: ETH fresh every 0.5 s for 10 s; BTC at 0.5 s, then once more at 9.5 s for a block `btc_block_s`
+// after the start. Returns the verdict's l2Book entry.
+std::pair<std::string, std::string> btc_late_or_quiet(double btc_block_s, int64_t& stale_ns) {
+  Fx fx;
+  fx.cfg.channels = {kL2Book};
+  const int64_t start = kT0 * kMs;
+  Shard sh(fx.cfg, fx.coins, 0, nullptr);
+  const int slot = sh.add_connection(start);
+  sh.on_subscribed(slot, start);
+  Frame ack;
+  ack.kind = Kind::SubAck;
+  ack.ack_channel = kL2Book;
+  for (int i = 0; i < 2; ++i) sh.on_frame(slot, ack, start, 10);
+  auto send = [&](const char* coin, int64_t block_ms_after, int64_t recv_ms_after, int64_t height) {
+    Frame f = frame(Kind::L2Book, coin, kT0 + block_ms_after);
+    f.audit = Audit{true, height, (kT0 + block_ms_after) * kMs, 0, 0, 0, 0, 0};
+    sh.on_frame(slot, f, start + recv_ms_after * kMs, 100);
+  };
+  int64_t height = 100;
+  for (int64_t t = 500; t <= 10000; t += 500) {
+    send("ETH", t - 10, t, height++);
+    if (t == 500) send("BTC", t - 10, t, height++);
+    if (t == 9500) send("BTC", static_cast<int64_t>(btc_block_s * 1000), t, height++);
+  }
+  sh.finish(start + 10000 * kMs);
+  const Stats s = sh.total_copy();
+  stale_ns = s.health.l2_coin_stale_ns.at(0);
+  const Verdict v = verdict(s.health, fx.cfg, 0);
+  return {v.channel[kL2Book], v.why[kL2Book]};
+}
+
+}  // namespace
+
+TEST(Health, PerCoinL2BookSilenceCountsOnlyWhenTheBookChanged) {
+  int64_t stale = 0;
+  // BTC's book changed at 1.0 s on the server and the change arrived at 9.5 s: 8.5 s without it.
+  auto [late, why] = btc_late_or_quiet(1.0, stale);
+  EXPECT_EQ(stale, 8500 * kMs);
+  EXPECT_EQ(late, "silent") << why;
+  EXPECT_NE(why.find("BTC book change late by 8.5s"), std::string::npos) << why;
+  // BTC's book did not change for 9 s (a quiet coin), and the change at 9.49 s arrived at once: healthy.
+  auto [quiet, why2] = btc_late_or_quiet(9.49, stale);
+  EXPECT_EQ(stale, 10 * kMs);
+  EXPECT_EQ(quiet, "ok") << why2;
+}
+
 TEST(Health, LossNoticeChannel) {
   EXPECT_EQ(loss_notice_channel(R"(hlbook: this connection fell behind; {"type":"l4Book","coin":"BTC"} lost blocks and continues from the newest)"), -1);
   EXPECT_EQ(loss_notice_channel(R"(hlbook: this connection fell behind; {"type":"bbo","coin":"BTC"} lost blocks)"), kBbo);
