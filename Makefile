@@ -87,7 +87,7 @@ clients: setup
 
 ## cpp-build, cpp-test: the C++ latency_stats tool and its GoogleTest suite (ctest).
 cpp-build: setup
-	cmake -S latency_client -B $(CPP_BUILD) -DCMAKE_BUILD_TYPE=Release
+	cmake -S latency_client -B $(CPP_BUILD) -DCMAKE_BUILD_TYPE=Release -DLATENCY_WERROR=ON
 	cmake --build $(CPP_BUILD) -j2
 
 cpp-test: cpp-build
@@ -109,8 +109,8 @@ bench: setup
 	$(CARGO) build --release -p hlbook --bins
 	$(CARGO) bench -p hlbook-benches
 
-## demo: simulator + server + latency_stats for ~20 s; prints the latency table and the per-stage breakdown,
-## writes build/demo/latency.svg, leaves nothing running (deploy/demo.sh).
+## demo: simulator + server + latency_stats for ~20 s; prints the latency table, the per-stage breakdown and the
+## verdict, writes build/demo/latency*.svg and latency.hlog, leaves nothing running (deploy/demo.sh).
 demo: build cpp-build
 	./deploy/demo.sh
 

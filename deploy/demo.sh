@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make demo`: the node simulator writes a mainnet-like market, hlbook serves it, latency_stats measures it for
-# about 20 s; prints the client's latency table with its per-stage split, the server's own stage breakdown, and
-# writes the latency CDF as SVG. Everything started here is stopped on exit, whatever happens.
+# about 20 s; prints the client's latency table with its per-stage split and health verdict, the server's own
+# stage breakdown, and writes the charts as SVG (and where they are). Everything started here is stopped on exit, whatever happens.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=target/release
@@ -45,8 +45,11 @@ done
 curl -sf "http://$addr/health" >/dev/null || { echo "demo: the server never became live" >&2; tail "$work/server.log" >&2; exit 1; }
 
 echo "== latency_stats for ${SECS} s (all coins, l2Book + trades + bbo, with the server's audit split)"
+# Exit code 3 means a channel was silent or lost data (the table's verdict line says which); the demo goes on to
+# show the server's side either way and reports it at the end.
+verdict=0
 "$STATS" --url "ws://$addr/ws" --coins all --channels l2Book,trades,bbo --duration "$SECS" --warmup 2 --audit \
-	--json "$OUT/latency.json" --svg "$OUT/latency.svg"
+	--json "$OUT/latency.json" --svg "$OUT/latency.svg" --hlog "$OUT/latency.hlog" || verdict=$?
 
 echo
 echo "== the server's own stage breakdown over the last minute (GET /status, microseconds)"
@@ -59,4 +62,8 @@ for st in s["stages"]:
     print("%-26s %7s %9s %9s %9s %9s" % (st["stage"], st["count"], st["p50_us"], st["p90_us"], st["p99_us"], st["max_us"]))
 PY
 echo
-echo "latency CDF: $OUT/latency.svg   report: $OUT/latency.json"
+echo "charts: $OUT/latency.svg (latency by percentile, per channel)"
+echo "        $OUT/latency-stages.svg (where the time goes: median and p99 per stage)"
+echo "        $OUT/latency-added.svg (added latency, node write -> client, 0-10 ms)"
+echo "report: $OUT/latency.json   HdrHistogram log: $OUT/latency.hlog"
+if [ "$verdict" -ne 0 ]; then echo "demo: latency_stats exited $verdict (see its verdict line)" >&2; exit "$verdict"; fi

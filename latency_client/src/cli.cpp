@@ -23,20 +23,30 @@ usage: latency_stats --url ws://HOST:PORT/ws --coins BTC,ETH|all --channels l2Bo
   --per-coin         also report percentiles per coin
   --json FILE        write the report as JSON
   --csv FILE         write one CSV row per channel per window (needs --interval)
-  --interval S       CSV window length in seconds
-  --svg FILE         write a latency CDF per channel (log-scaled latency axis) as SVG
+  --interval S       CSV / hlog window length in seconds (hlog default 5)
+  --svg FILE         write the charts as SVG: FILE = latency by percentile per channel (HDR log axis); with
+                     --audit also FILE-stages.svg (median/p99 per stage, stacked) and FILE-added.svg (node
+                     write -> client CDF, 0-10 ms)
+  --hlog FILE        write interval histograms in the HdrHistogram log format (values in microseconds)
   --compress         offer permessage-deflate ("permessage-deflate; client_max_window_bits")
   --audit            append audit=1 to the URL query and report the per-stage split from the audit object
   --insecure         wss:// only: do not verify the server certificate
   --gap S            expected block interval: exchange-time jumps larger than S per coin per channel count as
                      gaps (default 2)
+  --max-silence S    a channel with no data frame for longer than S is "silent" (default 5)
+  --idle S           reconnect after S without a data frame; pongs and acks do not count (default 60)
+  --ping S           application ping period (default 30)
+  --allow-loss       exit 0 even when a channel was silent or lost data (the verdict line still says so)
   --help             this text
 
 Latency is taken per frame: wall clock after decompression, before JSON parsing, minus data.time (l2Book, bbo)
 or each trade's time (trades, one sample per trade). Negative latencies are clamped to 0 and counted.
 Percentiles are nearest-rank: the smallest recorded value v such that at least p% of samples are <= v, at
-histogram resolution (< 0.1% relative error). Exit status: 0 on a normal run, 1 on bad flags, 2 when the
-server cannot be reached at start.
+histogram resolution (< 0.1% relative error). SIGINT/SIGTERM end the run early; every report is still written.
+
+Exit status: 0 healthy run; 1 bad flags, or an output file that cannot be written (checked at start); 2 server
+unreachable at start; 3 a channel was silent or lost data (missed heights, loss notices, unacknowledged
+subscriptions, disconnects), unless --allow-loss.
 )";
 }
 
@@ -114,6 +124,19 @@ CliResult parse_cli(const std::vector<std::string>& args, Config& cfg) {
     } else if (a == "--gap") {
       if (!value(v) || !to_double(v, d) || d <= 0) return fail("--gap needs a number of seconds > 0");
       cfg.gap_s = d;
+    } else if (a == "--max-silence") {
+      if (!value(v) || !to_double(v, d) || d <= 0) return fail("--max-silence needs a number of seconds > 0");
+      cfg.max_silence_s = d;
+    } else if (a == "--idle") {
+      if (!value(v) || !to_double(v, d) || d <= 0) return fail("--idle needs a number of seconds > 0");
+      cfg.idle_s = d;
+    } else if (a == "--ping") {
+      if (!value(v) || !to_double(v, d) || d <= 0) return fail("--ping needs a number of seconds > 0");
+      cfg.ping_s = d;
+    } else if (a == "--allow-loss") {
+      cfg.allow_loss = true;
+    } else if (a == "--hlog") {
+      if (!value(cfg.hlog_path)) return fail("--hlog needs a file");
     } else if (a == "--json") {
       if (!value(cfg.json_path)) return fail("--json needs a file");
     } else if (a == "--csv") {

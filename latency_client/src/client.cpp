@@ -9,9 +9,18 @@
 #include <memory>
 #include <thread>
 
+#include "clock.hpp"
+#include "hlog.hpp"
 #include "transport.hpp"
 
 namespace lat {
+
+namespace {
+std::atomic<bool> g_stop{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "request_stop must be async-signal-safe");
+}  // namespace
+
+void request_stop() { g_stop.store(true); }
 
 namespace net = boost::asio;
 using detail::now_unix_ns;
@@ -104,7 +113,9 @@ RunResult run_latency(Config cfg, std::ostream* log) {
     rr.info.extensions_response = pr.extensions;
     if (cfg.all_coins) cfg.coins = pr.coins;
   }
+  rr.info.clock = check_clock();
   if (log) {
+    *log << rr.info.clock.line << "\n";
     if (cfg.compress)
       *log << "compression: offered '" << kDeflateOffer << "', server "
            << (rr.info.compression_accepted ? "accepted ('" + rr.info.extensions_response + "')" : "refused")
@@ -143,12 +154,16 @@ RunResult run_latency(Config cfg, std::ostream* log) {
   std::vector<std::thread> threads;
   for (int i = 0; i < nthreads; ++i) threads.emplace_back([&ioc = *iocs[i]] { ioc.run(); });
 
-  // The clock: warmup, CSV windows, duration. Runs here, off the connection threads.
+  // The clock: warmup, CSV / hlog windows, duration, a stop request. Runs here, off the connection threads.
   std::ofstream csv;
   if (!cfg.csv_path.empty()) {
     csv.open(cfg.csv_path);
     write_csv_header(csv);
   }
+  HlogWriter hlog;
+  if (!cfg.hlog_path.empty()) hlog.open(cfg.hlog_path, rr.info.start_unix_ms / 1000.0);
+  const bool windows = csv.is_open() || !cfg.hlog_path.empty();
+  const double interval_s = cfg.interval_s > 0 ? cfg.interval_s : 5.0;
   auto secs = [](double s) { return std::chrono::microseconds(static_cast<int64_t>(s * 1e6)); };
   const auto warm_end = start + secs(cfg.warmup_s);
   const auto end = warm_end + secs(cfg.duration_s);
@@ -160,9 +175,18 @@ RunResult run_latency(Config cfg, std::ostream* log) {
   auto unix_s = [&](std::chrono::steady_clock::time_point t) {
     return rr.info.start_unix_ms / 1000.0 + std::chrono::duration<double>(t - start).count();
   };
+  auto write_window = [&](std::chrono::steady_clock::time_point t0, std::chrono::steady_clock::time_point t1) {
+    Stats w = take_all();
+    if (csv.is_open()) write_csv_window(csv, unix_s(t0), unix_s(t1), w, cfg);
+    if (!cfg.hlog_path.empty()) write_hlog_window(hlog, unix_s(t0), unix_s(t1), w, cfg);
+  };
   bool warmed = cfg.warmup_s <= 0;
   auto win_start = warmed ? start : warm_end;
   while (!ctx.done.load()) {
+    if (g_stop.load()) {
+      rr.interrupted = true;
+      break;
+    }
     auto now = std::chrono::steady_clock::now();
     if (now >= end) break;
     if (!warmed && now >= warm_end) {
@@ -170,9 +194,8 @@ RunResult run_latency(Config cfg, std::ostream* log) {
       warmed = true;
       win_start = now;
     }
-    if (warmed && csv.is_open() && now - win_start >= secs(cfg.interval_s)) {
-      Stats w = take_all();
-      write_csv_window(csv, unix_s(win_start), unix_s(now), w, cfg);
+    if (warmed && windows && now - win_start >= secs(interval_s)) {
+      write_window(win_start, now);
       win_start = now;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -181,10 +204,10 @@ RunResult run_latency(Config cfg, std::ostream* log) {
   for (auto& ioc : iocs) ioc->stop();
   for (auto& t : threads) t.join();
   const auto stop = std::chrono::steady_clock::now();
-  if (csv.is_open() && warmed && stop > win_start) {
-    Stats w = take_all();
-    write_csv_window(csv, unix_s(win_start), unix_s(stop), w, cfg);
-  }
+  if (windows && warmed && stop > win_start) write_window(win_start, stop);
+  rr.info.interrupted = rr.interrupted;
+  const int64_t stop_ns = now_unix_ns();
+  for (auto& s : shards) s->finish(stop_ns);
   for (auto& s : shards) rr.total.merge(s->total_copy());
   rr.info.measured_s = std::max(0.0, std::chrono::duration<double>(stop - std::max(start, warm_end)).count());
   iocs.clear();  // frees pending coroutine frames while the shards still exist

@@ -24,14 +24,18 @@ std::string with_audit(const std::string& target);
 inline constexpr const char* kDeflateOffer = "permessage-deflate; client_max_window_bits";
 
 struct RunResult {
-  int exit_code = 0;    // 0 ok, 2 server unreachable at start
+  int exit_code = 0;    // 0 ok, 1 bad URL / output file, 2 server unreachable at start
   std::string error;    // one line when exit_code != 0
   Stats total;
   RunInfo info;
+  bool interrupted = false;  // ended early by request_stop() (SIGINT/SIGTERM)
 };
 
-// Runs a whole measurement: discovery/probe, connections, warmup, duration, CSV windows (written live to
-// cfg.csv_path). Progress and the compression line go to `log` (may be null). Table/JSON/SVG are left to the
+// Ends a running run_latency early (its reports are still produced). Async-signal-safe: only stores an atomic.
+void request_stop();
+
+// Runs a whole measurement: discovery/probe, connections, warmup, duration, CSV windows and HdrHistogram log
+// intervals (written live to cfg.csv_path / cfg.hlog_path). Progress and the compression line go to `log` (may be null). Table/JSON/SVG are left to the
 // caller (see report.hpp).
 RunResult run_latency(Config cfg, std::ostream* log);
 

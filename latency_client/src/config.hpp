@@ -21,11 +21,17 @@ struct Config {
   bool audit = false;
   bool insecure = false;            // wss://: skip certificate verification
   double gap_s = 2.0;               // expected block interval; larger exchange-time jumps count as gaps
+  double max_silence_s = 5.0;       // a channel with no data frame for longer is "silent" (verdict)
+  double idle_s = 60.0;             // no data frame (pongs and acks do not count) this long: reconnect
+  bool allow_loss = false;          // exit 0 even when the verdict is silent / lost
+  std::string hlog_path;            // HdrHistogram interval log (windows of interval_s, default 5 s)
   double ping_s = 30.0;             // application ping period
   double connect_timeout_s = 5.0;
   bool quiet = false;               // no progress lines on stderr (tests)
   // Library-only (tests): stop as soon as this many latency samples were recorded (0 = run for duration).
   uint64_t stop_after_samples = 0;
+  // Library-only (tests): keep each audited frame's stage values (see Stats::trace).
+  bool keep_trace = false;
 };
 
 }  // namespace lat

@@ -88,6 +88,22 @@ bool read_audit(od::object obj, Audit& a) {
   return true;
 }
 
+// Acks and errors are rare, so these read a little more: which subscription an ack is for (missing acks are a
+// health signal) and the error text (the server's "fell behind ... lost blocks" notices are).
+Kind parse_ack(od::object& root, Frame& out) {
+  std::string_view type;
+  if (root.find_field_unordered("data").find_field_unordered("subscription").find_field_unordered("type").get_string().get(
+          type) == simdjson::SUCCESS)
+    out.ack_channel = channel_from_name(type);
+  return Kind::SubAck;
+}
+
+Kind parse_error(od::object& root, Frame& out) {
+  std::string_view text;
+  if (root.find_field_unordered("data").get_string().get(text) == simdjson::SUCCESS) out.error.assign(text);
+  return Kind::Error;
+}
+
 Kind parse_doc(od::document& doc, Frame& out, bool want_mids) {
   od::object root;
   if (doc.get_object().get(root)) return Kind::Bad;
@@ -100,8 +116,8 @@ Kind parse_doc(od::document& doc, Frame& out, bool want_mids) {
   else if (channel == "bbo") kind = Kind::Bbo;
   else if (channel == "allMids") kind = Kind::AllMids;
   else if (channel == "pong") return Kind::Pong;
-  else if (channel == "subscriptionResponse") return Kind::SubAck;
-  else if (channel == "error") return Kind::Error;
+  else if (channel == "subscriptionResponse") return parse_ack(root, out);
+  else if (channel == "error") return parse_error(root, out);
   else return Kind::Other;
 
   od::value data;
@@ -149,6 +165,8 @@ Kind Extractor::parse(const char* data, size_t len, size_t capacity, Frame& out,
   out.nsamples = 0;
   out.audit = Audit{};
   out.mids.clear();
+  out.error.clear();
+  out.ack_channel = -1;
   if (len == 0) return out.kind;
   od::document doc;
   if (impl_->parser.iterate(data, len, capacity).get(doc)) return out.kind;

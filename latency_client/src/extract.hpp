@@ -20,6 +20,8 @@ enum Channel : int { kL2Book = 0, kTrades = 1, kBbo = 2, kNumChannels = 3 };
 const char* channel_name(int ch);
 int channel_from_name(std::string_view s);  // -1 if not one of the three
 
+// The server's audit object. A stamp it does not have is left out (older servers sent 0): both read as 0 here,
+// and stats.cpp samples no stage with a 0 or out-of-order end.
 struct Audit {
   bool present = false;
   int64_t height = 0, block_ns = 0, node_ns = 0, read_ns = 0, applied_ns = 0, published_ns = 0, sent_ns = 0;
@@ -36,6 +38,8 @@ struct Frame {
   size_t nsamples = 0;          // valid entries in samples (the vector is reused, never shrunk)
   Audit audit;
   std::vector<std::string> mids;  // allMids keys, only filled when want_mids
+  std::string error;              // Kind::Error: the data string
+  int ack_channel = -1;           // Kind::SubAck: the acknowledged subscription's channel (-1: other/unknown)
 };
 
 // Reusable per-thread extractor (owns the simdjson parser).

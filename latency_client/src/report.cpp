@@ -37,20 +37,6 @@ std::string json_escape(const std::string& s) {
   return o;
 }
 
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
-
 void table_row(std::ostream& os, const std::string& label, const Histogram& h) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%-40s %10llu", label.c_str(), static_cast<unsigned long long>(h.count()));
@@ -85,6 +71,8 @@ std::string format_table(const Stats& s, const Config& cfg, const RunInfo& info)
   os.precision(1);
   os << info.measured_s << "s warmup=" << cfg.warmup_s << "s compression="
      << (!info.compression_requested ? "off" : info.compression_accepted ? "accepted" : "refused") << "\n";
+  os << info.clock.line << "\n";
+  if (info.interrupted) os << "interrupted: stopped by a signal before the duration ended\n";
   os << "latency = client receive wall clock (after decompression, before parsing) - exchange time\n";
   os << "percentiles: " << kPercentileRule << "\n";
   char buf[160];
@@ -97,23 +85,56 @@ std::string format_table(const Stats& s, const Config& cfg, const RunInfo& info)
     if (cfg.per_coin)
       for (size_t i = 0; i < s.coin.size() && i < info.coins.size(); ++i)
         if (s.coin[i][ch].count()) table_row(os, std::string("  ") + channel_name(ch) + " " + info.coins[i], s.coin[i][ch]);
-    if (cfg.audit)
+    if (cfg.audit) {
+      table_row(os, std::string("  ") + channel_name(ch) + " audit: recv - block_ns", cs.audit_e2e);
       for (int k = 0; k < kNumStages; ++k)
-        table_row(os, std::string("  ") + channel_name(ch) + " " + stage_name(k), cs.stage[k]);
+        table_row(os, std::string("    ") + stage_name(k), cs.stage[k]);
+      table_row(os, std::string("  ") + channel_name(ch) + " added: node write->recv", cs.added);
+    }
   }
   os << "\n";
+  const Health& h = s.health;
   for (int ch : cfg.channels) {
     const ChannelStats& cs = s.ch[ch];
     os << channel_name(ch) << ": frames=" << cs.frames << " samples=" << cs.samples
-       << " negative_clamped=" << cs.negatives << " gaps(>" << cfg.gap_s << "s)=" << cs.gaps;
-    if (cfg.audit) os << " audited_frames=" << cs.audited_frames << " stage_negative_clamped=" << cs.stage_negatives;
+       << " negative_clamped=" << cs.negatives << " gaps(>" << cfg.gap_s << "s)=" << cs.gaps
+       << " max_silence=" << ms3(static_cast<uint64_t>(h.max_silence_ns[ch] / 1000)) << "ms loss_notices="
+       << h.loss_notices[ch] << " acks_missing=" << h.acks_missing[ch] << "/" << h.acks_expected[ch];
+    if (cfg.audit) {
+      os << " audited_frames=" << cs.audited_frames << " stage_invalid=";
+      for (int k = 0; k < kNumStages; ++k) os << (k ? "," : "") << cs.stage_invalid[k];
+    }
     os << "\n";
+    if (ch == kL2Book && cfg.per_coin)
+      for (size_t i = 0; i < h.l2_coin_silence_ns.size() && i < info.coins.size(); ++i)
+        os << "  l2Book " << info.coins[i] << " max_silence="
+           << ms3(static_cast<uint64_t>(h.l2_coin_silence_ns[i] / 1000)) << "ms"
+           << (i < h.l2_coin_stale_ns.size()
+                   ? " max_stale=" + ms3(static_cast<uint64_t>(h.l2_coin_stale_ns[i] / 1000)) + "ms"
+                   : std::string())
+           << "\n";
   }
+  os << "health: idle_timeouts=" << h.idle_timeouts << " downtime=" << ms3(static_cast<uint64_t>(h.downtime_ns / 1000))
+     << "ms max_downtime=" << ms3(static_cast<uint64_t>(h.max_downtime_ns / 1000)) << "ms";
+  if (cfg.audit) {
+    os << " audited_heights=" << h.audited_heights << " missed_heights=" << h.missing_heights;
+    if (!h.missing_ranges.empty()) {
+      os << " [";
+      for (size_t i = 0; i < h.missing_ranges.size(); ++i) {
+        auto [a, b] = h.missing_ranges[i];
+        os << (i ? " " : "") << a;
+        if (b != a) os << "-" << b;
+      }
+      os << (h.missing_heights > 0 && h.missing_ranges.size() == Health::kMaxRanges ? " ...]" : "]");
+    }
+  }
+  os << "\n";
   const Counters& c = s.c;
   os << "connection: frames=" << c.frames << " bytes=" << c.bytes << " bad_frames=" << c.bad
      << " error_frames=" << c.errors << " disconnects=" << c.disconnects << " reconnects=" << c.reconnects
      << " unknown_coin=" << c.unknown_coin << " other=" << c.other << " pongs=" << c.pongs << " acks=" << c.acks
      << " warmup_discarded=" << c.warmup_discarded << "\n";
+  os << verdict(s.health, cfg, s.c.disconnects).line << "\n";
   return os.str();
 }
 
@@ -125,21 +146,34 @@ std::string format_json(const Stats& s, const Config& cfg, const RunInfo& info) 
      << ",\"gap_threshold_s\":" << cfg.gap_s << ",\"compression\":{\"requested\":"
      << (info.compression_requested ? "true" : "false")
      << ",\"accepted\":" << (info.compression_accepted ? "true" : "false") << ",\"response\":\""
-     << json_escape(info.extensions_response) << "\"},\"coins\":[";
+     << json_escape(info.extensions_response) << "\"},\"clock\":{\"known\":" << (info.clock.known ? "true" : "false")
+     << ",\"synchronised\":" << (info.clock.synchronised ? "true" : "false")
+     << ",\"est_error_ms\":" << info.clock.est_error_ms << ",\"max_error_ms\":" << info.clock.max_error_ms
+     << ",\"warning\":" << (info.clock.warn ? "true" : "false") << "},\"interrupted\":"
+     << (info.interrupted ? "true" : "false") << ",\"max_silence_s\":" << cfg.max_silence_s << ",\"coins\":[";
   for (size_t i = 0; i < info.coins.size(); ++i) os << (i ? "," : "") << '"' << json_escape(info.coins[i]) << '"';
   os << "],\"channels\":[";
+  const Health& h = s.health;
+  const Verdict v = verdict(h, cfg, s.c.disconnects);
   bool first = true;
   for (int ch : cfg.channels) {
     const ChannelStats& cs = s.ch[ch];
     os << (first ? "" : ",") << "{\"channel\":\"" << channel_name(ch) << "\",";
     first = false;
     json_hist(os, cs.lat);
-    os << ",\"frames\":" << cs.frames << ",\"negative_clamped\":" << cs.negatives << ",\"gaps\":" << cs.gaps;
+    os << ",\"frames\":" << cs.frames << ",\"negative_clamped\":" << cs.negatives << ",\"gaps\":" << cs.gaps
+       << ",\"verdict\":\"" << v.channel[ch] << "\",\"why\":\"" << json_escape(v.why[ch])
+       << "\",\"max_silence_ms\":" << ms3(static_cast<uint64_t>(h.max_silence_ns[ch] / 1000))
+       << ",\"loss_notices\":" << h.loss_notices[ch] << ",\"acks_missing\":" << h.acks_missing[ch]
+       << ",\"acks_expected\":" << h.acks_expected[ch];
     if (cfg.audit) {
-      os << ",\"audited_frames\":" << cs.audited_frames << ",\"stage_negative_clamped\":" << cs.stage_negatives
-         << ",\"stages\":[";
+      os << ",\"audited_frames\":" << cs.audited_frames << ",\"audit_e2e\":{";
+      json_hist(os, cs.audit_e2e);
+      os << "},\"added\":{";
+      json_hist(os, cs.added);
+      os << "},\"stages\":[";
       for (int k = 0; k < kNumStages; ++k) {
-        os << (k ? "," : "") << "{\"stage\":\"" << stage_name(k) << "\",";
+        os << (k ? "," : "") << "{\"stage\":\"" << stage_name(k) << "\",\"invalid\":" << cs.stage_invalid[k] << ",";
         json_hist(os, cs.stage[k]);
         os << "}";
       }
@@ -163,7 +197,14 @@ std::string format_json(const Stats& s, const Config& cfg, const RunInfo& info) 
   os << "],\"counters\":{\"frames\":" << c.frames << ",\"bytes\":" << c.bytes << ",\"bad_frames\":" << c.bad
      << ",\"error_frames\":" << c.errors << ",\"disconnects\":" << c.disconnects << ",\"reconnects\":" << c.reconnects
      << ",\"unknown_coin\":" << c.unknown_coin << ",\"other\":" << c.other << ",\"pongs\":" << c.pongs
-     << ",\"acks\":" << c.acks << ",\"warmup_discarded\":" << c.warmup_discarded << "}}\n";
+     << ",\"acks\":" << c.acks << ",\"warmup_discarded\":" << c.warmup_discarded << "},\"health\":{"
+     << "\"idle_timeouts\":" << h.idle_timeouts << ",\"downtime_ms\":" << h.downtime_ns / 1000000
+     << ",\"max_downtime_ms\":" << h.max_downtime_ns / 1000000 << ",\"audited_heights\":" << h.audited_heights
+     << ",\"missed_heights\":" << h.missing_heights << ",\"missed_height_ranges\":[";
+  for (size_t i = 0; i < h.missing_ranges.size(); ++i)
+    os << (i ? "," : "") << "[" << h.missing_ranges[i].first << "," << h.missing_ranges[i].second << "]";
+  os << "],\"loss_notices_other\":" << h.loss_notices_other << "},\"healthy\":" << (v.healthy ? "true" : "false")
+     << ",\"verdict\":\"" << json_escape(v.line) << "\"}\n";
   return os.str();
 }
 
@@ -183,88 +224,6 @@ void write_csv_window(std::ostream& os, double t0, double t1, const Stats& s, co
        << s.c.reconnects << ',' << s.c.bad << '\n';
   }
   os.flush();
-}
-
-std::string format_svg(const Stats& s, const Config& cfg) {
-  const double W = 900, H = 540, L = 80, R = 170, T = 40, B = 70;
-  const double pw = W - L - R, ph = H - T - B;
-  // Latency axis: decades of milliseconds covering all channels; 0 µs samples plot at the left edge.
-  double lo = 1e18, hi = 0;
-  for (int ch : cfg.channels) {
-    const Histogram& h = s.ch[ch].lat;
-    if (!h.count()) continue;
-    lo = std::min(lo, std::max<double>(h.min(), 1.0) / 1000.0);
-    hi = std::max(hi, std::max<double>(h.max(), 1.0) / 1000.0);
-  }
-  if (hi == 0) lo = 1, hi = 1000;
-  int dlo = static_cast<int>(std::floor(std::log10(lo)));
-  int dhi = static_cast<int>(std::ceil(std::log10(hi)));
-  if (dhi <= dlo) dhi = dlo + 1;
-  auto xpos = [&](double ms) {
-    double lx = std::log10(std::max(ms, std::pow(10.0, dlo)));
-    return L + (lx - dlo) / (dhi - dlo) * pw;
-  };
-  auto ypos = [&](double f) { return T + (1.0 - f) * ph; };
-  static const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c"};
-
-  std::ostringstream os;
-  os.setf(std::ios::fixed);
-  os.precision(2);
-  os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-     << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H << "\" viewBox=\"0 0 " << W
-     << ' ' << H << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
-     << "<title>latency CDF per channel</title>\n"
-     << "<rect x=\"0\" y=\"0\" width=\"" << W << "\" height=\"" << H << "\" fill=\"white\"/>\n"
-     << "<text x=\"" << L + pw / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">"
-     << "Latency CDF (receive - exchange time)</text>\n";
-  // Grid and ticks: every decade, plus 2x and 5x when the axis spans few decades.
-  const bool minor = dhi - dlo <= 3;
-  for (int d = dlo; d <= dhi; ++d) {
-    for (double m : {1.0, 2.0, 5.0}) {
-      if ((m != 1.0 && (!minor || d == dhi))) continue;
-      const double v = m * std::pow(10.0, d);
-      const double x = xpos(v);
-      char lbl[32];
-      std::snprintf(lbl, sizeof lbl, "%g", v);
-      os << "<line x1=\"" << x << "\" y1=\"" << T << "\" x2=\"" << x << "\" y2=\"" << T + ph << "\" stroke=\""
-         << (m == 1.0 ? "#ccc" : "#eee") << "\"/>\n<text x=\"" << x << "\" y=\"" << T + ph + 18
-         << "\" text-anchor=\"middle\">" << lbl << "</text>\n";
-    }
-  }
-  for (int i = 0; i <= 10; ++i) {
-    double f = i / 10.0, y = ypos(f);
-    os << "<line x1=\"" << L << "\" y1=\"" << y << "\" x2=\"" << L + pw << "\" y2=\"" << y
-       << "\" stroke=\"#eee\"/>\n<text x=\"" << L - 8 << "\" y=\"" << y + 4 << "\" text-anchor=\"end\">" << f
-       << "</text>\n";
-  }
-  os << "<rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << pw << "\" height=\"" << ph
-     << "\" fill=\"none\" stroke=\"black\"/>\n"
-     << "<text x=\"" << L + pw / 2 << "\" y=\"" << H - 20 << "\" text-anchor=\"middle\">latency (ms, log scale)</text>\n"
-     << "<text x=\"20\" y=\"" << T + ph / 2 << "\" text-anchor=\"middle\" transform=\"rotate(-90 20 " << T + ph / 2
-     << ")\">cumulative fraction of samples</text>\n";
-  int li = 0;
-  for (int ch : cfg.channels) {
-    const Histogram& h = s.ch[ch].lat;
-    const char* col = colors[ch % 3];
-    double ly = T + 20 + li++ * 22;
-    os << "<line x1=\"" << L + pw + 15 << "\" y1=\"" << ly << "\" x2=\"" << L + pw + 40 << "\" y2=\"" << ly
-       << "\" stroke=\"" << col << "\" stroke-width=\"2\"/>\n<text x=\"" << L + pw + 46 << "\" y=\"" << ly + 4
-       << "\">" << xml_escape(channel_name(ch)) << " (n=" << h.count() << ")</text>\n";
-    if (!h.count()) continue;
-    os << "<polyline fill=\"none\" stroke=\"" << col << "\" stroke-width=\"2\" points=\"";
-    uint64_t cum = 0;
-    double total = static_cast<double>(h.count());
-    double px = xpos(std::max<double>(h.min(), 1.0) / 1000.0);
-    os << px << ',' << ypos(0);
-    for (auto [v, n] : h.buckets()) {
-      cum += n;
-      double x = xpos(std::max<double>(v, 1.0) / 1000.0);
-      os << ' ' << x << ',' << ypos(cum / total);
-    }
-    os << "\"/>\n";
-  }
-  os << "</svg>\n";
-  return os.str();
 }
 
 }  // namespace lat

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "clock.hpp"
 #include "config.hpp"
 #include "stats.hpp"
 
@@ -24,6 +25,8 @@ struct RunInfo {
   std::string extensions_response;     // server's Sec-WebSocket-Extensions
   double measured_s = 0;               // wall time after warmup
   int64_t start_unix_ms = 0;
+  ClockState clock;                    // kernel sync state at start
+  bool interrupted = false;            // stopped by SIGINT/SIGTERM before the duration ended
 };
 
 std::string format_table(const Stats& s, const Config& cfg, const RunInfo& info);
@@ -31,7 +34,13 @@ std::string format_json(const Stats& s, const Config& cfg, const RunInfo& info);
 void write_csv_header(std::ostream& os);
 // One row per channel (that had samples in the window or is requested) for the window [t0, t1] (Unix seconds).
 void write_csv_window(std::ostream& os, double t0, double t1, const Stats& s, const Config& cfg);
-std::string format_svg(const Stats& s, const Config& cfg);
+// SVG charts (charts.cpp): (a) percentile plot on the HDR log axis, per channel, receive - exchange time;
+// (b) stacked median / p99 bars per audit stage, per channel; (c) added latency (node write -> client) CDF,
+// 0-10 ms. (b) and (c) need --audit. svg_paths: the files written for cfg.svg_path.
+std::string format_svg_percentiles(const Stats& s, const Config& cfg);
+std::string format_svg_stages(const Stats& s, const Config& cfg);
+std::string format_svg_added(const Stats& s, const Config& cfg);
+std::vector<std::string> svg_paths(const Config& cfg);
 
 // Formats microseconds as milliseconds with 3 decimals.
 std::string ms3(uint64_t us);

@@ -5,7 +5,7 @@
 // our own offer string), subscribe every coin x channel, then the read loop whose hot path is: read (Beast
 // inflates), take the wall clock, parse 2-3 fields in place (simdjson needs padding: flat_buffer::prepare
 // provides it), record into the thread's Shard. A sibling coroutine sends {"method":"ping"} every ping period.
-// Any read/write error counts one disconnect, waits an exponential back-off (100 ms .. 5 s) and reconnects +
+// A watchdog closes a connection without data frames for --idle S. Any read/write error counts one disconnect, waits an exponential back-off (100 ms .. 5 s) and reconnects +
 // resubscribes (counted).
 #pragma once
 #include <simdjson.h>
@@ -13,6 +13,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
+#include <algorithm>
 #include <chrono>
 #include <memory>
 
@@ -52,8 +53,9 @@ void configure(Ws& s, const Config& cfg) {
   }));
   websocket::stream_base::timeout t{};
   t.handshake_timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.connect_timeout_s * 1000));
-  // Nothing received for 2.5 ping periods (the server answers every ping) means the connection is dead.
-  t.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.ping_s * 2500));
+  // No Beast idle timeout: any frame resets it, including the pongs to our own pings, so a server that is up but
+  // sends no data would never trip it. watchdog() below counts data frames only.
+  t.idle_timeout = websocket::stream_base::none();
   t.keep_alive_pings = false;
   s.set_option(t);
   s.read_message_max(64u << 20);
@@ -91,10 +93,13 @@ inline std::string extensions_of(const websocket::response_type& res) {
 template <class Ws>
 struct Conn {
   template <class... A>
-  explicit Conn(net::any_io_executor ex, A&... a) : ws(ex, a...), ping_timer(ex) {}
+  explicit Conn(net::any_io_executor ex, A&... a) : ws(ex, a...), ping_timer(ex), watch_timer(ex) {}
   Ws ws;
   net::steady_timer ping_timer;
+  net::steady_timer watch_timer;
   bool alive = true;
+  bool idle_closed = false;
+  int64_t last_data_ns = 0;  // receive time of the last data frame (or of the subscription)
 };
 
 template <class Ws>
@@ -110,12 +115,35 @@ net::awaitable<void> ping_loop(std::shared_ptr<Conn<Ws>> c, double period_s) {
   }
 }
 
+// Closes the connection when no data frame arrived for cfg.idle_s (pongs and acks do not count); the read loop
+// then sees the error and reconnects, which counts a disconnect and an idle timeout.
+template <class Ws>
+net::awaitable<void> watchdog(std::shared_ptr<Conn<Ws>> c, double idle_s) {
+  const auto idle_ns = static_cast<int64_t>(idle_s * 1e9);
+  const auto tick = std::chrono::milliseconds(std::clamp<int64_t>(static_cast<int64_t>(idle_s * 250), 10, 1000));
+  for (;;) {
+    error_code ec;
+    c->watch_timer.expires_after(tick);
+    co_await c->watch_timer.async_wait(ec_token(ec));
+    if (ec || !c->alive) co_return;
+    if (now_unix_ns() - c->last_data_ns > idle_ns) {
+      c->idle_closed = true;
+      error_code ignore;
+      beast::get_lowest_layer(c->ws).socket().shutdown(tcp::socket::shutdown_both, ignore);
+      beast::get_lowest_layer(c->ws).socket().close(ignore);
+      co_return;
+    }
+  }
+}
+
+inline bool is_data(Kind k) { return k == Kind::L2Book || k == Kind::Trades || k == Kind::Bbo; }
+
 template <class T>
 net::awaitable<void> run_connection(RunCtx& ctx, Shard& shard) {
   using Ws = typename T::Ws;
   const Config& cfg = *ctx.cfg;
   auto ex = co_await net::this_coro::executor;
-  const int slot = shard.add_connection();
+  const int slot = shard.add_connection(now_unix_ns());
   Extractor extractor;
   Frame frame;
   beast::flat_buffer buf;
@@ -138,7 +166,10 @@ net::awaitable<void> run_connection(RunCtx& ctx, Shard& shard) {
         if (ec) break;
       }
       if (!ec) {
+        shard.on_subscribed(slot, now_unix_ns());
+        c->last_data_ns = now_unix_ns();
         net::co_spawn(ex, ping_loop<Ws>(c, cfg.ping_s), net::detached);
+        net::co_spawn(ex, watchdog<Ws>(c, cfg.idle_s), net::detached);
         const bool count_stop = cfg.stop_after_samples > 0;
         for (;;) {
           buf.clear();
@@ -154,13 +185,15 @@ net::awaitable<void> run_connection(RunCtx& ctx, Shard& shard) {
           const char* p = static_cast<const char*>(buf.data().data());
           extractor.parse(p, len, len + simdjson::SIMDJSON_PADDING, frame);
           shard.on_frame(slot, frame, recv_ns, len);
+          if (is_data(frame.kind)) c->last_data_ns = recv_ns;
           if (count_stop && ctx.samples.load(std::memory_order_relaxed) >= cfg.stop_after_samples) ctx.done = true;
         }
       }
       c->alive = false;
       c->ping_timer.cancel();
+      c->watch_timer.cancel();
       if (ctx.stopping.load()) break;
-      shard.on_disconnect();
+      shard.on_disconnect(slot, now_unix_ns(), c->idle_closed);
       error_code ignore;
       beast::get_lowest_layer(c->ws).socket().close(ignore);
     }

@@ -9,13 +9,22 @@ const char* stage_name(int s) {
   return (s >= 0 && s < kNumStages) ? names[s] : "?";
 }
 
+const char* stage_short_name(int s) {
+  static const char* names[] = {"chain -> node", "node -> hlbook", "inside hlbook", "network"};
+  return (s >= 0 && s < kNumStages) ? names[s] : "?";
+}
+
 void ChannelStats::merge(const ChannelStats& o) {
   lat.merge(o.lat);
-  for (int i = 0; i < kNumStages; ++i) stage[i].merge(o.stage[i]);
+  for (int i = 0; i < kNumStages; ++i) {
+    stage[i].merge(o.stage[i]);
+    stage_invalid[i] += o.stage_invalid[i];
+  }
+  audit_e2e.merge(o.audit_e2e);
+  added.merge(o.added);
   frames += o.frames;
   samples += o.samples;
   negatives += o.negatives;
-  stage_negatives += o.stage_negatives;
   gaps += o.gaps;
   audited_frames += o.audited_frames;
 }
@@ -40,6 +49,8 @@ void Stats::merge(const Stats& o) {
   for (size_t i = 0; i < o.coin.size(); ++i)
     for (int c = 0; c < kNumChannels; ++c) coin[i][c].merge(o.coin[i][c]);
   c.merge(o.c);
+  health.merge(o.health);
+  trace.insert(trace.end(), o.trace.begin(), o.trace.end());
 }
 
 Shard::Shard(const Config& cfg, const CoinIndex& coins, int64_t warmup_end_ns, std::atomic<uint64_t>* counter)
@@ -52,13 +63,20 @@ Shard::Shard(const Config& cfg, const CoinIndex& coins, int64_t warmup_end_ns, s
     total_.coin.resize(coins.size());
     window_.coin.resize(coins.size());
   }
+  for (int ch : cfg.channels) subs_[ch] = coins.size();
 }
 
-int Shard::add_connection() {
+int Shard::add_connection(int64_t now_ns) {
   std::lock_guard lk(m_);
   last_time_.emplace_back();
   for (auto& v : last_time_.back()) v.assign(coins_.size(), 0);
+  health_.emplace_back(coins_.size(), now_ns);
   return static_cast<int>(last_time_.size()) - 1;
+}
+
+void Shard::on_subscribed(int slot, int64_t now_ns) {
+  std::lock_guard lk(m_);
+  health_[slot].on_subscribed(subs_, now_ns, total_.health);
 }
 
 static int channel_of(Kind k) {
@@ -70,9 +88,37 @@ static int channel_of(Kind k) {
   }
 }
 
-static uint64_t clamp_us(int64_t d_ns, bool& neg) {
-  neg = d_ns < 0;
-  return neg ? 0 : static_cast<uint64_t>(d_ns / 1000);
+// A stage [a, b] of the audit chain: both stamps known (the server leaves out, or older servers send 0 for, a
+// stamp it does not have) and in order. In µs, as the difference of the truncated stamps, so that the stages of
+// a frame add up exactly to its end-to-end value.
+static bool stage_us(int64_t a_ns, int64_t b_ns, int64_t& out) {
+  if (a_ns <= 0 || b_ns <= 0 || b_ns < a_ns) return false;
+  out = b_ns / 1000 - a_ns / 1000;
+  return true;
+}
+
+void Shard::record_audit(int ch, const Frame& f, int64_t recv_ns, int64_t ms_row_us) {
+  const Audit& a = f.audit;
+  const int64_t ends[kNumStages + 1] = {a.block_ns, a.node_ns, a.read_ns, a.sent_ns, recv_ns};
+  std::array<int64_t, kNumStages> v;
+  bool valid[kNumStages];
+  for (int k = 0; k < kNumStages; ++k) {
+    valid[k] = stage_us(ends[k], ends[k + 1], v[k]);
+    if (!valid[k]) v[k] = -1;
+  }
+  const bool all = valid[0] && valid[1] && valid[2] && valid[3];
+  const bool added = valid[1] && valid[2] && valid[3];
+  for (Stats* s : {&total_, &window_}) {
+    ChannelStats& cs = s->ch[ch];
+    cs.audited_frames++;
+    for (int k = 0; k < kNumStages; ++k) {
+      if (valid[k]) cs.stage[k].record(static_cast<uint64_t>(v[k]));
+      else cs.stage_invalid[k]++;
+    }
+    if (all) cs.audit_e2e.record(static_cast<uint64_t>(v[0] + v[1] + v[2] + v[3]));
+    if (added) cs.added.record(static_cast<uint64_t>(v[1] + v[2] + v[3]));
+  }
+  if (cfg_.keep_trace) total_.trace.push_back({v, all ? v[0] + v[1] + v[2] + v[3] : -1, ms_row_us});
 }
 
 void Shard::on_frame(int slot, const Frame& f, int64_t recv_ns, size_t bytes) {
@@ -93,8 +139,16 @@ void Shard::on_frame(int slot, const Frame& f, int64_t recv_ns, size_t bytes) {
         default: s->c.other++; break;
       }
     }
+    if (f.kind == Kind::SubAck) health_[slot].on_ack(f.ack_channel);
+    if (f.kind == Kind::Error) {
+      const int lost = loss_notice_channel(f.error);
+      if (lost >= 0) total_.health.loss_notices[lost]++;
+      else if (lost == -1) total_.health.loss_notices_other++;
+    }
     return;
   }
+  ConnHealth& health = health_[slot];
+  if (f.audit.present) health.on_height(f.audit.height, total_.health);
   const bool measuring = recv_ns >= warmup_end_ns_;
   const int64_t recv_us = recv_ns / 1000;
   uint64_t recorded = 0;
@@ -106,6 +160,7 @@ void Shard::on_frame(int slot, const Frame& f, int64_t recv_ns, size_t bytes) {
       continue;
     }
     const int coin = it->second;
+    if (i == 0) health.on_data(ch, coin, recv_ns, f.audit.present ? f.audit.block_ns : 0, total_.health);
     int64_t& last = last_time_[slot][ch][coin];
     const bool gap = last != 0 && smp.time_ms - last > gap_ms_;
     if (smp.time_ms > last) last = smp.time_ms;
@@ -128,20 +183,8 @@ void Shard::on_frame(int slot, const Frame& f, int64_t recv_ns, size_t bytes) {
   }
   if (!measuring) return;
   for (Stats* s : both) s->ch[ch].frames++;
-  if (f.audit.present) {
-    const Audit& a = f.audit;
-    const int64_t d[kNumStages] = {a.node_ns - a.block_ns, a.read_ns - a.node_ns, a.sent_ns - a.read_ns,
-                                   recv_ns - a.sent_ns};
-    for (Stats* s : both) {
-      ChannelStats& cs = s->ch[ch];
-      cs.audited_frames++;
-      for (int k = 0; k < kNumStages; ++k) {
-        bool neg;
-        cs.stage[k].record(clamp_us(d[k], neg));
-        cs.stage_negatives += neg;
-      }
-    }
-  }
+  if (f.audit.present && recorded)
+    record_audit(ch, f, recv_ns, recv_us - f.samples[0].time_ms * 1000);
   if (sample_counter_ && recorded) sample_counter_->fetch_add(recorded, std::memory_order_relaxed);
 }
 
@@ -154,10 +197,17 @@ void Shard::on_bad_frame(size_t bytes) {
   }
 }
 
-void Shard::on_disconnect() {
+void Shard::on_disconnect(int slot, int64_t now_ns, bool idle_timeout) {
   std::lock_guard lk(m_);
   total_.c.disconnects++;
   window_.c.disconnects++;
+  total_.health.idle_timeouts += idle_timeout;
+  health_[slot].on_disconnect(now_ns, total_.health);
+}
+
+void Shard::finish(int64_t end_ns) {
+  std::lock_guard lk(m_);
+  for (auto& h : health_) h.finish(end_ns, total_.health);
 }
 
 void Shard::on_reconnect() {

@@ -1,8 +1,8 @@
 // Per-thread statistics shards and their merge.
 //
 // Each connection thread owns one Shard: the hot path (on_frame) takes the receive timestamp's latency, clamps
-// negatives to 0 (counted), tracks per-coin per-channel exchange-time gaps, and records into both a run-total and
-// a current-window Stats. The shard mutex is uncontended except when the reporter swaps a window out, so the
+// negatives to 0 (counted), tracks per-coin per-channel exchange-time gaps and the feed's health (health.hpp),
+// validates audit stamps, and records into both a run-total and a current-window Stats. The shard mutex is uncontended except when the reporter swaps a window out, so the
 // reporter never walks histograms while a connection thread writes them.
 #pragma once
 #include <array>
@@ -15,18 +15,23 @@
 
 #include "config.hpp"
 #include "extract.hpp"
+#include "health.hpp"
 #include "histogram.hpp"
 
 namespace lat {
 
-// Audit split stages, in pipeline order.
+// Audit split stages, in pipeline order; they add up (per frame, exactly) to the audit end-to-end row.
 enum Stage : int { kExchToNode = 0, kNodeToRead = 1, kInServer = 2, kSendToRecv = 3, kNumStages = 4 };
 const char* stage_name(int s);
+const char* stage_short_name(int s);  // chart labels: chain -> node, node -> hlbook, inside hlbook, network
 
 struct ChannelStats {
-  Histogram lat;                               // receive - exchange time, µs
-  std::array<Histogram, kNumStages> stage;     // only with --audit
-  uint64_t frames = 0, samples = 0, negatives = 0, stage_negatives = 0, gaps = 0, audited_frames = 0;
+  Histogram lat;                               // receive - exchange time (ms `time`), µs
+  std::array<Histogram, kNumStages> stage;     // only with --audit: a stage is sampled when both stamps are valid
+  Histogram audit_e2e;                         // receive - block_ns, for frames whose four stages are all valid
+  Histogram added;                             // receive - node_ns (node write -> client), stages 2..4 valid
+  std::array<uint64_t, kNumStages> stage_invalid{};  // stamp missing, zero or out of order: not sampled
+  uint64_t frames = 0, samples = 0, negatives = 0, gaps = 0, audited_frames = 0;
   void merge(const ChannelStats& o);
 };
 
@@ -36,10 +41,19 @@ struct Counters {
   void merge(const Counters& o);
 };
 
+// One audited frame's values in µs (tests only, Config::keep_trace): stages (-1 = not sampled), the audit
+// end-to-end value (-1 = not sampled) and the ms-row value of the frame's first sample.
+struct TraceRow {
+  std::array<int64_t, kNumStages> stage;
+  int64_t e2e, ms_row;
+};
+
 struct Stats {
   std::array<ChannelStats, kNumChannels> ch;
   std::vector<std::array<Histogram, kNumChannels>> coin;  // per coin (index = coin index), only with --per-coin
   Counters c;
+  Health health;                                          // run totals only (windows leave it empty)
+  std::vector<TraceRow> trace;
   void merge(const Stats& o);
 };
 
@@ -49,13 +63,17 @@ class Shard {
  public:
   Shard(const Config& cfg, const CoinIndex& coins, int64_t warmup_end_ns, std::atomic<uint64_t>* sample_counter);
 
-  // Registers one connection on this shard; returns its slot for on_frame (gap state is per connection).
-  int add_connection();
+  // Registers one connection on this shard; returns its slot (gap, silence and height state are per connection).
+  int add_connection(int64_t now_ns);
+  // A (re)connected session sent its subscriptions.
+  void on_subscribed(int slot, int64_t now_ns);
   // Hot path. recv_ns = wall clock (Unix ns) taken after decompression, before parsing.
   void on_frame(int slot, const Frame& f, int64_t recv_ns, size_t bytes);
   void on_bad_frame(size_t bytes);
-  void on_disconnect();
+  void on_disconnect(int slot, int64_t now_ns, bool idle_timeout);
   void on_reconnect();
+  // The run ended at end_ns: closes every connection's open silence, downtime, acks and height tracking.
+  void finish(int64_t end_ns);
 
   Stats take_window();    // returns the current window and starts a new one
   Stats total_copy();
@@ -69,7 +87,10 @@ class Shard {
   int64_t gap_ms_;
   std::atomic<uint64_t>* sample_counter_;
   Stats total_, window_;
+  void record_audit(int ch, const Frame& f, int64_t recv_ns, int64_t ms_row_us);
   std::vector<std::array<std::vector<int64_t>, kNumChannels>> last_time_;  // [slot][channel][coin]
+  std::vector<ConnHealth> health_;                                           // [slot]
+  std::array<uint64_t, kNumChannels> subs_{};                                // subscriptions per session
 };
 
 }  // namespace lat

@@ -167,6 +167,7 @@ void LoopbackServer::session(Ws& ws, const Req& req) {
     if (msg.find("\"subscribe\"") == std::string::npos) continue;  // pings
     ++subs;
     data_conn = true;
+    if (subs <= opt_.unacked) continue;
     ws.write(net::buffer(R"({"channel":"subscriptionResponse","data":{"method":"subscribe","subscription":)" +
                          msg.substr(msg.find("\"subscription\":") + 15)));
   }
@@ -184,6 +185,11 @@ void LoopbackServer::session(Ws& ws, const Req& req) {
     cv_.wait(lk, [&] { return data_conns_ >= opt_.wait_conns || stop_; });
   }
   ws.write(net::buffer(std::string(R"({"channel":"pong"})")));
+  if (!opt_.error_after_acks.empty()) {
+    std::string esc;
+    for (char ch : opt_.error_after_acks) esc += ch == '"' ? std::string("\\\"") : std::string(1, ch);
+    ws.write(net::buffer(R"({"channel":"error","data":")" + esc + "\"}"));
+  }
   if (opt_.noise) {  // an error frame, a text frame that is not JSON, and a binary frame
     ws.write(net::buffer(std::string(R"({"channel":"error","data":"Already subscribed: {\"type\":\"l2Book\"}"})")));
     ws.write(net::buffer(std::string("{\"channel\":\"l2Book\",\"data\":{\"coin\":\"BTC\",\"ti")));
@@ -219,11 +225,14 @@ void LoopbackServer::session(Ws& ws, const Req& req) {
     }
     if (opt_.audit) {
       const int64_t block = t * 1000000;
-      frame += R"(,"audit":{"height":)" + std::to_string(1000 + i) + ",\"block_ns\":" + std::to_string(block) +
-               ",\"node_ns\":" + std::to_string(block + 2000000) + ",\"read_ns\":" +
-               std::to_string(block + 3000000) + ",\"applied_ns\":" + std::to_string(block + 3100000) +
-               ",\"published_ns\":" + std::to_string(block + 3200000) + ",\"sent_ns\":" +
-               std::to_string(now_ns()) + "}";
+      std::array<int64_t, 6> st{block, block + 2000000, block + 3000000, block + 3100000, block + 3200000, now_ns()};
+      if (opt_.tamper) opt_.tamper(i, st);
+      const int64_t height = 1000 + i + (opt_.skip_height_at >= 0 && i >= opt_.skip_height_at ? 1 : 0);
+      static const char* names[] = {"block_ns", "node_ns", "read_ns", "applied_ns", "published_ns", "sent_ns"};
+      frame += R"(,"audit":{"height":)" + std::to_string(height);
+      for (int k = 0; k < 6; ++k)
+        if (st[k] >= 0) frame += ",\"" + std::string(names[k]) + "\":" + std::to_string(st[k]);
+      frame += "}";
     }
     frame += "}";
     {

@@ -3,7 +3,9 @@
 // chooses, so the client's percentiles can be checked against the exact injected distribution.
 // Beast is confined to loopback_server.cpp; tests only see this header.
 #pragma once
+#include <array>
 #include <atomic>
+#include <cstdint>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -26,6 +28,12 @@ struct ServerOptions {
   bool noise = false;                           // after the acks: error frame, non-JSON text frame, binary frame
   bool tls = false;                             // wss:// with a fresh self-signed certificate (CN/IP 127.0.0.1)
   int wait_conns = 1;                           // data connections to wait for before any data is pushed
+  int skip_height_at = -1;                      // audit heights are 1000 + i; from frame i = this on, 1001 + i
+  // Audit stamps of frame i: block, node, read, applied, published, sent (ns). Set one to 0 to send 0, to -1 to
+  // leave the key out.
+  std::function<void(int, std::array<int64_t, 6>&)> tamper;
+  std::string error_after_acks;                 // an error frame's data text sent after the acks
+  int unacked = 0;                              // the first N subscriptions get no subscriptionResponse
 };
 
 class LoopbackServer {

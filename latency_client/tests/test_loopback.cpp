@@ -18,6 +18,7 @@
 
 #include "client.hpp"
 #include "loopback_server.hpp"
+#include "test_util.hpp"
 #include "xml_check.hpp"
 
 using namespace lat;
@@ -242,31 +243,6 @@ TEST(Loopback, SecureWebSocketWithDeflate) {
 }
 #endif
 
-namespace {
-
-struct TempDir {
-  std::filesystem::path p;
-  TempDir() {
-    p = std::filesystem::temp_directory_path() / ("latency_stats_test_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(p);
-  }
-  ~TempDir() { std::filesystem::remove_all(p); }
-};
-
-int run_binary(const std::string& args, const std::filesystem::path& out) {
-  std::string cmd = std::string(LATENCY_STATS_BIN) + " " + args + " > " + out.string() + " 2>&1";
-  int rc = std::system(cmd.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
 
 TEST(Binary, WritesAllOutputs) {
   ServerOptions o;

@@ -42,7 +42,7 @@ TEST(Shard, LatencyClampGapsWarmupAudit) {
   Fixture fx;
   const int64_t t0 = 1'790'000'000'000;  // exchange ms
   Shard sh(fx.cfg, fx.coins, /*warmup_end_ns=*/(t0 + 100) * kMs, nullptr);
-  int slot = sh.add_connection();
+  int slot = sh.add_connection(0);
   // During warmup: discarded, but gap state advances.
   sh.on_frame(slot, make(Kind::L2Book, {{"BTC", t0}}), (t0 + 50) * kMs, 100);
   // 30 ms latency
@@ -62,7 +62,7 @@ TEST(Shard, LatencyClampGapsWarmupAudit) {
   sh.on_frame(slot, make(Kind::Error, {}), 0, 10);
   sh.on_frame(slot, make(Kind::Bad, {}), 0, 10);
   sh.on_bad_frame(3);
-  sh.on_disconnect();
+  sh.on_disconnect(slot, 0, false);
   sh.on_reconnect();
 
   Stats s = sh.total_copy();
@@ -99,7 +99,7 @@ TEST(Shard, LatencyClampGapsWarmupAudit) {
 TEST(Report, TableJsonCsvSvg) {
   Fixture fx;
   Shard sh(fx.cfg, fx.coins, 0, nullptr);
-  int slot = sh.add_connection();
+  int slot = sh.add_connection(0);
   for (int i = 0; i < 1000; ++i) {
     const int64_t t = 1'790'000'000'000 + i * 500;
     sh.on_frame(slot, make(i % 2 ? Kind::L2Book : Kind::Bbo, {{i % 3 ? "BTC" : "ETH", t}}),
@@ -138,15 +138,14 @@ TEST(Report, TableJsonCsvSvg) {
   EXPECT_EQ(std::count(c.begin(), c.end(), '\n'), 4);
   EXPECT_NE(c.find("1.000,2.000,l2Book,500,"), std::string::npos) << c;
 
-  std::string svg = format_svg(s, fx.cfg);
+  std::string svg = format_svg_percentiles(s, fx.cfg);
   std::string why;
   EXPECT_TRUE(xml_well_formed(svg, why)) << why;
-  EXPECT_EQ(std::count(svg.begin(), svg.end(), 'p') > 0, true);
   size_t polylines = 0;
   for (size_t pos = 0; (pos = svg.find("<polyline", pos)) != std::string::npos; ++pos) ++polylines;
   EXPECT_EQ(polylines, 2u);  // trades has no samples
-  EXPECT_NE(svg.find("latency (ms, log scale)"), std::string::npos);
-  EXPECT_NE(svg.find("cumulative fraction"), std::string::npos);
+  EXPECT_NE(svg.find("percentile (HDR log axis)"), std::string::npos);
+  EXPECT_NE(svg.find(">99.99%<"), std::string::npos);
 }
 
 TEST(Report, Ms3) {
@@ -176,6 +175,19 @@ TEST(Cli, ParsesAllFlags) {
   EXPECT_DOUBLE_EQ(c.warmup_s, 1.5);
   EXPECT_TRUE(c.per_coin && c.compress && c.audit);
   EXPECT_DOUBLE_EQ(c.gap_s, 5);
+  EXPECT_DOUBLE_EQ(c.max_silence_s, 5);
+  EXPECT_FALSE(c.allow_loss);
+  Config e;
+  ASSERT_EQ(parse_cli({"--url", "ws://h:1/ws", "--coins", "BTC", "--channels", "bbo", "--max-silence", "2.5",
+                       "--idle", "7", "--ping", "0.5", "--allow-loss", "--hlog", "x.hlog"},
+                      e)
+                .action,
+            CliAction::Run);
+  EXPECT_DOUBLE_EQ(e.max_silence_s, 2.5);
+  EXPECT_DOUBLE_EQ(e.idle_s, 7);
+  EXPECT_DOUBLE_EQ(e.ping_s, 0.5);
+  EXPECT_TRUE(e.allow_loss);
+  EXPECT_EQ(e.hlog_path, "x.hlog");
   Config d;
   EXPECT_EQ(parse_cli({"--url", "ws://h:1/ws", "--coins", "all", "--channels", "bbo"}, d).action, CliAction::Run);
   EXPECT_TRUE(d.all_coins);
@@ -192,6 +204,8 @@ TEST(Cli, RejectsBadFlags) {
       {"--url", "ws://h/ws", "--coins", "BTC", "--channels", "bbo", "--duration", "x"},
       {"--url", "ws://h/ws", "--coins", "BTC", "--channels", "bbo", "--csv", "f"},
       {"--url", "ws://h/ws", "--coins", "BTC", "--channels", "bbo", "--bogus"},
+      {"--url", "ws://h/ws", "--coins", "BTC", "--channels", "bbo", "--max-silence", "0"},
+      {"--url", "ws://h/ws", "--coins", "BTC", "--channels", "bbo", "--hlog"},
       {"--url"},
   };
   for (auto& a : bad) {
@@ -204,6 +218,7 @@ TEST(Cli, RejectsBadFlags) {
   Config c;
   EXPECT_EQ(parse_cli({"--help"}, c).action, CliAction::Help);
   for (const char* flag : {"--url", "--coins", "--channels", "--conns", "--duration", "--warmup", "--per-coin",
-                           "--json", "--csv", "--interval", "--svg", "--compress", "--audit", "--gap", "--help"})
+                           "--json", "--csv", "--interval", "--svg", "--compress", "--audit", "--gap", "--help",
+                           "--max-silence", "--idle", "--ping", "--allow-loss", "--hlog"})
     EXPECT_NE(help_text().find(flag), std::string::npos) << flag;
 }

@@ -54,6 +54,16 @@ impl Collector for Hlbook {
             }
         }
         gauge(&mut e, "hlbook_height", "Height of the last applied block", h.height() as i64)?;
+        {
+            let recent = ctx.hub.stages.recent(crate::node::time::now_nanos());
+            let g = ConstGauge::new(recent.blocks_per_sec);
+            g.encode(e.encode_descriptor(
+                "hlbook_blocks_per_second",
+                "Blocks settled in the last minute of wall time, per second (0 when the node is quiet)",
+                None,
+                g.metric_type(),
+            )?)?;
+        }
         let (block_lag, node_lag) = h.lag();
         {
             let mut m =

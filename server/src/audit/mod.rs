@@ -154,10 +154,39 @@ impl Stages {
         self.histograms.lock().clone()
     }
 
-    /// Settled blocks of the last minute.
-    pub fn window(&self) -> Vec<Final> {
-        self.window.lock().iter().copied().collect()
+    /// Settled blocks applied in the minute of wall time before `now`. Settles what is due first and drops what
+    /// is older, so a server whose node went quiet reports an empty window instead of the minute before the
+    /// silence (settling otherwise only happens when the publisher publishes).
+    pub fn window(&self, now: i64) -> Vec<Final> {
+        self.settle(now);
+        let mut w = self.window.lock();
+        while w.front().is_some_and(|f| now - f.applied_ns > WINDOW_NS) {
+            w.pop_front();
+        }
+        w.iter().copied().collect()
     }
+
+    /// The window as `/status` and `/metrics` report it (see `Recent`).
+    pub fn recent(&self, now: i64) -> Recent {
+        let blocks = self.window(now);
+        let newest_age_ns = blocks.last().map(|f| now - f.applied_ns);
+        Recent { blocks_per_sec: blocks_per_sec(blocks.len(), WINDOW_NS), blocks, newest_age_ns }
+    }
+}
+
+/// The last minute of wall time: its settled blocks, their rate over the whole minute, and how old the newest is.
+#[derive(Debug)]
+pub struct Recent {
+    pub blocks: Vec<Final>,
+    pub blocks_per_sec: f64,
+    pub newest_age_ns: Option<i64>,
+}
+
+/// Blocks per second over a window of `window_ns`, to 2 decimals (a rate for people, not money).
+#[allow(clippy::float_arithmetic)]
+fn blocks_per_sec(blocks: usize, window_ns: i64) -> f64 {
+    let per_sec = blocks as f64 * 1e9 / window_ns as f64;
+    (per_sec * 100.0).round() / 100.0
 }
 
 fn finalize(height: u64, e: &Entry) -> Final {
@@ -195,9 +224,9 @@ mod tests {
         s.sent(7, 4_900);
         s.sent(8, 1); // not tracked: ignored
         s.settle(4_000 + SETTLE_NS / 2);
-        assert!(s.window().is_empty(), "not settled yet");
+        assert!(s.window(4_000 + SETTLE_NS / 2).is_empty(), "not settled yet");
         s.settle(4_000 + SETTLE_NS);
-        let w = s.window();
+        let w = s.window(4_000 + SETTLE_NS);
         assert_eq!(w.len(), 1);
         assert_eq!(w[0].stages, [Some(2_000), Some(500), Some(100), Some(400), Some(200), Some(900), Some(3_900)]);
         assert_eq!(s.histograms()[1].len(), 1);
@@ -209,6 +238,26 @@ mod tests {
         s.begin(BlockTimes { height: 1, block_time: 10, node_written: 20, read: 30, applied: 40 });
         s.published(1, 50);
         s.settle(50 + SETTLE_NS);
-        assert_eq!(s.window()[0].stages[4..], [None, None, None]);
+        assert_eq!(s.window(50 + SETTLE_NS)[0].stages[4..], [None, None, None]);
+    }
+
+    #[test]
+    fn the_window_ages_without_new_blocks() {
+        let s = Stages::new();
+        let sec = 1_000_000_000;
+        for h in 1..=30u64 {
+            let t = h as i64 * sec / 2; // two blocks a second for 15 s
+            s.begin(BlockTimes { height: h, block_time: t - 100, node_written: t - 50, read: t - 10, applied: t });
+            s.published(h, t + 5);
+        }
+        // Nobody published since: reading the window settles the last block and ages the rest.
+        let r = s.recent(16 * sec + 10);
+        assert_eq!(r.blocks.len(), 30);
+        assert_eq!(r.blocks_per_sec, 0.5, "30 blocks over the last minute");
+        assert_eq!(r.newest_age_ns, Some(sec + 10));
+        let r = s.recent(15 * sec + WINDOW_NS + 1);
+        assert!(r.blocks.is_empty(), "a silent minute has no blocks: {r:?}");
+        assert_eq!(r.blocks_per_sec, 0.0);
+        assert_eq!(r.newest_age_ns, None);
     }
 }

@@ -1,6 +1,7 @@
 //! `GET /status`: one JSON document for the status page and for people: state, height, per-stage percentiles
 //! over the last minute, blocks a second, the stalest subscribed coins, and connection numbers; with `?blocks=N`
-//! also the last N settled blocks' own stage values.
+//! also the last N settled blocks' own stage values. "Last minute" is wall time: with no blocks it is empty
+//! (0 blocks/s, no stage samples), and `newest_block_age_ms` says how old the newest settled block is.
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -18,12 +19,13 @@ pub const MAX_BLOCKS: usize = 4096;
 pub fn status(ctx: &WsContext, blocks: usize) -> Value {
     let shared = &ctx.hub.shared;
     let h = &shared.health;
-    let window = ctx.hub.stages.window();
     let now = now_nanos();
+    let recent = ctx.hub.stages.recent(now);
+    let window = &recent.blocks;
     let mut stages = Vec::new();
     for (i, name) in STAGES.iter().enumerate() {
         let Ok(mut hist) = Histogram::<u64>::new_with_bounds(1, 600_000_000_000, 3) else { continue };
-        for f in &window {
+        for f in window {
             if let Some(v) = f.stages[i] {
                 hist.saturating_record(v.max(1) as u64);
             }
@@ -34,8 +36,6 @@ pub fn status(ctx: &WsContext, blocks: usize) -> Value {
             "p50_us": us(0.5), "p90_us": us(0.9), "p99_us": us(0.99), "p999_us": us(0.999), "max_us": hist.max() / 1_000,
         }));
     }
-    let span = window.first().zip(window.last()).map_or(0, |(a, b)| b.applied_ns - a.applied_ns);
-    let blocks_per_sec = if span > 0 { (window.len() as u64 - 1) * 1_000_000_000 / span as u64 } else { 0 };
     let (block_lag, node_lag) = h.lag();
     let mut doc = json!({
         "state": h.state().as_str(),
@@ -44,7 +44,8 @@ pub fn status(ctx: &WsContext, blocks: usize) -> Value {
         "lag_ms": {"block": block_lag / 1_000_000, "node_write": node_lag / 1_000_000},
         "window_s": WINDOW_NS / 1_000_000_000,
         "blocks": window.len(),
-        "blocks_per_sec": blocks_per_sec,
+        "blocks_per_sec": recent.blocks_per_sec,
+        "newest_block_age_ms": recent.newest_age_ns.map(|a| a / 1_000_000),
         "stages": stages,
         "stalest_coins": stalest(ctx, now),
         "connections": ctx.limits.open(),

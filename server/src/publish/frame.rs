@@ -57,6 +57,7 @@ impl Frame {
 }
 
 /// `,"audit":{"height":…,"block_ns":…,…,"sent_ns":…}`: the names `latency_stats --audit` reads (docs/api.md).
+/// A stamp that is 0 (unknown) is left out.
 pub fn write_audit(out: &mut Vec<u8>, a: &Audit, sent_ns: i64) {
     let mut b = itoa::Buffer::new();
     out.extend_from_slice(b",\"audit\":{\"height\":");
@@ -69,6 +70,11 @@ pub fn write_audit(out: &mut Vec<u8>, a: &Audit, sent_ns: i64) {
         ("published_ns", a.published_ns),
         ("sent_ns", sent_ns),
     ] {
+        // 0 means the stamp is unknown (the block left its timeline): leave the key out rather than send a
+        // time that a reader would subtract from (issue #18).
+        if v == 0 {
+            continue;
+        }
         out.extend_from_slice(b",\"");
         out.extend_from_slice(name.as_bytes());
         out.extend_from_slice(b"\":");
@@ -93,5 +99,19 @@ mod tests {
         assert_eq!(v["audit"]["height"], 7);
         assert_eq!(v["audit"]["published_ns"], 5);
         assert_eq!(v["audit"]["sent_ns"], 6);
+    }
+
+    #[test]
+    fn unknown_stamps_are_left_out() {
+        let f = Frame::new(
+            1,
+            br#"{"channel":"bbo","data":{"coin":"ETH"}}"#.to_vec(),
+            Audit { height: 9, block_ns: 10, node_ns: 0, read_ns: 0, applied_ns: 0, published_ns: 50 },
+        );
+        let v: serde_json::Value = serde_json::from_slice(&f.with_audit(60)).unwrap();
+        let a = v["audit"].as_object().unwrap();
+        let keys: Vec<&str> = a.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["height", "block_ns", "published_ns", "sent_ns"], "{a:?}");
+        assert_eq!(a["block_ns"], 10);
     }
 }
