@@ -13,11 +13,6 @@ const START: u64 = 1_000_000_000;
 const PAUSE_AT: u64 = START + 100;
 const PAUSE_SECS: u64 = 75;
 
-/// The `/status` URL of a server whose address `hlbook listening on` printed. One place to change when the
-/// status endpoints move to their own listener.
-fn status_url(base: &str) -> String {
-    format!("{base}/status")
-}
 
 fn stage_samples(s: &serde_json::Value) -> u64 {
     s["stages"].as_array().expect("stages").iter().map(|g| g["count"].as_u64().unwrap()).sum()
@@ -60,7 +55,8 @@ fn status_forgets_blocks_older_than_a_minute_while_the_node_is_quiet() {
         &dir.path().join("serve.log"),
     );
     let base = format!("http://{}", server.wait_line("hlbook listening on", Duration::from_secs(30)));
-    let url = status_url(&base);
+    let admin = procs::admin_base(&server);
+    let url = format!("{admin}/status");
 
     // Before the pause: blocks are settling, so the window has a rate and stage samples.
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -106,7 +102,7 @@ fn status_forgets_blocks_older_than_a_minute_while_the_node_is_quiet() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
-    let metrics = reqwest::blocking::get(format!("{base}/metrics")).unwrap().text().unwrap();
+    let metrics = reqwest::blocking::get(format!("{admin}/metrics")).unwrap().text().unwrap();
     assert!(
         metrics.lines().any(|l| l == "hlbook_blocks_per_second 0.0" || l == "hlbook_blocks_per_second 0"),
         "{metrics}"
