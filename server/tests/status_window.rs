@@ -13,7 +13,6 @@ const START: u64 = 1_000_000_000;
 const PAUSE_AT: u64 = START + 100;
 const PAUSE_SECS: u64 = 75;
 
-
 fn stage_samples(s: &serde_json::Value) -> u64 {
     s["stages"].as_array().expect("stages").iter().map(|g| g["count"].as_u64().unwrap()).sum()
 }

@@ -1,5 +1,6 @@
 //! The `hlbook` command line: subcommands over the library. `main.rs` only parses and dispatches.
 
+pub mod process;
 pub mod relay;
 pub mod replay;
 pub mod serve;

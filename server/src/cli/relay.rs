@@ -30,7 +30,7 @@ pub struct RelayArgs {
 }
 
 pub fn run(args: &RelayArgs) -> anyhow::Result<()> {
-    super::serve::init_logging(&args.log_format, "info");
+    super::process::init_logging(&args.log_format, "info");
     let node_dir = crate::config::expand_home(&args.node_dir);
     let listener = TcpListener::bind(&args.listen).with_context(|| format!("binding {}", args.listen))?;
     let local = listener.local_addr()?;
@@ -39,7 +39,7 @@ pub fn run(args: &RelayArgs) -> anyhow::Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let signals = rt.block_on(async { super::serve::Shutdown::register() })?;
+    let signals = rt.block_on(async { super::process::Shutdown::register() })?;
     super::systemd::ready(&format!("relaying {} on {local}", node_dir.display()));
     std::thread::spawn(move || {
         rt.block_on(signals.wait());
