@@ -238,22 +238,9 @@ fn a_dead_publisher_fails_health_and_the_process() {
     ];
     let sim = procs::Proc::start(livefeed::HLSIM, &sim_args, &dir.path().join("sim.log"));
     let info = format!("http://{}/info", sim.wait_line("info listening on", Duration::from_secs(60)));
-    let snaps = dir.path().join("snaps");
-    let args = [
-        "serve",
-        "--node-dir",
-        data.to_str().unwrap(),
-        "--info-url",
-        &info,
-        "--snapshot-dir",
-        snaps.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "--admin-listen",
-        "none",
-    ];
     let env = [("HLBOOK_TEST_PUBLISHER_PANIC_AFTER", "30")];
-    let mut server = procs::Proc::start_env(procs::HLBOOK, &args, &env, &dir.path().join("serve.log"));
+    let mut server =
+        procs::start_serve_env(&data, &info, &dir.path().join("snaps"), &[], &env, &dir.path().join("serve.log"));
     let base = format!("http://{}", server.wait_line("hlbook listening on", Duration::from_secs(60)));
     let deadline = Instant::now() + Duration::from_secs(60);
     let failed = loop {

@@ -122,6 +122,18 @@ pub fn get_bytes(url: &str) -> Option<Vec<u8>> {
 /// it picks (read them with `wait_line("hlbook listening on", …)`, then `admin_base`), with `extra` flags after
 /// those.
 pub fn start_serve(node_dir: &Path, info_url: &str, snapshots: &Path, extra: &[&str], log: &Path) -> Proc {
+    start_serve_env(node_dir, info_url, snapshots, extra, &[], log)
+}
+
+/// `start_serve` with environment variables added.
+pub fn start_serve_env(
+    node_dir: &Path,
+    info_url: &str,
+    snapshots: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+    log: &Path,
+) -> Proc {
     let mut args = vec![
         "serve",
         "--node-dir",
@@ -136,7 +148,7 @@ pub fn start_serve(node_dir: &Path, info_url: &str, snapshots: &Path, extra: &[&
         "127.0.0.1:0",
     ];
     args.extend_from_slice(extra);
-    Proc::start(HLBOOK, &args, log)
+    Proc::start_env(HLBOOK, &args, env, log)
 }
 
 /// `http://HOST:PORT` of a started server's admin listener (`/status`, `/metrics`, `/l4snapshot`); call it after
