@@ -3,7 +3,8 @@
 //!
 //! `upgrade` admits a client and negotiates compression, `conn` runs one task per connection, `protocol` knows the
 //! official request and response texts, `info` answers info requests, `deflate` compresses frames once and inflates
-//! what clients compress, `limits` keeps abusers to themselves, `http` holds the plain endpoints.
+//! what clients compress, `wire` frames each message once and writes it beneath tungstenite, `limits` keeps abusers
+//! to themselves, `http` holds the plain endpoints.
 
 pub mod conn;
 pub mod deflate;
@@ -12,6 +13,7 @@ pub mod info;
 pub mod limits;
 pub mod protocol;
 pub mod upgrade;
+pub mod wire;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
