@@ -46,9 +46,19 @@ fn params(variant: usize, n_levels: usize) -> L2Params {
 
 #[derive(Clone, Debug)]
 enum Op {
-    Insert { oid: u64, ask: bool, px: u64, sz: u64 },
-    Resize { oid: u64, sz: u64 },
-    Remove { oid: u64 },
+    Insert {
+        oid: u64,
+        ask: bool,
+        px: u64,
+        sz: u64,
+    },
+    Resize {
+        oid: u64,
+        sz: u64,
+    },
+    Remove {
+        oid: u64,
+    },
     /// A build wants this variant: its shape is made from the book as it is now.
     Want(usize),
     /// Builds want only these variants from now on.
@@ -116,9 +126,9 @@ proptest! {
         for op in &ops {
             apply(&mut book, op);
         }
-        for v in 0..VARIANTS.len() {
+        for (v, variant) in VARIANTS.iter().enumerate() {
             let p = params(v, n_levels);
-            prop_assert_eq!(maintained(&book, &p), fresh(&book, &p), "variant {:?}", VARIANTS[v]);
+            prop_assert_eq!(maintained(&book, &p), fresh(&book, &p), "variant {:?}", variant);
         }
     }
 }

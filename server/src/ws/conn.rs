@@ -22,9 +22,9 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
-use super::{WsContext, wire};
 use super::deflate::deflate_message;
 use super::protocol::{self, Request, Subscription};
+use super::{WsContext, wire};
 use crate::node::time::now_nanos;
 use crate::publish::{Frame, L4Snapshot, Slot, Tick, Want};
 
