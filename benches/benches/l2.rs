@@ -1,15 +1,26 @@
-//! L2 builds on the capture's 51k-order BTC book: each variant at 100 levels a side, and all seven together.
+//! L2 builds on the capture's 51k-order BTC book: each variant at 100 levels a side, and all seven together, as the
+//! publisher builds them (coarse shapes from maintained bucket totals, `book::buckets`) and, for reference, by
+//! aggregating over every level (`walk_…`, how every coarse frame was built before).
 
 #[path = "../../server/tests/common/mod.rs"]
 mod common;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use hlbook::book::CoinBook;
+use hlbook::book::buckets::l2_levels;
 use hlbook::book::l2::{L2Params, LevelAgg, VARIANTS, aggregate, write_l2_book_json};
 use hlbook::book::snapshot::load_books;
 use hlbook::node::Side;
 
+/// What a frame costs the publisher: the maintained levels, then the JSON.
 fn build(book: &CoinBook, params: &L2Params, levels: &mut [Vec<LevelAgg>; 2], json: &mut Vec<u8>) {
+    l2_levels(book, params, levels);
+    json.clear();
+    write_l2_book_json(json, book.coin(), 1_778_002_753_024, &levels[0], &levels[1]);
+}
+
+/// The same frame by walking the levels, without maintained buckets.
+fn build_walk(book: &CoinBook, params: &L2Params, levels: &mut [Vec<LevelAgg>; 2], json: &mut Vec<u8>) {
     for side in [Side::Bid, Side::Ask] {
         let running = book.levels(side).map(|(px, l)| LevelAgg { px, sz: l.sz, n: l.n });
         aggregate(side, running, params, None, &mut levels[side.index()]);
@@ -28,7 +39,8 @@ fn bench(c: &mut Criterion) {
     for (sig, m) in VARIANTS {
         let params = L2Params::new(sig, m, 100).expect("valid");
         let name = format!("sig{}_m{}", sig.map_or("full".into(), |s| s.to_string()), m.unwrap_or(1));
-        g.bench_function(name, |b| b.iter(|| build(book, &params, &mut levels, &mut json)));
+        g.bench_function(&name, |b| b.iter(|| build(book, &params, &mut levels, &mut json)));
+        g.bench_function(format!("walk_{name}"), |b| b.iter(|| build_walk(book, &params, &mut levels, &mut json)));
     }
     for (sig, m) in [(None, None), (Some(2), None)] {
         let params = L2Params::new(sig, m, 100).expect("valid");
@@ -58,6 +70,25 @@ fn bench(c: &mut Criterion) {
             }
         })
     });
+    // What maintenance adds to applying a diff: one order in and out at the best bid, without and with every
+    // coarse shape maintained.
+    let mut owned = book.clone();
+    let mut order = owned.orders(Side::Bid).next().expect("a bid").clone();
+    order.oid = u64::MAX;
+    for with_shapes in [false, true] {
+        if with_shapes {
+            for p in &all {
+                l2_levels(&owned, p, &mut levels);
+            }
+        }
+        let shapes = owned.buckets().len();
+        g.bench_function(format!("insert_remove_one_order_{shapes}_shapes"), |b| {
+            b.iter(|| {
+                owned.insert(order.clone(), None, None);
+                owned.remove(order.oid, order.side, order.px).expect("rests");
+            })
+        });
+    }
     g.finish();
 }
 

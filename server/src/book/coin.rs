@@ -3,7 +3,8 @@
 //! Orders live in a slab and each level is an intrusive doubly linked list through it, so `remove` and
 //! `insertBefore` are O(1) given the oid, and time priority is the list order. Levels sit in a `BTreeMap` per side
 //! with a running size and count, so the best level and the top N levels are read without touching orders: an L2
-//! build costs O(levels it returns), not O(orders in the book).
+//! build costs O(levels it returns), not O(orders in the book). Every level change is also passed to `buckets`,
+//! which keeps the coarse L2 shapes someone wants.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 use slab::Slab;
 
+use super::buckets::Buckets;
 use crate::node::{Address, Cloid, Coin, Fixed, FixedSum, OrderFlavor, Side};
 
 /// A resting order. Fields are what the snapshot and `l4Book` frames carry.
@@ -78,6 +80,7 @@ pub struct CoinBook {
     levels: [BTreeMap<Fixed, Level>; 2],
     /// Raw `children` JSON of the few orders that have TP/SL children attached.
     children: FxHashMap<u64, Box<str>>,
+    buckets: Buckets,
 }
 
 impl CoinBook {
@@ -88,6 +91,7 @@ impl CoinBook {
             by_oid: FxHashMap::default(),
             levels: [BTreeMap::new(), BTreeMap::new()],
             children: FxHashMap::default(),
+            buckets: Buckets::default(),
         }
     }
 
@@ -113,6 +117,11 @@ impl CoinBook {
 
     pub fn order(&self, oid: u64) -> Option<&RestingOrder> {
         self.by_oid.get(&oid).map(|&k| &self.slab[k as usize].order)
+    }
+
+    /// The running totals of the coarse L2 shapes wanted of this book.
+    pub fn buckets(&self) -> &Buckets {
+        &self.buckets
     }
 
     pub fn children(&self, oid: u64) -> Option<&str> {
@@ -142,6 +151,7 @@ impl CoinBook {
             self.levels[side.index()].entry(px).or_insert(Level { sz: FixedSum::ZERO, n: 0, head: NIL, tail: NIL });
         level.sz.add(sz);
         level.n += 1;
+        self.buckets.add(side, px, sz);
         let placement = match anchor {
             Some(a) => {
                 link_before(&mut self.slab, level, key, a);
@@ -168,6 +178,7 @@ impl CoinBook {
             level.sz.sub(old);
             level.sz.add(new_sz);
         }
+        self.buckets.resize(side, px, old, new_sz);
         if old != orig_sz { Err(Misfit::SizeMismatch) } else { Ok(()) }
     }
 
@@ -196,6 +207,7 @@ impl CoinBook {
             if level.n == 0 {
                 levels.remove(&px);
             }
+            self.buckets.sub(side, px, sz);
         }
         Some(self.slab.remove(key as usize).order)
     }

@@ -4,6 +4,7 @@
 //! never panics and never guesses silently: each block has a typed outcome, and every diff that does not fit the
 //! book is reported and marks its coin untrusted until a snapshot repairs it; the block's other coins still apply.
 
+pub mod buckets;
 pub mod coin;
 pub mod export;
 pub mod l2;

@@ -10,5 +10,6 @@ pub mod source;
 pub mod tail;
 pub mod tcp;
 pub mod validate;
+pub mod wake;
 
 pub use assemble::{Assembled, Assembler};

@@ -7,15 +7,10 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use notify::event::{AccessKind, ModifyKind};
-use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
-
 use super::tail::StreamTail;
+use super::wake::Wake;
 use crate::node::{Mode, Stream};
 
 /// What a source delivers.
@@ -49,17 +44,16 @@ pub trait LineSource: Send + std::fmt::Debug {
     fn counters(&self) -> SourceCounters;
 }
 
-/// The node's hour files on this host, followed with inotify and a slow poll.
+/// The node's hour files on this host, followed with inotify (read by this thread, see `wake`) and a slow poll.
 #[derive(Debug)]
 pub struct FileSource {
     node_dir: PathBuf,
     mode: Mode,
     tails: Vec<StreamTail>,
     resume_after: u64,
-    watcher: Option<RecommendedWatcher>,
-    events: mpsc::Receiver<()>,
-    /// Set by the watcher on anything but a data write: a file or folder appeared, went, or events were lost.
-    dirs_changed: Arc<AtomicBool>,
+    wake: Wake,
+    /// Set on anything but a data write: a file or folder appeared, went, or events were lost.
+    dirs_changed: bool,
     /// When the tails last looked for newer hour files.
     listed_at: Instant,
     /// Per tail (in `READ_ORDER`): its folder is being watched.
@@ -71,51 +65,36 @@ pub struct FileSource {
 impl FileSource {
     /// Follows the files from the block after `height`.
     pub fn new(node_dir: &Path, mode: Mode, height: u64) -> FileSource {
-        let (tx, events) = mpsc::channel();
-        let dirs_changed = Arc::new(AtomicBool::new(true));
-        let flag = dirs_changed.clone();
-        let watcher = notify::recommended_watcher(move |e: notify::Result<notify::Event>| {
-            match e.as_ref().map(|e| e.kind) {
-                // inotify also reports opens (IN_OPEN), our own among them: waking on one would wake the next poll
-                // at once, and ingest would spin instead of sleeping.
-                Ok(EventKind::Access(AccessKind::Open(_))) => return,
-                Ok(EventKind::Modify(ModifyKind::Data(_)) | EventKind::Access(_)) => {}
-                _ => flag.store(true, Ordering::Release),
-            }
-            let _ = tx.send(());
-        })
-        .map_err(|e| tracing::warn!("inotify unavailable, polling only: {e}"))
-        .ok();
         FileSource {
             node_dir: node_dir.to_path_buf(),
             mode,
             tails: tails(node_dir, mode, height),
             resume_after: height,
-            watcher,
-            events,
-            dirs_changed,
+            wake: Wake::new(),
+            dirs_changed: true,
             listed_at: Instant::now(),
             watched: [false; 3],
             retired: SourceCounters::default(),
         }
     }
 
+    /// Watches the streams' folders that exist now; a folder watched for the first time may hold files we have not
+    /// listed.
     fn watch_new_dirs(&mut self) {
-        let Some(w) = self.watcher.as_mut() else { return };
         for (tail, done) in self.tails.iter().zip(self.watched.iter_mut()) {
-            let root = tail.watch_root();
-            if !*done && root.is_dir() {
-                *done = w.watch(&root, RecursiveMode::Recursive).is_ok();
+            if !*done {
+                *done = self.wake.watch_tree(&tail.watch_root());
+                self.dirs_changed |= *done;
             }
         }
     }
 
     /// Whether the tails should list folders for newer hour files this time: listing costs a few syscalls per
-    /// folder and raises inotify events of its own, so it happens when the watcher saw a change, and otherwise
-    /// only every `RELIST_EVERY` in case an event was missed (a new day's folder is watched only once it exists).
+    /// folder, so it happens when inotify reported a folder change, and otherwise only every `RELIST_EVERY` in
+    /// case an event was missed.
     fn list_now(&mut self) -> bool {
-        let due = self.watcher.is_none()
-            || self.dirs_changed.swap(false, Ordering::AcqRel)
+        let due = !self.wake.is_active()
+            || std::mem::take(&mut self.dirs_changed)
             || self.listed_at.elapsed() >= RELIST_EVERY;
         if due {
             self.listed_at = Instant::now();
@@ -167,13 +146,13 @@ fn tails(node_dir: &Path, mode: Mode, height: u64) -> Vec<StreamTail> {
 impl LineSource for FileSource {
     fn poll(&mut self, wait: Duration, on: &mut dyn FnMut(SourceEvent<'_>)) -> io::Result<()> {
         self.watch_new_dirs();
+        // Events queued so far are answered by the read below; a write after this point wakes the wait at once.
+        self.dirs_changed |= self.wake.take().dirs_changed;
         if self.read_all(on)? {
             return Ok(());
         }
-        // Nothing new: sleep until a file event (or the slow poll), then read again.
-        if self.events.recv_timeout(wait).is_ok() {
-            while self.events.try_recv().is_ok() {}
-        }
+        // Nothing new: sleep in this thread until a file event (or the slow poll), then read again.
+        self.dirs_changed |= self.wake.wait(wait).dirs_changed;
         self.read_all(on).map(drop)
     }
 

@@ -1,13 +1,13 @@
 //! Following the node's hour files as they grow: complete lines out, in file order, exactly once.
 //!
 //! One `StreamTail` per stream. It reads from its offset to the end of the current hour file whenever woken
-//! (inotify through `notify`, plus a slow poll in case an event is lost), keeps a trailing partial line until its
-//! newline arrives, and moves to the next hour file only once one exists and the current one has been drained to
-//! its end (the node never writes an hour file again after starting the next). Lines are handed out of the read
-//! buffer itself: a status line of several MB is read straight into place and never copied again. Looking for the
-//! next hour file lists folders, so the caller says when that is worth doing (a folder changed, or a while passed). A file replaced under the same
-//! name (new inode) or truncated is read again from its start; lines already applied are dropped downstream by
-//! height, so nothing is applied twice.
+//! (inotify, read by the ingest thread itself in `wake`, plus a slow poll in case an event is lost), keeps a
+//! trailing partial line until its newline arrives, and moves to the next hour file only once one exists and the
+//! current one has been drained to its end (the node never writes an hour file again after starting the next).
+//! Lines are handed out of the read buffer itself: a status line of several MB is read straight into place and
+//! never copied again. Looking for the next hour file lists folders, so the caller says when that is worth doing (a
+//! folder changed, or a while passed). A file replaced under the same name (new inode) or truncated is read again
+//! from its start; lines already applied are dropped downstream by height, so nothing is applied twice.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};

@@ -1,14 +1,13 @@
 //! A serialized data frame, shared by every subscriber that gets it.
 //!
-//! The JSON is written once by the publisher. Compressed subscribers share one deflated copy, made by whichever
-//! connection needs it first. Audit subscribers (`/ws?audit=1`) get the same JSON with the block's stage times
+//! The JSON is written once by the publisher. Each way of sending it (plain or permessage-deflate) is turned into
+//! one whole WebSocket message once, by whichever connection needs it first, and every subscriber that sends it
+//! that way writes those same bytes. Audit subscribers (`/ws?audit=1`) get the same JSON with the block's stage times
 //! appended, which costs them a copy but leaves everyone else's bytes official.
 
 use std::sync::OnceLock;
 
 use bytes::Bytes;
-
-use crate::ws::deflate::deflate_message;
 
 /// Stage timestamps of the block a frame describes (Unix ns; 0 when unknown).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -33,17 +32,19 @@ pub struct Frame {
     /// `{"channel":…,"data":…}`.
     pub json: Bytes,
     pub audit: Audit,
-    deflated: OnceLock<Bytes>,
+    /// The message on the wire: `[plain, compressed]`.
+    wire: [OnceLock<Bytes>; 2],
 }
 
 impl Frame {
     pub fn new(seq: u64, json: Vec<u8>, audit: Audit) -> Frame {
-        Frame { seq, json: Bytes::from(json), audit, deflated: OnceLock::new() }
+        Frame { seq, json: Bytes::from(json), audit, wire: Default::default() }
     }
 
-    /// The JSON compressed for permessage-deflate, made once per frame.
-    pub fn deflated(&self, level: u32) -> &Bytes {
-        self.deflated.get_or_init(|| deflate_message(&self.json, level))
+    /// This frame as a whole WebSocket message, plain or compressed: `make` frames the JSON (the serving stage
+    /// knows the wire format), once per frame and way of sending, and every later caller shares the result.
+    pub fn wire(&self, compressed: bool, make: impl FnOnce(&[u8]) -> Bytes) -> &Bytes {
+        self.wire[usize::from(compressed)].get_or_init(|| make(&self.json))
     }
 
     /// The JSON with `"audit":{…}` added as a last top-level key; `sent_ns` is the connection's write time.

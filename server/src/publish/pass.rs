@@ -10,7 +10,8 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use super::frame::{Audit, Frame};
 use super::hub::{CoinWants, Hub, L4Snapshot, Tick, Wanted};
 use super::json::{self, Bbo};
-use crate::book::l2::{L2Params, LevelAgg, aggregate};
+use crate::book::buckets::l2_levels;
+use crate::book::l2::{L2Params, LevelAgg};
 use crate::book::{Books, CoinBook};
 use crate::ingest::live::BlockTimes;
 use crate::node::time::{nanos_to_millis, now_nanos};
@@ -312,6 +313,10 @@ fn audit_from(height: u64, block_time: i64, t: Option<BlockTimes>) -> Audit {
 
 /// Copies out every target coin's wanted L2 groups and best levels (in parallel when there are many).
 fn build_all(books: &Books, wanted: &Wanted, targets: &[Coin]) -> Vec<Built> {
+    // A coin nobody wants any more is never built again, so its coarse L2 shapes are dropped here.
+    for b in books.books().filter(|b| !b.buckets().is_empty() && !wanted.coins.contains_key(b.coin())) {
+        b.buckets().keep(&[]);
+    }
     let none = CoinWants::default();
     let one = |c: &Coin| build(books.coin(c), c, wanted.coins.get(c).map_or(&none, |w| &**w));
     if targets.len() >= PARALLEL_COINS {
@@ -321,19 +326,22 @@ fn build_all(books: &Books, wanted: &Wanted, targets: &[Coin]) -> Vec<Built> {
     }
 }
 
+/// One coin's wanted L2 groups, coarse ones from running bucket totals (kept for exactly the shapes wanted).
 fn build(book: Option<&CoinBook>, coin: &Coin, w: &CoinWants) -> Built {
     let mut l2 = Vec::with_capacity(w.l2.len());
+    let mut coarse = Vec::new();
     for ((sf, m), depths) in &w.l2 {
         let deepest = depths.last().map_or(1, |d| d.0);
         let params = L2Params::new(*sf, *m, deepest).unwrap_or(L2Params::full(deepest));
+        coarse.extend(params.n_sig_figs.map(|s| (s, params.mantissa)));
         let mut sides = [Vec::new(), Vec::new()];
         if let Some(book) = book {
-            for side in [Side::Bid, Side::Ask] {
-                let levels = book.levels(side).map(|(px, l)| LevelAgg { px, sz: l.sz, n: l.n });
-                aggregate(side, levels, &params, None, &mut sides[side.index()]);
-            }
+            l2_levels(book, &params, &mut sides);
         }
         l2.push(sides);
+    }
+    if let Some(book) = book {
+        book.buckets().keep(&coarse);
     }
     let best = |s| book.and_then(|b| b.best(s)).map(|(px, l)| LevelAgg { px, sz: l.sz, n: l.n });
     Built { coin: coin.clone(), l2, bbo: [best(Side::Bid), best(Side::Ask)], exists: book.is_some() }

@@ -20,13 +20,12 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::time::{Instant, sleep_until};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
-use tokio_tungstenite::tungstenite::protocol::frame::{Frame as WsFrame, FrameHeader};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
-use super::WsContext;
 use super::deflate::deflate_message;
 use super::protocol::{self, Request, Subscription};
+use super::{WsContext, wire};
 use crate::node::time::now_nanos;
 use crate::publish::{Frame, L4Snapshot, Slot, Tick, Want};
 
@@ -457,12 +456,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         }
     }
 
-    /// Feeds the batch to the socket and flushes once.
+    /// Writes the batch to the socket as whole WebSocket messages, with one vectored write where the kernel allows.
     async fn write(&mut self, batch: Batch) -> Result<(), WsError> {
         let sent_ns = now_nanos();
-        let (n, level) = (batch.frames.len() as u64, self.ctx.cfg.compression_level);
-        let mut bytes = 0u64;
-        if self.opts.batch {
+        let n = batch.frames.len() as u64;
+        let messages: Vec<Bytes> = if self.opts.batch {
             let mut joined = Vec::with_capacity(batch.bytes + batch.frames.len() + 2);
             joined.push(b'[');
             for (i, f) in batch.frames.iter().enumerate() {
@@ -472,20 +470,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                 joined.extend_from_slice(&self.plain(f, sent_ns));
             }
             joined.push(b']');
-            let msg = self.message(Bytes::from(joined), None, level);
-            bytes += msg.len() as u64;
-            self.ws.feed(msg).await?;
+            vec![self.encode(&joined)]
         } else {
-            for f in &batch.frames {
-                let msg = match f {
-                    Out::Shared(fr) if !self.opts.audit => self.message(fr.json.clone(), Some(fr), level),
-                    _ => self.message(Bytes::from(self.plain(f, sent_ns)), None, level),
-                };
-                bytes += msg.len() as u64;
-                self.ws.feed(msg).await?;
-            }
-        }
+            batch.frames.iter().map(|f| self.message(f, sent_ns)).collect()
+        };
+        let bytes = messages.iter().map(Bytes::len).sum::<usize>() as u64;
+        // Whatever tungstenite queued (a pong) goes out first, so our messages never land inside one of its frames.
         self.ws.flush().await?;
+        wire::write_all(self.ws.get_mut(), &messages).await?;
         let stages = &self.ctx.hub.stages;
         let written = now_nanos();
         for f in &batch.frames {
@@ -510,16 +502,22 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         }
     }
 
-    /// A text message, compressed when negotiated: shared frames reuse their one compressed copy.
-    fn message(&self, json: Bytes, shared: Option<&Arc<Frame>>, level: u32) -> Message {
-        let (payload, rsv1) = match (self.opts.deflate, shared) {
-            (true, Some(fr)) => (fr.deflated(level).clone(), true),
-            (true, None) => (deflate_message(&json, level), true),
-            (false, Some(fr)) => (fr.json.clone(), false),
-            (false, None) => (json, false),
-        };
-        let header = FrameHeader { is_final: true, rsv1, opcode: OpCode::Data(Data::Text), ..FrameHeader::default() };
-        Message::Frame(WsFrame::from_payload(header, payload))
+    /// One frame as a whole message on the wire: a shared frame's bytes are framed (and compressed) once for every
+    /// subscriber; audit frames and texts are this connection's own.
+    fn message(&self, f: &Out, sent_ns: i64) -> Bytes {
+        match f {
+            Out::Shared(fr) if !self.opts.audit => fr.wire(self.opts.deflate, |json| self.encode(json)).clone(),
+            _ => self.encode(&self.plain(f, sent_ns)),
+        }
+    }
+
+    /// JSON as a text message, compressed when negotiated.
+    fn encode(&self, json: &[u8]) -> Bytes {
+        if self.opts.deflate {
+            wire::text_message(&deflate_message(json, self.ctx.cfg.compression_level), true)
+        } else {
+            wire::text_message(json, false)
+        }
     }
 }
 

@@ -3,8 +3,9 @@
 //!
 //! `upgrade` admits a client and negotiates compression, `conn` runs one task per connection, `protocol` knows the
 //! official request and response texts, `info` answers info requests (`passthrough` guards the way to the node),
-//! `deflate` compresses frames once and inflates what clients compress, `limits` keeps abusers to themselves,
-//! `auth` checks the optional token, `http` holds the public endpoints and `admin` the operator's.
+//! `deflate` compresses frames once and inflates what clients compress, `wire` frames each message once and writes
+//! it beneath tungstenite, `limits` keeps abusers to themselves, `auth` checks the optional token, `http` holds the
+//! public endpoints and `admin` the operator's.
 
 pub mod admin;
 pub mod auth;
@@ -16,6 +17,7 @@ pub mod limits;
 pub mod passthrough;
 pub mod protocol;
 pub mod upgrade;
+pub mod wire;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
