@@ -17,9 +17,11 @@ use rustc_hash::FxHashMap;
 use tokio::sync::{oneshot, watch};
 
 use super::frame::Frame;
+use super::user_history::FillsDir;
+use super::users::{UserChannel, UserFrames, UserSubs};
 use crate::book::l2::L2Params;
 use crate::ingest::live::Shared;
-use crate::node::Coin;
+use crate::node::{Address, Coin};
 
 /// One L2 shape of one coin.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -44,6 +46,10 @@ pub struct Tick {
     /// Coins whose l4Book subscribers need a fresh snapshot (repaired, or the books were reloaded: `all`).
     pub l4_reset: Vec<Coin>,
     pub all_reset: bool,
+    /// Followed users' frames of this block (`publish::users`).
+    pub users: FxHashMap<Address, UserFrames>,
+    /// The block's watch generation: its user frames are complete for users followed since then.
+    pub users_generation: Option<u64>,
     bytes: usize,
 }
 
@@ -58,6 +64,12 @@ impl Tick {
 
     fn measure(&mut self) {
         self.bytes = self.trades.values().chain(self.l4.values()).map(|f| f.json.len()).sum::<usize>() + 64;
+        self.bytes += self.users.values().map(UserFrames::bytes).sum::<usize>();
+    }
+
+    /// Whether this block holds every event of a user followed since watch generation `generation`.
+    pub fn users_complete_since(&self, generation: u64) -> bool {
+        self.users_generation.is_none_or(|g| g >= generation)
     }
 }
 
@@ -101,6 +113,8 @@ pub enum Want {
     Mids(Option<Coin>),
     Trades(Coin),
     L4(Coin),
+    /// orderUpdates, userFills (with `aggregateByTime`), userEvents of one user.
+    User(Address, UserChannel, bool),
 }
 
 /// A fresh l4Book snapshot: the frame, and the feed tick it is current after.
@@ -137,6 +151,10 @@ pub struct Hub {
     pub counters: PublishCounters,
     /// Per-block stage times, settled into latency histograms.
     pub stages: crate::audit::Stages,
+    /// Followers of per-user channels.
+    pub users: UserSubs,
+    /// The node's fills files, for userFills' first frame (unset: no history, an empty snapshot).
+    pub fills_dir: std::sync::OnceLock<FillsDir>,
 }
 
 impl Hub {
@@ -153,6 +171,8 @@ impl Hub {
             published: watch::channel(0).0,
             counters: PublishCounters::default(),
             stages: crate::audit::Stages::new(),
+            users: UserSubs::default(),
+            fills_dir: std::sync::OnceLock::new(),
         }
     }
 
@@ -188,6 +208,10 @@ impl Hub {
                 *n += 1;
                 return if *n == 1 { self.rebuild(&mut r) } else { None };
             }
+            Want::User(u, ch, _) => {
+                self.users.add(*u, *ch, &self.shared.watched);
+                return None;
+            }
         };
         if new {
             self.rebuild(&mut r);
@@ -213,6 +237,10 @@ impl Hub {
             Want::Mids(d) => down(&mut r.mids, d, |v| &mut v.0),
             Want::Trades(c) => down(&mut r.trades, c, |v| v),
             Want::L4(c) => down(&mut r.l4, c, |v| v),
+            Want::User(u, ch, _) => {
+                self.users.remove(*u, *ch, &self.shared.watched);
+                false
+            }
         };
         if gone {
             self.rebuild(&mut r);

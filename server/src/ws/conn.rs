@@ -27,7 +27,9 @@ use super::WsContext;
 use super::deflate::deflate_message;
 use super::protocol::{self, Request, Subscription};
 use crate::node::time::now_nanos;
-use crate::publish::{Frame, L4Snapshot, Slot, Tick, Want};
+use crate::node::Address;
+use crate::publish::users::UserChannel;
+use crate::publish::{Audit, Frame, Hub, L4Snapshot, Slot, Tick, Want};
 
 /// How a connection wants its frames.
 #[derive(Clone, Copy, Debug, Default)]
@@ -57,6 +59,22 @@ enum Sub {
         coin: crate::node::Coin,
         state: L4State,
     },
+    /// orderUpdates, userFills, userEvents of one user, from the first block that holds all of its events
+    /// (parsed after the user was watched, at watch `generation` or later).
+    User {
+        user: Address,
+        ch: UserChannel,
+        generation: u64,
+        state: UserState,
+    },
+}
+
+enum UserState {
+    /// Skipping blocks parsed before the user was watched.
+    Pending { cursor: u64 },
+    /// userFills: the snapshot of fills before the first live block is being read from the node's files.
+    Waiting { rx: oneshot::Receiver<Arc<Frame>>, cursor: u64 },
+    Live { cursor: u64 },
 }
 
 enum L4State {
@@ -216,6 +234,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         let sub = match (&s.want, slot) {
             (Want::Trades(c), _) => Sub::Trades { coin: c.clone(), cursor: hub.feed_head() },
             (Want::L4(c), _) => Sub::L4 { coin: c.clone(), state: L4State::Waiting(hub.request_snapshot(c.clone())) },
+            (Want::User(user, ch, _), _) => Sub::User {
+                user: *user,
+                ch: *ch,
+                generation: hub.shared.watched.view().generation,
+                state: UserState::Pending { cursor: hub.feed_head() },
+            },
             (_, Some(slot)) => Sub::Conflated { slot, sent: 0 },
             (_, None) => return,
         };
@@ -292,6 +316,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         let mut from = u64::MAX;
         let mut lost = Vec::new();
         for (s, sub) in self.subs.values_mut() {
+            if let Sub::User { state, .. } = sub
+                && let UserState::Waiting { rx, cursor } = state
+            {
+                match rx.try_recv() {
+                    Ok(snap) => batch.push(Out::Shared(snap)),
+                    Err(oneshot::error::TryRecvError::Empty) => continue,
+                    Err(oneshot::error::TryRecvError::Closed) => {}
+                }
+                *state = UserState::Live { cursor: *cursor };
+            }
             if let Sub::L4 { state: L4State::Waiting(rx), coin } = sub {
                 match rx.try_recv() {
                     Ok(snap) => {
@@ -305,7 +339,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                     }
                 }
             }
-            let (Sub::Trades { cursor, .. } | Sub::L4 { state: L4State::Live { cursor }, .. }) = sub else { continue };
+            let (Sub::Trades { cursor, .. }
+            | Sub::L4 { state: L4State::Live { cursor }, .. }
+            | Sub::User { state: UserState::Pending { cursor } | UserState::Live { cursor }, .. }) = sub
+            else {
+                continue;
+            };
             if head.saturating_sub(*cursor) <= backlog {
                 from = from.min(*cursor);
                 continue;
@@ -322,7 +361,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         if from != u64::MAX {
             let first = hub.ticks_after(from, &mut ticks);
             for (s, sub) in self.subs.values_mut() {
-                if let Sub::Trades { cursor, .. } | Sub::L4 { state: L4State::Live { cursor }, .. } = sub
+                if let Sub::Trades { cursor, .. }
+                | Sub::L4 { state: L4State::Live { cursor }, .. }
+                | Sub::User { state: UserState::Pending { cursor } | UserState::Live { cursor }, .. } = sub
                     && *cursor + 1 < first
                 {
                     *cursor = first - 1;
@@ -370,6 +411,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                     }
                     *cursor = tick.seq;
                 }
+                Sub::User { user, ch, generation, state } => take_user_tick(hub, tick, *user, *ch, *generation, state, batch),
                 _ => {}
             }
         }
@@ -454,6 +496,60 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         let header = FrameHeader { is_final: true, rsv1, opcode: OpCode::Data(Data::Text), ..FrameHeader::default() };
         Message::Frame(WsFrame::from_payload(header, payload))
     }
+}
+
+/// One tick for a per-user subscription: skipped until the first block complete for its user; userFills then
+/// waits for its snapshot of earlier fills before it goes live at that block.
+fn take_user_tick(
+    hub: &Arc<Hub>,
+    tick: &Tick,
+    user: Address,
+    ch: UserChannel,
+    generation: u64,
+    state: &mut UserState,
+    batch: &mut Batch,
+) {
+    if let UserState::Pending { cursor } = state {
+        if tick.seq <= *cursor {
+            return;
+        }
+        if !tick.users_complete_since(generation) {
+            *cursor = tick.seq;
+            return;
+        }
+        let cursor = tick.seq - 1;
+        *state = match ch {
+            UserChannel::Fills => UserState::Waiting { rx: fills_snapshot(hub, user, tick.height), cursor },
+            _ => UserState::Live { cursor },
+        };
+    }
+    let UserState::Live { cursor } = state else { return };
+    if tick.seq <= *cursor {
+        return;
+    }
+    if let Some(f) = tick.users.get(&user).and_then(|f| f.get(ch)) {
+        batch.push(Out::Shared(f.clone()));
+    }
+    *cursor = tick.seq;
+}
+
+/// Most fills a userFills snapshot carries (the official REST `userFills` returns at most 2000).
+const SNAPSHOT_FILLS: usize = 2000;
+
+/// Reads the user's fills of blocks below `before` from the node's files on a blocking thread.
+fn fills_snapshot(hub: &Arc<Hub>, user: Address, before: u64) -> oneshot::Receiver<Arc<Frame>> {
+    let (tx, rx) = oneshot::channel();
+    let hub = hub.clone();
+    tokio::task::spawn_blocking(move || {
+        let dir = hub.fills_dir.get().cloned();
+        let fills =
+            dir.map(|d| crate::publish::user_history::recent_fills(&d, user, before, SNAPSHOT_FILLS)).unwrap_or_default();
+        let refs: Vec<&str> = fills.iter().map(String::as_str).collect();
+        let json = crate::publish::users::user_fills(&user, &refs, true);
+        let _ = tx.send(Arc::new(Frame::new(0, json, Audit::default())));
+        hub.poke();
+    });
+    rx
 }
 
 /// The error text for an ordered stream that lost blocks: names the subscription and the first height it gets again.

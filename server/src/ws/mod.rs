@@ -12,6 +12,7 @@ pub mod info;
 pub mod limits;
 pub mod protocol;
 pub mod upgrade;
+pub mod user_protocol;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
@@ -62,7 +63,8 @@ impl WsCounters {
             "trades" => &self.subs_trades,
             "bbo" => &self.subs_bbo,
             "allMids" => &self.subs_all_mids,
-            _ => &self.subs_l4_book,
+            "l4Book" => &self.subs_l4_book,
+            _ => return,
         };
         c.fetch_add(d, Relaxed);
     }

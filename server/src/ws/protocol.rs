@@ -40,6 +40,7 @@ impl Subscription {
             Want::Mids(_) => "allMids",
             Want::Trades(_) => "trades",
             Want::L4(_) => "l4Book",
+            Want::User(_, ch, _) => ch.kind(),
         }
     }
 }
@@ -120,7 +121,10 @@ fn subscription(sub: &Map<String, Value>) -> Result<Subscription, String> {
             Some(Value::String(d)) => Want::Mids(Some(Coin::from(d.as_str()))),
             Some(_) => return Err("dex must be a string".into()),
         },
-        other => return Err(format!("unsupported subscription type {other:?}")),
+        other => match super::user_protocol::want(other, sub) {
+            Some(w) => w?,
+            None => return Err(format!("unsupported subscription type {other:?}")),
+        },
     };
     Ok(Subscription { want, echo: Value::Object(echo) })
 }
