@@ -74,6 +74,8 @@ pub struct ServerConfig {
     /// Balancers in front of this server: for connections from these addresses the per-IP limits apply to the
     /// client named by `X-Forwarded-For`, not to the balancer.
     pub trusted_proxies: Vec<IpAddr>,
+    /// Distinct users (orderUpdates, userFills, userEvents) one client IP may follow (the official API: 15).
+    pub max_users_per_ip: usize,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -119,6 +121,7 @@ impl Default for ServerConfig {
             backlog_bytes: 256 << 20,
             info_passthrough: true,
             trusted_proxies: Vec::new(),
+            max_users_per_ip: 15,
         }
     }
 }
@@ -223,6 +226,7 @@ impl Config {
             ("server.max_messages_per_minute", v.max_messages_per_minute as usize),
             ("server.idle_timeout_secs", v.idle_timeout_secs as usize),
             ("server.backlog_blocks", v.backlog_blocks),
+            ("server.max_users_per_ip", v.max_users_per_ip),
         ] {
             if n == 0 {
                 return Err(invalid(key, "must be at least 1"));

@@ -171,6 +171,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         limits: Arc::new(Limits::new(&c.server)),
         counters: WsCounters::default(),
         closing,
+        user_cap: Default::default(),
     });
     let state = AppState::new(shared.clone(), ws.clone());
     let served = rt.block_on(serve_http(&c.server.listen, state, closing_tx, shared));

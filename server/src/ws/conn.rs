@@ -37,6 +37,8 @@ pub struct Options {
     pub deflate: bool,
     pub audit: bool,
     pub batch: bool,
+    /// The client IP the per-IP user cap counts (`None`: uncapped, e.g. in-process tests).
+    pub ip: Option<std::net::IpAddr>,
 }
 
 /// `post` requests of one connection in flight at once.
@@ -176,6 +178,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         }
         for (_, (s, _)) in self.subs.drain() {
             self.ctx.hub.remove(&s.want);
+            release_user(&self.ctx, self.opts.ip, &s.want);
             self.ctx.counters.subscription_delta(s.channel(), -1);
         }
     }
@@ -226,8 +229,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         let max = self.ctx.cfg.max_subscriptions;
         if self.subs.len() >= max {
             self.ctx.counters.protocol_errors.fetch_add(1, Relaxed);
-            self.pending.push(protocol::error(&format!("Too many subscriptions: at most {max} per connection")));
+            let text = format!("Too many subscriptions: at most {max} per connection: {}", s.echo);
+            self.pending.push(protocol::error(&text));
             return;
+        }
+        if let (Want::User(user, ..), Some(ip)) = (&s.want, self.opts.ip) {
+            let max = self.ctx.cfg.max_users_per_ip;
+            if !self.ctx.user_cap.try_add(ip, *user, max) {
+                self.ctx.counters.protocol_errors.fetch_add(1, Relaxed);
+                self.pending.push(protocol::error(&super::user_cap::refusal(max, &s.echo)));
+                return;
+            }
         }
         let hub = &self.ctx.hub;
         let slot = hub.add(&s.want);
@@ -252,6 +264,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         match self.subs.remove(&s.want) {
             Some((mine, _)) => {
                 self.ctx.hub.remove(&mine.want);
+                release_user(&self.ctx, self.opts.ip, &mine.want);
                 self.ctx.counters.subscription_delta(mine.channel(), -1);
                 self.pending.push(protocol::ack("unsubscribe", &s.echo));
             }
@@ -495,6 +508,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         };
         let header = FrameHeader { is_final: true, rsv1, opcode: OpCode::Data(Data::Text), ..FrameHeader::default() };
         Message::Frame(WsFrame::from_payload(header, payload))
+    }
+}
+
+/// Frees a per-user subscription's place in its IP's user cap.
+fn release_user(ctx: &WsContext, ip: Option<std::net::IpAddr>, want: &Want) {
+    if let (Want::User(user, ..), Some(ip)) = (want, ip) {
+        ctx.user_cap.remove(ip, *user);
     }
 }
 

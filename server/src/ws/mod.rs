@@ -12,6 +12,7 @@ pub mod info;
 pub mod limits;
 pub mod protocol;
 pub mod upgrade;
+pub mod user_cap;
 pub mod user_protocol;
 
 use std::sync::Arc;
@@ -32,6 +33,8 @@ pub struct WsContext {
     pub counters: WsCounters,
     /// Turns true when the server shuts down: every connection closes with 1001.
     pub closing: watch::Receiver<bool>,
+    /// Distinct users followed per client IP.
+    pub user_cap: user_cap::UserCap,
 }
 
 /// Counters of the serving stage.

@@ -54,6 +54,10 @@ pub fn parse(text: &str) -> Result<Request, String> {
         "ping" => Ok(Request::Ping),
         "subscribe" | "unsubscribe" => {
             let sub = v.get("subscription").and_then(Value::as_object).ok_or_else(|| bad(None))?;
+            let kind = sub.get("type").and_then(Value::as_str).unwrap_or_default();
+            if let Some(text) = super::user_protocol::not_served(kind, &Value::Object(sub.clone())) {
+                return Err(text);
+            }
             let s = subscription(sub).map_err(|why| bad(Some(&why)))?;
             Ok(if method == "subscribe" { Request::Subscribe(s) } else { Request::Unsubscribe(s) })
         }
@@ -83,6 +87,11 @@ pub fn parse_error(frame: &str, why: Option<&str>) -> String {
         Some(w) => format!("Error parsing JSON into valid websocket request: {echo} ({w})"),
         None => format!("Error parsing JSON into valid websocket request: {echo}"),
     }
+}
+
+/// Client text quoted inside an error reason, with braces replaced so it cannot open or close a JSON span.
+fn quoted(s: &str) -> String {
+    format!("{s:?}").replace('{', "(").replace('}', ")")
 }
 
 fn subscription(sub: &Map<String, Value>) -> Result<Subscription, String> {
@@ -123,7 +132,7 @@ fn subscription(sub: &Map<String, Value>) -> Result<Subscription, String> {
         },
         other => match super::user_protocol::want(other, sub) {
             Some(w) => w?,
-            None => return Err(format!("unsupported subscription type {other:?}")),
+            None => return Err(format!("unsupported subscription type {}", quoted(other))),
         },
     };
     Ok(Subscription { want, echo: Value::Object(echo) })

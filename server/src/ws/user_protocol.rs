@@ -33,6 +33,36 @@ fn parse(ch: UserChannel, sub: &Map<String, Value>) -> Result<Want, String> {
     Ok(Want::User(user, ch, aggregate))
 }
 
+/// Official subscription types that a server fed by a node's book, status and fills files cannot serve, and why.
+const NOT_SERVED: &[(&str, &str)] = &[
+    ("candle", "candles are not built here yet"),
+    ("webData2", "it needs account and asset-context state"),
+    ("webData3", "it needs account and asset-context state"),
+    ("notification", "notifications are not in the node's files"),
+    ("clearinghouseState", "account state is not in the node's files"),
+    ("allDexsClearinghouseState", "account state is not in the node's files"),
+    ("spotState", "account state is not in the node's files"),
+    ("openOrders", "it is not built here"),
+    ("twapStates", "TWAP state is not in the node's files"),
+    ("activeAssetCtx", "asset contexts are not in the node's files"),
+    ("activeAssetData", "account state is not in the node's files"),
+    ("allDexsAssetCtxs", "asset contexts are not in the node's files"),
+    ("userTwapSliceFills", "TWAP slices are not told apart in the node's files"),
+    ("userTwapHistory", "TWAP history is not in the node's files"),
+    ("userFundings", "funding payments are not in the node's files"),
+    ("userNonFundingLedgerUpdates", "ledger updates are not in the node's files"),
+    ("userHistoricalOrders", "order history is not kept here"),
+    ("explorerBlock", "explorer data is not in the node's files"),
+    ("explorerTxs", "explorer data is not in the node's files"),
+];
+
+/// The error text for an official type this server does not serve, naming the type and echoing the request (valid
+/// JSON); `None` for a type that is not official.
+pub fn not_served(kind: &str, echo: &Value) -> Option<String> {
+    let (kind, why) = NOT_SERVED.iter().find(|(k, _)| *k == kind)?;
+    Some(format!("Subscription type {kind} is not served by hlbook, a server fed by a node's files ({why}): {echo}"))
+}
+
 /// `user`: `0x` and 40 hex digits, either case.
 pub fn user(sub: &Map<String, Value>) -> Result<Address, String> {
     let text = sub.get("user").and_then(Value::as_str).ok_or("user must be an address string")?;
@@ -46,6 +76,16 @@ mod tests {
 
     fn map(v: Value) -> Map<String, Value> {
         v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn official_types_not_served_say_so_with_a_json_echo() {
+        let echo = serde_json::json!({"type": "webData2", "user": "0x01"});
+        let text = not_served("webData2", &echo).unwrap();
+        assert!(text.starts_with("Subscription type webData2 is not served by hlbook"), "{text}");
+        let span = &text[text.find('{').unwrap()..=text.rfind('}').unwrap()];
+        assert_eq!(serde_json::from_str::<Value>(span).unwrap(), echo);
+        assert!(not_served("madeUp", &echo).is_none());
     }
 
     #[test]
