@@ -386,7 +386,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         }
         for text in lost {
             self.ctx.counters.overflows.fetch_add(1, Relaxed);
-            batch.push(Out::Text(protocol::error(&text)));
+            batch.push(Out::Text(protocol::notice(&text)));
         }
         let mut full = false;
         for tick in &ticks {

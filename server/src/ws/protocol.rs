@@ -162,6 +162,13 @@ pub fn error(text: &str) -> String {
     serde_json::json!({"channel": "error", "data": text}).to_string()
 }
 
+/// `{"channel":"hlbookNotice","data":<text>}`: news the client did not provoke (a loss of blocks). Not an
+/// `error`: ccxt rejects every pending future of a connection on any error but `Already subscribed`, and every
+/// official client ignores a channel it does not know.
+pub fn notice(text: &str) -> String {
+    serde_json::json!({"channel": "hlbookNotice", "data": text}).to_string()
+}
+
 pub fn already_subscribed(echo: &Value) -> String {
     error(&format!("Already subscribed: {echo}"))
 }
