@@ -280,3 +280,25 @@ fn ccxt_snippet_gets_the_same_books() {
         }
     }
 }
+
+/// ccxt pro rejects every pending future of a connection on an error frame (docs/api.md): a watch_order_book
+/// waiting while an unserved type is subscribed on the same connection raises our error once, and the next call
+/// gets a book again, because hlbook keeps the connection and its subscriptions.
+#[test]
+fn ccxt_error_rejects_a_pending_book_once_and_books_go_on() {
+    let Some(dir) = clients_dir_with("ccxt", |d| has_python_package(d, "ccxt")) else { return };
+    let feed = Feed::start("");
+    let snippet = feed.dir.path().join("snippet.py");
+    std::fs::write(&snippet, readme_snippet("# ccxt pro", &feed.addr)).unwrap();
+    let harness = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/ccxt_error_harness.py");
+    let (printed, _) = run_beside_ours(&feed, || {
+        Run::start(Command::new(dir.join("py/bin/python")).arg(&harness).arg(&snippet).arg(LIMIT.as_secs().to_string()))
+    });
+    let out = printed.last().unwrap_or_else(|| panic!("the harness printed nothing"));
+    let last = out["attempts"].as_array().unwrap().last().unwrap();
+    let book = last["book"].as_str().unwrap();
+    assert!(book.starts_with("ExchangeError") && book.contains("webData2 is not served by hlbook"), "{out}");
+    assert!(last["unserved"].as_str().unwrap().contains("not served"), "{out}");
+    assert_eq!(out["after"]["symbol"], "BTC/USDC:USDC", "{out}");
+    assert!(out["after"]["bids"].as_u64() > Some(0) && out["after"]["asks"].as_u64() > Some(0), "{out}");
+}

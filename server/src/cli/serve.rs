@@ -156,7 +156,8 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let hub = Arc::new(Hub::new(shared.clone(), c.server.backlog_blocks + FEED_MARGIN, c.server.backlog_bytes));
     // userFills snapshots read the node's fills files back (empty when they are not on this host).
-    let _ = hub.fills_dir.set(publish::user_history::FillsDir { node_dir: c.ingest.node_dir.clone(), mode: c.ingest.mode });
+    let _ =
+        hub.fills_dir.set(publish::user_history::FillsDir { node_dir: c.ingest.node_dir.clone(), mode: c.ingest.mode });
     let publisher = {
         let (hub, st) = (hub.clone(), stop.clone());
         rt.spawn_blocking(move || publish::run(hub, &st))

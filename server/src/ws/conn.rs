@@ -26,8 +26,8 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use super::WsContext;
 use super::deflate::deflate_message;
 use super::protocol::{self, Request, Subscription};
-use crate::node::time::now_nanos;
 use crate::node::Address;
+use crate::node::time::now_nanos;
 use crate::publish::users::UserChannel;
 use crate::publish::{Audit, Frame, Hub, L4Snapshot, Slot, Tick, Want};
 
@@ -73,10 +73,17 @@ enum Sub {
 
 enum UserState {
     /// Skipping blocks parsed before the user was watched.
-    Pending { cursor: u64 },
+    Pending {
+        cursor: u64,
+    },
     /// userFills: the snapshot of fills before the first live block is being read from the node's files.
-    Waiting { rx: oneshot::Receiver<Arc<Frame>>, cursor: u64 },
-    Live { cursor: u64 },
+    Waiting {
+        rx: oneshot::Receiver<Arc<Frame>>,
+        cursor: u64,
+    },
+    Live {
+        cursor: u64,
+    },
 }
 
 enum L4State {
@@ -424,7 +431,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                     }
                     *cursor = tick.seq;
                 }
-                Sub::User { user, ch, generation, state } => take_user_tick(hub, tick, *user, *ch, *generation, state, batch),
+                Sub::User { user, ch, generation, state } => {
+                    take_user_tick(hub, tick, *user, *ch, *generation, state, batch)
+                }
                 _ => {}
             }
         }
@@ -562,8 +571,9 @@ fn fills_snapshot(hub: &Arc<Hub>, user: Address, before: u64) -> oneshot::Receiv
     let hub = hub.clone();
     tokio::task::spawn_blocking(move || {
         let dir = hub.fills_dir.get().cloned();
-        let fills =
-            dir.map(|d| crate::publish::user_history::recent_fills(&d, user, before, SNAPSHOT_FILLS)).unwrap_or_default();
+        let fills = dir
+            .map(|d| crate::publish::user_history::recent_fills(&d, user, before, SNAPSHOT_FILLS))
+            .unwrap_or_default();
         let refs: Vec<&str> = fills.iter().map(String::as_str).collect();
         let json = crate::publish::users::user_fills(&user, &refs, true);
         let _ = tx.send(Arc::new(Frame::new(0, json, Audit::default())));
