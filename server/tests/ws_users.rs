@@ -60,14 +60,36 @@ fn ws_order(ev: &Value) -> Value {
     json!({"order": order, "status": ev["status"], "statusTimestamp": ms})
 }
 
-/// Per user, per height: the expected orderUpdates data and fills.
+/// Per user, per height: the expected orderUpdates data and fills; and every BTC trade id written.
 struct Derived {
     orders: BTreeMap<(String, u64), Vec<Value>>,
     fills: BTreeMap<(String, u64), Vec<Value>>,
+    tids: HashSet<u64>,
+}
+
+/// The trades subscription starts, right after its ack, with BTC's recent trades (the simulator has been trading
+/// for seconds), and no trade comes twice.
+fn recent_trades_first(user: &str, frames: &[Value], written: &HashSet<u64>) {
+    let ack = frames
+        .iter()
+        .position(|f| channel(f) == "subscriptionResponse" && f["data"]["subscription"]["type"] == "trades")
+        .unwrap();
+    let first = &frames[ack + 1];
+    assert_eq!(channel(first), "trades", "{user}: recent trades right after the ack");
+    assert!(!first["data"].as_array().unwrap().is_empty(), "{user}: {first}");
+    let mut seen = HashSet::new();
+    for f in frames.iter().filter(|f| channel(f) == "trades") {
+        for t in f["data"].as_array().unwrap() {
+            let tid = t["tid"].as_u64().unwrap();
+            assert_eq!(t["coin"], "BTC");
+            assert!(written.contains(&tid), "{user}: trade {tid} is in the files");
+            assert!(seen.insert(tid), "{user}: trade {tid} sent twice");
+        }
+    }
 }
 
 fn derive(data: &Path, users: &HashSet<String>) -> Derived {
-    let mut d = Derived { orders: BTreeMap::new(), fills: BTreeMap::new() };
+    let mut d = Derived { orders: BTreeMap::new(), fills: BTreeMap::new(), tids: HashSet::new() };
     for l in lines(data, "order_statuses") {
         let h = l["block_number"].as_u64().unwrap();
         for ev in l["events"].as_array().unwrap() {
@@ -80,6 +102,9 @@ fn derive(data: &Path, users: &HashSet<String>) -> Derived {
     for l in lines(data, "fills") {
         let h = l["block_number"].as_u64().unwrap();
         for ev in l["events"].as_array().unwrap() {
+            if ev[1]["coin"] == "BTC" {
+                d.tids.insert(ev[1]["tid"].as_u64().unwrap());
+            }
             let u = ev[0].as_str().unwrap().to_lowercase();
             if users.contains(&u) {
                 d.fills.entry((u, h)).or_default().push(ev[1].clone());
@@ -118,6 +143,7 @@ async fn collect(addr: String, user: String, mut stop: tokio::sync::watch::Recei
     wsload::subscribe(&mut ws, json!({"type": "orderUpdates", "user": shouted})).await;
     wsload::subscribe(&mut ws, json!({"type": "userFills", "user": user})).await;
     wsload::subscribe(&mut ws, json!({"type": "userEvents", "user": user})).await;
+    wsload::subscribe(&mut ws, json!({"type": "trades", "coin": "BTC"})).await;
     let mut got = Vec::new();
     loop {
         tokio::select! {
@@ -196,10 +222,11 @@ fn user_frames_equal_what_the_simulators_files_say() {
     };
     for (user, frames) in users.iter().zip(&got) {
         for f in frames {
-            let ok = matches!(channel(f), "subscriptionResponse" | "orderUpdates" | "userFills" | "user");
+            let ok = matches!(channel(f), "subscriptionResponse" | "orderUpdates" | "userFills" | "user" | "trades");
             assert!(ok, "{user}: unexpected frame {f}");
         }
-        assert_eq!(frames.iter().filter(|f| channel(f) == "subscriptionResponse").count(), 3);
+        assert_eq!(frames.iter().filter(|f| channel(f) == "subscriptionResponse").count(), 4);
+        recent_trades_first(user, frames, &derived.tids);
 
         // orderUpdates: every block from the first served one on.
         let orders = by_height(frames, "orderUpdates", user);

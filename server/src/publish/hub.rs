@@ -153,6 +153,8 @@ pub struct Hub {
     pub stages: crate::audit::Stages,
     /// Followers of per-user channels.
     pub users: UserSubs,
+    /// Each coin's last trades, for a trades subscription's first frame.
+    pub recent_trades: super::recent_trades::RecentTrades,
     /// The node's fills files, for userFills' first frame (unset: no history, an empty snapshot).
     pub fills_dir: std::sync::OnceLock<FillsDir>,
 }
@@ -172,6 +174,7 @@ impl Hub {
             counters: PublishCounters::default(),
             stages: crate::audit::Stages::new(),
             users: UserSubs::default(),
+            recent_trades: Default::default(),
             fills_dir: std::sync::OnceLock::new(),
         }
     }

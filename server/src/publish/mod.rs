@@ -11,6 +11,7 @@ pub mod frame;
 pub mod hub;
 pub mod json;
 mod pass;
+pub mod recent_trades;
 pub mod user_history;
 pub mod users;
 

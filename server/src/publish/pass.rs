@@ -231,6 +231,7 @@ impl Publisher {
         for b in blocks {
             self.tick_seq += 1;
             let mut tick = Tick::new(self.tick_seq, b.height);
+            self.hub.recent_trades.remember(self.tick_seq, &b.fills);
             let times = self.hub.shared.timeline.lock().iter().rev().find(|t| t.height == b.height).copied();
             let audit = audit_from(b.height, b.block_time, times);
             if want_trades {

@@ -250,8 +250,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         }
         let hub = &self.ctx.hub;
         let slot = hub.add(&s.want);
+        // trades: the coin's recent trades right after the ack, as the official feed sends them.
+        let mut recent = None;
         let sub = match (&s.want, slot) {
-            (Want::Trades(c), _) => Sub::Trades { coin: c.clone(), cursor: hub.feed_head() },
+            (Want::Trades(c), _) => {
+                let cursor = hub.feed_head();
+                recent = hub.recent_trades.frame(c, cursor);
+                Sub::Trades { coin: c.clone(), cursor }
+            }
             (Want::L4(c), _) => Sub::L4 { coin: c.clone(), state: L4State::Waiting(hub.request_snapshot(c.clone())) },
             (Want::User(user, ch, _), _) => Sub::User {
                 user: *user,
@@ -263,6 +269,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             (_, None) => return,
         };
         self.pending.push(protocol::ack("subscribe", &s.echo));
+        if let Some(json) = recent {
+            self.pending.push(String::from_utf8_lossy(&json).into_owned());
+        }
         self.ctx.counters.subscription_delta(s.channel(), 1);
         self.subs.insert(s.want.clone(), (s, sub));
     }
