@@ -33,6 +33,13 @@ pub async fn answer(shared: &Arc<Shared>, pass: Option<&Passthrough>, body: &Val
                 Err(e) => (500, Value::String(format!("l2Book failed: {e}"))),
             }
         }
+        Some(kind @ ("openOrders" | "frontendOpenOrders")) => {
+            let (shared, body, frontend) = (shared.clone(), body.clone(), kind == "frontendOpenOrders");
+            match tokio::task::spawn_blocking(move || super::user_info::open_orders(&shared, &body, frontend)).await {
+                Ok(a) => a,
+                Err(e) => (500, Value::String(format!("{kind} failed: {e}"))),
+            }
+        }
         Some(_) => match pass {
             Some(p) => forward(p, body).await,
             None => (400, Value::String("hlbook answers only l2Book here (no node info server configured)".into())),

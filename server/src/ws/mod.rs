@@ -13,6 +13,7 @@ pub mod limits;
 pub mod protocol;
 pub mod upgrade;
 pub mod user_cap;
+pub mod user_info;
 pub mod user_protocol;
 
 use std::sync::Arc;
