@@ -45,8 +45,7 @@ impl RecentTrades {
     /// A trades frame of `coin`'s remembered trades up to feed tick `seq`, oldest first; `None` without any.
     pub fn frame(&self, coin: &Coin, seq: u64) -> Option<Vec<u8>> {
         let coins = self.coins.lock();
-        let fills: Vec<&Fill> =
-            coins.get(coin)?.iter().filter(|b| b.0 <= seq).flat_map(|b| b.1.iter()).collect();
+        let fills: Vec<&Fill> = coins.get(coin)?.iter().filter(|b| b.0 <= seq).flat_map(|b| b.1.iter()).collect();
         (!fills.is_empty()).then(|| json::trades(fills.into_iter()))
     }
 }
