@@ -15,10 +15,13 @@ use crate::node::{Coin, Fill};
 /// Fills kept per coin (both sides of a trade count); whole blocks are dropped, oldest first.
 pub const FILLS_PER_COIN: usize = 100;
 
-/// Per coin, its blocks with fills: (feed tick, the coin's fills of that block).
+/// One coin's blocks with fills: (feed tick, the coin's fills of that block), oldest first.
+type Ring = VecDeque<(u64, Vec<Fill>)>;
+
+/// Per coin, its recent blocks with fills.
 #[derive(Debug, Default)]
 pub struct RecentTrades {
-    coins: Mutex<FxHashMap<Coin, VecDeque<(u64, Vec<Fill>)>>>,
+    coins: Mutex<FxHashMap<Coin, Ring>>,
 }
 
 impl RecentTrades {

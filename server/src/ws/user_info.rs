@@ -49,7 +49,7 @@ pub fn open_orders(shared: &Shared, body: &Value, frontend: bool) -> Answer {
         }
     }
     drop(books);
-    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found.sort_by_key(|f| std::cmp::Reverse(f.0));
     (200, Value::Array(found.into_iter().map(|(_, v)| v).collect()))
 }
 
