@@ -68,7 +68,7 @@ struct Derived {
 }
 
 /// The trades subscription starts, right after its ack, with BTC's recent trades (the simulator has been trading
-/// for seconds), and no trade comes twice.
+/// for seconds), and no trade comes twice in it and the live frames after it.
 fn recent_trades_first(user: &str, frames: &[Value], written: &HashSet<u64>) {
     let ack = frames
         .iter()
@@ -143,8 +143,14 @@ async fn collect(addr: String, user: String, mut stop: tokio::sync::watch::Recei
     wsload::subscribe(&mut ws, json!({"type": "orderUpdates", "user": shouted})).await;
     wsload::subscribe(&mut ws, json!({"type": "userFills", "user": user})).await;
     wsload::subscribe(&mut ws, json!({"type": "userEvents", "user": user})).await;
-    wsload::subscribe(&mut ws, json!({"type": "trades", "coin": "BTC"})).await;
-    let mut got = Vec::new();
+    // trades on a plain connection: `?audit=1` connections get per-block frames only, no recent trades.
+    let mut plain = wsload::connect(&addr, "", None).await;
+    wsload::subscribe(&mut plain, json!({"type": "trades", "coin": "BTC"})).await;
+    let mut got = vec![wsload::expect_json(&mut plain, Duration::from_secs(10)).await];
+    got.push(wsload::expect_json(&mut plain, Duration::from_secs(10)).await);
+    for _ in 0..3 {
+        got.push(wsload::expect_json(&mut plain, Duration::from_secs(10)).await);
+    }
     loop {
         tokio::select! {
             _ = stop.changed() => return got,
@@ -223,6 +229,7 @@ fn user_frames_equal_what_the_simulators_files_say() {
     for (user, frames) in users.iter().zip(&got) {
         for f in frames {
             let ok = matches!(channel(f), "subscriptionResponse" | "orderUpdates" | "userFills" | "user" | "trades");
+            assert!(channel(f) != "trades" || f.get("audit").is_none(), "{user}: trades on the plain connection");
             assert!(ok, "{user}: unexpected frame {f}");
         }
         assert_eq!(frames.iter().filter(|f| channel(f) == "subscriptionResponse").count(), 4);
