@@ -26,10 +26,11 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use super::WsContext;
 use super::deflate::deflate_message;
 use super::protocol::{self, Request, Subscription};
+use super::user_stream::{UserState, release_user, take_user_tick};
 use crate::node::Address;
 use crate::node::time::now_nanos;
 use crate::publish::users::UserChannel;
-use crate::publish::{Audit, Frame, Hub, L4Snapshot, Slot, Tick, Want};
+use crate::publish::{Frame, L4Snapshot, Slot, Tick, Want};
 
 /// How a connection wants its frames.
 #[derive(Clone, Copy, Debug, Default)]
@@ -68,21 +69,6 @@ enum Sub {
         ch: UserChannel,
         generation: u64,
         state: UserState,
-    },
-}
-
-enum UserState {
-    /// Skipping blocks parsed before the user was watched.
-    Pending {
-        cursor: u64,
-    },
-    /// userFills: the snapshot of fills before the first live block is being read from the node's files.
-    Waiting {
-        rx: oneshot::Receiver<Arc<Frame>>,
-        cursor: u64,
-    },
-    Live {
-        cursor: u64,
     },
 }
 
@@ -442,7 +428,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                     *cursor = tick.seq;
                 }
                 Sub::User { user, ch, generation, state } => {
-                    take_user_tick(hub, tick, *user, *ch, *generation, state, batch)
+                    if let Some(f) = take_user_tick(hub, tick, *user, *ch, *generation, state) {
+                        batch.push(Out::Shared(f));
+                    }
                 }
                 _ => {}
             }
@@ -528,68 +516,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         let header = FrameHeader { is_final: true, rsv1, opcode: OpCode::Data(Data::Text), ..FrameHeader::default() };
         Message::Frame(WsFrame::from_payload(header, payload))
     }
-}
-
-/// Frees a per-user subscription's place in its IP's user cap.
-fn release_user(ctx: &WsContext, ip: Option<std::net::IpAddr>, want: &Want) {
-    if let (Want::User(user, ..), Some(ip)) = (want, ip) {
-        ctx.user_cap.remove(ip, *user);
-    }
-}
-
-/// One tick for a per-user subscription: skipped until the first block complete for its user; userFills then
-/// waits for its snapshot of earlier fills before it goes live at that block.
-fn take_user_tick(
-    hub: &Arc<Hub>,
-    tick: &Tick,
-    user: Address,
-    ch: UserChannel,
-    generation: u64,
-    state: &mut UserState,
-    batch: &mut Batch,
-) {
-    if let UserState::Pending { cursor } = state {
-        if tick.seq <= *cursor {
-            return;
-        }
-        if !tick.users_complete_since(generation) {
-            *cursor = tick.seq;
-            return;
-        }
-        let cursor = tick.seq - 1;
-        *state = match ch {
-            UserChannel::Fills => UserState::Waiting { rx: fills_snapshot(hub, user, tick.height), cursor },
-            _ => UserState::Live { cursor },
-        };
-    }
-    let UserState::Live { cursor } = state else { return };
-    if tick.seq <= *cursor {
-        return;
-    }
-    if let Some(f) = tick.users.get(&user).and_then(|f| f.get(ch)) {
-        batch.push(Out::Shared(f.clone()));
-    }
-    *cursor = tick.seq;
-}
-
-/// Most fills a userFills snapshot carries (the official REST `userFills` returns at most 2000).
-const SNAPSHOT_FILLS: usize = 2000;
-
-/// Reads the user's fills of blocks below `before` from the node's files on a blocking thread.
-fn fills_snapshot(hub: &Arc<Hub>, user: Address, before: u64) -> oneshot::Receiver<Arc<Frame>> {
-    let (tx, rx) = oneshot::channel();
-    let hub = hub.clone();
-    tokio::task::spawn_blocking(move || {
-        let dir = hub.fills_dir.get().cloned();
-        let fills = dir
-            .map(|d| crate::publish::user_history::recent_fills(&d, user, before, SNAPSHOT_FILLS))
-            .unwrap_or_default();
-        let refs: Vec<&str> = fills.iter().map(String::as_str).collect();
-        let json = crate::publish::users::user_fills(&user, &refs, true);
-        let _ = tx.send(Arc::new(Frame::new(0, json, Audit::default())));
-        hub.poke();
-    });
-    rx
 }
 
 /// The error text for an ordered stream that lost blocks: names the subscription and the first height it gets again.

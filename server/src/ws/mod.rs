@@ -15,6 +15,7 @@ pub mod upgrade;
 pub mod user_cap;
 pub mod user_info;
 pub mod user_protocol;
+mod user_stream;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
