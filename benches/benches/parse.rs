@@ -4,7 +4,9 @@
 mod common;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use hlbook::node::{NodeParser, Stream};
+use std::sync::Arc;
+
+use hlbook::node::{Address, NodeParser, Stream, Watched};
 
 /// The baseline: the whole status event into owned Strings, as a straightforward parser would.
 #[allow(dead_code)]
@@ -66,6 +68,22 @@ fn bench(c: &mut Criterion) {
             })
         });
         if stream == Stream::Statuses {
+            // The live parser: with a watch set that is empty (nobody follows a user) and with 100 followed users
+            // (the capture's 100 busiest, so their rejections are decoded).
+            for (name, users) in [("hlbook_0_users", 0), ("hlbook_100_users", 100)] {
+                let watched = Arc::new(Watched::new());
+                for u in busiest_users(&lines, users) {
+                    watched.add(u);
+                }
+                g.bench_function(name, |b| {
+                    let mut p = NodeParser::with_watched(watched.clone());
+                    b.iter(|| {
+                        for l in &lines {
+                            std::hint::black_box(p.parse(stream, l).expect("parses"));
+                        }
+                    })
+                });
+            }
             g.bench_function("serde_json_owned_strings", |b| {
                 b.iter(|| {
                     for l in &lines {
@@ -76,6 +94,20 @@ fn bench(c: &mut Criterion) {
         }
         g.finish();
     }
+}
+
+/// The `n` users with the most status events.
+fn busiest_users(lines: &[&str], n: usize) -> Vec<Address> {
+    let mut counts = std::collections::HashMap::<String, usize>::new();
+    for l in lines {
+        let v: serde_json::Value = serde_json::from_str(l).expect("a JSON line");
+        for ev in v["events"].as_array().into_iter().flatten() {
+            *counts.entry(ev["user"].as_str().unwrap_or_default().to_string()).or_default() += 1;
+        }
+    }
+    let mut by_count: Vec<(String, usize)> = counts.into_iter().collect();
+    by_count.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    by_count.into_iter().take(n).filter_map(|(u, _)| Address::parse(&u)).collect()
 }
 
 criterion_group!(benches, bench);

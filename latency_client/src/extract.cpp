@@ -16,6 +16,7 @@ const char* kind_name(Kind k) {
     case Kind::Pong: return "pong";
     case Kind::SubAck: return "subscriptionResponse";
     case Kind::Error: return "error";
+    case Kind::Notice: return "notice";
     case Kind::Other: return "other";
     case Kind::Bad: return "bad";
   }
@@ -118,6 +119,10 @@ Kind parse_doc(od::document& doc, Frame& out, bool want_mids) {
   else if (channel == "pong") return Kind::Pong;
   else if (channel == "subscriptionResponse") return parse_ack(root, out);
   else if (channel == "error") return parse_error(root, out);
+  else if (channel == "hlbookNotice") {
+    parse_error(root, out);
+    return Kind::Notice;
+  }
   else return Kind::Other;
 
   od::value data;

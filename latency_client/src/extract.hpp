@@ -12,7 +12,8 @@
 
 namespace lat {
 
-enum class Kind { L2Book, Trades, Bbo, AllMids, Pong, SubAck, Error, Other, Bad };
+// Notice: the server's own news on channel hlbookNotice (a loss of blocks), with its text in `error`.
+enum class Kind { L2Book, Trades, Bbo, AllMids, Pong, SubAck, Error, Notice, Other, Bad };
 const char* kind_name(Kind k);
 
 // Channels that carry exchange times; index into per-channel arrays.
@@ -38,7 +39,7 @@ struct Frame {
   size_t nsamples = 0;          // valid entries in samples (the vector is reused, never shrunk)
   Audit audit;
   std::vector<std::string> mids;  // allMids keys, only filled when want_mids
-  std::string error;              // Kind::Error: the data string
+  std::string error;              // Kind::Error, Kind::Notice: the data string
   int ack_channel = -1;           // Kind::SubAck: the acknowledged subscription's channel (-1: other/unknown)
 };
 

@@ -140,7 +140,8 @@ void Shard::on_frame(int slot, const Frame& f, int64_t recv_ns, size_t bytes) {
       }
     }
     if (f.kind == Kind::SubAck) health_[slot].on_ack(f.ack_channel);
-    if (f.kind == Kind::Error) {
+    // Loss notices come on hlbookNotice (older servers sent them as errors).
+    if (f.kind == Kind::Error || f.kind == Kind::Notice) {
       const int lost = loss_notice_channel(f.error);
       if (lost >= 0) total_.health.loss_notices[lost]++;
       else if (lost == -1) total_.health.loss_notices_other++;

@@ -77,6 +77,8 @@ TEST(Extract, ControlChannels) {
   EXPECT_EQ(ex.parse(R"({"channel":"subscriptionResponse","data":{"method":"subscribe","subscription":{"type":"l2Book","coin":"BTC","nSigFigs":null,"mantissa":null}}})", f), Kind::SubAck);
   EXPECT_EQ(ex.parse(R"({"channel":"error","data":"Already subscribed: {\"type\":\"l2Book\"}"})", f), Kind::Error);
   EXPECT_EQ(ex.parse(R"({"channel":"post","data":{"id":1}})", f), Kind::Other);
+  EXPECT_EQ(ex.parse(R"({"channel":"hlbookNotice","data":"hlbook: this connection fell behind; x"})", f), Kind::Notice);
+  EXPECT_EQ(f.error, "hlbook: this connection fell behind; x");
   EXPECT_EQ(f.nsamples, 0u);
 }
 

@@ -92,6 +92,8 @@ pub struct ServerConfig {
     /// Balancers in front of this server: for connections from these addresses the per-IP limits apply to the
     /// client named by `X-Forwarded-For`, not to the balancer.
     pub trusted_proxies: Vec<IpAddr>,
+    /// Distinct users (orderUpdates, userFills, userEvents) one client IP may follow (the official API: 15).
+    pub max_users_per_ip: usize,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -149,6 +151,7 @@ impl Default for ServerConfig {
             info_max_response_bytes: 64 << 20,
             info_cache_ms: 1_000,
             trusted_proxies: Vec::new(),
+            max_users_per_ip: 15,
         }
     }
 }
@@ -266,6 +269,7 @@ impl Config {
             ("server.info_max_queued_per_ip", v.info_max_queued_per_ip),
             ("server.info_timeout_ms", v.info_timeout_ms as usize),
             ("server.info_max_response_bytes", v.info_max_response_bytes),
+            ("server.max_users_per_ip", v.max_users_per_ip),
         ] {
             if n == 0 {
                 return Err(invalid(key, "must be at least 1"));

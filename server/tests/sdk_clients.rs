@@ -280,3 +280,111 @@ fn ccxt_snippet_gets_the_same_books() {
         }
     }
 }
+
+/// ccxt pro rejects every pending future of a connection on an error frame (docs/api.md): a watch_order_book
+/// waiting while an unserved type is subscribed on the same connection raises our error once, and the next call
+/// gets a book again, because hlbook keeps the connection and its subscriptions.
+#[test]
+fn ccxt_error_rejects_a_pending_book_once_and_books_go_on() {
+    let Some(dir) = clients_dir_with("ccxt", |d| has_python_package(d, "ccxt")) else { return };
+    let feed = Feed::start("");
+    let snippet = feed.dir.path().join("snippet.py");
+    std::fs::write(&snippet, readme_snippet("# ccxt pro", &feed.addr)).unwrap();
+    let harness = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/ccxt_error_harness.py");
+    let (printed, _) = run_beside_ours(&feed, || {
+        Run::start(Command::new(dir.join("py/bin/python")).arg(&harness).arg(&snippet).arg(LIMIT.as_secs().to_string()))
+    });
+    let out = printed.last().unwrap_or_else(|| panic!("the harness printed nothing"));
+    let last = out["attempts"].as_array().unwrap().last().unwrap();
+    let book = last["book"].as_str().unwrap();
+    assert!(book.starts_with("ExchangeError") && book.contains("webData2 is not served by hlbook"), "{out}");
+    assert!(last["unserved"].as_str().unwrap().contains("not served"), "{out}");
+    assert_eq!(out["after"]["symbol"], "BTC/USDC:USDC", "{out}");
+    assert!(out["after"]["bids"].as_u64() > Some(0) && out["after"]["asks"].as_u64() > Some(0), "{out}");
+}
+
+/// The busiest user of the simulator's fills so far (lower-case).
+fn busy_user(data: &Path) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut counts: HashMap<String, usize> = HashMap::new();
+        for day in std::fs::read_dir(data.join("node_fills_by_block/hourly")).into_iter().flatten().flatten() {
+            for f in std::fs::read_dir(day.path()).unwrap().flatten() {
+                for l in std::fs::read_to_string(f.path()).unwrap_or_default().lines() {
+                    let Ok(v) = serde_json::from_str::<Value>(l) else { continue };
+                    for ev in v["events"].as_array().into_iter().flatten() {
+                        *counts.entry(ev[0].as_str().unwrap().to_lowercase()).or_default() += 1;
+                    }
+                }
+            }
+        }
+        if let Some((u, n)) = counts.into_iter().max_by_key(|(u, n)| (*n, u.clone()))
+            && n >= 3
+        {
+            return u;
+        }
+        assert!(Instant::now() < deadline, "the simulator wrote no fills");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Every fill's and status's oid of `user` in the simulator's files.
+fn user_oids(data: &Path, user: &str) -> std::collections::HashSet<String> {
+    let mut out = std::collections::HashSet::new();
+    for stream in ["fills", "order_statuses"] {
+        for day in
+            std::fs::read_dir(data.join(format!("node_{stream}_by_block/hourly"))).into_iter().flatten().flatten()
+        {
+            for f in std::fs::read_dir(day.path()).unwrap().flatten() {
+                for l in std::fs::read_to_string(f.path()).unwrap_or_default().lines() {
+                    let Ok(v) = serde_json::from_str::<Value>(l) else { continue };
+                    for ev in v["events"].as_array().into_iter().flatten() {
+                        let (u, oid) = if stream == "fills" {
+                            (ev[0].as_str(), &ev[1]["oid"])
+                        } else {
+                            (ev["user"].as_str(), &ev["order"]["oid"])
+                        };
+                        if u.map(str::to_lowercase).as_deref() == Some(user) {
+                            out.insert(oid.to_string());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// ccxt pro's watch_orders and watch_my_trades, with only the URL changed, return the user's own orders and fills:
+/// every order id and every trade's order id is one the simulator wrote for that user.
+#[test]
+fn ccxt_watches_a_users_orders_and_trades() {
+    let Some(dir) = clients_dir_with("ccxt", |d| has_python_package(d, "ccxt")) else { return };
+    let feed = Feed::start_with(&[("--users", "5"), ("--block-ms", "50")], "");
+    let data = feed.dir.path().join("data");
+    let user = busy_user(&data);
+    let harness = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/ccxt_user_harness.py");
+    let mut run =
+        Run::start(Command::new(dir.join("py/bin/python")).arg(&harness).arg(&feed.addr).arg(&user).arg("3").arg("60"));
+    let status = run.child.wait().unwrap();
+    let printed: Vec<Value> = run.lines.try_iter().map(|l| serde_json::from_str(&l).unwrap()).collect();
+    assert!(status.success(), "ccxt exited {status}: {}\nprinted {printed:?}", run.stderr());
+    // Read after ccxt is done, so every order it was sent is on disk.
+    let oids = user_oids(&data, &user);
+    for kind in ["orders", "myTrades"] {
+        let results: Vec<&Value> = printed.iter().filter(|p| p["kind"] == kind).collect();
+        assert_eq!(results.len(), 3, "{kind}: {printed:?}");
+        for r in results {
+            let items = r["items"].as_array().unwrap();
+            assert!(!items.is_empty(), "{kind}: {r}");
+            for i in items {
+                let oid = if kind == "orders" { &i["id"] } else { &i["order"] };
+                let oid = oid.as_str().unwrap_or_else(|| panic!("{kind}: no id in {i}"));
+                assert!(oids.contains(oid), "{kind}: {oid} is not an order of {user}: {i}");
+                // ccxt names a coin it maps (BTC → BTC/USDC:USDC) and keeps the raw coin otherwise (hlsim's
+                // spot `@107`): either way the symbol comes from the frame.
+                assert!(i["symbol"].as_str().is_some_and(|s| !s.is_empty()), "{kind}: {i}");
+            }
+        }
+    }
+}

@@ -48,7 +48,7 @@ async fn healthy(addr: String, coins: &'static [&'static str], mut stop: tokio::
         tokio::select! {
             _ = stop.changed() => return seen,
             r = wsload::next_json(&mut ws, Duration::from_secs(60)) => match r {
-                Read::Json(v) if channel(&v) == "error" => seen.errors.push(v.to_string()),
+                Read::Json(v) if matches!(channel(&v), "error" | "hlbookNotice") => seen.errors.push(v.to_string()),
                 Read::Json(v) if matches!(channel(&v), "l2Book" | "trades") => {
                     seen.frames.push((Instant::now(), channel(&v).to_string(), audit_height(&v)));
                 }
@@ -110,7 +110,8 @@ async fn resume(ws: &mut Ws) -> Resumed {
         };
         let lost = !r.losses.is_empty();
         match (channel(&v), v["data"]["type"].as_str()) {
-            ("error", _) => {
+            ("error", _) => panic!("a slow client gets no error, only a notice: {v}"),
+            ("hlbookNotice", _) => {
                 let text = v["data"].as_str().unwrap_or_default().to_string();
                 assert!(text.contains("fell behind") && text.contains("lost blocks"), "unexpected error: {text}");
                 r.losses.push(text);

@@ -15,7 +15,7 @@ use crate::node::{Coin, Fixed, Side};
 /// The `order` object of a resting order, in the node's field order.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct OrderOut<'a> {
+pub(crate) struct OrderOut<'a> {
     coin: &'a str,
     side: &'static str,
     limit_px: Fixed,
@@ -34,7 +34,7 @@ struct OrderOut<'a> {
     cloid: Option<String>,
 }
 
-fn order_out<'a>(book: &'a CoinBook, o: &'a RestingOrder) -> OrderOut<'a> {
+pub(crate) fn order_out<'a>(book: &'a CoinBook, o: &'a RestingOrder) -> OrderOut<'a> {
     let children = Children(book.children(o.oid));
     OrderOut {
         coin: book.coin(),

@@ -160,6 +160,9 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     tracing::info!(source = %c.ingest.source, mode = ?c.ingest.mode, "hlbook starting");
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let hub = Arc::new(Hub::new(shared.clone(), c.server.backlog_blocks + FEED_MARGIN, c.server.backlog_bytes));
+    // userFills snapshots read the node's fills files back (empty when they are not on this host).
+    let _ =
+        hub.fills_dir.set(publish::user_history::FillsDir { node_dir: c.ingest.node_dir.clone(), mode: c.ingest.mode });
     let publisher = {
         let (hub, w) = (hub.clone(), watch.clone());
         rt.spawn_blocking(move || w.run("publisher", || publish::run(hub, &w.stop)))
@@ -174,6 +177,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         limits: Arc::new(Limits::new(&c.server)),
         counters: WsCounters::default(),
         closing,
+        user_cap: Default::default(),
     });
     let state = AppState::new(shared.clone(), ws.clone());
     let served = rt.block_on(serve_http(&c.server, state, closing_tx, shared.clone(), failed));

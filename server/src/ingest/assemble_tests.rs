@@ -8,7 +8,7 @@ fn line(stream: Stream, h: u64) -> Line {
         Stream::Statuses => Events::Statuses { kept: vec![], rejected: 2 },
         Stream::Fills => Events::Fills(vec![]),
     };
-    Line { meta, events }
+    Line { meta, events, users: Default::default() }
 }
 
 fn drain(a: &mut Assembler) -> Vec<(u64, bool)> {

@@ -67,6 +67,8 @@ pub struct Shared {
     repaired: Mutex<Vec<Coin>>,
     /// Times whole books were installed from a snapshot (changed under the write lock).
     installs: std::sync::atomic::AtomicU64,
+    /// Users some client follows: the parser keeps their rejections and fills (orderUpdates, userFills).
+    pub watched: Arc<crate::node::Watched>,
 }
 
 impl Shared {
@@ -80,6 +82,7 @@ impl Shared {
             repaired: Mutex::new(Vec::new()),
             timeline: Mutex::new(VecDeque::with_capacity(TIMELINE)),
             installs: std::sync::atomic::AtomicU64::new(0),
+            watched: Arc::default(),
         }
     }
 
@@ -203,7 +206,8 @@ impl Ingest {
         };
         let assembler = Assembler::new(cfg.mode, height);
         let phase = if height > 0 { Phase::Live } else { Phase::Lost { retry_at: Instant::now() } };
-        Ingest { cfg, shared, source, parser: NodeParser::new(), assembler, phase, next_snapshot: 0, failures: 0 }
+        let parser = NodeParser::with_watched(shared.watched.clone());
+        Ingest { cfg, shared, source, parser, assembler, phase, next_snapshot: 0, failures: 0 }
     }
 
     /// Runs until `stop` is set. Never exits on silence or bad input.

@@ -3,6 +3,7 @@
 use super::event::{Diff, Fill, OrderStatus};
 use super::line::{Events, Line, Stream};
 use super::time::UnixNanos;
+use super::user_events::UserEvents;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Block {
@@ -16,6 +17,8 @@ pub struct Block {
     pub statuses: Vec<OrderStatus>,
     pub fills: Vec<Fill>,
     pub rejected_statuses: u32,
+    /// Watched users' rejections and verbatim fills.
+    pub users: UserEvents,
     /// When we had read all of this block and handed it out whole (Unix ns; 0 when not recorded).
     pub read_at: UnixNanos,
 }
@@ -30,6 +33,7 @@ impl Block {
         debug_assert_eq!(line.meta.height, self.height);
         let w = &mut self.node_written[stream.index()];
         *w = Some(w.map_or(line.meta.local_time, |t| t.max(line.meta.local_time)));
+        self.users.absorb(line.users, self.statuses.len() as u32);
         match line.events {
             Events::Diffs(d) => self.diffs.extend(d),
             Events::Statuses { kept, rejected } => {

@@ -12,6 +12,8 @@ use super::event::{Diff, DiffKind, Fill, OrderFlavor, OrderInfo, OrderStatus};
 use super::intern::Interner;
 use super::status_split::{Split, StatusSplitter};
 use super::time::UnixNanos;
+use super::user_events::{UserEvents, watched_fills};
+use super::user_watch::{WatchView, Watched};
 use super::wire::{DiffWire, Envelope, FillWire, OrderWire, RawBookDiff, StatusWire};
 
 /// The three node streams, in the order the node writes a block's lines (fills first).
@@ -96,6 +98,8 @@ pub enum Events {
 pub struct Line {
     pub meta: LineMeta,
     pub events: Events,
+    /// Watched users' rejections and verbatim fills (empty when nobody is watched).
+    pub users: UserEvents,
 }
 
 /// A line that could not be parsed.
@@ -111,11 +115,18 @@ pub struct LineError {
 pub struct NodeParser {
     interner: Interner,
     statuses: StatusSplitter,
+    /// Users whose rejections and fills lines must carry; `None`: nobody ever asks (replay, tests).
+    watched: Option<std::sync::Arc<Watched>>,
 }
 
 impl NodeParser {
     pub fn new() -> NodeParser {
         NodeParser::default()
+    }
+
+    /// A parser that also keeps the events of the users in `watched` (orderUpdates, userFills).
+    pub fn with_watched(watched: std::sync::Arc<Watched>) -> NodeParser {
+        NodeParser { watched: Some(watched), ..NodeParser::default() }
     }
 
     /// Parses one complete line (without its newline) of `stream`.
@@ -127,13 +138,21 @@ impl NodeParser {
     /// so the multi-MB status line is not scanned once more before it is split.
     pub fn parse_bytes(&mut self, stream: Stream, line: &[u8]) -> Result<Line, LineError> {
         let err = |e: &dyn std::fmt::Display| LineError { stream, message: e.to_string() };
+        let view = self.watched.as_ref().filter(|_| stream != Stream::Diffs).map(|w| w.view());
+        let watch = view.as_ref().filter(|v| !v.users.is_empty());
+        let mut users = UserEvents { generation: view.as_ref().map(|v| v.generation), ..UserEvents::default() };
         if stream == Stream::Statuses
-            && let Some(parsed) = self.statuses.split(line).and_then(|s| self.split_statuses(s))
+            && let Some(parsed) =
+                self.statuses.split(line, watch.map(|v| &*v.users)).and_then(|s| self.split_statuses(s))
         {
-            let (meta, events) = parsed;
-            return Ok(Line { meta, events });
+            let (meta, events, rejected) = parsed;
+            users.rejected = rejected;
+            return Ok(Line { meta, events, users });
         }
         let line = std::str::from_utf8(line).map_err(|e| err(&e))?;
+        if let Some(v) = watch {
+            self.watched_in_full(stream, line, v, &mut users);
+        }
         let (meta, events) = match stream {
             Stream::Diffs => {
                 let env: Envelope<DiffWire<'_>> = serde_json::from_str(line).map_err(|e| err(&e))?;
@@ -145,7 +164,16 @@ impl NodeParser {
                 (env.meta(), Events::Fills(env.events.into_iter().map(|w| self.fill(w)).collect()))
             }
         };
-        Ok(Line { meta, events })
+        Ok(Line { meta, events, users })
+    }
+
+    /// The watched users' events of a line that did not take the fast path.
+    fn watched_in_full(&mut self, stream: Stream, line: &str, view: &WatchView, users: &mut UserEvents) {
+        match stream {
+            Stream::Statuses => users.rejected = self.rejected_in_full(line, view),
+            Stream::Fills => users.fills = watched_fills(line, view),
+            Stream::Diffs => {}
+        }
     }
 
     /// `parse` without the status fast path: the reference it is tested against.
@@ -154,12 +182,13 @@ impl NodeParser {
             return self.parse(stream, line);
         }
         let (meta, events) = self.statuses_in_full(line).map_err(|e| LineError { stream, message: e.to_string() })?;
-        Ok(Line { meta, events })
+        Ok(Line { meta, events, users: UserEvents::default() })
     }
 
     /// The fast path: only the envelope head and the kept events go through serde. `None` if any of them does not
     /// parse, so the full parse can report the error against the whole line.
-    fn split_statuses(&mut self, split: Split<'_>) -> Option<(LineMeta, Events)> {
+    #[allow(clippy::type_complexity)]
+    fn split_statuses(&mut self, split: Split<'_>) -> Option<(LineMeta, Events, Vec<(u32, OrderStatus)>)> {
         // The head is the envelope with its events cut off: close it with an empty array and read it as one.
         let head: Envelope<serde::de::IgnoredAny> =
             serde_json::from_str(&format!("{},\"events\":[]}}", split.head)).ok()?;
@@ -171,7 +200,8 @@ impl NodeParser {
                 None => rejected += 1,
             }
         }
-        Some((head.meta(), Events::Statuses { kept, rejected }))
+        let watched = split.watched.into_iter().filter_map(|(at, ev)| Some((at, self.any_status(ev)?))).collect();
+        Some((head.meta(), Events::Statuses { kept, rejected }, watched))
     }
 
     /// Every event through serde, in any key order.

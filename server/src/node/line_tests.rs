@@ -175,7 +175,7 @@ proptest::proptest! {
         let full = p.parse_in_full(Stream::Statuses, &l);
         proptest::prop_assert!(full.is_ok(), "{l}");
         if sep == "," && events.iter().all(|&(k, _)| k % 4 < 2) {
-            let split = p.statuses.split(l.as_bytes());
+            let split = p.statuses.split(l.as_bytes(), None);
             proptest::prop_assert!(split.and_then(|s| p.split_statuses(s)).is_some(), "node layout not fast: {l}");
         }
         proptest::prop_assert_eq!(p.parse(Stream::Statuses, &l), full);

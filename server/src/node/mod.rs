@@ -10,6 +10,8 @@ pub mod paths;
 pub mod snapshot;
 mod status_split;
 pub mod time;
+pub mod user_events;
+pub mod user_watch;
 mod wire;
 
 pub use block::Block;
@@ -17,3 +19,5 @@ pub use decimal::{Fixed, FixedSum};
 pub use event::{Address, Cloid, Coin, Diff, DiffKind, Fill, OrderFlavor, OrderInfo, OrderStatus, Side, TxHash};
 pub use line::{Events, Line, LineError, LineMeta, Mode, NodeParser, Stream};
 pub use time::UnixNanos;
+pub use user_events::UserEvents;
+pub use user_watch::Watched;

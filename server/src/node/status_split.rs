@@ -14,6 +14,10 @@
 //! the fast path does not check is the JSON inside rejected events: the book never reads them.
 
 use memchr::memmem::Finder;
+use rustc_hash::FxHashSet;
+
+use super::event::Address;
+use super::user_events::piece_user;
 
 const EVENTS_KEY: &[u8] = br#","events":["#;
 const BOUNDARY: &[u8] = br#"},{"time":""#;
@@ -27,6 +31,8 @@ pub(crate) struct Split<'a> {
     /// Each kept (not rejected) event's whole JSON object, in line order.
     pub kept: Vec<&'a str>,
     pub rejected: u32,
+    /// Rejected events of watched users, each with the number of kept events before it.
+    pub watched: Vec<(u32, &'a str)>,
 }
 
 /// The three searchers, built once per parser.
@@ -49,8 +55,9 @@ impl Default for StatusSplitter {
 
 impl StatusSplitter {
     /// Splits `line`, or `None` when it is not laid out exactly as the node writes it. The head and the kept
-    /// events are checked to be UTF-8 (serde reads them); rejected events are not looked into at all.
-    pub fn split<'a>(&self, line: &'a [u8]) -> Option<Split<'a>> {
+    /// events are checked to be UTF-8 (serde reads them); rejected events are not looked into at all, except for
+    /// the user field when `watch` names users whose rejections are wanted.
+    pub fn split<'a>(&self, line: &'a [u8], watch: Option<&FxHashSet<Address>>) -> Option<Split<'a>> {
         let key = self.events_key.find(line)?;
         let start = key + EVENTS_KEY.len();
         let end = line.trim_ascii_end().len().checked_sub(2)?;
@@ -60,18 +67,24 @@ impl StatusSplitter {
         let head = std::str::from_utf8(&line[..key]).ok()?;
         let body = &line[start..end];
         if body.is_empty() {
-            return Some(Split { head, kept: Vec::new(), rejected: 0 });
+            return Some(Split { head, kept: Vec::new(), rejected: 0, watched: Vec::new() });
         }
         if !body.starts_with(&BOUNDARY[2..]) || body.last() != Some(&b'}') {
             return None;
         }
-        let (kept, rejected) = self.events(body)?;
-        Some(Split { head, kept, rejected })
+        let (kept, rejected, watched) = self.events(body, watch)?;
+        Some(Split { head, kept, rejected, watched })
     }
 
-    /// Kept events and the rejected count of `body`, a run of whole events joined by `,`.
-    fn events<'a>(&self, body: &'a [u8]) -> Option<(Vec<&'a str>, u32)> {
-        let (mut kept, mut rejected) = (Vec::new(), 0);
+    /// Kept events, the rejected count and watched users' rejections of `body`, a run of whole events joined
+    /// by `,`.
+    #[allow(clippy::type_complexity)]
+    fn events<'a>(
+        &self,
+        body: &'a [u8],
+        watch: Option<&FxHashSet<Address>>,
+    ) -> Option<(Vec<&'a str>, u32, Vec<(u32, &'a str)>)> {
+        let (mut kept, mut rejected, mut watched) = (Vec::new(), 0, Vec::new());
         let mut statuses = self.status_key.find_iter(body).peekable();
         let ends = self.boundary.find_iter(body).map(|b| b + 1).chain(std::iter::once(body.len()));
         let mut from = 0;
@@ -88,12 +101,18 @@ impl StatusSplitter {
             }
             if value.ends_with(b"Rejected") {
                 rejected += 1;
+                if let Some(users) = watch {
+                    let piece = &body[from..to];
+                    if piece_user(piece).is_some_and(|u| users.contains(&u)) {
+                        watched.push((kept.len() as u32, std::str::from_utf8(piece).ok()?));
+                    }
+                }
             } else {
                 kept.push(std::str::from_utf8(&body[from..to]).ok()?);
             }
             from = to + 1;
         }
-        statuses.next().is_none().then_some((kept, rejected))
+        statuses.next().is_none().then_some((kept, rejected, watched))
     }
 }
 
@@ -107,6 +126,20 @@ mod tests {
         format!(r#"{{"time":"t","user":"0x01","hash":null,"builder":null,"status":"{status}","order":{order}}}"#)
     }
 
+    #[test]
+    fn watched_users_rejections_are_picked_with_their_place() {
+        let (a, b) = ("0x5eaac7c475b1fad85701f02c4e9e796a53f94bd5", "0x1624aac7c475b1fad85701f02c4e9e796a53f94b");
+        let ev = |u: &str, st: &str| event(st, "{}").replace("0x01", u);
+        let l = line(&[ev(a, "badAloPxRejected"), ev(b, "open"), ev(b, "iocCancelRejected"), ev(a, "tickRejected")]);
+        let users: FxHashSet<Address> = [Address::parse(a).unwrap()].into_iter().collect();
+        let s = StatusSplitter::default().split(l.as_bytes(), Some(&users)).unwrap();
+        let (r0, r3) = (ev(a, "badAloPxRejected"), ev(a, "tickRejected"));
+        assert_eq!(s.watched, vec![(0, r0.as_str()), (1, r3.as_str())]);
+        assert_eq!(s.rejected, 3);
+        let none = StatusSplitter::default().split(l.as_bytes(), None).unwrap();
+        assert!(none.watched.is_empty());
+    }
+
     fn line(events: &[String]) -> String {
         format!("{HEAD},\"events\":[{}]}}", events.join(","))
     }
@@ -116,15 +149,15 @@ mod tests {
         let open = event("open", r#"{"oid":1,"children":[{"coin":"BTC"}]}"#)
             .replace("null,\"status", "{\"b\":\"0x1\",\"f\":5},\"status");
         let l = line(&[event("badAloPxRejected", "{}"), open.clone(), event("minTradeNtlRejected", "{}")]);
-        let s = StatusSplitter::default().split(l.as_bytes()).unwrap();
-        assert_eq!(s, Split { head: HEAD, kept: vec![open.as_str()], rejected: 2 });
+        let s = StatusSplitter::default().split(l.as_bytes(), None).unwrap();
+        assert_eq!(s, Split { head: HEAD, kept: vec![open.as_str()], rejected: 2, watched: vec![] });
     }
 
     #[test]
     fn empty_events_and_trailing_newline() {
         let l = format!("{}\n", line(&[]));
-        let s = StatusSplitter::default().split(l.as_bytes()).unwrap();
-        assert_eq!(s, Split { head: HEAD, kept: vec![], rejected: 0 });
+        let s = StatusSplitter::default().split(l.as_bytes(), None).unwrap();
+        assert_eq!(s, Split { head: HEAD, kept: vec![], rejected: 0, watched: vec![] });
     }
 
     #[test]
@@ -149,7 +182,7 @@ mod tests {
             format!(r#"{HEAD},"events":[{{"user":"0x01","status":"open"}}]}}"#),
         ];
         for l in &refused {
-            assert_eq!(splitter.split(l.as_bytes()), None, "{l}");
+            assert_eq!(splitter.split(l.as_bytes(), None), None, "{l}");
         }
     }
 }

@@ -17,9 +17,11 @@ use rustc_hash::FxHashMap;
 use tokio::sync::{oneshot, watch};
 
 use super::frame::Frame;
+use super::user_history::FillsDir;
+use super::users::{UserChannel, UserFrames, UserSubs};
 use crate::book::l2::L2Params;
 use crate::ingest::live::Shared;
-use crate::node::Coin;
+use crate::node::{Address, Coin};
 
 /// One L2 shape of one coin.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -44,6 +46,10 @@ pub struct Tick {
     /// Coins whose l4Book subscribers need a fresh snapshot (repaired, or the books were reloaded: `all`).
     pub l4_reset: Vec<Coin>,
     pub all_reset: bool,
+    /// Followed users' frames of this block (`publish::users`).
+    pub users: FxHashMap<Address, UserFrames>,
+    /// The block's watch generation: its user frames are complete for users followed since then.
+    pub users_generation: Option<u64>,
     bytes: usize,
 }
 
@@ -58,6 +64,12 @@ impl Tick {
 
     fn measure(&mut self) {
         self.bytes = self.trades.values().chain(self.l4.values()).map(|f| f.json.len()).sum::<usize>() + 64;
+        self.bytes += self.users.values().map(UserFrames::bytes).sum::<usize>();
+    }
+
+    /// Whether this block holds every event of a user followed since watch generation `generation`.
+    pub fn users_complete_since(&self, generation: u64) -> bool {
+        self.users_generation.is_none_or(|g| g >= generation)
     }
 }
 
@@ -134,6 +146,8 @@ pub enum Want {
     Mids(Option<Coin>),
     Trades(Coin),
     L4(Coin),
+    /// orderUpdates, userFills (with `aggregateByTime`), userEvents of one user.
+    User(Address, UserChannel, bool),
 }
 
 /// A fresh l4Book snapshot: the frame, and the feed tick it is current after.
@@ -170,6 +184,12 @@ pub struct Hub {
     pub counters: PublishCounters,
     /// Per-block stage times, settled into latency histograms.
     pub stages: crate::audit::Stages,
+    /// Followers of per-user channels.
+    pub users: UserSubs,
+    /// Each coin's last trades, for a trades subscription's first frame.
+    pub recent_trades: super::recent_trades::RecentTrades,
+    /// The node's fills files, for userFills' first frame (unset: no history, an empty snapshot).
+    pub fills_dir: std::sync::OnceLock<FillsDir>,
 }
 
 impl Hub {
@@ -186,6 +206,9 @@ impl Hub {
             published: watch::channel(0).0,
             counters: PublishCounters::default(),
             stages: crate::audit::Stages::new(),
+            users: UserSubs::default(),
+            recent_trades: Default::default(),
+            fills_dir: std::sync::OnceLock::new(),
         }
     }
 
@@ -214,6 +237,10 @@ impl Hub {
                 }
                 return Some(slot);
             }
+            Want::User(u, ch, _) => {
+                self.users.add(*u, *ch, &self.shared.watched);
+                return None;
+            }
             Want::L2(k) => &k.coin,
             Want::Bbo(c) | Want::Trades(c) | Want::L4(c) => c,
         };
@@ -235,7 +262,7 @@ impl Hub {
                 subs.l4 += 1;
                 (None, subs.l4 == 1)
             }
-            Want::Mids(_) => unreachable!("handled above"),
+            Want::Mids(_) | Want::User(..) => unreachable!("handled above"),
         };
         if new {
             self.publish_wanted(&mut r, Some(coin));
@@ -256,6 +283,10 @@ impl Hub {
                     r.mids.remove(d);
                     self.publish_wanted(&mut r, None);
                 }
+                return;
+            }
+            Want::User(u, ch, _) => {
+                self.users.remove(*u, *ch, &self.shared.watched);
                 return;
             }
             Want::L2(k) => &k.coin,
@@ -279,7 +310,7 @@ impl Hub {
             }
             Want::Trades(_) => subs.trades > 0 && down(&mut subs.trades),
             Want::L4(_) => subs.l4 > 0 && down(&mut subs.l4),
-            Want::Mids(_) => unreachable!("handled above"),
+            Want::Mids(_) | Want::User(..) => unreachable!("handled above"),
         };
         if gone {
             self.publish_wanted(&mut r, Some(coin));

@@ -11,6 +11,9 @@ pub mod frame;
 pub mod hub;
 pub mod json;
 mod pass;
+pub mod recent_trades;
+pub mod user_history;
+pub mod users;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};

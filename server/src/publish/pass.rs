@@ -233,10 +233,12 @@ impl Publisher {
     fn ticks(&mut self, wanted: &Wanted, blocks: &[Arc<Block>]) -> Vec<Tick> {
         let want_trades = wanted.coins.values().any(|w| w.trades);
         let want_l4 = wanted.coins.values().any(|w| w.l4);
+        let users = self.hub.users.wanted();
         let mut out = Vec::with_capacity(blocks.len());
         for b in blocks {
             self.tick_seq += 1;
             let mut tick = Tick::new(self.tick_seq, b.height);
+            self.hub.recent_trades.remember(self.tick_seq, &b.fills);
             let times = self.hub.shared.timeline.lock().iter().rev().find(|t| t.height == b.height).copied();
             let audit = audit_from(b.height, b.block_time, times);
             if want_trades {
@@ -256,6 +258,8 @@ impl Publisher {
                     self.hub.counters.l4_frames.fetch_add(1, Relaxed);
                 }
             }
+            tick.users_generation = b.users.generation;
+            tick.users = super::users::frames(b, &users, self.tick_seq, stamped(audit));
             out.push(tick);
         }
         out

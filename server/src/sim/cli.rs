@@ -59,6 +59,9 @@ pub struct SimArgs {
     pub start_height: u64,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Distinct users placing orders.
+    #[arg(long, default_value_t = super::market::USERS)]
+    pub users: usize,
     /// Stop producing after this many blocks (0 = never).
     #[arg(long, default_value_t = 0)]
     pub blocks: u64,

@@ -20,7 +20,8 @@ use crate::node::{Side, Stream};
 /// Raw diffs per block over the whole market at `--rate 1` (the mainnet average).
 pub const DIFFS_PER_BLOCK: u32 = 450;
 const FIRST_OID: u64 = 412_000_000_000;
-const USERS: usize = 4_000;
+/// Default size of the user pool orders are drawn from.
+pub const USERS: usize = 4_000;
 
 /// How the market is set up.
 #[derive(Clone, Debug)]
@@ -35,6 +36,8 @@ pub struct MarketConfig {
     pub seed: u64,
     /// Wall clock (ms) the initial orders' timestamps lead up to.
     pub start_ms: u64,
+    /// Distinct users placing orders (a small pool gives each user many events, as tests of user streams want).
+    pub users: usize,
 }
 
 #[derive(Debug)]
@@ -61,7 +64,7 @@ pub fn scaled_diffs(rate: f64) -> u32 {
 impl Market {
     pub fn new(cfg: MarketConfig) -> Market {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed);
-        let users = Arc::new((0..USERS).map(|_| hex_string(&rng.random::<[u8; 20]>())).collect());
+        let users = Arc::new((0..cfg.users.max(1)).map(|_| hex_string(&rng.random::<[u8; 20]>())).collect());
         let mut m = Market {
             books: vec![SimBook::default(); cfg.coins.len()],
             target: Vec::new(),
@@ -144,7 +147,7 @@ impl Market {
         self.next_oid += 1;
         Order {
             oid,
-            user: self.rng.random_range(0..USERS as u32),
+            user: self.rng.random_range(0..self.users.len() as u32),
             side,
             px,
             sz,
@@ -383,7 +386,7 @@ impl Market {
         let sz = self.rng.random_range(1..=coin.lot * 2);
         let o = Order {
             oid: self.next_oid,
-            user: self.rng.random_range(0..USERS as u32),
+            user: self.rng.random_range(0..self.users.len() as u32),
             side,
             px,
             sz,

@@ -86,6 +86,7 @@ impl Sim {
             reject_ratio: args.reject_ratio,
             seed: args.seed,
             start_ms: (now_nanos() / 1_000_000) as u64,
+            users: args.users,
         });
         let faults = Faults::from_args(args);
         let mut writer =

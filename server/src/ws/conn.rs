@@ -25,8 +25,11 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use super::deflate::deflate_message;
 use super::protocol::{self, Request, Subscription};
+use super::user_stream::{UserState, release_user, take_user_tick};
 use super::{WsContext, wire};
+use crate::node::Address;
 use crate::node::time::now_nanos;
+use crate::publish::users::UserChannel;
 use crate::publish::{Frame, L4Snapshot, Slot, Tick, Want};
 
 /// How a connection wants its frames.
@@ -35,6 +38,8 @@ pub struct Options {
     pub deflate: bool,
     pub audit: bool,
     pub batch: bool,
+    /// The client IP the per-IP user cap counts (`None`: uncapped, e.g. in-process tests).
+    pub ip: Option<std::net::IpAddr>,
 }
 
 /// `post` requests of one connection in flight at once.
@@ -56,6 +61,14 @@ enum Sub {
     L4 {
         coin: crate::node::Coin,
         state: L4State,
+    },
+    /// orderUpdates, userFills, userEvents of one user, from the first block that holds all of its events
+    /// (parsed after the user was watched, at watch `generation` or later).
+    User {
+        user: Address,
+        ch: UserChannel,
+        generation: u64,
+        state: UserState,
     },
 }
 
@@ -176,6 +189,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         self.close(end).await;
         for (_, (s, _)) in self.subs.drain() {
             self.ctx.hub.remove(&s.want);
+            release_user(&self.ctx, self.opts.ip, &s.want);
             self.ctx.counters.subscription_delta(s.channel(), -1);
         }
     }
@@ -254,18 +268,43 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         let max = self.ctx.cfg.max_subscriptions;
         if self.subs.len() >= max {
             self.ctx.counters.protocol_errors.fetch_add(1, Relaxed);
-            self.pending.push(protocol::error(&format!("Too many subscriptions: at most {max} per connection")));
+            let text = format!("Too many subscriptions: at most {max} per connection: {}", s.echo);
+            self.pending.push(protocol::error(&text));
             return;
+        }
+        if let (Want::User(user, ..), Some(ip)) = (&s.want, self.opts.ip) {
+            let max = self.ctx.cfg.max_users_per_ip;
+            if !self.ctx.user_cap.try_add(ip, *user, max) {
+                self.ctx.counters.protocol_errors.fetch_add(1, Relaxed);
+                self.pending.push(protocol::error(&super::user_cap::refusal(max, &s.echo)));
+                return;
+            }
         }
         let hub = &self.ctx.hub;
         let slot = hub.add(&s.want);
+        // trades: the coin's recent trades right after the ack, as the official feed sends them.
+        let mut recent = None;
         let sub = match (&s.want, slot) {
-            (Want::Trades(c), _) => Sub::Trades { coin: c.clone(), cursor: hub.feed_head() },
+            (Want::Trades(c), _) => {
+                let cursor = hub.feed_head();
+                recent = hub.recent_trades.frame(c, cursor);
+                Sub::Trades { coin: c.clone(), cursor }
+            }
             (Want::L4(c), _) => Sub::L4 { coin: c.clone(), state: L4State::Waiting(hub.request_snapshot(c.clone())) },
+            (Want::User(user, ch, _), _) => Sub::User {
+                user: *user,
+                ch: *ch,
+                generation: hub.shared.watched.view().generation,
+                state: UserState::Pending { cursor: hub.feed_head() },
+            },
             (_, Some(slot)) => Sub::Conflated { slot, sent: 0 },
             (_, None) => return,
         };
         self.pending.push(protocol::ack("subscribe", &s.echo));
+        // Not on `?audit=1` connections: each of their frames describes one block, and this one spans many.
+        if let Some(json) = recent.filter(|_| !self.opts.audit) {
+            self.pending.push(String::from_utf8_lossy(&json).into_owned());
+        }
         self.ctx.counters.subscription_delta(s.channel(), 1);
         self.subs.insert(s.want.clone(), (s, sub));
     }
@@ -279,6 +318,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             Want::Bbo(c) | Want::Trades(c) | Want::L4(c) => books.coin(c).is_some(),
             Want::Mids(None) => true,
             Want::Mids(Some(dex)) => books.books().any(|b| b.coin().split_once(':').is_some_and(|(d, _)| d == &**dex)),
+            // Any well-formed address may be followed: a user with nothing yet simply gets nothing yet.
+            Want::User(..) => true,
         }
     }
 
@@ -286,6 +327,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         match self.subs.remove(&s.want) {
             Some((mine, _)) => {
                 self.ctx.hub.remove(&mine.want);
+                release_user(&self.ctx, self.opts.ip, &mine.want);
                 self.ctx.counters.subscription_delta(mine.channel(), -1);
                 self.pending.push(protocol::ack("unsubscribe", &s.echo));
             }
@@ -358,6 +400,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         let mut from = u64::MAX;
         let mut lost = Vec::new();
         for (s, sub) in self.subs.values_mut() {
+            if let Sub::User { state, .. } = sub
+                && let UserState::Waiting { rx, cursor } = state
+            {
+                match rx.try_recv() {
+                    Ok(snap) => batch.push(Out::Shared(snap)),
+                    Err(oneshot::error::TryRecvError::Empty) => continue,
+                    Err(oneshot::error::TryRecvError::Closed) => {}
+                }
+                *state = UserState::Live { cursor: *cursor };
+            }
             if let Sub::L4 { state: L4State::Waiting(rx), coin } = sub {
                 match rx.try_recv() {
                     Ok(snap) => {
@@ -371,7 +423,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                     }
                 }
             }
-            let (Sub::Trades { cursor, .. } | Sub::L4 { state: L4State::Live { cursor }, .. }) = sub else { continue };
+            let (Sub::Trades { cursor, .. }
+            | Sub::L4 { state: L4State::Live { cursor }, .. }
+            | Sub::User { state: UserState::Pending { cursor } | UserState::Live { cursor }, .. }) = sub
+            else {
+                continue;
+            };
             if head.saturating_sub(*cursor) <= backlog {
                 from = from.min(*cursor);
                 continue;
@@ -388,7 +445,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         if from != u64::MAX {
             let first = hub.ticks_after(from, &mut ticks);
             for (s, sub) in self.subs.values_mut() {
-                if let Sub::Trades { cursor, .. } | Sub::L4 { state: L4State::Live { cursor }, .. } = sub
+                if let Sub::Trades { cursor, .. }
+                | Sub::L4 { state: L4State::Live { cursor }, .. }
+                | Sub::User { state: UserState::Pending { cursor } | UserState::Live { cursor }, .. } = sub
                     && *cursor + 1 < first
                 {
                     *cursor = first - 1;
@@ -398,7 +457,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         }
         for text in lost {
             self.ctx.counters.overflows.fetch_add(1, Relaxed);
-            batch.push(Out::Text(protocol::error(&text)));
+            batch.push(Out::Text(protocol::notice(&text)));
         }
         let mut full = false;
         for tick in &ticks {
@@ -435,6 +494,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                         batch.push(Out::Shared(f.clone()));
                     }
                     *cursor = tick.seq;
+                }
+                Sub::User { user, ch, generation, state } => {
+                    if let Some(f) = take_user_tick(hub, tick, *user, *ch, *generation, state) {
+                        batch.push(Out::Shared(f));
+                    }
                 }
                 _ => {}
             }

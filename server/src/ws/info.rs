@@ -26,6 +26,13 @@ pub async fn answer(shared: &Arc<Shared>, pass: Option<&Passthrough>, ip: IpAddr
                 Err(e) => Answer::text(500, &format!("l2Book failed: {e}")),
             }
         }
+        Some(kind @ ("openOrders" | "frontendOpenOrders")) => {
+            let (shared, body, frontend) = (shared.clone(), body.clone(), kind == "frontendOpenOrders");
+            match tokio::task::spawn_blocking(move || super::user_info::open_orders(&shared, &body, frontend)).await {
+                Ok((status, v)) => Answer { status, json: Bytes::from(v.to_string()) },
+                Err(e) => Answer::text(500, &format!("{kind} failed: {e}")),
+            }
+        }
         Some(kind) => match pass {
             Some(p) if p.allows(kind) => p.ask(ip, body).await,
             Some(_) => Answer::text(400, &refused(kind, "it is not one of server.info_types")),

@@ -17,6 +17,10 @@ pub mod limits;
 pub mod passthrough;
 pub mod protocol;
 pub mod upgrade;
+pub mod user_cap;
+pub mod user_info;
+pub mod user_protocol;
+mod user_stream;
 pub mod wire;
 
 use std::sync::Arc;
@@ -37,6 +41,8 @@ pub struct WsContext {
     pub counters: WsCounters,
     /// Turns true when the server shuts down: every connection closes with 1001.
     pub closing: watch::Receiver<bool>,
+    /// Distinct users followed per client IP.
+    pub user_cap: user_cap::UserCap,
 }
 
 /// Counters of the serving stage.
@@ -68,7 +74,8 @@ impl WsCounters {
             "trades" => &self.subs_trades,
             "bbo" => &self.subs_bbo,
             "allMids" => &self.subs_all_mids,
-            _ => &self.subs_l4_book,
+            "l4Book" => &self.subs_l4_book,
+            _ => return,
         };
         c.fetch_add(d, Relaxed);
     }

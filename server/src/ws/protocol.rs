@@ -40,6 +40,7 @@ impl Subscription {
             Want::Mids(_) => "allMids",
             Want::Trades(_) => "trades",
             Want::L4(_) => "l4Book",
+            Want::User(_, ch, _) => ch.kind(),
         }
     }
 }
@@ -53,6 +54,10 @@ pub fn parse(text: &str) -> Result<Request, String> {
         "ping" => Ok(Request::Ping),
         "subscribe" | "unsubscribe" => {
             let sub = v.get("subscription").and_then(Value::as_object).ok_or_else(|| bad(None))?;
+            let kind = sub.get("type").and_then(Value::as_str).unwrap_or_default();
+            if let Some(text) = super::user_protocol::not_served(kind, &Value::Object(sub.clone())) {
+                return Err(text);
+            }
             let s = subscription(sub).map_err(|why| bad(Some(&why)))?;
             Ok(if method == "subscribe" { Request::Subscribe(s) } else { Request::Unsubscribe(s) })
         }
@@ -82,6 +87,11 @@ pub fn parse_error(frame: &str, why: Option<&str>) -> String {
         Some(w) => format!("Error parsing JSON into valid websocket request: {echo} ({w})"),
         None => format!("Error parsing JSON into valid websocket request: {echo}"),
     }
+}
+
+/// Client text quoted inside an error reason, with braces replaced so it cannot open or close a JSON span.
+fn quoted(s: &str) -> String {
+    format!("{s:?}").replace('{', "(").replace('}', ")")
 }
 
 fn subscription(sub: &Map<String, Value>) -> Result<Subscription, String> {
@@ -120,7 +130,10 @@ fn subscription(sub: &Map<String, Value>) -> Result<Subscription, String> {
             Some(Value::String(d)) => Want::Mids(Some(Coin::from(d.as_str()))),
             Some(_) => return Err("dex must be a string".into()),
         },
-        other => return Err(format!("unsupported subscription type {other:?}")),
+        other => match super::user_protocol::want(other, sub) {
+            Some(w) => w?,
+            None => return Err(format!("unsupported subscription type {}", quoted(other))),
+        },
     };
     Ok(Subscription { want, echo: Value::Object(echo) })
 }
@@ -147,6 +160,13 @@ pub fn ack(method: &str, echo: &Value) -> String {
 /// `{"channel":"error","data":<text>}`.
 pub fn error(text: &str) -> String {
     serde_json::json!({"channel": "error", "data": text}).to_string()
+}
+
+/// `{"channel":"hlbookNotice","data":<text>}`: news the client did not provoke (a loss of blocks). Not an
+/// `error`: ccxt rejects every pending future of a connection on any error but `Already subscribed`, and every
+/// official client ignores a channel it does not know.
+pub fn notice(text: &str) -> String {
+    serde_json::json!({"channel": "hlbookNotice", "data": text}).to_string()
 }
 
 pub fn already_subscribed(echo: &Value) -> String {

@@ -54,7 +54,6 @@ fn depth_fast_and_precision_rules() {
         r#"{"method":"subscribe","subscription":{"type":"l2Book","coin":"X","nLevels":101}}"#,
         r#"{"method":"subscribe","subscription":{"type":"l2Book","coin":"X","nSigFigs":"5"}}"#,
         r#"{"method":"subscribe","subscription":{"type":"l2Book"}}"#,
-        r#"{"method":"subscribe","subscription":{"type":"candle","coin":"X","interval":"1m"}}"#,
     ] {
         let e = parse(bad).unwrap_err();
         assert!(e.starts_with("Error parsing JSON into valid websocket request: {"), "{e}");
@@ -110,4 +109,19 @@ fn posts_and_all_mids() {
         sub(r#"{"method":"subscribe","subscription":{"type":"allMids","dex":"xyz"}}"#).want,
         Want::Mids(Some("xyz".into()))
     );
+}
+
+#[test]
+fn a_type_with_braces_cannot_break_the_echo_span() {
+    let e = parse(r#"{"method":"subscribe","subscription":{"type":"x}{\"a\":1"}}"#).unwrap_err();
+    let span = &e[e.find('{').unwrap()..=e.rfind('}').unwrap()];
+    serde_json::from_str::<Value>(span).unwrap_or_else(|err| panic!("{err}: {e}"));
+}
+
+#[test]
+fn official_types_we_do_not_serve_are_named_with_their_echo() {
+    let e = parse(r#"{"method":"subscribe","subscription":{"type":"webData2","user":"0x01"}}"#).unwrap_err();
+    assert!(e.starts_with("Subscription type webData2 is not served by hlbook"), "{e}");
+    let span = &e[e.find('{').unwrap()..=e.rfind('}').unwrap()];
+    assert_eq!(serde_json::from_str::<Value>(span).unwrap(), json!({"type":"webData2","user":"0x01"}));
 }

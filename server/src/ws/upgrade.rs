@@ -83,7 +83,7 @@ pub async fn ws(
     } else {
         None
     };
-    let opts = Options { deflate: agreed.is_some(), audit: flag(&q.audit), batch: flag(&q.batch) };
+    let opts = Options { deflate: agreed.is_some(), audit: flag(&q.audit), batch: flag(&q.batch), ip: Some(client) };
     let max = ctx.cfg.max_frame_bytes;
     let inflater = agreed.as_ref().map(|a| Inflater::new(a.client_no_context_takeover, max));
     let on_upgrade = hyper::upgrade::on(&mut req);

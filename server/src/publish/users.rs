@@ -1,0 +1,259 @@
+//! Per-user streams: orderUpdates, userFills and userEvents (channel `user`), built once per block per followed
+//! user and carried in the feed tick of that block, so every follower of a user shares the same frame bytes.
+//!
+//! Who is followed is counted here per channel; the first follower of a user adds it to the parser's watch set
+//! (`node::Watched`), the last one out drops it (and with it the decoding of that user's rejections). Shapes follow
+//! ../shared/docs/hl-user-channels.md: orderUpdates is a bare `WsOrder[]` with `statusTimestamp`, rejections
+//! included, in line order; userFills carries the node's fill objects verbatim with `user` lower-case; the
+//! userEvents frame is `{"fills":[…]}` on channel `user`.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+
+use super::frame::{Audit, Frame};
+use crate::node::time::nanos_to_millis;
+use crate::node::{Address, Block, Cloid, Fixed, OrderStatus, Watched};
+
+/// The per-user channels.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum UserChannel {
+    Orders,
+    Fills,
+    Events,
+}
+
+impl UserChannel {
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The subscription type.
+    pub fn kind(self) -> &'static str {
+        match self {
+            UserChannel::Orders => "orderUpdates",
+            UserChannel::Fills => "userFills",
+            UserChannel::Events => "userEvents",
+        }
+    }
+}
+
+/// Which channels of a user someone follows.
+pub type UserWants = [bool; 3];
+
+/// Followers per user and channel.
+#[derive(Debug, Default)]
+pub struct UserSubs {
+    counts: Mutex<FxHashMap<Address, [usize; 3]>>,
+    wanted: ArcSwap<FxHashMap<Address, UserWants>>,
+}
+
+impl UserSubs {
+    /// Counts one more follower; returns the watch generation from which blocks hold all of the user's events.
+    pub fn add(&self, user: Address, ch: UserChannel, watched: &Watched) -> u64 {
+        let mut counts = self.counts.lock();
+        let c = counts.entry(user).or_default();
+        c[ch.index()] += 1;
+        let generation = watched.add(user);
+        self.store(&counts);
+        generation
+    }
+
+    pub fn remove(&self, user: Address, ch: UserChannel, watched: &Watched) {
+        let mut counts = self.counts.lock();
+        let Some(c) = counts.get_mut(&user) else { return };
+        c[ch.index()] = c[ch.index()].saturating_sub(1);
+        if c.iter().all(|n| *n == 0) {
+            counts.remove(&user);
+        }
+        watched.remove(user);
+        self.store(&counts);
+    }
+
+    fn store(&self, counts: &FxHashMap<Address, [usize; 3]>) {
+        let wanted = counts.iter().map(|(u, c)| (*u, c.map(|n| n > 0))).collect();
+        self.wanted.store(Arc::new(wanted));
+    }
+
+    pub fn wanted(&self) -> Arc<FxHashMap<Address, UserWants>> {
+        self.wanted.load_full()
+    }
+
+    /// Distinct users followed.
+    pub fn len(&self) -> usize {
+        self.counts.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One block's frames of one user (a channel nobody follows, or without events in the block, has none).
+#[derive(Debug, Default)]
+pub struct UserFrames {
+    pub orders: Option<Arc<Frame>>,
+    pub fills: Option<Arc<Frame>>,
+    pub events: Option<Arc<Frame>>,
+}
+
+impl UserFrames {
+    pub fn get(&self, ch: UserChannel) -> Option<&Arc<Frame>> {
+        match ch {
+            UserChannel::Orders => self.orders.as_ref(),
+            UserChannel::Fills => self.fills.as_ref(),
+            UserChannel::Events => self.events.as_ref(),
+        }
+    }
+
+    pub fn bytes(&self) -> usize {
+        [&self.orders, &self.fills, &self.events].iter().filter_map(|f| f.as_ref()).map(|f| f.json.len()).sum()
+    }
+}
+
+/// The frames of every followed user with events in `block`.
+pub fn frames(
+    block: &Block,
+    wanted: &FxHashMap<Address, UserWants>,
+    seq: u64,
+    audit: Audit,
+) -> FxHashMap<Address, UserFrames> {
+    let mut out: FxHashMap<Address, UserFrames> = FxHashMap::default();
+    if wanted.is_empty() {
+        return out;
+    }
+    let mut orders: FxHashMap<Address, Vec<&OrderStatus>> = FxHashMap::default();
+    for s in in_line_order(block) {
+        if wanted.get(&s.user).is_some_and(|w| w[UserChannel::Orders.index()]) {
+            orders.entry(s.user).or_default().push(s);
+        }
+    }
+    let mut fills: FxHashMap<Address, Vec<&str>> = FxHashMap::default();
+    for (u, f) in &block.users.fills {
+        if wanted.contains_key(u) {
+            fills.entry(*u).or_default().push(f);
+        }
+    }
+    let frame = |json: Vec<u8>| Some(Arc::new(Frame::new(seq, json, audit)));
+    for (u, list) in orders {
+        out.entry(u).or_default().orders = frame(order_updates(&list));
+    }
+    for (u, list) in fills {
+        let w = wanted[&u];
+        let f = out.entry(u).or_default();
+        if w[UserChannel::Fills.index()] {
+            f.fills = frame(user_fills(&u, &list, false));
+        }
+        if w[UserChannel::Events.index()] {
+            f.events = frame(user_event_fills(&list));
+        }
+    }
+    out
+}
+
+/// The block's statuses and its watched rejections merged back into line order.
+fn in_line_order(block: &Block) -> impl Iterator<Item = &OrderStatus> {
+    let mut rejected = block.users.rejected.iter().peekable();
+    let mut kept = block.statuses.iter().enumerate();
+    std::iter::from_fn(move || {
+        if let Some((at, _)) = rejected.peek() {
+            let next_kept = kept.clone().next().map_or(u32::MAX, |(i, _)| i as u32);
+            if *at <= next_kept {
+                return rejected.next().map(|(_, s)| s);
+            }
+        }
+        kept.next().map(|(_, s)| s)
+    })
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WsOrderBody<'a> {
+    coin: &'a str,
+    side: &'static str,
+    limit_px: Fixed,
+    sz: Fixed,
+    oid: u64,
+    timestamp: u64,
+    orig_sz: Fixed,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cloid: Option<Cloid>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    reduce_only: bool,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WsOrder<'a> {
+    order: WsOrderBody<'a>,
+    status: &'a str,
+    status_timestamp: i64,
+}
+
+fn ws_order(s: &OrderStatus) -> WsOrder<'_> {
+    let o = &s.order;
+    WsOrder {
+        order: WsOrderBody {
+            coin: &s.coin,
+            side: o.side.as_str(),
+            limit_px: o.limit_px,
+            sz: o.sz,
+            oid: o.oid,
+            timestamp: o.timestamp,
+            orig_sz: o.orig_sz,
+            cloid: o.cloid,
+            reduce_only: o.flavor.reduce_only,
+        },
+        status: &s.status,
+        status_timestamp: nanos_to_millis(s.time),
+    }
+}
+
+/// `{"channel":"orderUpdates","data":[WsOrder…]}`.
+pub fn order_updates(list: &[&OrderStatus]) -> Vec<u8> {
+    let data: Vec<WsOrder<'_>> = list.iter().map(|s| ws_order(s)).collect();
+    let mut out = b"{\"channel\":\"orderUpdates\",\"data\":".to_vec();
+    // Serializing owned plain structs into a Vec cannot fail.
+    serde_json::to_writer(&mut out, &data).expect("orderUpdates serialize");
+    out.push(b'}');
+    out
+}
+
+fn fill_array(out: &mut Vec<u8>, fills: &[&str]) {
+    out.push(b'[');
+    for (i, f) in fills.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(f.as_bytes());
+    }
+    out.push(b']');
+}
+
+/// `{"channel":"userFills","data":{["isSnapshot":true,]"user":…,"fills":[…]}}`, fills verbatim.
+pub fn user_fills(user: &Address, fills: &[&str], snapshot: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(96 + fills.iter().map(|f| f.len() + 1).sum::<usize>());
+    out.extend_from_slice(b"{\"channel\":\"userFills\",\"data\":{");
+    if snapshot {
+        out.extend_from_slice(b"\"isSnapshot\":true,");
+    }
+    out.extend_from_slice(format!("\"user\":\"{user}\",\"fills\":").as_bytes());
+    fill_array(&mut out, fills);
+    out.extend_from_slice(b"}}");
+    out
+}
+
+/// `{"channel":"user","data":{"fills":[…]}}`.
+pub fn user_event_fills(fills: &[&str]) -> Vec<u8> {
+    let mut out = b"{\"channel\":\"user\",\"data\":{\"fills\":".to_vec();
+    fill_array(&mut out, fills);
+    out.extend_from_slice(b"}}");
+    out
+}
+
+#[cfg(test)]
+#[path = "users_tests.rs"]
+mod tests;

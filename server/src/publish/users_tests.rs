@@ -1,0 +1,107 @@
+use super::*;
+use crate::node::{Line, NodeParser, Stream};
+
+const A: &str = "0x5eaac7c475b1fad85701f02c4e9e796a53f94bd5";
+const B: &str = "0x1624aac7c475b1fad85701f02c4e9e796a53f94b";
+const HEAD: &str = r#"{"local_time":"2026-05-05T17:39:13.3","block_time":"2026-05-05T17:39:13.024","block_number":7"#;
+
+fn status(user: &str, st: &str, oid: u64, cloid: bool, reduce_only: bool) -> String {
+    let cloid = if cloid { r#""0x00000000052e29a900002af647791c39""# } else { "null" };
+    format!(
+        r#"{{"time":"2026-05-05T17:39:13.024084407","user":"{user}","hash":null,"builder":null,"status":"{st}","order":{{"coin":"BTC","side":"A","limitPx":"81311.0","sz":"0.5","oid":{oid},"timestamp":1778002753024,"triggerCondition":"N/A","isTrigger":false,"triggerPx":"0.0","children":[],"isPositionTpsl":false,"reduceOnly":{reduce_only},"orderType":"Limit","origSz":"0.61488","tif":"Alo","cloid":{cloid}}}}}"#
+    )
+}
+
+fn block_of(lines: &[(Stream, String)], parser: &mut NodeParser) -> Block {
+    let mut b = Block::new(7, 0);
+    for (stream, l) in lines {
+        let line: Line = parser.parse(*stream, l).unwrap();
+        b.push(*stream, line);
+    }
+    b
+}
+
+#[test]
+fn order_updates_in_line_order_with_rejections_only_of_followed_users() {
+    let (a, b) = (Address::parse(A).unwrap(), Address::parse(B).unwrap());
+    let watched = Arc::new(Watched::new());
+    let subs = UserSubs::default();
+    subs.add(a, UserChannel::Orders, &watched);
+    let events = [
+        status(A, "badAloPxRejected", 1, false, false),
+        status(B, "open", 2, false, false),
+        status(A, "open", 3, true, true),
+        status(B, "iocCancelRejected", 4, false, false),
+        status(A, "tickRejected", 5, false, false),
+    ];
+    let line = format!("{HEAD},\"events\":[{}]}}", events.join(","));
+    let mut parser = NodeParser::with_watched(watched.clone());
+    let block = block_of(&[(Stream::Statuses, line)], &mut parser);
+    assert_eq!(block.rejected_statuses, 3);
+    assert_eq!(block.statuses.len(), 2, "the book still sees only what is not rejected");
+    let out = frames(&block, &subs.wanted(), 1, Audit::default());
+    assert!(!out.contains_key(&b), "nobody follows B");
+    let json: serde_json::Value = serde_json::from_slice(&out[&a].orders.as_ref().unwrap().json).unwrap();
+    let order = |oid: u64, st: &str, extra: serde_json::Value| {
+        let mut o = serde_json::json!({"coin":"BTC","side":"A","limitPx":"81311.0","sz":"0.5","oid":oid,
+            "timestamp":1778002753024u64,"origSz":"0.61488"});
+        o.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        serde_json::json!({"order": o, "status": st, "statusTimestamp": 1778002753024u64})
+    };
+    let want = serde_json::json!({"channel":"orderUpdates","data":[
+        order(1, "badAloPxRejected", serde_json::json!({})),
+        order(3, "open", serde_json::json!({"cloid":"0x00000000052e29a900002af647791c39","reduceOnly":true})),
+        order(5, "tickRejected", serde_json::json!({})),
+    ]});
+    assert_eq!(json, want);
+    // Nobody watched: the same line keeps no rejection.
+    let mut plain = NodeParser::new();
+    let events2 = format!("{HEAD},\"events\":[{}]}}", events.join(","));
+    assert!(block_of(&[(Stream::Statuses, events2)], &mut plain).users.rejected.is_empty());
+}
+
+#[test]
+fn full_parse_fallback_finds_the_same_rejections() {
+    let a = Address::parse(A).unwrap();
+    let watched = Arc::new(Watched::new());
+    watched.add(a);
+    let events = [status(A, "badAloPxRejected", 1, false, false), status(B, "open", 2, false, false)];
+    // A space between events takes the line off the fast path.
+    let line = format!("{HEAD},\"events\":[{}]}}", events.join(", "));
+    let mut parser = NodeParser::with_watched(watched);
+    let block = block_of(&[(Stream::Statuses, line)], &mut parser);
+    assert_eq!(block.users.rejected.len(), 1);
+    assert_eq!(block.users.rejected[0].0, 0);
+    assert_eq!(block.users.rejected[0].1.order.oid, 1);
+}
+
+#[test]
+fn fills_pass_through_verbatim_with_the_user_lower_case() {
+    let (a, b) = (Address::parse(A).unwrap(), Address::parse(B).unwrap());
+    let watched = Arc::new(Watched::new());
+    let subs = UserSubs::default();
+    subs.add(a, UserChannel::Fills, &watched);
+    subs.add(a, UserChannel::Events, &watched);
+    let fill_a = r#"{"coin":"BTC","px":"81308.0","sz":"0.00033","side":"B","time":1778002753024,"startPosition":"0.20486","dir":"Open Long","closedPnl":"0.0","hash":"0x0000000000000000000000000000000000000000000000000000000000000000","oid":412036451245,"crossed":true,"fee":"0.010866","tid":316059956208702,"feeToken":"USDC","twapId":1790552,"builderFee":"0.001","someNewField":[1,2]}"#;
+    let fill_b = fill_a.replace("\"side\":\"B\"", "\"side\":\"A\"").replace("true", "false");
+    let line = format!("{HEAD},\"events\":[[\"{A}\",{fill_a}],[\"{B}\",{fill_b}]]}}");
+    let mut parser = NodeParser::with_watched(watched.clone());
+    let block = block_of(&[(Stream::Fills, line)], &mut parser);
+    assert_eq!(block.fills.len(), 2);
+    let out = frames(&block, &subs.wanted(), 1, Audit::default());
+    let f = &out[&a];
+    assert!(f.orders.is_none());
+    assert_eq!(
+        std::str::from_utf8(&f.fills.as_ref().unwrap().json).unwrap(),
+        format!(r#"{{"channel":"userFills","data":{{"user":"{A}","fills":[{fill_a}]}}}}"#)
+    );
+    assert_eq!(
+        std::str::from_utf8(&f.events.as_ref().unwrap().json).unwrap(),
+        format!(r#"{{"channel":"user","data":{{"fills":[{fill_a}]}}}}"#)
+    );
+    assert!(!out.contains_key(&b));
+    // The last follower out stops the watching.
+    subs.remove(a, UserChannel::Fills, &watched);
+    subs.remove(a, UserChannel::Events, &watched);
+    assert!(watched.is_empty() && subs.is_empty());
+}

@@ -1,0 +1,263 @@
+//! orderUpdates, userFills and userEvents against hlsim's own files, with the real binaries: `hlsim` runs a
+//! market with a small user pool (so every user places, fills, cancels and gets rejected often), `hlbook serve`
+//! follows it, and one `?audit=1` connection per picked user follows three users. Afterwards the test derives
+//! every user frame itself from the simulator's status and fills files and requires the server's frames to be
+//! exactly those: one per block with events, nothing missing or extra, in block order, from the first block the
+//! server serves to the last block written.
+
+mod procs;
+mod wsload;
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use hlbook::node::time::parse_node_time;
+use procs::{Proc, start_serve, wait_health};
+use serde_json::{Value, json};
+use wsload::{Read, audit_height, channel};
+
+const HLSIM: &str = env!("CARGO_BIN_EXE_hlsim");
+const BLOCKS: u64 = 500;
+const FIRST_HEIGHT: u64 = 1_000_000_000;
+
+/// Every line of a stream's hour files, oldest first.
+fn lines(data: &Path, stream: &str) -> Vec<Value> {
+    let hourly = data.join(format!("node_{stream}_by_block/hourly"));
+    let mut files: Vec<(u32, u8, PathBuf)> = Vec::new();
+    for day in std::fs::read_dir(&hourly).into_iter().flatten().flatten() {
+        let date: u32 = day.file_name().to_string_lossy().parse().unwrap();
+        for f in std::fs::read_dir(day.path()).unwrap().flatten() {
+            files.push((date, f.file_name().to_string_lossy().parse().unwrap(), f.path()));
+        }
+    }
+    files.sort();
+    let mut out = Vec::new();
+    for (_, _, p) in files {
+        for l in std::fs::read_to_string(p).unwrap().lines() {
+            if let Ok(v) = serde_json::from_str(l) {
+                out.push(v);
+            }
+        }
+    }
+    out
+}
+
+/// What the official feed sends for one node status event.
+fn ws_order(ev: &Value) -> Value {
+    let o = &ev["order"];
+    let mut order = json!({
+        "coin": o["coin"], "side": o["side"], "limitPx": o["limitPx"], "sz": o["sz"], "oid": o["oid"],
+        "timestamp": o["timestamp"], "origSz": o["origSz"],
+    });
+    if !o["cloid"].is_null() {
+        order["cloid"] = o["cloid"].clone();
+    }
+    if o["reduceOnly"] == true {
+        order["reduceOnly"] = true.into();
+    }
+    let ms = parse_node_time(ev["time"].as_str().unwrap()).unwrap() / 1_000_000;
+    json!({"order": order, "status": ev["status"], "statusTimestamp": ms})
+}
+
+/// Per user, per height: the expected orderUpdates data and fills; and every BTC trade id written.
+struct Derived {
+    orders: BTreeMap<(String, u64), Vec<Value>>,
+    fills: BTreeMap<(String, u64), Vec<Value>>,
+    tids: HashSet<u64>,
+}
+
+/// The trades subscription starts, right after its ack, with BTC's recent trades (the simulator has been trading
+/// for seconds), and no trade comes twice in it and the live frames after it.
+fn recent_trades_first(user: &str, frames: &[Value], written: &HashSet<u64>) {
+    let ack = frames
+        .iter()
+        .position(|f| channel(f) == "subscriptionResponse" && f["data"]["subscription"]["type"] == "trades")
+        .unwrap();
+    let first = &frames[ack + 1];
+    assert_eq!(channel(first), "trades", "{user}: recent trades right after the ack");
+    assert!(!first["data"].as_array().unwrap().is_empty(), "{user}: {first}");
+    let mut seen = HashSet::new();
+    for f in frames.iter().filter(|f| channel(f) == "trades") {
+        for t in f["data"].as_array().unwrap() {
+            let tid = t["tid"].as_u64().unwrap();
+            assert_eq!(t["coin"], "BTC");
+            assert!(written.contains(&tid), "{user}: trade {tid} is in the files");
+            assert!(seen.insert(tid), "{user}: trade {tid} sent twice");
+        }
+    }
+}
+
+fn derive(data: &Path, users: &HashSet<String>) -> Derived {
+    let mut d = Derived { orders: BTreeMap::new(), fills: BTreeMap::new(), tids: HashSet::new() };
+    for l in lines(data, "order_statuses") {
+        let h = l["block_number"].as_u64().unwrap();
+        for ev in l["events"].as_array().unwrap() {
+            let u = ev["user"].as_str().unwrap().to_lowercase();
+            if users.contains(&u) {
+                d.orders.entry((u, h)).or_default().push(ws_order(ev));
+            }
+        }
+    }
+    for l in lines(data, "fills") {
+        let h = l["block_number"].as_u64().unwrap();
+        for ev in l["events"].as_array().unwrap() {
+            if ev[1]["coin"] == "BTC" {
+                d.tids.insert(ev[1]["tid"].as_u64().unwrap());
+            }
+            let u = ev[0].as_str().unwrap().to_lowercase();
+            if users.contains(&u) {
+                d.fills.entry((u, h)).or_default().push(ev[1].clone());
+            }
+        }
+    }
+    d
+}
+
+/// Three users with fills in the simulator's first blocks.
+fn pick_users(data: &Path) -> Vec<String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut seen: Vec<String> = Vec::new();
+        for l in lines(data, "fills") {
+            for ev in l["events"].as_array().unwrap() {
+                let u = ev[0].as_str().unwrap().to_lowercase();
+                if !seen.contains(&u) {
+                    seen.push(u);
+                }
+            }
+        }
+        if seen.len() >= 3 {
+            return seen[..3].to_vec();
+        }
+        assert!(std::time::Instant::now() < deadline, "the simulator wrote fills of fewer than 3 users");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Everything one connection received until `stop`, after following `user` on the three channels (the address
+/// sent upper-cased, which must not matter).
+async fn collect(addr: String, user: String, mut stop: tokio::sync::watch::Receiver<bool>) -> Vec<Value> {
+    let mut ws = wsload::connect(&addr, "audit=1", None).await;
+    let shouted = format!("0x{}", user[2..].to_uppercase());
+    wsload::subscribe(&mut ws, json!({"type": "orderUpdates", "user": shouted})).await;
+    wsload::subscribe(&mut ws, json!({"type": "userFills", "user": user})).await;
+    wsload::subscribe(&mut ws, json!({"type": "userEvents", "user": user})).await;
+    // trades on a plain connection: `?audit=1` connections get per-block frames only, no recent trades.
+    let mut plain = wsload::connect(&addr, "", None).await;
+    wsload::subscribe(&mut plain, json!({"type": "trades", "coin": "BTC"})).await;
+    let mut got = vec![wsload::expect_json(&mut plain, Duration::from_secs(10)).await];
+    got.push(wsload::expect_json(&mut plain, Duration::from_secs(10)).await);
+    for _ in 0..3 {
+        got.push(wsload::expect_json(&mut plain, Duration::from_secs(10)).await);
+    }
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return got,
+            r = wsload::next_json(&mut ws, Duration::from_secs(30)) => match r {
+                Read::Json(v) => got.push(v),
+                other => panic!("{user}: connection ended early: {other:?}"),
+            },
+        }
+    }
+}
+
+/// Frames of one channel by audit height; each height at most once.
+fn by_height<'a>(frames: &'a [Value], ch: &str, user: &str) -> BTreeMap<u64, &'a Value> {
+    let mut out = BTreeMap::new();
+    let mut last = 0;
+    for f in frames.iter().filter(|f| channel(f) == ch && f["data"]["isSnapshot"].is_null()) {
+        let h = audit_height(f).unwrap_or_else(|| panic!("{user} {ch}: no audit height: {f}"));
+        assert!(h > last, "{user} {ch}: heights not increasing ({last} then {h})");
+        last = h;
+        out.insert(h, &f["data"]);
+    }
+    out
+}
+
+/// The expected frames of heights `from..=to` equal the received ones, both ways.
+fn same_blocks(user: &str, ch: &str, got: &BTreeMap<u64, &Value>, want: BTreeMap<u64, Value>, from: u64, to: u64) {
+    let want: BTreeMap<u64, Value> = want.into_iter().filter(|(h, _)| (from..=to).contains(h)).collect();
+    for (h, data) in &want {
+        assert_eq!(got.get(h).copied(), Some(data), "{user} {ch} at height {h}");
+    }
+    for h in got.keys() {
+        assert!(want.contains_key(h), "{user} {ch}: a frame at {h} for a block without events");
+    }
+    assert!(want.len() >= 5, "{user} {ch}: only {} blocks compared", want.len());
+    eprintln!("{user} {ch}: {} blocks equal the files", want.len());
+}
+
+#[test]
+fn user_frames_equal_what_the_simulators_files_say() {
+    let out = tempfile::tempdir().unwrap();
+    let data = out.path().join("data");
+    let n = BLOCKS.to_string();
+    #[rustfmt::skip]
+    let sim_args = [
+        "--out", data.to_str().unwrap(), "--coins", "3", "--btc-orders", "1000", "--orders-per-coin", "200",
+        "--block-ms", "60", "--rate", "0.1", "--reject-ratio", "3", "--users", "25", "--blocks", &n,
+        "--info-listen", "127.0.0.1:0",
+    ];
+    let mut sim = Proc::start(HLSIM, &sim_args, &out.path().join("sim.log"));
+    let info = sim.wait_line("info listening on", Duration::from_secs(30));
+    let info_url = format!("http://{info}/info");
+    let mut server = start_serve(&data, &info_url, &out.path().join("snaps"), &[], &out.path().join("serve.log"));
+    let addr = server.wait_line("hlbook listening on", Duration::from_secs(30));
+    let base = format!("http://{addr}");
+    wait_health(&base, Duration::from_secs(60), |h| h["state"] == "live");
+    // Let a few seconds of fills pile up, so userFills' first frame has history to carry.
+    std::thread::sleep(Duration::from_secs(3));
+    let users = pick_users(&data);
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let tasks: Vec<_> = users.iter().map(|u| rt.spawn(collect(addr.clone(), u.clone(), stop_rx.clone()))).collect();
+    let last = FIRST_HEIGHT + BLOCKS - 1;
+    wait_health(&base, Duration::from_secs(120), |h| h["height"].as_u64() >= Some(last));
+    std::thread::sleep(Duration::from_millis(500));
+    stop_tx.send(true).unwrap();
+    let got: Vec<Vec<Value>> = tasks.into_iter().map(|t| rt.block_on(t).expect("a collecting task")).collect();
+    assert!(server.running(), "the server is still up");
+    sim.stop();
+    server.stop();
+
+    let derived = derive(&data, &users.iter().cloned().collect());
+    let of = |m: &BTreeMap<(String, u64), Vec<Value>>, u: &str| -> BTreeMap<u64, Vec<Value>> {
+        m.iter().filter(|((x, _), _)| x == u).map(|((_, h), v)| (*h, v.clone())).collect()
+    };
+    for (user, frames) in users.iter().zip(&got) {
+        for f in frames {
+            let ok = matches!(channel(f), "subscriptionResponse" | "orderUpdates" | "userFills" | "user" | "trades");
+            assert!(channel(f) != "trades" || f.get("audit").is_none(), "{user}: trades on the plain connection");
+            assert!(ok, "{user}: unexpected frame {f}");
+        }
+        assert_eq!(frames.iter().filter(|f| channel(f) == "subscriptionResponse").count(), 4);
+        recent_trades_first(user, frames, &derived.tids);
+
+        // orderUpdates: every block from the first served one on.
+        let orders = by_height(frames, "orderUpdates", user);
+        let from = *orders.keys().next().unwrap_or_else(|| panic!("{user}: no orderUpdates frame"));
+        let want = of(&derived.orders, user).into_iter().map(|(h, v)| (h, Value::Array(v))).collect();
+        same_blocks(user, "orderUpdates", &orders, want, from, last);
+
+        // userFills: the snapshot holds every fill before the first live frame, then every block.
+        let first = frames.iter().find(|f| channel(f) == "userFills").expect("a userFills frame");
+        assert_eq!(first["data"]["isSnapshot"], true, "{user}: userFills starts with a snapshot");
+        assert_eq!(first["data"]["user"], user.as_str());
+        let live = by_height(frames, "userFills", user);
+        let from = *live.keys().next().unwrap_or_else(|| panic!("{user}: no live userFills frame"));
+        let fills = of(&derived.fills, user);
+        let before: Vec<Value> = fills.range(..from).flat_map(|(_, v)| v.clone()).collect();
+        assert_eq!(first["data"]["fills"], Value::Array(before.clone()), "{user}: the snapshot");
+        assert!(!before.is_empty(), "{user}: the snapshot carries the fills made before subscribing");
+        let want = fills.iter().map(|(h, v)| (*h, json!({"user": user, "fills": v}))).collect();
+        same_blocks(user, "userFills", &live, want, from, last);
+
+        // userEvents: the fills variant on channel `user`.
+        let events = by_height(frames, "user", user);
+        let from = *events.keys().next().unwrap_or_else(|| panic!("{user}: no user frame"));
+        let want = fills.iter().map(|(h, v)| (*h, json!({"fills": v}))).collect();
+        same_blocks(user, "user", &events, want, from, last);
+    }
+}
