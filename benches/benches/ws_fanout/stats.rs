@@ -68,8 +68,8 @@ pub fn timing(path: &str) -> HashMap<u64, (i64, i64)> {
     let mut out = HashMap::new();
     for row in text.lines().skip(1) {
         let f: Vec<i64> = row.split(',').filter_map(|x| x.parse().ok()).collect();
-        if f.len() == 5 {
-            out.insert(f[0] as u64, (f[1], f[2..].iter().copied().max().unwrap_or(0)));
+        if f.len() >= 5 {
+            out.insert(f[0] as u64, (f[1], f[2..5].iter().copied().max().unwrap_or(0)));
         }
     }
     out

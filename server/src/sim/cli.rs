@@ -67,7 +67,9 @@ pub struct SimArgs {
     pub exit_when_done: bool,
     #[arg(long, default_value = "127.0.0.1:3001")]
     pub info_listen: SocketAddr,
-    /// CSV of when each stream's last line of each block was written.
+    /// CSV of when each block's lines were written: per stream (fills, statuses, diffs) and the block's last line,
+    /// in Unix ns. By-block lines are written in the node's order, fills → diffs → statuses (as every block of the
+    /// mainnet capture is, by its lines' `local_time`), so the status line is the last.
     #[arg(long)]
     pub timing: Option<PathBuf>,
 
