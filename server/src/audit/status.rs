@@ -8,6 +8,7 @@ use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 
 use super::{STAGES, WINDOW_NS};
+use crate::node::Stream;
 use crate::node::time::now_nanos;
 use crate::ws::WsContext;
 
@@ -21,21 +22,23 @@ pub fn status(ctx: &WsContext, blocks: usize) -> Value {
     let window = ctx.hub.stages.window();
     let now = now_nanos();
     let mut stages = Vec::new();
-    for (i, name) in STAGES.iter().enumerate() {
+    for (line, (i, name)) in Stream::ALL.into_iter().flat_map(|l| STAGES.iter().enumerate().map(move |s| (l, s))) {
         let Ok(mut hist) = Histogram::<u64>::new_with_bounds(1, 600_000_000_000, 3) else { continue };
-        for f in &window {
+        for f in window.iter().filter(|f| f.line == line) {
             if let Some(v) = f.stages[i] {
                 hist.saturating_record(v.max(1) as u64);
             }
         }
         let us = |p: f64| hist.value_at_quantile(p) / 1_000;
         stages.push(json!({
-            "stage": name, "count": hist.len(),
+            "stage": name, "line": line.name(), "count": hist.len(),
             "p50_us": us(0.5), "p90_us": us(0.9), "p99_us": us(0.99), "p999_us": us(0.999), "max_us": hist.max() / 1_000,
         }));
     }
-    let span = window.first().zip(window.last()).map_or(0, |(a, b)| b.applied_ns - a.applied_ns);
-    let blocks_per_sec = if span > 0 { (window.len() as u64 - 1) * 1_000_000_000 / span as u64 } else { 0 };
+    // A block is counted once, by the line that completes it.
+    let complete: Vec<_> = window.iter().filter(|f| f.line == Stream::Statuses).collect();
+    let span = complete.first().zip(complete.last()).map_or(0, |(a, b)| b.applied_ns - a.applied_ns);
+    let blocks_per_sec = if span > 0 { (complete.len() as u64 - 1) * 1_000_000_000 / span as u64 } else { 0 };
     let (block_lag, node_lag) = h.lag();
     let mut doc = json!({
         "state": h.state().as_str(),
@@ -43,7 +46,7 @@ pub fn status(ctx: &WsContext, blocks: usize) -> Value {
         "time_ms": now / 1_000_000,
         "lag_ms": {"block": block_lag / 1_000_000, "node_write": node_lag / 1_000_000},
         "window_s": WINDOW_NS / 1_000_000_000,
-        "blocks": window.len(),
+        "blocks": complete.len(),
         "blocks_per_sec": blocks_per_sec,
         "stages": stages,
         "stalest_coins": stalest(ctx, now),
@@ -65,7 +68,7 @@ pub fn status(ctx: &WsContext, blocks: usize) -> Value {
 fn block(f: &super::Final) -> Value {
     let stages: serde_json::Map<String, Value> =
         STAGES.iter().zip(f.stages).map(|(name, v)| (name.to_string(), json!(v))).collect();
-    json!({"height": f.height, "applied_ms": f.applied_ns / 1_000_000, "stages_ns": stages})
+    json!({"height": f.height, "line": f.line.name(), "applied_ms": f.applied_ns / 1_000_000, "stages_ns": stages})
 }
 
 /// Subscribed coins whose newest L2 frame describes the oldest block (quiet coins show up here too).

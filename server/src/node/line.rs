@@ -14,11 +14,13 @@ use super::status_split::{Split, StatusSplitter};
 use super::time::UnixNanos;
 use super::wire::{DiffWire, Envelope, FillWire, OrderWire, RawBookDiff, StatusWire};
 
-/// The three node streams, in the order the node writes a block's lines (fills first).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// The three node streams, in the order the node writes a block's lines (fills first). The default is the line
+/// that completes a block.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Stream {
     Fills,
     Diffs,
+    #[default]
     Statuses,
 }
 

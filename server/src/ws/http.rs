@@ -119,7 +119,12 @@ async fn l4snapshot(State(s): State<AppState>, Query(q): Query<SnapshotQuery>) -
     let shared = s.shared.clone();
     let body = tokio::task::spawn_blocking(move || {
         let mut out = Vec::new();
-        write_snapshot(&shared.books.read(), coins.as_deref(), &mut out).map(|()| out)
+        // Whole orders only: a half-applied block's statuses follow within milliseconds (a lost status line
+        // leaves the books half-applied until the resync installs new ones).
+        let books = shared.complete_books(std::time::Duration::from_secs(5)).ok_or_else(|| {
+            std::io::Error::other("the books are half-applied (a block's status line is awaited); try again")
+        })?;
+        write_snapshot(&books, coins.as_deref(), &mut out).map(|()| out)
     })
     .await;
     match body {
