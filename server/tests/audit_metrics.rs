@@ -106,7 +106,7 @@ fn metrics_parse_and_the_dashboard_asks_only_for_them() {
         let text = scrape(&feed.base);
         let written = text
             .lines()
-            .find(|l| l.starts_with("hlbook_stage_latency_seconds_count{stage=\"block_to_last_write\"}"))
+            .find(|l| l.starts_with("hlbook_stage_latency_seconds_count{stage=\"block_to_last_write\",line=\"diffs\"}"))
             .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
             .unwrap_or(0);
         if written >= 10 {

@@ -21,20 +21,10 @@ pub fn status(ctx: &WsContext, blocks: usize) -> Value {
     let h = &shared.health;
     let window = ctx.hub.stages.window();
     let now = now_nanos();
-    let mut stages = Vec::new();
-    for (line, (i, name)) in Stream::ALL.into_iter().flat_map(|l| STAGES.iter().enumerate().map(move |s| (l, s))) {
-        let Ok(mut hist) = Histogram::<u64>::new_with_bounds(1, 600_000_000_000, 3) else { continue };
-        for f in window.iter().filter(|f| f.line == line) {
-            if let Some(v) = f.stages[i] {
-                hist.saturating_record(v.max(1) as u64);
-            }
-        }
-        let us = |p: f64| hist.value_at_quantile(p) / 1_000;
-        stages.push(json!({
-            "stage": name, "line": line.name(), "count": hist.len(),
-            "p50_us": us(0.5), "p90_us": us(0.9), "p99_us": us(0.99), "p999_us": us(0.999), "max_us": hist.max() / 1_000,
-        }));
-    }
+    // `stages`: from the line that completes a block (its last); `stages_by_line`: every source line's own.
+    let stages = line_stages(&window, Stream::Statuses);
+    let by_line: serde_json::Map<String, Value> =
+        Stream::ALL.into_iter().map(|l| (l.name().to_string(), line_stages(&window, l))).collect();
     // A block is counted once, by the line that completes it.
     let complete: Vec<_> = window.iter().filter(|f| f.line == Stream::Statuses).collect();
     let span = complete.first().zip(complete.last()).map_or(0, |(a, b)| b.applied_ns - a.applied_ns);
@@ -49,6 +39,7 @@ pub fn status(ctx: &WsContext, blocks: usize) -> Value {
         "blocks": complete.len(),
         "blocks_per_sec": blocks_per_sec,
         "stages": stages,
+        "stages_by_line": by_line,
         "stalest_coins": stalest(ctx, now),
         "connections": ctx.limits.open(),
         "subscriptions_by_channel": ctx.counters.subscriptions().into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
@@ -62,6 +53,25 @@ pub fn status(ctx: &WsContext, blocks: usize) -> Value {
         doc["last_blocks"] = window[from..].iter().map(block).collect();
     }
     doc
+}
+
+/// Percentiles of each stage over the window's entries of `line`.
+fn line_stages(window: &[super::Final], line: Stream) -> Value {
+    let mut stages = Vec::new();
+    for (i, name) in STAGES.iter().enumerate() {
+        let Ok(mut hist) = Histogram::<u64>::new_with_bounds(1, 600_000_000_000, 3) else { continue };
+        for f in window.iter().filter(|f| f.line == line) {
+            if let Some(v) = f.stages[i] {
+                hist.saturating_record(v.max(1) as u64);
+            }
+        }
+        let us = |p: f64| hist.value_at_quantile(p) / 1_000;
+        stages.push(json!({
+            "stage": name, "count": hist.len(),
+            "p50_us": us(0.5), "p90_us": us(0.9), "p99_us": us(0.99), "p999_us": us(0.999), "max_us": hist.max() / 1_000,
+        }));
+    }
+    Value::Array(stages)
 }
 
 /// One settled block: `{"height":…,"applied_ms":…,"stages_ns":{"block_to_node_write":…,…}}` (null: did not happen).
