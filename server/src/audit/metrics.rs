@@ -121,7 +121,7 @@ impl Collector for Hlbook {
                 // prometheus-client wants per-bucket counts and accumulates them itself.
                 let last = buckets.len() - 1;
                 buckets[last].1 = hist.len() - buckets[..last].iter().map(|b| b.1).sum::<u64>();
-                let labels = [("stage", *stage), ("line", line.name())];
+                let labels = [("stage", *stage), ("line", line.short())];
                 let mut fam = m.encode_family(&labels)?;
                 fam.encode_histogram::<NoLabelSet>(
                     sum,

@@ -24,7 +24,7 @@ pub fn status(ctx: &WsContext, blocks: usize) -> Value {
     // `stages`: from the line that completes a block (its last); `stages_by_line`: every source line's own.
     let stages = line_stages(&window, Stream::Statuses);
     let by_line: serde_json::Map<String, Value> =
-        Stream::ALL.into_iter().map(|l| (l.name().to_string(), line_stages(&window, l))).collect();
+        Stream::ALL.into_iter().map(|l| (l.short().to_string(), line_stages(&window, l))).collect();
     // A block is counted once, by the line that completes it.
     let complete: Vec<_> = window.iter().filter(|f| f.line == Stream::Statuses).collect();
     let span = complete.first().zip(complete.last()).map_or(0, |(a, b)| b.applied_ns - a.applied_ns);
@@ -78,7 +78,7 @@ fn line_stages(window: &[super::Final], line: Stream) -> Value {
 fn block(f: &super::Final) -> Value {
     let stages: serde_json::Map<String, Value> =
         STAGES.iter().zip(f.stages).map(|(name, v)| (name.to_string(), json!(v))).collect();
-    json!({"height": f.height, "line": f.line.name(), "applied_ms": f.applied_ns / 1_000_000, "stages_ns": stages})
+    json!({"height": f.height, "line": f.line.short(), "applied_ms": f.applied_ns / 1_000_000, "stages_ns": stages})
 }
 
 /// Subscribed coins whose newest L2 frame describes the oldest block (quiet coins show up here too).

@@ -57,6 +57,15 @@ impl Stream {
         }
     }
 
+    /// Its short name, as audit labels a block's line: `fills`, `diffs`, `statuses`.
+    pub fn short(self) -> &'static str {
+        match self {
+            Stream::Fills => "fills",
+            Stream::Diffs => "diffs",
+            Stream::Statuses => "statuses",
+        }
+    }
+
     /// The stream's folder under the node data dir.
     pub fn dir(self, mode: Mode) -> String {
         let suffix = match mode {
