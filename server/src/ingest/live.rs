@@ -22,6 +22,7 @@ use super::assemble::{Assembled, Assembler};
 use super::health::Health;
 use super::info::{self, InfoClient, SnapshotFrom};
 use super::source::{FileSource, LineSource, SourceEvent};
+pub use super::steps::BlockTimes;
 use super::steps::{self, KEPT_STEPS, Step};
 use super::tcp::TcpSource;
 use crate::book::{Books, Outcome};
@@ -124,36 +125,6 @@ impl Shared {
         std::mem::take(&mut *self.repaired.lock())
     }
 
-    /// Waits up to `timeout` for books with no half-applied block (whole orders at one height); `None` if they
-    /// are still half-applied then (a block whose status line was lost stays so until the resync installs books).
-    pub fn complete_books(&self, timeout: Duration) -> Option<parking_lot::RwLockReadGuard<'_, Books>> {
-        let until = Instant::now() + timeout;
-        loop {
-            let seen = self.applied_seq();
-            let books = self.books.read();
-            if books.is_complete() {
-                return Some(books);
-            }
-            drop(books);
-            let left = until.checked_duration_since(Instant::now())?;
-            self.wait_applied(seen, left);
-        }
-    }
-
-    /// The height of the newest fills step.
-    pub fn fills_height(&self) -> u64 {
-        let steps = self.steps.lock();
-        steps.iter().rev().find(|s| matches!(s.data, steps::StepData::Fills(_))).map_or(0, |s| s.height)
-    }
-
-    pub(super) fn push_step(&self, step: Step) {
-        let mut s = self.steps.lock();
-        if s.len() == KEPT_STEPS {
-            s.pop_front();
-        }
-        s.push_back(Arc::new(step));
-    }
-
     pub(super) fn record(&self, times: BlockTimes) {
         let mut t = self.timeline.lock();
         if t.len() == TIMELINE {
@@ -169,22 +140,6 @@ impl Shared {
         }
         r.push_back(block);
     }
-}
-
-/// Stage timestamps of one line of an applied block (Unix ns), for latency auditing: frames are stamped with the
-/// times of the line they were built from (L2 the diffs, trades the fills, l4Book the statuses that complete it).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct BlockTimes {
-    pub height: u64,
-    pub line: Stream,
-    /// Consensus time (the exchange timestamp).
-    pub block_time: i64,
-    /// The node's `local_time` of this line (the last of its stream in the block; 0 if it wrote none).
-    pub node_written: i64,
-    /// We had read the line (parsed it).
-    pub read: i64,
-    /// Its step was applied (the books changed, or the fills were handed on).
-    pub applied: i64,
 }
 
 /// How many lines' timestamps are kept (three per block).

@@ -8,9 +8,10 @@
 //! sync, or all three lines read at once) goes through the same steps in one go.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use super::live::{BlockTimes, Shared};
-use crate::book::{Applied, Outcome};
+use super::live::Shared;
+use crate::book::{Applied, Books, Outcome};
 use crate::node::time::now_nanos;
 use crate::node::{Block, Coin, Fill, Stream, UnixNanos};
 
@@ -32,6 +33,48 @@ pub enum StepData {
 
 /// How many steps are kept for the publisher (it normally takes them within a block).
 pub const KEPT_STEPS: usize = 2 * super::live::RECENT_BLOCKS;
+
+/// Stage timestamps of one line of an applied block (Unix ns), for latency auditing: frames are stamped with the
+/// times of the line they were built from (L2 the diffs, trades the fills, l4Book the statuses that complete it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockTimes {
+    pub height: u64,
+    pub line: Stream,
+    /// Consensus time (the exchange timestamp).
+    pub block_time: i64,
+    /// The node's `local_time` of this line (the last of its stream in the block; 0 if it wrote none).
+    pub node_written: i64,
+    /// We had read the line (parsed it).
+    pub read: i64,
+    /// Its step was applied (the books changed, or the fills were handed on).
+    pub applied: i64,
+}
+
+impl Shared {
+    /// Waits up to `timeout` for books with no half-applied block (whole orders at one height); `None` if they
+    /// are still half-applied then (a block whose status line was lost stays so until the resync installs books).
+    pub fn complete_books(&self, timeout: Duration) -> Option<parking_lot::RwLockReadGuard<'_, Books>> {
+        let until = Instant::now() + timeout;
+        loop {
+            let seen = self.applied_seq();
+            let books = self.books.read();
+            if books.is_complete() {
+                return Some(books);
+            }
+            drop(books);
+            let left = until.checked_duration_since(Instant::now())?;
+            self.wait_applied(seen, left);
+        }
+    }
+
+    pub(super) fn push_step(&self, step: Step) {
+        let mut s = self.steps.lock();
+        if s.len() == KEPT_STEPS {
+            s.pop_front();
+        }
+        s.push_back(Arc::new(step));
+    }
+}
 
 /// Hands block `b`'s fills to the publisher, once per height: `handed` is the highest height handed so far (a
 /// resync to an older snapshot re-applies blocks whose trades were already published).
