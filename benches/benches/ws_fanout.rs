@@ -188,8 +188,9 @@ fn run(index: usize, case: Case, secs: u64, threads: usize) -> Row {
         );
     }
     // The server's own split of each block's time (its audit stages, over its last minute).
-    println!("  server stages over its last {} s (p50 / p99 ms):", status["window_s"]);
-    for st in status["stages"].as_array().into_iter().flatten() {
+    // Of the diffs line: the l2Book frames' own stages (the status line's have no writes without l4Book).
+    println!("  server stages of the diffs line over its last {} s (p50 / p99 ms):", status["window_s"]);
+    for st in status["stages_by_line"]["diffs"].as_array().into_iter().flatten() {
         let at = |k: &str| ms(st[k].as_u64().unwrap_or(0));
         println!(
             "    {:<25} n={:<6} {:>8} / {:>8}",
