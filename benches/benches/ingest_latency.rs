@@ -1,10 +1,11 @@
-//! Line fully written by the simulator → block applied to our books, at mainnet rate and at 10×, both modes; and
-//! the same with a validation cycle every second, to show what validation adds.
+//! Line fully written by the simulator → its step applied to our books, at mainnet rate and at 10×, both modes;
+//! and the same with a validation cycle every second, to show what validation adds.
 //!
-//! Open loop: `hlsim` runs as its own process on its own schedule and records when it finished writing each
-//! block's last line (`--timing`); ingest runs here, exactly as in `hlbook serve` (file source, inotify, snapshot
-//! bootstrap from the simulator's info server), and records when it applied each block. Latency is the
-//! difference, per block, after a warm-up. Needs the release `hlsim` binary beside this one (`make bench` builds
+//! Open loop: `hlsim` runs as its own process on its own schedule and records when it finished writing each line
+//! of each block (`--timing`); ingest runs here, exactly as in `hlbook serve` (file source, inotify, snapshot
+//! bootstrap from the simulator's info server), and records when it applied each line's step (fills handed on,
+//! diffs applied, statuses completing the block). Latency is the difference, per line, after a warm-up; the
+//! statuses line (the block's last) is the reference from before blocks were applied line by line. Needs the release `hlsim` binary beside this one (`make bench` builds
 //! it). `HLBOOK_BENCH_SECS` sets the measured time per case (default 90 s: ≥ 1,000 blocks at 80 ms);
 //! `HLBOOK_BENCH_SIM_ARGS` adds simulator flags (e.g. `--reject-ratio 0` to see the cost of rejection noise) and
 //! `HLBOOK_BENCH_CASES` picks cases by index (e.g. `0,1`).
@@ -22,7 +23,7 @@ use hlbook::book::Books;
 use hlbook::ingest::info::SnapshotFrom;
 use hlbook::ingest::live::{Ingest, LiveConfig, Shared, SourceSpec};
 use hlbook::ingest::validate::{self, ValidateConfig};
-use hlbook::node::Mode;
+use hlbook::node::{Mode, Stream};
 
 const WARMUP: Duration = Duration::from_secs(5);
 
@@ -58,14 +59,18 @@ fn start_sim(out: &Path, mode: &str, rate: &str) -> (Sim, String) {
     (Sim(child), addr)
 }
 
-/// Block height → time its last line was fully written (ns).
-fn written_times(timing: &Path) -> HashMap<u64, i64> {
+/// Block height → when each of its lines was fully written (ns), indexed by `Stream::index` (0: none).
+fn written_times(timing: &Path) -> HashMap<u64, [i64; 3]> {
     let text = std::fs::read_to_string(timing).expect("timing csv");
+    let mut rows = text.lines();
+    let header: Vec<&str> = rows.next().unwrap_or_default().split(',').collect();
+    let col = |name: &str| header.iter().position(|c| *c == name).expect("a timing column");
+    let cols = [col("fills_written_ns"), col("diffs_written_ns"), col("statuses_written_ns")];
     let mut out = HashMap::new();
-    for row in text.lines().skip(1) {
+    for row in rows {
         let f: Vec<i64> = row.split(',').filter_map(|x| x.parse().ok()).collect();
-        if f.len() == 5 {
-            out.insert(f[0] as u64, f[2..].iter().copied().max().unwrap_or(0));
+        if f.len() == header.len() {
+            out.insert(f[0] as u64, cols.map(|c| f[c]));
         }
     }
     out
@@ -112,13 +117,16 @@ fn run(case: &Case, secs: u64) {
     report(case, &shared, &written_times(&tmp.path().join("timing.csv")), first..=last);
 }
 
-fn report(case: &Case, shared: &Shared, written: &HashMap<u64, i64>, heights: std::ops::RangeInclusive<u64>) {
-    let mut total = Histogram::<u64>::new(3).unwrap();
-    let mut read = Histogram::<u64>::new(3).unwrap();
+/// Per line of the block (fills handed on, diffs applied, statuses completing the block): that line written →
+/// its step applied, and written → read. The statuses line is the block's last (the reference before issue #16).
+fn report(case: &Case, shared: &Shared, written: &HashMap<u64, [i64; 3]>, heights: std::ops::RangeInclusive<u64>) {
+    let hist = || Histogram::<u64>::new(3).unwrap();
+    let (mut total, mut read): (Vec<_>, Vec<_>) = (0..3).map(|_| (hist(), hist())).unzip();
     for t in shared.timeline.lock().iter().filter(|t| heights.contains(&t.height)) {
-        if let Some(&w) = written.get(&t.height) {
-            total.record((t.applied - w).max(0) as u64 / 1000).unwrap();
-            read.record((t.read - w).max(0) as u64 / 1000).unwrap();
+        let i = t.line.index();
+        if let Some(&w) = written.get(&t.height).map(|w| &w[i]).filter(|w| **w > 0) {
+            total[i].record((t.applied - w).max(0) as u64 / 1000).unwrap();
+            read[i].record((t.read - w).max(0) as u64 / 1000).unwrap();
         }
     }
     let c = &shared.health.counters;
@@ -127,18 +135,22 @@ fn report(case: &Case, shared: &Shared, written: &HashMap<u64, i64>, heights: st
     } else {
         String::new()
     };
-    for (what, h) in [("written→applied", &total), ("written→read", &read)] {
-        println!(
-            "{:<9} rate={:<3} validate={:<5} {what:<16} n={:<5} p50={:>6} µs p99={:>6} µs p99.9={:>6} µs max={:>6} µs{v}",
-            case.mode.as_str(),
-            case.rate,
-            case.validate,
-            h.len(),
-            h.value_at_quantile(0.5),
-            h.value_at_quantile(0.99),
-            h.value_at_quantile(0.999),
-            h.max(),
-        );
+    for line in Stream::ALL {
+        let i = line.index();
+        for (what, h) in [("written→applied", &total[i]), ("written→read", &read[i])] {
+            println!(
+                "{:<9} rate={:<3} validate={:<5} {:<8} {what:<16} n={:<5} p50={:>6} µs p99={:>6} µs p99.9={:>6} µs max={:>6} µs{v}",
+                case.mode.as_str(),
+                case.rate,
+                case.validate,
+                line.short(),
+                h.len(),
+                h.value_at_quantile(0.5),
+                h.value_at_quantile(0.99),
+                h.value_at_quantile(0.999),
+                h.max(),
+            );
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! WebSocket fan-out (issue #4): simulator line written → frame received, at many connections, plain and compressed.
 //!
 //! Three processes: the release `hlsim` (by-block, mainnet-like load, open loop, `--timing` records when each
-//! block's last line was written), the release `hlbook serve`, and the load generator, which is this binary run
+//! line of each block was written), the release `hlbook serve`, and the load generator, which is this binary run
 //! again (`client::CLIENT_ENV`) so its CPU is not the server's. The client opens N connections, each subscribing
 //! l2Book + trades for its coins, stamps every frame as soon as it is read (and inflated), and joins the stamps
 //! with the timing CSV after the run (`stats`). The parent samples the server's CPU (/proc) and blocks applied
@@ -169,7 +169,15 @@ fn run(index: usize, case: Case, secs: u64, threads: usize) -> Row {
         c.never_caught_up,
         c.blocks_without_l2
     );
-    for (what, p) in [("all", c.all), ("l2Book", c.l2), ("trades", c.trades), ("last-subscriber", c.last_sub)] {
+    // From the block's last (status) line's write, and from the line each channel is built from.
+    for (what, p) in [
+        ("all", c.all),
+        ("l2Book", c.l2),
+        ("trades", c.trades),
+        ("last-subscriber", c.last_sub),
+        ("l2Book←diffs", c.l2_from_diffs),
+        ("trades←fills", c.trades_from_fills),
+    ] {
         println!(
             "  {what:<15} n={:<9} p50={:>8} p99={:>8} p99.9={:>8} max={:>8} ms",
             p.n,
@@ -180,8 +188,9 @@ fn run(index: usize, case: Case, secs: u64, threads: usize) -> Row {
         );
     }
     // The server's own split of each block's time (its audit stages, over its last minute).
-    println!("  server stages over its last {} s (p50 / p99 ms):", status["window_s"]);
-    for st in status["stages"].as_array().into_iter().flatten() {
+    // Of the diffs line: the l2Book frames' own stages (the status line's have no writes without l4Book).
+    println!("  server stages of the diffs line over its last {} s (p50 / p99 ms):", status["window_s"]);
+    for st in status["stages_by_line"]["diffs"].as_array().into_iter().flatten() {
         let at = |k: &str| ms(st[k].as_u64().unwrap_or(0));
         println!(
             "    {:<25} n={:<6} {:>8} / {:>8}",

@@ -42,11 +42,16 @@ fn check_lines(text: &str) -> BTreeSet<String> {
 }
 
 fn value(scrape: &Scrape, metric: &str, label: Option<(&str, &str)>) -> f64 {
+    value_of(scrape, metric, label.as_slice())
+}
+
+/// The value of `metric`'s sample with every one of `labels`.
+fn value_of(scrape: &Scrape, metric: &str, labels: &[(&str, &str)]) -> f64 {
     let s = scrape
         .samples
         .iter()
-        .find(|s| s.metric == metric && label.is_none_or(|(k, v)| s.labels.get(k) == Some(v)))
-        .unwrap_or_else(|| panic!("no sample {metric} {label:?}"));
+        .find(|s| s.metric == metric && labels.iter().all(|(k, v)| s.labels.get(k) == Some(v)))
+        .unwrap_or_else(|| panic!("no sample {metric} {labels:?}"));
     match s.value {
         Prom::Counter(v) | Prom::Gauge(v) | Prom::Untyped(v) => v,
         _ => panic!("{metric} is not a single value"),
@@ -106,7 +111,7 @@ fn metrics_parse_and_the_dashboard_asks_only_for_them() {
         let text = scrape(&feed.admin);
         let written = text
             .lines()
-            .find(|l| l.starts_with("hlbook_stage_latency_seconds_count{stage=\"block_to_last_write\"}"))
+            .find(|l| l.starts_with("hlbook_stage_latency_seconds_count{stage=\"block_to_last_write\",line=\"diffs\"}"))
             .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
             .unwrap_or(0);
         if written >= 10 {
@@ -119,21 +124,25 @@ fn metrics_parse_and_the_dashboard_asks_only_for_them() {
     let names = check_lines(&text);
     let parsed = Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).expect("parses");
 
+    // Stages are kept per source line; the l2Book and allMids frames the reader gets come from the diffs line.
     for stage in STAGES {
+        let labels = [("stage", stage), ("line", "diffs")];
         let h = parsed
             .samples
             .iter()
-            .find(|s| s.metric == "hlbook_stage_latency_seconds" && s.labels.get("stage") == Some(stage))
+            .find(|s| {
+                s.metric == "hlbook_stage_latency_seconds" && labels.iter().all(|(k, v)| s.labels.get(k) == Some(v))
+            })
             .unwrap_or_else(|| panic!("no histogram for {stage}"));
         let Prom::Histogram(buckets) = &h.value else { panic!("{stage}: not a histogram: {h:?}") };
         assert!(buckets.len() > 10, "{stage}: {buckets:?}");
         assert!(buckets.windows(2).all(|w| w[0].less_than < w[1].less_than && w[0].count <= w[1].count), "{stage}");
         let last = buckets.last().unwrap();
         assert!(last.less_than.is_infinite(), "{stage}: no +Inf bucket");
-        let count = value(&parsed, "hlbook_stage_latency_seconds_count", Some(("stage", stage)));
+        let count = value_of(&parsed, "hlbook_stage_latency_seconds_count", &labels);
         assert_eq!(last.count, count, "{stage}: +Inf bucket holds every sample");
         assert!(count > 0.0, "{stage}: no samples");
-        assert!(value(&parsed, "hlbook_stage_latency_seconds_sum", Some(("stage", stage))) > 0.0);
+        assert!(value_of(&parsed, "hlbook_stage_latency_seconds_sum", &labels) > 0.0);
     }
     assert_eq!(value(&parsed, "hlbook_state", Some(("state", "live"))), 1.0);
     for s in ["starting", "catching_up", "stale", "resyncing"] {

@@ -184,6 +184,16 @@ fn dropped_line_by_block_resyncs() {
 }
 
 #[test]
+fn dropped_status_line_by_block_resyncs() {
+    // The block's diffs were applied as soon as their line was read; its status line never comes, so the block
+    // never completes and the resync replaces the half-applied books.
+    let drop = ["--drop-block", &(START + 60).to_string(), "--drop-stream", "statuses"];
+    let h = finish(start(Mode::ByBlock, 150, &drop, &[]));
+    assert_eq!(counter(&h, "broken_blocks"), 1, "{h}");
+    assert!(counter(&h, "resyncs") >= 2, "{h}");
+}
+
+#[test]
 fn dropped_line_streaming_is_caught_by_validation() {
     // A streaming stream skips heights by design: the loss is invisible in the lines, so validation finds it.
     let run = start(Mode::Streaming, 200, &["--drop-block", &(START + 40).to_string()], &["--validate-interval", "1"]);

@@ -1,7 +1,8 @@
 //! After the run, in the client process: joins every frame with the simulator's timing CSV and summarizes.
 //!
 //! A frame's latency is its receive time minus the time the simulator finished writing the last line of the
-//! frame's block. The last-subscriber latency of block H is, over all connections, the latest time at which a
+//! frame's block (its status line: the reference), and also minus the write of the line the frame is built from
+//! (l2Book: the diffs line, trades: the fills line), which is what the server waits for since issue #16. The last-subscriber latency of block H is, over all connections, the latest time at which a
 //! connection got its first l2Book frame of height ≥ H (a connection whose frame for H was conflated into a later
 //! one is counted when that later one arrives), minus H's write time.
 
@@ -49,6 +50,9 @@ pub struct ClientResult {
     pub all: Pct,
     pub l2: Pct,
     pub trades: Pct,
+    /// l2Book from its block's diffs line's write; trades from the fills line's.
+    pub l2_from_diffs: Pct,
+    pub trades_from_fills: Pct,
     pub last_sub: Pct,
     /// Blocks written in the window with no l2Book frame of their own height (merged into a later publish pass,
     /// or nothing changed on the coins): their last-subscriber latency runs until the next frame.
@@ -62,14 +66,30 @@ pub struct ClientResult {
     pub closed_early: u64,
 }
 
-/// Height → (block time in ns, time its last line was written in ns), from the simulator's `--timing` CSV.
-pub fn timing(path: &str) -> HashMap<u64, (i64, i64)> {
+/// One block's times from the simulator's `--timing` CSV (ns).
+#[derive(Clone, Copy, Debug)]
+pub struct Written {
+    pub block_time: i64,
+    pub fills: i64,
+    pub diffs: i64,
+    /// The block's last line (its status line).
+    pub last: i64,
+}
+
+/// Height → its times, from the simulator's `--timing` CSV (columns found by name).
+pub fn timing(path: &str) -> HashMap<u64, Written> {
     let text = std::fs::read_to_string(path).expect("timing csv");
+    let mut rows = text.lines();
+    let header: Vec<&str> = rows.next().unwrap_or_default().split(',').collect();
+    let col = |name: &str| header.iter().position(|c| *c == name).expect("a timing column");
+    let (bt, fills, diffs, last) =
+        (col("block_time_ns"), col("fills_written_ns"), col("diffs_written_ns"), col("last_written_ns"));
     let mut out = HashMap::new();
-    for row in text.lines().skip(1) {
+    for row in rows {
         let f: Vec<i64> = row.split(',').filter_map(|x| x.parse().ok()).collect();
-        if f.len() == 5 {
-            out.insert(f[0] as u64, (f[1], f[2..].iter().copied().max().unwrap_or(0)));
+        if f.len() == header.len() {
+            let w = Written { block_time: f[bt], fills: f[fills], diffs: f[diffs], last: f[last] };
+            out.insert(f[0] as u64, w);
         }
     }
     out
@@ -86,15 +106,16 @@ fn us(ns: i64) -> u64 {
 pub fn summarize(spec: &Spec, logs: &[ConnLog], t0: i64, t1: i64, sink_frames: u64) -> ClientResult {
     let blocks = timing(&spec.timing);
     // Without audit a frame names its block by time (ms); block times are tens of ms apart, so that is unique.
-    let by_time: HashMap<u64, u64> = blocks.iter().map(|(&h, &(bt, _))| ((bt / 1_000_000) as u64, h)).collect();
+    let by_time: HashMap<u64, u64> = blocks.iter().map(|(&h, w)| ((w.block_time / 1_000_000) as u64, h)).collect();
     let height =
         |key: u64| if spec.audit { Some(key).filter(|h| blocks.contains_key(h)) } else { by_time.get(&key).copied() };
     let mut r = ClientResult { window_ns: t1 - t0, frames: sink_frames, sink_frames, ..ClientResult::default() };
     let (mut all, mut l2, mut trades) = (hist(), hist(), hist());
+    let (mut l2_diffs, mut trades_fills) = (hist(), hist());
     // Blocks for last-subscriber latency: written in the window, early enough for every frame to arrive.
     let measured: Vec<u64> = {
         let mut v: Vec<u64> =
-            blocks.iter().filter(|&(_, &(_, w))| w >= t0 && w <= t1 - TAIL_NS).map(|(&h, _)| h).collect();
+            blocks.iter().filter(|&(_, w)| w.last >= t0 && w.last <= t1 - TAIL_NS).map(|(&h, _)| h).collect();
         v.sort_unstable();
         v
     };
@@ -113,12 +134,19 @@ pub fn summarize(spec: &Spec, logs: &[ConnLog], t0: i64, t1: i64, sink_frames: u
                 continue;
             };
             if rec.recv_ns >= t0 && rec.recv_ns <= t1 {
-                let lat = us(rec.recv_ns - blocks[&h].1);
+                let w = blocks[&h];
+                let lat = us(rec.recv_ns - w.last);
                 r.frames += 1;
                 all.record(lat).expect("record");
                 match rec.channel {
-                    L2 => l2.record(lat).expect("record"),
-                    TRADES => trades.record(lat).expect("record"),
+                    L2 => {
+                        l2.record(lat).expect("record");
+                        l2_diffs.record(us(rec.recv_ns - w.diffs)).expect("record");
+                    }
+                    TRADES => {
+                        trades.record(lat).expect("record");
+                        trades_fills.record(us(rec.recv_ns - w.fills)).expect("record");
+                    }
                     _ => {}
                 }
             }
@@ -150,9 +178,10 @@ pub fn summarize(spec: &Spec, logs: &[ConnLog], t0: i64, t1: i64, sink_frames: u
         // A block merged into a later publish pass has no frame of its own: it counts until that later frame.
         r.blocks_without_l2 += u64::from(!published.contains(&h));
         if at != i64::MIN {
-            last_sub.record(us(at - blocks[&h].1)).expect("record");
+            last_sub.record(us(at - blocks[&h].last)).expect("record");
         }
     }
     (r.all, r.l2, r.trades, r.last_sub) = (Pct::of(&all), Pct::of(&l2), Pct::of(&trades), Pct::of(&last_sub));
+    (r.l2_from_diffs, r.trades_from_fills) = (Pct::of(&l2_diffs), Pct::of(&trades_fills));
     r
 }

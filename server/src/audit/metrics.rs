@@ -16,6 +16,7 @@ use prometheus_client::registry::Registry;
 
 use super::STAGES;
 use crate::ingest::health::State;
+use crate::node::Stream;
 use crate::ws::WsContext;
 
 /// Upper bounds (seconds) of the exported stage histograms: 50 µs to ~100 s, doubling.
@@ -108,34 +109,37 @@ impl Collector for Hlbook {
         }
         let mut m = e.encode_descriptor(
             "hlbook_stage_latency_seconds",
-            "Per-block latency of each pipeline stage (docs/latency.md)",
+            "Per-block latency of each pipeline stage, by the block's line it started from (docs/latency.md)",
             None,
             MetricType::Histogram,
         )?;
         let bounds = bounds();
-        for (stage, hist) in STAGES.iter().zip(ctx.hub.stages.histograms()) {
-            let mut buckets: Vec<(f64, u64)> = bounds.iter().map(|&b| (b, 0)).collect();
-            let mut sum = 0.0;
-            for v in hist.iter_recorded() {
-                let secs = v.value_iterated_to() as f64 / 1e9;
-                sum += secs * v.count_at_value() as f64;
-                let i = bounds.iter().position(|&b| secs <= b).unwrap_or(bounds.len());
-                if let Some(b) = buckets.get_mut(i) {
-                    b.1 += v.count_at_value();
+        let per_line = ctx.hub.stages.histograms();
+        for (line, hists) in Stream::ALL.into_iter().zip(per_line) {
+            for (stage, hist) in STAGES.iter().zip(hists) {
+                let mut buckets: Vec<(f64, u64)> = bounds.iter().map(|&b| (b, 0)).collect();
+                let mut sum = 0.0;
+                for v in hist.iter_recorded() {
+                    let secs = v.value_iterated_to() as f64 / 1e9;
+                    sum += secs * v.count_at_value() as f64;
+                    let i = bounds.iter().position(|&b| secs <= b).unwrap_or(bounds.len());
+                    if let Some(b) = buckets.get_mut(i) {
+                        b.1 += v.count_at_value();
+                    }
                 }
+                buckets.push((f64::MAX, 0)); // +Inf to the encoder
+                // prometheus-client wants per-bucket counts and accumulates them itself.
+                let last = buckets.len() - 1;
+                buckets[last].1 = hist.len() - buckets[..last].iter().map(|b| b.1).sum::<u64>();
+                let labels = [("stage", *stage), ("line", line.short())];
+                let mut fam = m.encode_family(&labels)?;
+                fam.encode_histogram::<NoLabelSet>(
+                    sum,
+                    hist.len(),
+                    &buckets,
+                    None::<&HashMap<usize, Exemplar<NoLabelSet, f64>>>,
+                )?;
             }
-            buckets.push((f64::MAX, 0)); // +Inf to the encoder
-            // prometheus-client wants per-bucket counts and accumulates them itself.
-            let last = buckets.len() - 1;
-            buckets[last].1 = hist.len() - buckets[..last].iter().map(|b| b.1).sum::<u64>();
-            let labels = [("stage", *stage)];
-            let mut fam = m.encode_family(&labels)?;
-            fam.encode_histogram::<NoLabelSet>(
-                sum,
-                hist.len(),
-                &buckets,
-                None::<&HashMap<usize, Exemplar<NoLabelSet, f64>>>,
-            )?;
         }
         Ok(())
     }

@@ -1,11 +1,13 @@
 //! Where each block's time goes: per-block stage timestamps, per-stage latency histograms, and their exports
 //! (`/metrics`, `/status`).
 //!
-//! Ingest records when a block was written by the node, read and applied (`ingest::live::BlockTimes`); the
-//! publisher adds when its frames were published; connections add when they wrote them (first and last socket
-//! write over all connections, with two atomics per block, so the hot path never locks). About a second after a
-//! block was published its entry is final: each stage goes into a cumulative `hdrhistogram` (for Prometheus) and
-//! into a one-minute window (for `/status` and the status page).
+//! Ingest records when each line of a block was written by the node, read and applied
+//! (`ingest::live::BlockTimes`): a block is published in steps, L2 from its diffs line, trades from its fills line,
+//! l4Book once its statuses line completes it. The publisher adds when a line's frames were published; connections
+//! add when they wrote them (first and last socket write over all connections, with two atomics per line, so the
+//! hot path never locks). About a second after a line was published its entry is final: each stage goes into a
+//! cumulative `hdrhistogram` per source line (for Prometheus) and into a one-minute window (for `/status` and the
+//! status page), so each line's stages add up on their own.
 
 pub mod metrics;
 pub mod status;
@@ -17,6 +19,7 @@ use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 
 use crate::ingest::live::BlockTimes;
+use crate::node::Stream;
 
 /// The status page served at `/` (it polls `/status`).
 pub const STATUS_PAGE: &str = include_str!("status.html");
@@ -32,8 +35,8 @@ pub const STAGES: [&str; 7] = [
     "block_to_last_write",
 ];
 
-/// Blocks tracked at once (about five minutes of mainnet blocks).
-const RING: usize = 4096;
+/// Lines tracked at once (three per block: about five minutes of mainnet blocks).
+const RING: usize = 3 * 4096;
 /// A block's entry is final this long after it was published (its frames have been written by then).
 const SETTLE_NS: i64 = 1_000_000_000;
 /// The window `/status` reports.
@@ -41,17 +44,20 @@ pub const WINDOW_NS: i64 = 60_000_000_000;
 
 #[derive(Debug, Default)]
 struct Entry {
-    height: AtomicU64,
+    /// `key(height, line)` of the line tracked here.
+    key: AtomicU64,
     times: Mutex<BlockTimes>,
     published: AtomicI64,
     first_sent: AtomicI64,
     last_sent: AtomicI64,
 }
 
-/// One settled block: its stage latencies in ns (`None` when a stage did not happen, e.g. nothing was sent).
+/// One settled line of a block: its stage latencies in ns (`None` when a stage did not happen, e.g. nothing was
+/// sent).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Final {
     pub height: u64,
+    pub line: Stream,
     pub applied_ns: i64,
     pub stages: [Option<i64>; 7],
 }
@@ -59,9 +65,10 @@ pub struct Final {
 #[derive(Debug)]
 pub struct Stages {
     ring: Box<[Entry]>,
-    /// Heights published and not yet settled, oldest first.
+    /// Lines (`key`) published and not yet settled, oldest first.
     pending: Mutex<VecDeque<u64>>,
-    histograms: Mutex<Vec<Histogram<u64>>>,
+    /// Per source line (`Stream::index`), one histogram per stage.
+    histograms: Mutex<[Vec<Histogram<u64>>; 3]>,
     window: Mutex<VecDeque<Final>>,
 }
 
@@ -77,38 +84,41 @@ impl Stages {
         Stages {
             ring: (0..RING).map(|_| Entry::default()).collect(),
             pending: Mutex::new(VecDeque::new()),
-            histograms: Mutex::new((0..STAGES.len()).map(|_| hist()).collect()),
+            histograms: Mutex::new(std::array::from_fn(|_| (0..STAGES.len()).map(|_| hist()).collect())),
             window: Mutex::new(VecDeque::new()),
         }
     }
 
-    fn entry(&self, height: u64) -> &Entry {
-        &self.ring[(height % RING as u64) as usize]
+    fn entry(&self, key: u64) -> &Entry {
+        &self.ring[(key % RING as u64) as usize]
     }
 
-    /// The publisher is about to publish `times.height`'s frames: from now on their writes are counted.
+    /// The publisher is about to publish frames of `times.height`'s `times.line`: from now on their writes count.
     pub fn begin(&self, times: BlockTimes) {
-        let e = self.entry(times.height);
+        let k = key(times.height, times.line);
+        let e = self.entry(k);
         *e.times.lock() = times;
         e.published.store(0, Relaxed);
         e.first_sent.store(i64::MAX, Relaxed);
         e.last_sent.store(0, Relaxed);
-        e.height.store(times.height, Relaxed);
+        e.key.store(k, Relaxed);
     }
 
-    /// The publisher published `height`'s frames at `published_ns` (after `begin`).
-    pub fn published(&self, height: u64, published_ns: i64) {
-        let e = self.entry(height);
-        if e.height.load(Relaxed) == height {
+    /// The publisher published frames of `height`'s `line` at `published_ns` (after `begin`).
+    pub fn published(&self, height: u64, line: Stream, published_ns: i64) {
+        let k = key(height, line);
+        let e = self.entry(k);
+        if e.key.load(Relaxed) == k {
             e.published.store(published_ns, Relaxed);
-            self.pending.lock().push_back(height);
+            self.pending.lock().push_back(k);
         }
     }
 
-    /// A connection wrote a frame of block `height` at `sent_ns`.
-    pub fn sent(&self, height: u64, sent_ns: i64) {
-        let e = self.entry(height);
-        if e.height.load(Relaxed) == height {
+    /// A connection wrote a frame built from `height`'s `line` at `sent_ns`.
+    pub fn sent(&self, height: u64, line: Stream, sent_ns: i64) {
+        let k = key(height, line);
+        let e = self.entry(k);
+        if e.key.load(Relaxed) == k {
             e.first_sent.fetch_min(sent_ns, Relaxed);
             e.last_sent.fetch_max(sent_ns, Relaxed);
         }
@@ -119,14 +129,14 @@ impl Stages {
         let mut settled = Vec::new();
         {
             let mut pending = self.pending.lock();
-            while let Some(&h) = pending.front() {
-                let e = self.entry(h);
-                if e.height.load(Relaxed) == h && now - e.published.load(Relaxed) < SETTLE_NS {
+            while let Some(&k) = pending.front() {
+                let e = self.entry(k);
+                if e.key.load(Relaxed) == k && now - e.published.load(Relaxed) < SETTLE_NS {
                     break;
                 }
                 pending.pop_front();
-                if e.height.load(Relaxed) == h {
-                    settled.push(finalize(h, e));
+                if e.key.load(Relaxed) == k {
+                    settled.push(finalize(e));
                 }
             }
         }
@@ -135,7 +145,7 @@ impl Stages {
         }
         let mut hist = self.histograms.lock();
         for f in &settled {
-            for (h, v) in hist.iter_mut().zip(f.stages) {
+            for (h, v) in hist[f.line.index()].iter_mut().zip(f.stages) {
                 if let Some(v) = v {
                     h.saturating_record(v.max(1) as u64);
                 }
@@ -149,8 +159,8 @@ impl Stages {
         }
     }
 
-    /// Cumulative histograms since start, one per stage (in `STAGES` order).
-    pub fn histograms(&self) -> Vec<Histogram<u64>> {
+    /// Cumulative histograms since start per source line (`Stream::index`), one per stage (in `STAGES` order).
+    pub fn histograms(&self) -> [Vec<Histogram<u64>>; 3] {
         self.histograms.lock().clone()
     }
 
@@ -169,12 +179,16 @@ impl Stages {
     /// The window as `/status` and `/metrics` report it (see `Recent`).
     pub fn recent(&self, now: i64) -> Recent {
         let blocks = self.window(now);
-        let newest_age_ns = blocks.last().map(|f| now - f.applied_ns);
-        Recent { blocks_per_sec: blocks_per_sec(blocks.len(), WINDOW_NS), blocks, newest_age_ns }
+        // A block is counted once, by the line that completes it.
+        let complete = blocks.iter().filter(|f| f.line == Stream::Statuses);
+        let (count, newest) = complete.fold((0, None), |(n, _), f| (n + 1, Some(f.applied_ns)));
+        let newest_age_ns = newest.map(|t| now - t);
+        Recent { blocks_per_sec: blocks_per_sec(count, WINDOW_NS), blocks, newest_age_ns }
     }
 }
 
-/// The last minute of wall time: its settled blocks, their rate over the whole minute, and how old the newest is.
+/// The last minute of wall time: its settled lines, the rate of blocks over the whole minute, and how old the newest
+/// complete block is.
 #[derive(Debug)]
 pub struct Recent {
     pub blocks: Vec<Final>,
@@ -189,14 +203,20 @@ fn blocks_per_sec(blocks: usize, window_ns: i64) -> f64 {
     (per_sec * 100.0).round() / 100.0
 }
 
-fn finalize(height: u64, e: &Entry) -> Final {
+/// One ring key per (block, line).
+fn key(height: u64, line: Stream) -> u64 {
+    height * 3 + line.index() as u64
+}
+
+fn finalize(e: &Entry) -> Final {
     let t = *e.times.lock();
     let published = e.published.load(Relaxed);
     let (first, last) = (e.first_sent.load(Relaxed), e.last_sent.load(Relaxed));
     let known = |v: i64| v > 0 && v != i64::MAX;
     let d = |a: i64, b: i64| (known(a) && known(b)).then(|| (b - a).max(0));
     Final {
-        height,
+        height: t.height,
+        line: t.line,
         applied_ns: t.applied,
         stages: [
             d(t.block_time, t.node_written),
@@ -217,26 +237,54 @@ mod tests {
     #[test]
     fn a_block_settles_into_every_stage() {
         let s = Stages::new();
-        let t = BlockTimes { height: 7, block_time: 1_000, node_written: 3_000, read: 3_500, applied: 3_600 };
+        let line = Stream::Diffs;
+        let t = BlockTimes { height: 7, line, block_time: 1_000, node_written: 3_000, read: 3_500, applied: 3_600 };
         s.begin(t);
-        s.sent(7, 4_200);
-        s.published(7, 4_000);
-        s.sent(7, 4_900);
-        s.sent(8, 1); // not tracked: ignored
+        s.sent(7, line, 4_200);
+        s.published(7, line, 4_000);
+        s.sent(7, line, 4_900);
+        s.sent(8, line, 1); // not tracked: ignored
+        s.sent(7, Stream::Fills, 1); // another line: not this entry's
         s.settle(4_000 + SETTLE_NS / 2);
         assert!(s.window(4_000 + SETTLE_NS / 2).is_empty(), "not settled yet");
         s.settle(4_000 + SETTLE_NS);
         let w = s.window(4_000 + SETTLE_NS);
         assert_eq!(w.len(), 1);
         assert_eq!(w[0].stages, [Some(2_000), Some(500), Some(100), Some(400), Some(200), Some(900), Some(3_900)]);
-        assert_eq!(s.histograms()[1].len(), 1);
+        assert_eq!(w[0].line, line);
+        assert_eq!(s.histograms()[line.index()][1].len(), 1);
+        assert_eq!(s.histograms()[Stream::Fills.index()][1].len(), 0);
+    }
+
+    #[test]
+    fn each_line_of_a_block_settles_on_its_own() {
+        let s = Stages::new();
+        for (line, written) in [(Stream::Fills, 100), (Stream::Diffs, 150), (Stream::Statuses, 900)] {
+            let t =
+                BlockTimes { height: 5, line, block_time: 10, node_written: written, read: written + 5, applied: 0 };
+            s.begin(BlockTimes { applied: written + 10, ..t });
+            s.published(5, line, written + 20);
+            s.sent(5, line, written + 30);
+        }
+        let w = s.window(2_000 + SETTLE_NS);
+        let of = |l: Stream| w.iter().find(|f| f.line == l).unwrap().stages;
+        assert_eq!(of(Stream::Fills)[..5], [Some(90), Some(5), Some(5), Some(10), Some(10)]);
+        assert_eq!(of(Stream::Statuses)[6], Some(920));
+        assert_eq!(of(Stream::Diffs)[6], Some(170));
     }
 
     #[test]
     fn blocks_nobody_received_have_no_write_stages() {
         let s = Stages::new();
-        s.begin(BlockTimes { height: 1, block_time: 10, node_written: 20, read: 30, applied: 40 });
-        s.published(1, 50);
+        s.begin(BlockTimes {
+            height: 1,
+            block_time: 10,
+            node_written: 20,
+            read: 30,
+            applied: 40,
+            ..Default::default()
+        });
+        s.published(1, Stream::Statuses, 50);
         s.settle(50 + SETTLE_NS);
         assert_eq!(s.window(50 + SETTLE_NS)[0].stages[4..], [None, None, None]);
     }
@@ -247,8 +295,9 @@ mod tests {
         let sec = 1_000_000_000;
         for h in 1..=30u64 {
             let t = h as i64 * sec / 2; // two blocks a second for 15 s
-            s.begin(BlockTimes { height: h, block_time: t - 100, node_written: t - 50, read: t - 10, applied: t });
-            s.published(h, t + 5);
+            let line = Stream::Statuses;
+            s.begin(BlockTimes { height: h, line, block_time: t - 100, node_written: t - 50, read: t - 10, applied: t });
+            s.published(h, line, t + 5);
         }
         // Nobody published since: reading the window settles the last block and ages the rest.
         let r = s.recent(16 * sec + 10);

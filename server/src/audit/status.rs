@@ -9,6 +9,7 @@ use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 
 use super::{STAGES, WINDOW_NS};
+use crate::node::Stream;
 use crate::node::time::now_nanos;
 use crate::ws::WsContext;
 
@@ -22,20 +23,12 @@ pub fn status(ctx: &WsContext, blocks: usize) -> Value {
     let now = now_nanos();
     let recent = ctx.hub.stages.recent(now);
     let window = &recent.blocks;
-    let mut stages = Vec::new();
-    for (i, name) in STAGES.iter().enumerate() {
-        let Ok(mut hist) = Histogram::<u64>::new_with_bounds(1, 600_000_000_000, 3) else { continue };
-        for f in window {
-            if let Some(v) = f.stages[i] {
-                hist.saturating_record(v.max(1) as u64);
-            }
-        }
-        let us = |p: f64| hist.value_at_quantile(p) / 1_000;
-        stages.push(json!({
-            "stage": name, "count": hist.len(),
-            "p50_us": us(0.5), "p90_us": us(0.9), "p99_us": us(0.99), "p999_us": us(0.999), "max_us": hist.max() / 1_000,
-        }));
-    }
+    // `stages`: from the line that completes a block (its last); `stages_by_line`: every source line's own.
+    let stages = line_stages(window, Stream::Statuses);
+    let by_line: serde_json::Map<String, Value> =
+        Stream::ALL.into_iter().map(|l| (l.short().to_string(), line_stages(window, l))).collect();
+    // A block is counted once, by the line that completes it.
+    let complete: Vec<_> = window.iter().filter(|f| f.line == Stream::Statuses).collect();
     let (block_lag, node_lag) = h.lag();
     let mut doc = json!({
         "state": h.state().as_str(),
@@ -43,10 +36,11 @@ pub fn status(ctx: &WsContext, blocks: usize) -> Value {
         "time_ms": now / 1_000_000,
         "lag_ms": {"block": block_lag / 1_000_000, "node_write": node_lag / 1_000_000},
         "window_s": WINDOW_NS / 1_000_000_000,
-        "blocks": window.len(),
+        "blocks": complete.len(),
         "blocks_per_sec": recent.blocks_per_sec,
         "newest_block_age_ms": recent.newest_age_ns.map(|a| a / 1_000_000),
         "stages": stages,
+        "stages_by_line": by_line,
         "stalest_coins": stalest(ctx, now),
         "connections": ctx.limits.open(),
         "subscriptions_by_channel": ctx.counters.subscriptions().into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
@@ -62,11 +56,30 @@ pub fn status(ctx: &WsContext, blocks: usize) -> Value {
     doc
 }
 
+/// Percentiles of each stage over the window's entries of `line`.
+fn line_stages(window: &[super::Final], line: Stream) -> Value {
+    let mut stages = Vec::new();
+    for (i, name) in STAGES.iter().enumerate() {
+        let Ok(mut hist) = Histogram::<u64>::new_with_bounds(1, 600_000_000_000, 3) else { continue };
+        for f in window.iter().filter(|f| f.line == line) {
+            if let Some(v) = f.stages[i] {
+                hist.saturating_record(v.max(1) as u64);
+            }
+        }
+        let us = |p: f64| hist.value_at_quantile(p) / 1_000;
+        stages.push(json!({
+            "stage": name, "count": hist.len(),
+            "p50_us": us(0.5), "p90_us": us(0.9), "p99_us": us(0.99), "p999_us": us(0.999), "max_us": hist.max() / 1_000,
+        }));
+    }
+    Value::Array(stages)
+}
+
 /// One settled block: `{"height":…,"applied_ms":…,"stages_ns":{"block_to_node_write":…,…}}` (null: did not happen).
 fn block(f: &super::Final) -> Value {
     let stages: serde_json::Map<String, Value> =
         STAGES.iter().zip(f.stages).map(|(name, v)| (name.to_string(), json!(v))).collect();
-    json!({"height": f.height, "applied_ms": f.applied_ns / 1_000_000, "stages_ns": stages})
+    json!({"height": f.height, "line": f.line.short(), "applied_ms": f.applied_ns / 1_000_000, "stages_ns": stages})
 }
 
 /// Subscribed coins whose newest L2 frame describes the oldest block (quiet coins show up here too).

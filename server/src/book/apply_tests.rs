@@ -201,3 +201,49 @@ fn insert_before_in_a_block_and_missing_anchor_counted() {
     assert_eq!(book.orders(Side::Bid).map(|o| o.oid).collect::<Vec<_>>(), vec![2, 1, 3]);
     assert_eq!(b.counters().anchors_missing, 1);
 }
+
+#[test]
+fn diffs_step_places_orders_and_statuses_step_completes_them() {
+    let mut whole = books();
+    let (diffs, statuses) = (
+        vec![new("BTC", 7, Side::Bid, "100.0", "0.5"), new("BTC", 8, Side::Ask, "101.0", "0.25")],
+        vec![status("BTC", 7, "open", "Ioc", "100.0", false), status("BTC", 8, "open", "Alo", "101.0", false)],
+    );
+    applied(whole.apply(&block(11, diffs.clone(), statuses.clone())));
+
+    let mut b = books();
+    let a = applied(b.apply_diffs(11, T, &diffs));
+    assert_eq!(a.changed.len(), 1);
+    assert!(!b.is_complete());
+    assert_eq!((b.height(), b.diffs_height(), b.diffs_block_time()), (10, 11, T));
+    // L2 is final after the diffs alone.
+    let btc = b.coin("BTC").unwrap();
+    assert_eq!(btc.best(Side::Bid).map(|(px, l)| (px, l.sz, l.n)), Some((fx("100.0"), fx("0.5").into(), 1)));
+    assert_eq!(btc.best(Side::Ask).unwrap().0, fx("101.0"));
+    // The next block's diffs cannot come before this block's statuses.
+    assert_eq!(b.apply_diffs(12, T, &[]), Outcome::Gap { expected: 11, got: 12 });
+
+    let a = applied(b.apply_statuses(11, &statuses));
+    assert!(a.inconsistencies.is_empty());
+    assert!(b.is_complete());
+    assert_eq!((b.height(), b.block_time()), (11, T));
+    for oid in [7, 8] {
+        assert_eq!(b.coin("BTC").unwrap().order(oid), whole.coin("BTC").unwrap().order(oid), "oid {oid}");
+    }
+    assert_eq!(b.coin("BTC").unwrap().order(7).unwrap().flavor.tif.as_deref(), Some("Gtc"));
+    assert_eq!(b.counters(), &BookCounters { gaps: 1, ..whole.counters().clone() });
+}
+
+#[test]
+fn a_new_without_status_is_found_at_the_statuses_step() {
+    let mut b = books();
+    let a = applied(b.apply_diffs(11, T, &[new("BTC", 7, Side::Bid, "100.0", "0.5")]));
+    assert!(a.inconsistencies.is_empty());
+    assert!(b.is_trusted("BTC"));
+    let a = applied(b.apply_statuses(11, &[status("BTC", 9, "open", "Gtc", "100.0", false)]));
+    let kinds: Vec<_> = a.inconsistencies.iter().map(|i| (i.oid, i.kind)).collect();
+    assert_eq!(kinds, vec![(7, InconsistencyKind::NewWithoutStatus)]);
+    assert!(!b.is_trusted("BTC"));
+    assert_eq!(b.apply_statuses(11, &[]), Outcome::AlreadyApplied { height: 11, current: 11 });
+    assert_eq!(b.apply_statuses(12, &[]), Outcome::Gap { expected: 11, got: 12 });
+}

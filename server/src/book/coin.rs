@@ -32,6 +32,17 @@ pub struct RestingOrder {
     pub flavor: Arc<OrderFlavor>,
 }
 
+/// The fields of a resting order that do not place it: what an opening status adds to its `new` diff.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Details {
+    pub orig_sz: Fixed,
+    pub limit_px: Fixed,
+    pub trigger_px: Fixed,
+    pub timestamp: u64,
+    pub cloid: Option<Cloid>,
+    pub flavor: Arc<OrderFlavor>,
+}
+
 const NIL: u32 = u32::MAX;
 
 #[derive(Clone, Debug)]
@@ -163,6 +174,20 @@ impl CoinBook {
             }
         };
         (placement, misfit)
+    }
+
+    /// Fills in a resting order's details (its opening status came after its diff); false when it is not resting.
+    /// Side, price and size stay, so levels are untouched.
+    pub fn set_details(&mut self, oid: u64, d: Details, children: Option<Box<str>>) -> bool {
+        let Some(&key) = self.by_oid.get(&oid) else { return false };
+        let o = &mut self.slab[key as usize].order;
+        (o.orig_sz, o.limit_px, o.trigger_px, o.timestamp, o.cloid, o.flavor) =
+            (d.orig_sz, d.limit_px, d.trigger_px, d.timestamp, d.cloid, d.flavor);
+        match children {
+            Some(c) => self.children.insert(oid, c),
+            None => self.children.remove(&oid),
+        };
+        true
     }
 
     /// Sets a resting order's size. A size of 0 keeps the order resting (a `remove` normally follows).

@@ -3,6 +3,12 @@
 //! `Books` is the state that ingest writes (under the server's `RwLock`) and publication reads. Applying a block
 //! never panics and never guesses silently: each block has a typed outcome, and every diff that does not fit the
 //! book is reported and marks its coin untrusted until a snapshot repairs it; the block's other coins still apply.
+//!
+//! A block applies in two steps, because the node writes its diffs line well before its (much longer) statuses
+//! line: `apply_diffs` places every order (a `new` order rests with default fields, its metadata pending), which
+//! fully determines the L2 levels; `apply_statuses` then fills in the new orders' fields from their opening
+//! statuses and reports a `new` without one. Between the two the books are half-applied: `diffs_height` is one
+//! above `height`, and whatever needs whole orders (validation, snapshots, l4Book) waits for `is_complete`.
 
 pub mod buckets;
 pub mod coin;
@@ -14,7 +20,7 @@ use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-pub use coin::{CoinBook, Level, Misfit, Placement, RestingOrder};
+pub use coin::{CoinBook, Details, Level, Misfit, Placement, RestingOrder};
 
 use crate::node::event::{SYSTEM_USERS, is_spot};
 use crate::node::{Block, Coin, Diff, DiffKind, OrderFlavor, OrderStatus, UnixNanos, time::nanos_to_millis};
@@ -76,8 +82,14 @@ pub struct BookCounters {
 
 #[derive(Clone, Debug, Default)]
 pub struct Books {
+    /// The last complete block (both steps applied).
     height: u64,
     block_time: UnixNanos,
+    /// The last block whose diffs are applied: `height`, or `height + 1` while its statuses are awaited.
+    diffs_height: u64,
+    diffs_block_time: UnixNanos,
+    /// `new` orders of the half-applied block, in diff order: their metadata waits for the statuses.
+    pending: Vec<PendingNew>,
     coins: FxHashMap<Coin, CoinBook>,
     untrusted: FxHashSet<Coin>,
     counters: BookCounters,
@@ -87,17 +99,32 @@ impl Books {
     /// Books at `height` holding `coins` (e.g. loaded from a snapshot).
     pub fn new(height: u64, coins: impl IntoIterator<Item = CoinBook>) -> Books {
         let coins = coins.into_iter().map(|b| (b.coin().clone(), b)).collect();
-        Books { height, coins, ..Books::default() }
+        Books { height, diffs_height: height, coins, ..Books::default() }
     }
 
-    /// Height of the last applied block (or of the snapshot).
+    /// Height of the last complete block (or of the snapshot).
     pub fn height(&self) -> u64 {
         self.height
     }
 
-    /// Block time of the last applied block (0 right after a snapshot).
+    /// Block time of the last complete block (0 right after a snapshot).
     pub fn block_time(&self) -> UnixNanos {
         self.block_time
+    }
+
+    /// Height of the last block whose diffs are applied: what the L2 levels show.
+    pub fn diffs_height(&self) -> u64 {
+        self.diffs_height
+    }
+
+    /// Block time of `diffs_height`.
+    pub fn diffs_block_time(&self) -> UnixNanos {
+        if self.is_complete() { self.block_time } else { self.diffs_block_time }
+    }
+
+    /// No block is half-applied: every resting order has its fields.
+    pub fn is_complete(&self) -> bool {
+        self.diffs_height == self.height
     }
 
     pub fn coin(&self, coin: &str) -> Option<&CoinBook> {
@@ -156,61 +183,108 @@ impl Books {
         self.coins.remove(coin)
     }
 
-    /// Applies the next block.
+    /// Applies the next block whole (both steps).
     pub fn apply(&mut self, block: &Block) -> Outcome {
-        if block.height <= self.height {
+        let mut out = match self.apply_diffs(block.height, block.block_time, &block.diffs) {
+            Outcome::Applied(a) => a,
+            other => return other,
+        };
+        match self.apply_statuses(block.height, &block.statuses) {
+            Outcome::Applied(a) => {
+                out.inconsistencies.extend(a.inconsistencies);
+                out.statusless_system += a.statusless_system;
+                Outcome::Applied(out)
+            }
+            other => other,
+        }
+    }
+
+    /// Step one: the next block's diffs. Every order is placed (L2 is final for the block); `new` orders wait for
+    /// their statuses. The outcome reports the changed coins and the diffs that did not fit.
+    pub fn apply_diffs(&mut self, height: u64, block_time: UnixNanos, diffs: &[Diff]) -> Outcome {
+        if height <= self.diffs_height {
             self.counters.already_applied += 1;
-            return Outcome::AlreadyApplied { height: block.height, current: self.height };
+            return Outcome::AlreadyApplied { height, current: self.diffs_height };
         }
-        if block.height > self.height + 1 {
+        if height > self.diffs_height + 1 || !self.is_complete() {
             self.counters.gaps += 1;
-            return Outcome::Gap { expected: self.height + 1, got: block.height };
+            return Outcome::Gap { expected: self.height + 1, got: height };
         }
-        let opening = opening_statuses(&block.statuses);
-        let mut out = Applied { height: block.height, ..Applied::default() };
+        let mut out = Applied { height, ..Applied::default() };
         let mut seen = FxHashSet::default();
-        for diff in &block.diffs {
+        for diff in diffs {
             if out.changed.last() != Some(&diff.coin) && seen.insert(diff.coin.clone()) {
                 out.changed.push(diff.coin.clone());
             }
-            self.apply_diff(diff, &opening, block.block_time, &mut out);
+            self.apply_diff(diff, block_time, &mut out);
         }
-        for inc in &out.inconsistencies {
-            self.untrusted.insert(inc.coin.clone());
-        }
-        self.height = block.height;
-        self.block_time = block.block_time;
-        let c = &mut self.counters;
-        c.blocks_applied += 1;
-        c.inconsistencies += out.inconsistencies.len() as u64;
-        c.anchors_missing += u64::from(out.anchors_missing);
-        c.statusless_system += u64::from(out.statusless_system);
-        c.diffs_applied += block.diffs.len() as u64;
+        self.distrust(&out);
+        self.diffs_height = height;
+        self.diffs_block_time = block_time;
+        self.counters.anchors_missing += u64::from(out.anchors_missing);
+        self.counters.diffs_applied += diffs.len() as u64;
         Outcome::Applied(out)
     }
 
-    fn apply_diff(
-        &mut self,
-        d: &Diff,
-        opening: &FxHashMap<u64, &OrderStatus>,
-        block_time: UnixNanos,
-        out: &mut Applied,
-    ) {
+    /// Step two: the half-applied block's statuses fill in its new orders, which completes the block. A `new`
+    /// with no opening status is an inconsistency unless it is a system user's or on a spot book.
+    pub fn apply_statuses(&mut self, height: u64, statuses: &[OrderStatus]) -> Outcome {
+        if height <= self.height {
+            self.counters.already_applied += 1;
+            return Outcome::AlreadyApplied { height, current: self.height };
+        }
+        if height != self.diffs_height {
+            // The block's diffs were never applied: nothing to complete.
+            self.counters.gaps += 1;
+            return Outcome::Gap { expected: self.diffs_height, got: height };
+        }
+        let opening = opening_statuses(statuses);
+        let mut out = Applied { height, ..Applied::default() };
+        for p in std::mem::take(&mut self.pending) {
+            let book = self.coins.get_mut(&p.coin);
+            match opening.get(&p.oid) {
+                Some(s) => {
+                    if let Some(book) = book {
+                        let (details, children) = details_of(s);
+                        book.set_details(p.oid, details, children);
+                    }
+                }
+                None if SYSTEM_USERS.contains(&p.user) || is_spot(&p.coin) => out.statusless_system += 1,
+                None => out.inconsistencies.push(Inconsistency {
+                    coin: p.coin,
+                    oid: p.oid,
+                    kind: InconsistencyKind::NewWithoutStatus,
+                }),
+            }
+        }
+        self.distrust(&out);
+        self.height = height;
+        self.block_time = self.diffs_block_time;
+        let c = &mut self.counters;
+        c.blocks_applied += 1;
+        c.statusless_system += u64::from(out.statusless_system);
+        Outcome::Applied(out)
+    }
+
+    /// Marks the coins of `out`'s inconsistencies untrusted and counts them.
+    fn distrust(&mut self, out: &Applied) {
+        for inc in &out.inconsistencies {
+            self.untrusted.insert(inc.coin.clone());
+        }
+        self.counters.inconsistencies += out.inconsistencies.len() as u64;
+    }
+
+    fn apply_diff(&mut self, d: &Diff, block_time: UnixNanos, out: &mut Applied) {
         // A coin that first appears now gets a book.
         let book = self.coins.entry(d.coin.clone()).or_insert_with(|| CoinBook::new(d.coin.clone()));
         let mut misfit = |kind| out.inconsistencies.push(Inconsistency { coin: d.coin.clone(), oid: d.oid, kind });
         match d.kind {
             DiffKind::New { sz, insert_before } => {
-                let (order, children, how) = new_order(d, sz, opening.get(&d.oid).copied(), block_time);
-                let (placement, m) = book.insert(order, children, insert_before);
+                let (placement, m) = book.insert(new_order(d, sz, block_time), None, insert_before);
                 if let Some(m) = m {
                     misfit(InconsistencyKind::Book(m));
                 }
-                match how {
-                    Opened::ByStatus => {}
-                    Opened::System => out.statusless_system += 1,
-                    Opened::Unexplained => misfit(InconsistencyKind::NewWithoutStatus),
-                }
+                self.pending.push(PendingNew { coin: d.coin.clone(), oid: d.oid, user: d.user });
                 if placement == Placement::AnchorMissing {
                     out.anchors_missing += 1;
                 }
@@ -229,11 +303,12 @@ impl Books {
     }
 }
 
-/// How a `new` order got its fields.
-enum Opened {
-    ByStatus,
-    System,
-    Unexplained,
+/// A `new` order of the half-applied block, waiting for its opening status.
+#[derive(Clone, Debug)]
+struct PendingNew {
+    coin: Coin,
+    oid: u64,
+    user: crate::node::Address,
 }
 
 /// The first opening status of each oid in a block.
@@ -245,43 +320,38 @@ fn opening_statuses(statuses: &[OrderStatus]) -> FxHashMap<u64, &OrderStatus> {
     map
 }
 
-/// Builds the resting order of a `new` diff: position from the diff, the rest from its opening status.
-fn new_order(
-    d: &Diff,
-    sz: crate::node::Fixed,
-    status: Option<&OrderStatus>,
-    block_time: UnixNanos,
-) -> (RestingOrder, Option<Box<str>>, Opened) {
-    // What the opening status says, or defaults for a statusless order.
-    let (orig_sz, limit_px, trigger_px, timestamp, cloid, flavor, children, how) = match status {
-        Some(s) => {
-            let o = &s.order;
-            // An Ioc order the node reports open and rests is, from then on, a resting Gtc order.
-            let flavor =
-                if o.flavor.tif.as_deref() == Some("Ioc") { Arc::new(o.flavor.as_gtc()) } else { o.flavor.clone() };
-            (o.orig_sz, o.limit_px, o.trigger_px, o.timestamp, o.cloid, flavor, o.children.clone(), Opened::ByStatus)
-        }
-        None => {
-            let how =
-                if SYSTEM_USERS.contains(&d.user) || is_spot(&d.coin) { Opened::System } else { Opened::Unexplained };
-            let ts = nanos_to_millis(block_time) as u64;
-            (sz, d.px, crate::node::Fixed::ZERO, ts, None, system_flavor(), None, how)
-        }
-    };
-    let order = RestingOrder {
+/// The resting order of a `new` diff: position from the diff, the other fields defaults (a statusless system or
+/// spot order keeps them) until its opening status fills them in.
+fn new_order(d: &Diff, sz: crate::node::Fixed, block_time: UnixNanos) -> RestingOrder {
+    RestingOrder {
         oid: d.oid,
         user: d.user,
         side: d.side,
         px: d.px,
         sz,
-        orig_sz,
-        limit_px,
-        trigger_px,
-        timestamp,
-        cloid,
+        orig_sz: sz,
+        limit_px: d.px,
+        trigger_px: crate::node::Fixed::ZERO,
+        timestamp: nanos_to_millis(block_time) as u64,
+        cloid: None,
+        flavor: system_flavor(),
+    }
+}
+
+/// What an opening status says about the order it opened.
+fn details_of(s: &OrderStatus) -> (Details, Option<Box<str>>) {
+    let o = &s.order;
+    // An Ioc order the node reports open and rests is, from then on, a resting Gtc order.
+    let flavor = if o.flavor.tif.as_deref() == Some("Ioc") { Arc::new(o.flavor.as_gtc()) } else { o.flavor.clone() };
+    let details = Details {
+        orig_sz: o.orig_sz,
+        limit_px: o.limit_px,
+        trigger_px: o.trigger_px,
+        timestamp: o.timestamp,
+        cloid: o.cloid,
         flavor,
     };
-    (order, children, how)
+    (details, o.children.clone())
 }
 
 fn system_flavor() -> Arc<OrderFlavor> {

@@ -8,6 +8,9 @@
 //! previous block's time since no line dates them (a whole-market status stream has lines in every block).
 //! Lines at or below the last emitted height (a restarted node re-emitting, or a late line) are dropped and
 //! counted.
+//!
+//! Live by-block ingest also asks for the next block's fills and diffs lines as soon as each is read (`split`):
+//! trades and L2 need nothing else, and the status line that completes the block is by far the longest.
 
 use std::collections::BTreeMap;
 
@@ -16,6 +19,12 @@ use crate::node::{Block, Line, Mode, Stream};
 /// What the assembler hands out, in height order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Assembled {
+    /// By-block with `split`: the next block's fills or diffs line, handed out as soon as it is read. The block
+    /// stays pending (`pending` reads it) and is handed out whole (or broken) later.
+    Line {
+        height: u64,
+        stream: Stream,
+    },
     Block(Block),
     /// By-block only: these streams skipped `height`. Nothing of this height is applied.
     Broken {
@@ -36,11 +45,15 @@ pub struct AssemblerCounters {
 struct Pending {
     block: Block,
     got: [bool; 3],
+    /// Lines already handed out as `Assembled::Line`.
+    handed: [bool; 3],
 }
 
 #[derive(Debug)]
 pub struct Assembler {
     mode: Mode,
+    /// Hand out the next block's fills and diffs lines before the block is whole (by-block only).
+    split: bool,
     emitted: u64,
     last_block_time: i64,
     pending: BTreeMap<u64, Pending>,
@@ -57,6 +70,7 @@ impl Assembler {
     pub fn new(mode: Mode, after_height: u64) -> Assembler {
         Assembler {
             mode,
+            split: false,
             emitted: after_height,
             last_block_time: 0,
             pending: BTreeMap::new(),
@@ -65,6 +79,17 @@ impl Assembler {
             finished: false,
             counters: AssemblerCounters::default(),
         }
+    }
+
+    /// Hands out the next block's fills and diffs lines as soon as they are read (by-block only).
+    pub fn split_lines(mut self) -> Assembler {
+        self.split = self.mode == Mode::ByBlock;
+        self
+    }
+
+    /// The partly assembled block of `height`, if any of its lines has come.
+    pub fn pending(&self, height: u64) -> Option<&Block> {
+        self.pending.get(&height).map(|p| &p.block)
     }
 
     pub fn counters(&self) -> &AssemblerCounters {
@@ -99,10 +124,11 @@ impl Assembler {
             self.counters.stale_lines += 1;
             return;
         }
-        let p = self
-            .pending
-            .entry(h)
-            .or_insert_with(|| Pending { block: Block::new(h, line.meta.block_time), got: [false; 3] });
+        let p = self.pending.entry(h).or_insert_with(|| Pending {
+            block: Block::new(h, line.meta.block_time),
+            got: [false; 3],
+            handed: [false; 3],
+        });
         if self.mode == Mode::ByBlock && p.got[stream.index()] {
             // A second by-block line for one height: the node restarted mid-block. Keep the first.
             self.counters.stale_lines += 1;
@@ -125,12 +151,15 @@ impl Assembler {
         self.finished = true;
     }
 
-    /// The next block in height order, once it is decided.
+    /// The next block in height order, once it is decided (or, with `split`, its next line read early).
     pub fn next_block(&mut self) -> Option<Assembled> {
         if self.finished && self.pending.is_empty() {
             return None;
         }
         let h = self.emitted + 1;
+        if let Some(line) = self.next_line(h) {
+            return Some(line);
+        }
         let mut out = match self.mode {
             Mode::ByBlock => self.next_by_block(h)?,
             Mode::Streaming => self.next_streaming(h)?,
@@ -145,6 +174,14 @@ impl Assembler {
             self.counters.broken_blocks += 1;
         }
         Some(out)
+    }
+
+    /// With `split`: block `h`'s fills or diffs line, once read and not yet handed out.
+    fn next_line(&mut self, h: u64) -> Option<Assembled> {
+        let p = self.pending.get_mut(&h).filter(|_| self.split)?;
+        let stream = [Stream::Fills, Stream::Diffs].into_iter().find(|s| p.got[s.index()] && !p.handed[s.index()])?;
+        p.handed[stream.index()] = true;
+        Some(Assembled::Line { height: h, stream })
     }
 
     fn passed(&self, stream: Stream, h: u64) -> bool {

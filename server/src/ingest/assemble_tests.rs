@@ -16,8 +16,40 @@ fn drain(a: &mut Assembler) -> Vec<(u64, bool)> {
         .map(|x| match x {
             Assembled::Block(b) => (b.height, true),
             Assembled::Broken { height, .. } => (height, false),
+            Assembled::Line { .. } => panic!("lines are handed out only with split"),
         })
         .collect()
+}
+
+#[test]
+fn split_hands_out_fills_and_diffs_lines_before_the_block() {
+    let mut a = Assembler::new(Mode::ByBlock, 10).split_lines();
+    a.push(Stream::Fills, line(Stream::Fills, 11));
+    assert_eq!(a.next_block(), Some(Assembled::Line { height: 11, stream: Stream::Fills }));
+    assert_eq!(a.next_block(), None);
+    a.push(Stream::Diffs, line(Stream::Diffs, 11));
+    assert_eq!(a.next_block(), Some(Assembled::Line { height: 11, stream: Stream::Diffs }));
+    assert_eq!(a.pending(11).map(|b| b.node_written), Some([Some(11_007), Some(11_007), None]));
+    assert_eq!(a.next_block(), None);
+    a.push(Stream::Diffs, line(Stream::Diffs, 12));
+    assert_eq!(a.next_block(), None, "12 waits for 11's statuses");
+    a.push(Stream::Statuses, line(Stream::Statuses, 11));
+    assert!(matches!(a.next_block(), Some(Assembled::Block(b)) if b.height == 11));
+    // Block 12's diffs were read long ago: handed out now that 11 is done, before its fills.
+    assert_eq!(a.next_block(), Some(Assembled::Line { height: 12, stream: Stream::Diffs }));
+    a.push(Stream::Fills, line(Stream::Fills, 12));
+    assert_eq!(a.next_block(), Some(Assembled::Line { height: 12, stream: Stream::Fills }));
+    // A lost status line still breaks the block.
+    a.push(Stream::Statuses, line(Stream::Statuses, 13));
+    assert_eq!(a.next_block(), Some(Assembled::Broken { height: 12, missing: vec![Stream::Statuses] }));
+}
+
+#[test]
+fn streaming_never_splits() {
+    let mut a = Assembler::new(Mode::Streaming, 10).split_lines();
+    a.push(Stream::Fills, line(Stream::Fills, 11));
+    a.push(Stream::Diffs, line(Stream::Diffs, 11));
+    assert_eq!(a.next_block(), None);
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! (re)starts the books from a node snapshot whenever it has none it can trust.
 //!
 //! One blocking thread owns the source, the parser and the assembler, so parsing happens before the write lock and
-//! the lock is held only to apply a whole block. Starting (or resyncing after a gap, a lost or malformed line) is a
+//! the lock is held only to apply a line's step (`ingest::steps`): by-block, a block's fills and diffs are handed
+//! on as soon as each line is parsed, and its statuses complete it. Starting (or resyncing after a gap, a lost or malformed line) is a
 //! sync: a loader thread asks the node for a snapshot and reports its height first, so the source is positioned
 //! right away and blocks that arrive while the snapshot loads are assembled and cached; once loaded, the books
 //! are swapped in and the cached blocks above the snapshot's height are applied: no gap, nothing twice. Until
@@ -21,6 +22,8 @@ use super::assemble::{Assembled, Assembler};
 use super::health::Health;
 use super::info::{self, InfoClient, SnapshotFrom};
 use super::source::{FileSource, LineSource, SourceEvent};
+pub use super::steps::BlockTimes;
+use super::steps::{self, KEPT_STEPS, Step};
 use super::tcp::TcpSource;
 use crate::book::{Books, Outcome};
 use crate::node::time::now_nanos;
@@ -61,8 +64,10 @@ pub struct Shared {
     wake: Condvar,
     /// The last applied blocks, oldest first.
     pub recent: Mutex<VecDeque<Arc<Block>>>,
-    /// Stage timestamps of the last applied blocks, oldest first.
+    /// Stage timestamps of the last applied lines (three per block), oldest first.
     pub timeline: Mutex<VecDeque<BlockTimes>>,
+    /// Fills and diffs steps for the publisher, oldest first: trades and L2 before their block is complete.
+    pub steps: Mutex<VecDeque<Arc<Step>>>,
     /// Coins replaced by a repair since the publisher last looked: their subscribers need a fresh snapshot.
     repaired: Mutex<Vec<Coin>>,
     /// Times whole books were installed from a snapshot (changed under the write lock).
@@ -81,6 +86,7 @@ impl Shared {
             recent: Mutex::new(VecDeque::with_capacity(RECENT_BLOCKS)),
             repaired: Mutex::new(Vec::new()),
             timeline: Mutex::new(VecDeque::with_capacity(TIMELINE)),
+            steps: Mutex::new(VecDeque::with_capacity(KEPT_STEPS)),
             installs: std::sync::atomic::AtomicU64::new(0),
             watched: Arc::default(),
         }
@@ -122,7 +128,7 @@ impl Shared {
         std::mem::take(&mut *self.repaired.lock())
     }
 
-    fn record(&self, times: BlockTimes) {
+    pub(super) fn record(&self, times: BlockTimes) {
         let mut t = self.timeline.lock();
         if t.len() == TIMELINE {
             t.pop_front();
@@ -130,7 +136,7 @@ impl Shared {
         t.push_back(times);
     }
 
-    fn remember(&self, block: Arc<Block>) {
+    pub(super) fn remember(&self, block: Arc<Block>) {
         let mut r = self.recent.lock();
         if r.len() == RECENT_BLOCKS {
             r.pop_front();
@@ -139,22 +145,8 @@ impl Shared {
     }
 }
 
-/// Stage timestamps of one applied block (Unix ns), for latency auditing.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct BlockTimes {
-    pub height: u64,
-    /// Consensus time (the exchange timestamp).
-    pub block_time: i64,
-    /// The node's `local_time` of the block's last line.
-    pub node_written: i64,
-    /// We had read the whole block (its completing line parsed).
-    pub read: i64,
-    /// The block was applied to the books.
-    pub applied: i64,
-}
-
-/// How many blocks' timestamps are kept.
-pub const TIMELINE: usize = 4096;
+/// How many lines' timestamps are kept (three per block).
+pub const TIMELINE: usize = 3 * 4096;
 
 /// What the loader thread reports.
 enum Loaded {
@@ -188,6 +180,8 @@ pub struct Ingest {
     /// Index into `cfg.snapshots` of the next source to try; a `File` is used once.
     next_snapshot: usize,
     failures: u32,
+    /// The highest height whose fills were handed to the publisher.
+    fills_handed: u64,
 }
 
 impl std::fmt::Debug for Ingest {
@@ -204,10 +198,10 @@ impl Ingest {
             SourceSpec::Files(dir) => Box::new(FileSource::new(dir, cfg.mode, height)),
             SourceSpec::Tcp(addr) => Box::new(TcpSource::new(addr, cfg.mode, height)),
         };
-        let assembler = Assembler::new(cfg.mode, height);
+        let assembler = Assembler::new(cfg.mode, height).split_lines();
         let phase = if height > 0 { Phase::Live } else { Phase::Lost { retry_at: Instant::now() } };
         let parser = NodeParser::with_watched(shared.watched.clone());
-        Ingest { cfg, shared, source, parser, assembler, phase, next_snapshot: 0, failures: 0 }
+        Ingest { cfg, shared, source, parser, assembler, phase, next_snapshot: 0, failures: 0, fills_handed: height }
     }
 
     /// Runs until `stop` is set. Never exits on silence or bad input.
@@ -247,6 +241,7 @@ impl Ingest {
         }
         while let Some(next) = self.assembler.next_block() {
             match next {
+                Assembled::Line { height, stream } => self.take_line(height, stream),
                 Assembled::Block(block) => self.take(block),
                 Assembled::Broken { height, missing } => {
                     self.shared.health.counters.broken_blocks.fetch_add(1, Relaxed);
@@ -284,46 +279,50 @@ impl Ingest {
         }
     }
 
+    /// A line of the next block, read before the block is whole: live, its step is applied now (while syncing,
+    /// the whole block is cached instead).
+    fn take_line(&mut self, height: u64, stream: Stream) {
+        if !matches!(self.phase, Phase::Live) {
+            return;
+        }
+        let Some(block) = self.assembler.pending(height) else { return };
+        let read = now_nanos();
+        let outcome = match stream {
+            Stream::Fills => {
+                steps::hand_fills(&self.shared, &mut self.fills_handed, block, read);
+                None
+            }
+            Stream::Diffs => steps::apply_diffs(&self.shared, block, read),
+            Stream::Statuses => None,
+        };
+        if let Some(o) = outcome {
+            self.after(&o);
+        }
+    }
+
+    /// Applies a whole block: the steps its lines did not already take.
     fn apply(&mut self, block: Block) {
         let block = Arc::new(block);
-        let outcome = {
-            let mut books = self.shared.books.write();
-            let outcome = books.apply(&block);
-            if let Outcome::Applied(_) = outcome {
-                // Recorded under the write lock, so a reader of the books at this height also finds the block and
-                // its times.
-                let applied = now_nanos();
-                let written = block.node_written.iter().flatten().max().copied();
-                let (height, block_time, read) = (block.height, block.block_time, block.read_at);
-                self.shared.record(BlockTimes {
-                    height,
-                    block_time,
-                    node_written: written.unwrap_or(0),
-                    read,
-                    applied,
-                });
-                self.shared.remember(block.clone());
-            }
-            outcome
-        };
-        let c = &self.shared.health.counters;
-        match outcome {
-            Outcome::Applied(a) => {
-                if !a.inconsistencies.is_empty() {
-                    c.inconsistencies.fetch_add(a.inconsistencies.len() as u64, Relaxed);
-                    for i in &a.inconsistencies {
-                        tracing::warn!(coin = %i.coin, oid = i.oid, height = a.height, "inconsistency: {:?}", i.kind);
-                    }
-                }
-                let written = block.node_written.iter().flatten().max().copied();
-                self.shared.health.applied(block.height, block.block_time, written);
-                self.shared.bump();
-            }
+        steps::hand_fills(&self.shared, &mut self.fills_handed, &block, block.read_at);
+        if let Some(o) = steps::apply_diffs(&self.shared, &block, block.read_at)
+            && !matches!(o, Outcome::Applied(_))
+        {
+            self.after(&o);
+            return;
+        }
+        let o = steps::complete(&self.shared, block.clone(), block.read_at);
+        self.after(&o);
+    }
+
+    /// Follows up a step's outcome: a gap loses the stream.
+    fn after(&mut self, outcome: &Outcome) {
+        match *outcome {
+            Outcome::Applied(_) => {}
             Outcome::AlreadyApplied { .. } => {
-                c.blocks_already_applied.fetch_add(1, Relaxed);
+                self.shared.health.counters.blocks_already_applied.fetch_add(1, Relaxed);
             }
             Outcome::Gap { expected, got } => {
-                c.gaps.fetch_add(1, Relaxed);
+                self.shared.health.counters.gaps.fetch_add(1, Relaxed);
                 self.lost(&format!("gap: expected block {expected}, got {got}"));
             }
         }

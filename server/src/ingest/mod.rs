@@ -7,6 +7,7 @@ pub mod live;
 pub mod relay;
 pub mod replay;
 pub mod source;
+pub mod steps;
 pub mod tail;
 pub mod tcp;
 pub mod validate;

@@ -103,6 +103,9 @@ pub fn cycle(client: &InfoClient, shared: &Shared, stop: &AtomicBool) -> Result<
     Ok(report)
 }
 
+/// How long a comparison waits for a half-applied block's statuses before giving up the cycle.
+const COMPLETE_WAIT: Duration = Duration::from_secs(2);
+
 /// The node's snapshot can be ahead of the blocks we have read: wait (bounded) until our books reach it.
 fn wait_for_height(shared: &Shared, height: u64, stop: &AtomicBool) -> Result<(), Skip> {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -141,7 +144,8 @@ fn same_coin(shared: &Shared, copy: &mut Books, coin: &Coin) -> Result<bool, Ski
     for side in [Side::Bid, Side::Ask] {
         let mut cursor: Option<Fixed> = None;
         loop {
-            let live = shared.books.read();
+            // Only complete books have whole orders at one height: a half-applied block's statuses are near.
+            let live = shared.complete_books(COMPLETE_WAIT).ok_or(Skip::Behind(copy.height() + 1))?;
             if live.height() != copy.height() {
                 drop(live);
                 catch_up(shared, copy)?;
@@ -198,8 +202,9 @@ fn compare_piece(live: Option<&CoinBook>, copy: Option<&CoinBook>, side: Side, c
 fn repair(shared: &Shared, copy: &mut Books, coin: &Coin) -> Result<(), Skip> {
     loop {
         catch_up(shared, copy)?;
+        drop(shared.complete_books(COMPLETE_WAIT).ok_or(Skip::Behind(copy.height() + 1))?);
         let mut live = shared.books.write();
-        if live.height() == copy.height() {
+        if live.height() == copy.height() && live.is_complete() {
             live.set_coin(coin, copy.take_coin(coin));
             drop(live);
             shared.repaired(coin.clone());

@@ -16,11 +16,13 @@ use super::user_events::{UserEvents, watched_fills};
 use super::user_watch::{WatchView, Watched};
 use super::wire::{DiffWire, Envelope, FillWire, OrderWire, RawBookDiff, StatusWire};
 
-/// The three node streams, in the order the node writes a block's lines (fills first).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// The three node streams, in the order the node writes a block's lines (fills first). The default is the line
+/// that completes a block.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Stream {
     Fills,
     Diffs,
+    #[default]
     Statuses,
 }
 
@@ -54,6 +56,15 @@ impl Stream {
             Stream::Fills => "fills",
             Stream::Diffs => "raw_book_diffs",
             Stream::Statuses => "order_statuses",
+        }
+    }
+
+    /// Its short name, as audit labels a block's line: `fills`, `diffs`, `statuses`.
+    pub fn short(self) -> &'static str {
+        match self {
+            Stream::Fills => "fills",
+            Stream::Diffs => "diffs",
+            Stream::Statuses => "statuses",
         }
     }
 

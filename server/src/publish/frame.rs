@@ -13,13 +13,15 @@ use bytes::Bytes;
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct Audit {
     pub height: u64,
+    /// The block's line the frame was built from (its stage times are that line's).
+    pub line: crate::node::Stream,
     /// Consensus time.
     pub block_ns: i64,
-    /// The node's `local_time` of the block's last line.
+    /// The node's `local_time` of the line.
     pub node_ns: i64,
-    /// We had read the whole block.
+    /// We had read the line.
     pub read_ns: i64,
-    /// Applied to our books.
+    /// Its step was applied to our books.
     pub applied_ns: i64,
     /// This frame was serialized and published.
     pub published_ns: i64,
@@ -93,7 +95,15 @@ mod tests {
         let f = Frame::new(
             1,
             br#"{"channel":"l2Book","data":{"coin":"BTC"}}"#.to_vec(),
-            Audit { height: 7, block_ns: 1, node_ns: 2, read_ns: 3, applied_ns: 4, published_ns: 5 },
+            Audit {
+                height: 7,
+                block_ns: 1,
+                node_ns: 2,
+                read_ns: 3,
+                applied_ns: 4,
+                published_ns: 5,
+                ..Audit::default()
+            },
         );
         let v: serde_json::Value = serde_json::from_slice(&f.with_audit(6)).unwrap();
         assert_eq!(v["data"]["coin"], "BTC");
@@ -107,7 +117,7 @@ mod tests {
         let f = Frame::new(
             1,
             br#"{"channel":"bbo","data":{"coin":"ETH"}}"#.to_vec(),
-            Audit { height: 9, block_ns: 10, node_ns: 0, read_ns: 0, applied_ns: 0, published_ns: 50 },
+            Audit { height: 9, block_ns: 10, node_ns: 0, read_ns: 0, applied_ns: 0, published_ns: 50, ..Audit::default() },
         );
         let v: serde_json::Value = serde_json::from_slice(&f.with_audit(60)).unwrap();
         let a = v["audit"].as_object().unwrap();

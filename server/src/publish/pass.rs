@@ -1,4 +1,9 @@
 //! One publish pass: what changed since the last one, copied out under the read lock, then serialized.
+//!
+//! Ingest applies a by-block block line by line (`ingest::steps`), and waking the publisher after each: L2, bbo and
+//! allMids are built from the books as soon as a block's diffs are applied (its statuses may still be unread),
+//! trades from its fills line as soon as it is parsed, and l4Book diffs and snapshots only from complete blocks.
+//! Each frame is stamped with the height and time of the block it shows and the times of the line it came from.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,8 +19,12 @@ use crate::book::buckets::l2_levels;
 use crate::book::l2::{L2Params, LevelAgg};
 use crate::book::{Books, CoinBook};
 use crate::ingest::live::BlockTimes;
+use crate::ingest::steps::{Step, StepData};
 use crate::node::time::{nanos_to_millis, now_nanos};
-use crate::node::{Block, Coin, Side};
+use crate::node::{Block, Coin, Side, Stream};
+
+/// A pending l4Book snapshot request.
+type SnapshotRequest = (Coin, tokio::sync::oneshot::Sender<L4Snapshot>);
 
 /// Coins changed in one pass above which L2 building is spread over the rayon pool.
 const PARALLEL_COINS: usize = 8;
@@ -36,7 +45,14 @@ pub struct Publisher {
     hub: Arc<Hub>,
     pass: u64,
     tick_seq: u64,
+    /// The last complete block published (l4Book).
     height: u64,
+    /// The last block whose diffs were published (L2, bbo, allMids).
+    diffs_height: u64,
+    /// The last block whose fills were published (trades).
+    fills_height: u64,
+    /// l4Book snapshot requests waiting for the books to be complete.
+    held: Vec<SnapshotRequest>,
     installs: u64,
     wanted_version: u64,
     bbo_last: FxHashMap<Coin, Bbo>,
@@ -51,6 +67,9 @@ impl Publisher {
             pass: 0,
             tick_seq: 0,
             height: 0,
+            diffs_height: 0,
+            fills_height: 0,
+            held: Vec::new(),
             installs: 0,
             wanted_version: 0,
             bbo_last: FxHashMap::default(),
@@ -63,23 +82,31 @@ impl Publisher {
         let hub = self.hub.clone();
         let wanted = hub.wanted();
         let repaired = hub.shared.take_repaired();
-        let requests = hub.take_requests();
+        self.held.extend(hub.take_requests());
         let books = hub.shared.books.read();
-        let (h, installs) = (books.height(), hub.shared.installs());
+        let (h, dh, installs) = (books.height(), books.diffs_height(), hub.shared.installs());
+        // Read under the books' lock: ingest records a diffs step under its write lock, so every step up to `dh`
+        // is here.
+        let (diff_steps, fill_steps) = self.steps_since(dh);
+        let fh = fill_steps.last().map_or(self.fills_height, |s| s.height);
         let new_shapes = wanted.version != self.wanted_version;
         if new_shapes {
             // Per-coin state lives only while someone wants the coin's bbo.
             self.bbo_last.retain(|c, _| wanted.coins.get(c).is_some_and(|w| w.bbo.is_some()));
         }
-        if h == self.height && installs == self.installs && !new_shapes && repaired.is_empty() && requests.is_empty() {
+        let serve = books.is_complete() && !self.held.is_empty();
+        let same = (h, dh, fh, installs) == (self.height, self.diffs_height, self.fills_height, self.installs);
+        if same && !new_shapes && repaired.is_empty() && !serve {
             return;
         }
         self.pass += 1;
         let blocks = self.blocks_since(h);
         let reloaded = installs != self.installs
-            || (h > self.height && blocks.first().is_none_or(|b| b.height != self.height + 1));
-        let targets = self.targets(&wanted, &books, &blocks, &repaired, reloaded || new_shapes);
+            || (h > self.height && blocks.first().is_none_or(|b| b.height != self.height + 1))
+            || (dh > self.diffs_height && diff_steps.first().is_none_or(|s| s.height != self.diffs_height + 1));
+        let targets = self.targets(&wanted, &books, &diff_steps, &repaired, reloaded || new_shapes);
         let built = build_all(&books, &wanted, &targets);
+        let requests = if serve { std::mem::take(&mut self.held) } else { Vec::new() };
         let snapshots: Vec<(Coin, Option<CoinBook>)> = distinct(requests.iter().map(|r| r.0.clone()))
             .into_iter()
             .map(|c| {
@@ -87,20 +114,22 @@ impl Publisher {
                 (c, b)
             })
             .collect();
-        let block_time = books.block_time();
+        let (block_time, l2_time) = (books.block_time(), books.diffs_block_time());
         drop(books);
 
-        // Register the blocks before any of their frames can be written, so every write is counted.
-        for b in &blocks {
-            let times = hub.shared.timeline.lock().iter().rev().find(|t| t.height == b.height).copied();
-            if let Some(t) = times {
+        // Register the lines before any of their frames can be written, so every write is counted.
+        let lines = fill_steps.iter().map(|s| (s.height, Stream::Fills));
+        let lines = lines.chain(diff_steps.iter().map(|s| (s.height, Stream::Diffs)));
+        let lines: Vec<(u64, Stream)> = lines.chain(blocks.iter().map(|b| (b.height, Stream::Statuses))).collect();
+        for &(height, line) in &lines {
+            if let Some(t) = self.times(height, line) {
                 hub.stages.begin(t);
             }
         }
-        let audit = self.audit_of(h, block_time);
-        self.publish_l2(&wanted, &built, block_time, audit);
-        self.publish_bbo_and_mids(&wanted, &built, block_time, audit, reloaded || new_shapes);
-        let mut ticks = self.ticks(&wanted, &blocks);
+        let l2_audit = self.audit_of(dh, l2_time, Stream::Diffs);
+        self.publish_l2(&wanted, &built, l2_time, l2_audit);
+        self.publish_bbo_and_mids(&wanted, &built, l2_time, l2_audit, reloaded || new_shapes);
+        let mut ticks = self.ticks(&wanted, &fill_steps, &blocks);
         if reloaded || !repaired.is_empty() {
             self.tick_seq += 1;
             let mut t = Tick::new(self.tick_seq, h);
@@ -113,13 +142,14 @@ impl Publisher {
             tracing::info!(height = h, "publishing from reloaded books: every stream restarts from the new state");
         }
         hub.push_ticks(ticks);
-        self.serve_snapshots(snapshots, requests, audit);
+        self.serve_snapshots(snapshots, requests, self.audit_of(h, block_time, Stream::Statuses));
         let published = now_nanos();
-        for b in &blocks {
-            hub.stages.published(b.height, published);
+        for &(height, line) in &lines {
+            hub.stages.published(height, line, published);
         }
         hub.stages.settle(published);
-        (self.height, self.installs, self.wanted_version) = (h, installs, wanted.version);
+        (self.height, self.diffs_height, self.fills_height) = (h, dh, fh);
+        (self.installs, self.wanted_version) = (installs, wanted.version);
         hub.counters.passes.fetch_add(1, Relaxed);
         hub.announce(self.pass);
     }
@@ -130,12 +160,25 @@ impl Publisher {
         recent.iter().filter(|b| b.height > self.height && b.height <= h).cloned().collect()
     }
 
+    /// Diffs steps above the last pass's diffs height up to `dh`, and fills steps above its fills height.
+    fn steps_since(&self, dh: u64) -> (Vec<Arc<Step>>, Vec<Arc<Step>>) {
+        let (mut diffs, mut fills) = (Vec::new(), Vec::new());
+        for s in self.hub.shared.steps.lock().iter() {
+            match s.data {
+                StepData::Diffs(_) if s.height > self.diffs_height && s.height <= dh => diffs.push(s.clone()),
+                StepData::Fills(_) if s.height > self.fills_height => fills.push(s.clone()),
+                _ => {}
+            }
+        }
+        (diffs, fills)
+    }
+
     /// Coins whose wanted shapes need building this pass.
     fn targets(
         &self,
         wanted: &Wanted,
         books: &Books,
-        blocks: &[Arc<Block>],
+        diff_steps: &[Arc<Step>],
         repaired: &[Coin],
         everything: bool,
     ) -> Vec<Coin> {
@@ -147,14 +190,24 @@ impl Publisher {
             }
             return all.into_iter().collect();
         }
-        let changed =
-            blocks.iter().flat_map(|b| b.diffs.iter().map(|d| d.coin.clone())).chain(repaired.iter().cloned());
+        let changed = diff_steps
+            .iter()
+            .flat_map(|s| match &s.data {
+                StepData::Diffs(coins) => coins.as_slice(),
+                StepData::Fills(_) => &[],
+            })
+            .cloned()
+            .chain(repaired.iter().cloned());
         distinct(changed).into_iter().filter(|c| mids || wanted.coins.contains_key(c)).collect()
     }
 
-    fn audit_of(&self, height: u64, block_time: i64) -> Audit {
-        let times = self.hub.shared.timeline.lock().iter().rev().find(|t| t.height == height).copied();
-        audit_from(height, block_time, times)
+    /// The recorded times of block `height`'s `line`.
+    fn times(&self, height: u64, line: Stream) -> Option<BlockTimes> {
+        self.hub.shared.timeline.lock().iter().rev().find(|t| t.height == height && t.line == line).copied()
+    }
+
+    fn audit_of(&self, height: u64, block_time: i64, line: Stream) -> Audit {
+        audit_from(height, block_time, line, self.times(height, line))
     }
 
     fn publish_l2(&mut self, wanted: &Wanted, built: &[Built], block_time: i64, audit: Audit) {
@@ -229,49 +282,59 @@ impl Publisher {
         }
     }
 
-    /// One tick per block with the trades and l4Book frames of wanted coins.
-    fn ticks(&mut self, wanted: &Wanted, blocks: &[Arc<Block>]) -> Vec<Tick> {
+    /// A trades tick per fills line and an l4Book tick per complete block, in height order (a block's trades
+    /// first, as the node writes them).
+    fn ticks(&mut self, wanted: &Wanted, fill_steps: &[Arc<Step>], blocks: &[Arc<Block>]) -> Vec<Tick> {
         let want_trades = wanted.coins.values().any(|w| w.trades);
         let want_l4 = wanted.coins.values().any(|w| w.l4);
         let users = self.hub.users.wanted();
-        let mut out = Vec::with_capacity(blocks.len());
-        for b in blocks {
+        let mut order: Vec<(u64, Option<&Step>, Option<&Block>)> = Vec::new();
+        order.extend(fill_steps.iter().map(|s| (s.height, Some(&**s), None)));
+        // Complete blocks make l4Book ticks and the followed users' frames (orderUpdates needs the statuses).
+        if want_l4 || !users.is_empty() {
+            order.extend(blocks.iter().map(|b| (b.height, None, Some(&**b))));
+        }
+        order.sort_by_key(|o| (o.0, o.2.is_some()));
+        let mut out = Vec::with_capacity(order.len());
+        for (height, step, block) in order {
             self.tick_seq += 1;
-            let mut tick = Tick::new(self.tick_seq, b.height);
-            self.hub.recent_trades.remember(self.tick_seq, &b.fills);
-            let times = self.hub.shared.timeline.lock().iter().rev().find(|t| t.height == b.height).copied();
-            let audit = audit_from(b.height, b.block_time, times);
-            if want_trades {
-                for (coin, fills) in group_by_coin(b.fills.iter().map(|f| (&f.coin, f)), wanted, |w| w.trades) {
+            let mut tick = Tick::new(self.tick_seq, height);
+            if let Some(Step { data: StepData::Fills(fills), .. }) = step {
+                // Every coin's recent trades, tagged with the tick that carries them, for new subscribers.
+                self.hub.recent_trades.remember(self.tick_seq, fills);
+            }
+            if let Some(Step { data: StepData::Fills(fills), block_time, .. }) = step
+                && want_trades
+            {
+                let audit = self.audit_of(height, *block_time, Stream::Fills);
+                for (coin, fills) in group_by_coin(fills.iter().map(|f| (&f.coin, f)), wanted, |w| w.trades) {
                     let frame = Frame::new(self.tick_seq, json::trades(fills.into_iter()), stamped(audit));
                     tick.trades.insert(coin, Arc::new(frame));
                     self.hub.counters.trade_frames.fetch_add(1, Relaxed);
                 }
             }
-            if want_l4 {
-                for (coin, diffs) in group_by_coin(b.diffs.iter().map(|d| (&d.coin, d)), wanted, |w| w.l4) {
-                    let oids: FxHashSet<u64> = diffs.iter().map(|d| d.oid).collect();
-                    let statuses: Vec<_> =
-                        b.statuses.iter().filter(|s| s.coin == coin && oids.contains(&s.order.oid)).collect();
-                    let bytes = json::l4_updates(&coin, b.height, b.block_time, &diffs, &statuses);
-                    tick.l4.insert(coin, Arc::new(Frame::new(self.tick_seq, bytes, stamped(audit))));
-                    self.hub.counters.l4_frames.fetch_add(1, Relaxed);
+            if let Some(b) = block {
+                let audit = self.audit_of(height, b.block_time, Stream::Statuses);
+                if want_l4 {
+                    for (coin, diffs) in group_by_coin(b.diffs.iter().map(|d| (&d.coin, d)), wanted, |w| w.l4) {
+                        let oids: FxHashSet<u64> = diffs.iter().map(|d| d.oid).collect();
+                        let statuses: Vec<_> =
+                            b.statuses.iter().filter(|s| s.coin == coin && oids.contains(&s.order.oid)).collect();
+                        let bytes = json::l4_updates(&coin, b.height, b.block_time, &diffs, &statuses);
+                        tick.l4.insert(coin, Arc::new(Frame::new(self.tick_seq, bytes, stamped(audit))));
+                        self.hub.counters.l4_frames.fetch_add(1, Relaxed);
+                    }
                 }
+                tick.users_generation = b.users.generation;
+                tick.users = super::users::frames(b, &users, self.tick_seq, stamped(audit));
             }
-            tick.users_generation = b.users.generation;
-            tick.users = super::users::frames(b, &users, self.tick_seq, stamped(audit));
             out.push(tick);
         }
         out
     }
 
     /// Serializes requested l4Book snapshots on the rayon pool, so a big book never delays the next pass.
-    fn serve_snapshots(
-        &self,
-        books: Vec<(Coin, Option<CoinBook>)>,
-        requests: Vec<(Coin, tokio::sync::oneshot::Sender<L4Snapshot>)>,
-        audit: Audit,
-    ) {
+    fn serve_snapshots(&self, books: Vec<(Coin, Option<CoinBook>)>, requests: Vec<SnapshotRequest>, audit: Audit) {
         if requests.is_empty() {
             return;
         }
@@ -303,10 +366,11 @@ fn stamped(a: Audit) -> Audit {
     Audit { published_ns: now_nanos(), ..a }
 }
 
-fn audit_from(height: u64, block_time: i64, t: Option<BlockTimes>) -> Audit {
+fn audit_from(height: u64, block_time: i64, line: Stream, t: Option<BlockTimes>) -> Audit {
     let t = t.unwrap_or_default();
     Audit {
         height,
+        line,
         block_ns: block_time,
         node_ns: t.node_written,
         read_ns: t.read,

@@ -73,7 +73,9 @@ pub struct SimArgs {
     /// Hold every market answer of the info server this long (a busy node), to test what reaches it.
     #[arg(long, default_value_t = 0)]
     pub info_delay_ms: u64,
-    /// CSV of when each stream's last line of each block was written.
+    /// CSV of when each block's lines were written: per stream (fills, statuses, diffs) and the block's last line,
+    /// in Unix ns. By-block lines are written in the node's order, fills → diffs → statuses (as every block of the
+    /// mainnet capture is, by its lines' `local_time`), so the status line is the last.
     #[arg(long)]
     pub timing: Option<PathBuf>,
 

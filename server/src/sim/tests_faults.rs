@@ -38,6 +38,21 @@ fn light(out: &Path, mode: Mode) -> SimArgs {
 }
 
 #[test]
+fn by_block_lines_are_written_fills_diffs_statuses_as_the_node_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut a = light(tmp.path(), Mode::ByBlock);
+    a.timing = Some(tmp.path().join("timing.csv"));
+    run(&a, 6);
+    let csv = std::fs::read_to_string(tmp.path().join("timing.csv")).unwrap();
+    for row in csv.lines().skip(1) {
+        let v: Vec<i64> = row.split(',').map(|x| x.parse().unwrap()).collect();
+        let (fills, statuses, diffs, last) = (v[2], v[3], v[4], v[5]);
+        assert!(fills > 0 && fills <= diffs && diffs <= statuses, "{row}");
+        assert_eq!(last, statuses, "the status line is the block's last: {row}");
+    }
+}
+
+#[test]
 fn drop_block_loses_exactly_that_line() {
     let tmp = tempfile::tempdir().unwrap();
     let mut a = light(tmp.path(), Mode::ByBlock);
@@ -51,10 +66,11 @@ fn drop_block_loses_exactly_that_line() {
     assert_eq!(heights(tmp.path(), Mode::ByBlock, Stream::Fills), all);
     let csv = std::fs::read_to_string(tmp.path().join("timing.csv")).unwrap();
     let rows: Vec<&str> = csv.lines().collect();
-    assert_eq!(rows[0], "height,block_time_ns,fills_written_ns,statuses_written_ns,diffs_written_ns");
+    assert_eq!(rows[0], "height,block_time_ns,fills_written_ns,statuses_written_ns,diffs_written_ns,last_written_ns");
     assert_eq!(rows.len(), 9);
     let row: Vec<&str> = rows[5].split(',').collect();
     assert_eq!((row[0], row[4]), ("1000000004", "0"));
+    assert_eq!(row[5], row[3], "without diffs the block's last line is its statuses");
     assert!(rows[4].split(',').all(|v| v != "0"));
 }
 
@@ -238,7 +254,7 @@ fn delay_last_line_holds_the_stamped_last_line_of_every_kth_block() {
         for row in csv.lines().skip(1) {
             let v: Vec<i64> = row.split(',').map(|x| x.parse().unwrap()).collect();
             let h = v[0] as u64;
-            let written = *v[2..].iter().max().unwrap();
+            let written = v[5];
             if h % 2 == 0 {
                 assert!(written - stamped[&h] >= 30_000_000, "{mode:?}: block {h} written too soon: {row}");
             }

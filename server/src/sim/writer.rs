@@ -17,8 +17,10 @@ use crate::node::paths::{hour_files, hour_path};
 use crate::node::time::now_nanos;
 use crate::node::{Mode, Stream};
 
-/// By-block write order: fills, statuses, diffs.
-const BY_BLOCK_ORDER: [Stream; 3] = [Stream::Fills, Stream::Statuses, Stream::Diffs];
+/// By-block write order: the node's. In the mainnet capture (`local_time` of each line) every block is written
+/// fills → diffs → statuses (diffs 0.03–0.08 ms after fills, statuses up to 0.9 ms after diffs), so the status
+/// line, by far the longest, is the block's last line.
+const BY_BLOCK_ORDER: [Stream; 3] = [Stream::Fills, Stream::Diffs, Stream::Statuses];
 
 /// Which (date, hour) file the node writes into now.
 #[derive(Debug)]
@@ -86,11 +88,12 @@ impl Writer {
         }
     }
 
-    /// Starts the timing CSV (header written now).
+    /// Starts the timing CSV (header written now): per block, when each stream's line (by-block) or last run of
+    /// lines (streaming) was fully written, in Unix ns (0 = the stream wrote nothing), and the block's last write.
     pub fn timing(&mut self, path: &Path) -> io::Result<()> {
         let mut f = File::create(path)
             .map_err(|e| io::Error::new(e.kind(), format!("creating the timing file {}: {e}", path.display())))?;
-        f.write_all(b"height,block_time_ns,fills_written_ns,statuses_written_ns,diffs_written_ns\n")?;
+        f.write_all(b"height,block_time_ns,fills_written_ns,statuses_written_ns,diffs_written_ns,last_written_ns\n")?;
         self.timing = Some(f);
         Ok(())
     }
@@ -111,7 +114,9 @@ impl Writer {
         }
         if let Some(t) = &mut self.timing {
             let mut row = Vec::with_capacity(80);
-            for (i, v) in [b.height as i64, b.block_time, written[0], written[2], written[1]].into_iter().enumerate() {
+            let last = written.iter().copied().max().unwrap_or(0);
+            let cols = [b.height as i64, b.block_time, written[0], written[2], written[1], last];
+            for (i, v) in cols.into_iter().enumerate() {
                 if i > 0 {
                     row.push(b',');
                 }

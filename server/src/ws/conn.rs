@@ -548,7 +548,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             if let Out::Shared(fr) = f
                 && fr.audit.height > 0
             {
-                stages.sent(fr.audit.height, written);
+                stages.sent(fr.audit.height, fr.audit.line, written);
             }
         }
         let c = &self.ctx.counters;

@@ -102,10 +102,11 @@ impl Drop for Reader {
 /// Settled blocks from `/status?blocks=N`, by height: each stage's value in ns (absent when it did not happen).
 pub type Blocks = BTreeMap<u64, BTreeMap<String, i64>>;
 
-/// Adds the blocks of one `/status?blocks=4096` answer to `into`; returns the answer.
-pub fn gather(base: &str, into: &mut Blocks) -> Value {
+/// Adds the blocks' `line` entries (`fills`, `diffs`, `statuses`) of one `/status?blocks=4096` answer to `into`;
+/// returns the answer.
+pub fn gather(base: &str, line: &str, into: &mut Blocks) -> Value {
     let doc = get_json(&format!("{base}/status?blocks=4096")).expect("/status answers JSON");
-    for b in doc["last_blocks"].as_array().expect("last_blocks") {
+    for b in doc["last_blocks"].as_array().expect("last_blocks").iter().filter(|b| b["line"] == line) {
         let stages = b["stages_ns"]
             .as_object()
             .expect("stages_ns")
