@@ -97,25 +97,29 @@ fn epoch(shared: &Shared) -> (u64, u64) {
     (shared.installs(), shared.health.counters.repairs.load(Relaxed))
 }
 
-/// The books (or `only` those coins) at one height, copied coin by coin under brief read locks.
-pub fn consistent_copy(shared: &Shared, only: Option<&[Coin]>) -> Result<Books, String> {
+/// The books (or `only` those coins) at one height, copied coin by coin under brief read locks, each taken when no
+/// block is half-applied (whole orders only).
+pub fn consistent_copy(shared: &Shared, only: Option<&[Coin]>) -> Result<Books, &'static str> {
     const TRIES: usize = 3;
+    let complete = || {
+        shared
+            .complete_books(std::time::Duration::from_secs(5))
+            .ok_or("the books are half-applied (a block's status line is awaited); try again")
+    };
     for _ in 0..TRIES {
         let start = epoch(shared);
         let names = match only {
             Some(c) => c.to_vec(),
-            None => shared.books.read().coin_names(),
+            None => complete()?.coin_names(),
         };
         // (coin, its book, the height it was copied at)
-        let mut copies: Vec<(Coin, Option<CoinBook>, u64)> = names
-            .into_iter()
-            .map(|c| {
-                let books = shared.books.read();
-                let book = books.coin(&c).cloned();
-                (c, book, books.height())
-            })
-            .collect();
-        let books = shared.books.read();
+        let mut copies: Vec<(Coin, Option<CoinBook>, u64)> = Vec::with_capacity(names.len());
+        for c in names {
+            let books = complete()?;
+            let book = books.coin(&c).cloned();
+            copies.push((c, book, books.height()));
+        }
+        let books = complete()?;
         if epoch(shared) != start {
             continue;
         }
@@ -138,7 +142,7 @@ pub fn consistent_copy(shared: &Shared, only: Option<&[Coin]>) -> Result<Books, 
         drop(books);
         return Ok(Books::new(height, copies.into_iter().filter_map(|c| c.1)));
     }
-    Err(format!("the books changed under {TRIES} exports in a row (snapshot installs or repairs); try again"))
+    Err("the books changed under three exports in a row (snapshot installs or repairs); try again")
 }
 
 /// (height, coin) of every diff of the applied blocks in (`after`, `upto`], or None when the recent ring no

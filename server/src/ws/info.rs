@@ -16,6 +16,9 @@ use crate::node::time::nanos_to_millis;
 use crate::publish::json::l2_book_data;
 use crate::ws::protocol::DEFAULT_LEVELS;
 
+/// openOrders answers computed at once.
+static OPEN_ORDERS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
 /// Answers one info request body from a client at `ip`.
 pub async fn answer(shared: &Arc<Shared>, pass: Option<&Passthrough>, ip: IpAddr, body: &Value) -> Answer {
     match body.get("type").and_then(Value::as_str) {
@@ -27,6 +30,9 @@ pub async fn answer(shared: &Arc<Shared>, pass: Option<&Passthrough>, ip: IpAddr
             }
         }
         Some(kind @ ("openOrders" | "frontendOpenOrders")) => {
+            // Each answer walks the books under their read lock: a few at a time, so a flood of them cannot hold
+            // ingest's write lock back.
+            let Ok(_turn) = OPEN_ORDERS.acquire().await else { return Answer::text(503, "shutting down") };
             let (shared, body, frontend) = (shared.clone(), body.clone(), kind == "frontendOpenOrders");
             match tokio::task::spawn_blocking(move || super::user_info::open_orders(&shared, &body, frontend)).await {
                 Ok((status, v)) => Answer { status, json: Bytes::from(v.to_string()) },
@@ -69,7 +75,8 @@ fn l2_book(shared: &Shared, body: &Value) -> Answer {
             let levels = book.levels(side).map(|(px, l)| LevelAgg { px, sz: l.sz, n: l.n });
             aggregate(side, levels, &params, None, &mut sides[side.index()]);
         }
-        nanos_to_millis(books.block_time())
+        // The levels are at the diffs line's height, which may be ahead of the last complete block.
+        nanos_to_millis(books.diffs_block_time())
     };
     Answer { status: 200, json: Bytes::from(l2_book_data(coin, time, &sides[0], &sides[1])) }
 }

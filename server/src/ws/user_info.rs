@@ -38,7 +38,10 @@ pub fn open_orders(shared: &Shared, body: &Value, frontend: bool) -> (u16, Value
         return (422, Value::String("Failed to deserialize the JSON body into the target type: user".into()));
     };
     let dex = body.get("dex").and_then(Value::as_str).unwrap_or_default().to_string();
-    let books = shared.books.read();
+    // Whole orders only (no half-applied block), like the book a client sees.
+    let Some(books) = shared.complete_books(std::time::Duration::from_secs(5)) else {
+        return (503, Value::String("the books are half-applied (a block's status line is awaited); try again".into()));
+    };
     let mut found: Vec<(u64, Value)> = Vec::new();
     for book in books.books().filter(|b| of_dex(b.coin(), &dex)) {
         for side in [Side::Bid, Side::Ask] {
