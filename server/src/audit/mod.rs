@@ -296,7 +296,14 @@ mod tests {
         for h in 1..=30u64 {
             let t = h as i64 * sec / 2; // two blocks a second for 15 s
             let line = Stream::Statuses;
-            s.begin(BlockTimes { height: h, line, block_time: t - 100, node_written: t - 50, read: t - 10, applied: t });
+            s.begin(BlockTimes {
+                height: h,
+                line,
+                block_time: t - 100,
+                node_written: t - 50,
+                read: t - 10,
+                applied: t,
+            });
             s.published(h, line, t + 5);
         }
         // Nobody published since: reading the window settles the last block and ages the rest.

@@ -117,7 +117,15 @@ mod tests {
         let f = Frame::new(
             1,
             br#"{"channel":"bbo","data":{"coin":"ETH"}}"#.to_vec(),
-            Audit { height: 9, block_ns: 10, node_ns: 0, read_ns: 0, applied_ns: 0, published_ns: 50, ..Audit::default() },
+            Audit {
+                height: 9,
+                block_ns: 10,
+                node_ns: 0,
+                read_ns: 0,
+                applied_ns: 0,
+                published_ns: 50,
+                ..Audit::default()
+            },
         );
         let v: serde_json::Value = serde_json::from_slice(&f.with_audit(60)).unwrap();
         let a = v["audit"].as_object().unwrap();
