@@ -169,20 +169,21 @@ fn in_line_order(block: &Block) -> impl Iterator<Item = &OrderStatus> {
     })
 }
 
+/// The official basic order object: `orderUpdates`' `order` and an `openOrders` entry.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct WsOrderBody<'a> {
-    coin: &'a str,
-    side: &'static str,
-    limit_px: Fixed,
-    sz: Fixed,
-    oid: u64,
-    timestamp: u64,
-    orig_sz: Fixed,
+pub(crate) struct WsOrderBody<'a> {
+    pub coin: &'a str,
+    pub side: &'static str,
+    pub limit_px: Fixed,
+    pub sz: Fixed,
+    pub oid: u64,
+    pub timestamp: u64,
+    pub orig_sz: Fixed,
     #[serde(skip_serializing_if = "Option::is_none")]
-    cloid: Option<Cloid>,
+    pub cloid: Option<Cloid>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
-    reduce_only: bool,
+    pub reduce_only: bool,
 }
 
 #[derive(Serialize)]

@@ -6,30 +6,13 @@
 //! `""` the main dex's perps and every spot book, a name its `name:COIN` books. Orders are listed newest first.
 //! Every book is walked under the read lock: O(resting orders), a few milliseconds on a full mainnet book.
 
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::book::CoinBook;
 use crate::book::export::order_out;
 use crate::ingest::live::Shared;
-use crate::node::{Address, Cloid, Fixed, Side};
-
-/// The `openOrders` entry.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct OpenOrder<'a> {
-    coin: &'a str,
-    side: &'static str,
-    limit_px: Fixed,
-    sz: Fixed,
-    oid: u64,
-    timestamp: u64,
-    orig_sz: Fixed,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cloid: Option<Cloid>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    reduce_only: bool,
-}
+use crate::node::{Address, Side};
+use crate::publish::users::WsOrderBody;
 
 /// Answers `openOrders` (`frontend` false) or `frontendOpenOrders`.
 pub fn open_orders(shared: &Shared, body: &Value, frontend: bool) -> (u16, Value) {
@@ -59,7 +42,7 @@ fn entry(book: &CoinBook, o: &crate::book::RestingOrder, frontend: bool) -> Valu
     let v = if frontend {
         serde_json::to_value(order_out(book, o))
     } else {
-        serde_json::to_value(OpenOrder {
+        serde_json::to_value(WsOrderBody {
             coin: book.coin(),
             side: o.side.as_str(),
             limit_px: o.limit_px,
@@ -88,7 +71,7 @@ mod tests {
 
     use super::*;
     use crate::book::{Books, RestingOrder};
-    use crate::node::OrderFlavor;
+    use crate::node::{Fixed, OrderFlavor};
 
     fn order(oid: u64, user: Address, side: Side, px: u64) -> RestingOrder {
         RestingOrder {
