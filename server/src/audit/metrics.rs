@@ -44,7 +44,7 @@ impl Collector for Hlbook {
     fn encode(&self, mut e: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let ctx = &self.0;
         let shared = &ctx.hub.shared;
-        let h = &shared.health;
+        let h = &shared.health();
         let state = h.state();
         {
             let mut m =

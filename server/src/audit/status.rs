@@ -19,7 +19,7 @@ pub const MAX_BLOCKS: usize = 4096;
 /// The document; `blocks` > 0 adds `"last_blocks"`: that many of the newest settled blocks, oldest first.
 pub fn status(ctx: &WsContext, blocks: usize) -> Value {
     let shared = &ctx.hub.shared;
-    let h = &shared.health;
+    let h = &shared.health();
     let now = now_nanos();
     let recent = ctx.hub.stages.recent(now);
     let window = &recent.blocks;

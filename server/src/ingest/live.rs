@@ -9,25 +9,22 @@
 //! are swapped in and the cached blocks above the snapshot's height are applied: no gap, nothing twice. Until
 //! then the old books (if any) are served, flagged `resyncing`.
 
-use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex, RwLock};
-
 use super::assemble::{Assembled, Assembler};
 use super::health::Health;
 use super::info::{self, InfoClient, SnapshotFrom};
 use super::source::{FileSource, LineSource, SourceEvent};
-pub use super::steps::BlockTimes;
-use super::steps::{self, KEPT_STEPS, Step};
+use super::steps;
 use super::tcp::TcpSource;
 use crate::book::{Books, Outcome};
 use crate::node::time::now_nanos;
-use crate::node::{Block, Coin, Mode, NodeParser, Stream};
+use crate::node::{Block, Mode, NodeParser, Stream};
+use crate::state::Shared;
 
 /// Where lines come from.
 #[derive(Clone, Debug)]
@@ -50,103 +47,8 @@ pub struct LiveConfig {
     pub snapshots: Vec<SnapshotFrom>,
 }
 
-/// Blocks kept for validation, which brings a snapshot forward to our height with them.
-pub const RECENT_BLOCKS: usize = 512;
 /// A sync whose cache grows past this many blocks gives up and starts again.
 const MAX_CACHED: usize = 50_000;
-
-/// What ingest shares with the rest of the server.
-#[derive(Debug)]
-pub struct Shared {
-    pub books: RwLock<Books>,
-    pub health: Health,
-    applied: Mutex<u64>,
-    wake: Condvar,
-    /// The last applied blocks, oldest first.
-    pub recent: Mutex<VecDeque<Arc<Block>>>,
-    /// Stage timestamps of the last applied lines (three per block), oldest first.
-    pub timeline: Mutex<VecDeque<BlockTimes>>,
-    /// Fills and diffs steps for the publisher, oldest first: trades and L2 before their block is complete.
-    pub steps: Mutex<VecDeque<Arc<Step>>>,
-    /// Coins replaced by a repair since the publisher last looked: their subscribers need a fresh snapshot.
-    repaired: Mutex<Vec<Coin>>,
-    /// Times whole books were installed from a snapshot (changed under the write lock).
-    installs: std::sync::atomic::AtomicU64,
-    /// Users some client follows: the parser keeps their rejections and fills (orderUpdates, userFills).
-    pub watched: Arc<crate::node::Watched>,
-}
-
-impl Shared {
-    pub fn new(books: Books, stale_after: Duration) -> Shared {
-        Shared {
-            books: RwLock::new(books),
-            health: Health::new(stale_after),
-            applied: Mutex::new(0),
-            wake: Condvar::new(),
-            recent: Mutex::new(VecDeque::with_capacity(RECENT_BLOCKS)),
-            repaired: Mutex::new(Vec::new()),
-            timeline: Mutex::new(VecDeque::with_capacity(TIMELINE)),
-            steps: Mutex::new(VecDeque::with_capacity(KEPT_STEPS)),
-            installs: std::sync::atomic::AtomicU64::new(0),
-            watched: Arc::default(),
-        }
-    }
-
-    /// Times whole books were replaced by a snapshot; read under the books' lock, it tells a reader that the
-    /// books it saw before are gone.
-    pub fn installs(&self) -> u64 {
-        self.installs.load(Relaxed)
-    }
-
-    /// Wake-ups of the publisher: blocks applied, snapshots installed, coins repaired, subscriptions changed.
-    pub fn applied_seq(&self) -> u64 {
-        *self.applied.lock()
-    }
-
-    /// Blocks until the books changed after `seen` or `timeout` passes; returns the current sequence.
-    pub fn wait_applied(&self, seen: u64, timeout: Duration) -> u64 {
-        let mut seq = self.applied.lock();
-        if *seq <= seen {
-            self.wake.wait_for(&mut seq, timeout);
-        }
-        *seq
-    }
-
-    pub fn bump(&self) {
-        *self.applied.lock() += 1;
-        self.wake.notify_all();
-    }
-
-    /// Records a repaired coin and wakes the publisher.
-    pub fn repaired(&self, coin: Coin) {
-        self.repaired.lock().push(coin);
-        self.bump();
-    }
-
-    /// Coins repaired since the last call.
-    pub fn take_repaired(&self) -> Vec<Coin> {
-        std::mem::take(&mut *self.repaired.lock())
-    }
-
-    pub(super) fn record(&self, times: BlockTimes) {
-        let mut t = self.timeline.lock();
-        if t.len() == TIMELINE {
-            t.pop_front();
-        }
-        t.push_back(times);
-    }
-
-    pub(super) fn remember(&self, block: Arc<Block>) {
-        let mut r = self.recent.lock();
-        if r.len() == RECENT_BLOCKS {
-            r.pop_front();
-        }
-        r.push_back(block);
-    }
-}
-
-/// How many lines' timestamps are kept (three per block).
-pub const TIMELINE: usize = 3 * 4096;
 
 /// What the loader thread reports.
 enum Loaded {
@@ -193,14 +95,14 @@ impl std::fmt::Debug for Ingest {
 impl Ingest {
     /// Ingest that continues from the books' height, or syncs from a snapshot first when they are empty.
     pub fn new(cfg: LiveConfig, shared: Arc<Shared>) -> Ingest {
-        let height = shared.books.read().height();
+        let height = shared.books().height();
         let source: Box<dyn LineSource> = match &cfg.source {
             SourceSpec::Files(dir) => Box::new(FileSource::new(dir, cfg.mode, height)),
             SourceSpec::Tcp(addr) => Box::new(TcpSource::new(addr, cfg.mode, height)),
         };
         let assembler = Assembler::new(cfg.mode, height).split_lines();
         let phase = if height > 0 { Phase::Live } else { Phase::Lost { retry_at: Instant::now() } };
-        let parser = NodeParser::with_watched(shared.watched.clone());
+        let parser = NodeParser::with_watched(shared.watched().clone());
         Ingest { cfg, shared, source, parser, assembler, phase, next_snapshot: 0, failures: 0, fills_handed: height }
     }
 
@@ -217,12 +119,12 @@ impl Ingest {
         if !self.reading() {
             // No position to read from yet (waiting for a snapshot's height, or for the next try).
             self.idle();
-            self.shared.health.report();
+            self.shared.health().report();
             return;
         }
         self.source.set_resume_after(self.assembler.emitted());
         let (parser, assembler, health, mode) =
-            (&mut self.parser, &mut self.assembler, &self.shared.health, self.cfg.mode);
+            (&mut self.parser, &mut self.assembler, self.shared.health(), self.cfg.mode);
         let mut lost_line = false;
         let polled = self.source.poll(self.cfg.poll_interval, &mut |ev| match ev {
             SourceEvent::Line(stream, bytes) => lost_line |= !push_line(parser, assembler, health, mode, stream, bytes),
@@ -244,13 +146,13 @@ impl Ingest {
                 Assembled::Line { height, stream } => self.take_line(height, stream),
                 Assembled::Block(block) => self.take(block),
                 Assembled::Broken { height, missing } => {
-                    self.shared.health.counters.broken_blocks.fetch_add(1, Relaxed);
+                    self.shared.health().counters.broken_blocks.fetch_add(1, Relaxed);
                     self.lost(&format!("block {height} lost its line from {missing:?}"));
                 }
             }
         }
         // Silence changes the state too (stale): log it from here, at most a poll interval late.
-        self.shared.health.report();
+        self.shared.health().report();
     }
 
     /// Whether the source is positioned where the books (or the loading snapshot) need it.
@@ -319,10 +221,10 @@ impl Ingest {
         match *outcome {
             Outcome::Applied(_) => {}
             Outcome::AlreadyApplied { .. } => {
-                self.shared.health.counters.blocks_already_applied.fetch_add(1, Relaxed);
+                self.shared.health().counters.blocks_already_applied.fetch_add(1, Relaxed);
             }
             Outcome::Gap { expected, got } => {
-                self.shared.health.counters.gaps.fetch_add(1, Relaxed);
+                self.shared.health().counters.gaps.fetch_add(1, Relaxed);
                 self.lost(&format!("gap: expected block {expected}, got {got}"));
             }
         }
@@ -333,9 +235,9 @@ impl Ingest {
         if matches!(self.phase, Phase::Lost { .. }) {
             return;
         }
-        let height = self.shared.books.read().height();
+        let height = self.shared.books().height();
         tracing::error!("books stop at height {height}: {why}; resync needed");
-        self.shared.health.set_resyncing();
+        self.shared.health().set_resyncing();
         self.failures += 1;
         let backoff = Duration::from_millis(250 << self.failures.min(7)).min(Duration::from_secs(30));
         self.phase = Phase::Lost { retry_at: Instant::now() + backoff };
@@ -362,7 +264,7 @@ impl Ingest {
             Loaded::Height(h) => self.positioned(h),
             Loaded::Books(books) => self.install(books),
             Loaded::Failed(why) => {
-                self.shared.health.counters.snapshot_failures.fetch_add(1, Relaxed);
+                self.shared.health().counters.snapshot_failures.fetch_add(1, Relaxed);
                 self.lost(&why)
             }
         }
@@ -374,7 +276,7 @@ impl Ingest {
             self.phase = Phase::Lost { retry_at: Instant::now() + Duration::from_secs(3600) };
             return;
         };
-        self.shared.health.counters.snapshots_requested.fetch_add(1, Relaxed);
+        self.shared.health().counters.snapshots_requested.fetch_add(1, Relaxed);
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()
             .name("hlbook-snapshot".into())
@@ -411,14 +313,8 @@ impl Ingest {
             return;
         }
         let orders = books.order_count();
-        {
-            let mut guard = self.shared.books.write();
-            *guard = books;
-            self.shared.recent.lock().clear();
-            self.shared.installs.fetch_add(1, Relaxed);
-        }
-        self.shared.health.resynced(h);
-        self.shared.bump();
+        self.shared.install(books);
+        self.shared.health().resynced(h);
         tracing::info!("books loaded at height {h} ({orders} orders); applying {} cached blocks", cache.len());
         self.failures = 0;
         for block in cache {
@@ -430,7 +326,7 @@ impl Ingest {
 
     fn sync_source_counters(&self) {
         let s = self.source.counters();
-        let c = &self.shared.health.counters;
+        let c = &self.shared.health().counters;
         c.bytes.store(s.bytes, Relaxed);
         c.rollovers.store(s.rollovers, Relaxed);
         c.partial_lines_dropped.store(s.partial_lines_dropped, Relaxed);

@@ -20,8 +20,8 @@ use super::frame::Frame;
 use super::user_history::FillsDir;
 use super::users::{UserChannel, UserFrames, UserSubs};
 use crate::book::l2::L2Params;
-use crate::ingest::live::Shared;
 use crate::node::{Address, Coin};
+use crate::state::Shared;
 
 /// One L2 shape of one coin.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -238,7 +238,7 @@ impl Hub {
                 return Some(slot);
             }
             Want::User(u, ch, _) => {
-                self.users.add(*u, *ch, &self.shared.watched);
+                self.users.add(*u, *ch, self.shared.watched());
                 return None;
             }
             Want::L2(k) => &k.coin,
@@ -286,7 +286,7 @@ impl Hub {
                 return;
             }
             Want::User(u, ch, _) => {
-                self.users.remove(*u, *ch, &self.shared.watched);
+                self.users.remove(*u, *ch, self.shared.watched());
                 return;
             }
             Want::L2(k) => &k.coin,
@@ -336,7 +336,7 @@ impl Hub {
             None => w.mids = r.mids.iter().map(|(d, (_, s))| (d.clone(), s.clone())).collect(),
         }
         self.wanted.store(Arc::new(w));
-        self.shared.bump();
+        self.shared.signal_change();
     }
 
     /// Coins with at least one subscription (for tests of the cleanup).
@@ -348,7 +348,7 @@ impl Hub {
     pub fn request_snapshot(&self, coin: Coin) -> oneshot::Receiver<L4Snapshot> {
         let (tx, rx) = oneshot::channel();
         self.requests.lock().push((coin, tx));
-        self.shared.bump();
+        self.shared.signal_change();
         rx
     }
 

@@ -10,10 +10,10 @@ use serde_json::Value;
 
 pub use super::passthrough::{Answer, Passthrough};
 use crate::book::l2::{L2Params, LevelAgg, aggregate};
-use crate::ingest::live::Shared;
 use crate::node::Side;
 use crate::node::time::nanos_to_millis;
 use crate::publish::json::l2_book_data;
+use crate::state::Shared;
 use crate::ws::protocol::DEFAULT_LEVELS;
 
 /// openOrders answers computed at once.
@@ -69,7 +69,7 @@ fn l2_book(shared: &Shared, body: &Value) -> Answer {
     };
     let mut sides = [Vec::new(), Vec::new()];
     let time = {
-        let books = shared.books.read();
+        let books = shared.books();
         let Some(book) = books.coin(coin) else { return Answer { status: 200, json: Bytes::from_static(b"null") } };
         for side in [Side::Bid, Side::Ask] {
             let levels = book.levels(side).map(|(px, l)| LevelAgg { px, sz: l.sz, n: l.n });
