@@ -9,8 +9,11 @@
 //! cumulative `hdrhistogram` per source line (for Prometheus) and into a one-minute window (for `/status` and the
 //! status page), so each line's stages add up on their own.
 
+mod exposed;
 pub mod metrics;
 pub mod status;
+
+pub use exposed::Exposed;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};

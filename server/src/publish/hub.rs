@@ -171,6 +171,25 @@ pub struct PublishCounters {
     pub discontinuities: AtomicU64,
 }
 
+impl PublishCounters {
+    /// Every counter by name, for the exporters.
+    pub fn to_list(&self) -> Vec<(&'static str, u64)> {
+        [
+            ("passes", &self.passes),
+            ("l2_frames", &self.l2_frames),
+            ("bbo_frames", &self.bbo_frames),
+            ("mids_frames", &self.mids_frames),
+            ("trade_frames", &self.trade_frames),
+            ("l4_frames", &self.l4_frames),
+            ("l4_snapshots", &self.l4_snapshots),
+            ("discontinuities", &self.discontinuities),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k, v.load(Relaxed)))
+        .collect()
+    }
+}
+
 #[derive(Debug)]
 pub struct Hub {
     pub shared: Arc<Shared>,
@@ -410,6 +429,19 @@ impl Hub {
 
     pub fn feed_bytes(&self) -> u64 {
         self.feed_bytes.load(Relaxed)
+    }
+
+    /// Each subscribed coin with the block time of its newest L2 frame (coins with no frame yet are left out).
+    pub fn newest_l2(&self) -> Vec<(String, i64)> {
+        let wanted = self.wanted();
+        let newest = |w: &CoinWants| {
+            w.l2.iter()
+                .flat_map(|g| &g.1)
+                .filter_map(|(_, slot)| slot.frame.load_full())
+                .map(|f| f.audit.block_ns)
+                .max()
+        };
+        wanted.coins.iter().filter_map(|(coin, w)| Some((coin.to_string(), newest(w)?))).collect()
     }
 }
 

@@ -53,7 +53,7 @@ struct StatusQuery {
 
 /// State, stage percentiles over the last minute, connections (docs/api.md).
 async fn status(State(s): State<AppState>, Query(q): Query<StatusQuery>) -> Response {
-    axum::Json(crate::audit::status::status(&s.ws, q.blocks.unwrap_or(0))).into_response()
+    axum::Json(crate::audit::status::status(&*s.ws, q.blocks.unwrap_or(0))).into_response()
 }
 
 /// The status page: one self-contained HTML file that charts `/status` (no build step, nothing fetched from
