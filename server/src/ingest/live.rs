@@ -123,24 +123,35 @@ impl Ingest {
             return;
         }
         self.source.set_resume_after(self.assembler.emitted());
-        let (parser, assembler, health, mode) =
-            (&mut self.parser, &mut self.assembler, self.shared.health(), self.cfg.mode);
-        let mut lost_line = false;
-        let polled = self.source.poll(self.cfg.poll_interval, &mut |ev| match ev {
-            SourceEvent::Line(stream, bytes) => lost_line |= !push_line(parser, assembler, health, mode, stream, bytes),
-            SourceEvent::Restart => assembler.restart(assembler.emitted()),
+        // The source is lent out for the poll so that each line is applied the moment it is parsed: a block's
+        // diffs go to the books before its (much longer) status line is even read, when both are waiting.
+        let mut source: Box<dyn LineSource> = std::mem::replace(&mut self.source, Box::new(Lent));
+        let polled = source.poll(self.cfg.poll_interval, &mut |ev| match ev {
+            SourceEvent::Line(stream, bytes) => {
+                let health = self.shared.health();
+                if !push_line(&mut self.parser, &mut self.assembler, health, self.cfg.mode, stream, bytes) {
+                    self.lost("a malformed streaming line");
+                }
+                self.take_assembled();
+            }
+            SourceEvent::Restart => self.assembler.restart(self.assembler.emitted()),
         });
+        self.source = source;
         if let Err(e) = polled {
-            health.counters.io_errors.fetch_add(1, Relaxed);
+            self.shared.health().counters.io_errors.fetch_add(1, Relaxed);
             tracing::warn!("reading node lines: {e}");
             if matches!(self.cfg.source, SourceSpec::Files(_)) {
                 std::thread::sleep(self.cfg.poll_interval);
             }
         }
         self.sync_source_counters();
-        if lost_line {
-            self.lost("a malformed streaming line");
-        }
+        self.take_assembled();
+        // Silence changes the state too (stale): log it from here, at most a poll interval late.
+        self.shared.health().report();
+    }
+
+    /// Applies (or caches, while syncing) every line and block the assembler has ready.
+    fn take_assembled(&mut self) {
         while let Some(next) = self.assembler.next_block() {
             match next {
                 Assembled::Line { height, stream } => self.take_line(height, stream),
@@ -151,8 +162,6 @@ impl Ingest {
                 }
             }
         }
-        // Silence changes the state too (stale): log it from here, at most a poll interval late.
-        self.shared.health().report();
     }
 
     /// Whether the source is positioned where the books (or the loading snapshot) need it.
@@ -314,7 +323,6 @@ impl Ingest {
         }
         let orders = books.order_count();
         self.shared.install(books);
-        self.shared.health().resynced(h);
         tracing::info!("books loaded at height {h} ({orders} orders); applying {} cached blocks", cache.len());
         self.failures = 0;
         for block in cache {
@@ -334,6 +342,21 @@ impl Ingest {
         c.source_connects.store(s.connects, Relaxed);
         c.source_disconnects.store(s.disconnects, Relaxed);
         c.stale_lines.store(self.assembler.counters().stale_lines, Relaxed);
+    }
+}
+
+/// Stands in for the source while `Ingest::step` has lent it out to poll.
+#[derive(Debug)]
+struct Lent;
+
+impl LineSource for Lent {
+    fn poll(&mut self, _: Duration, _: &mut dyn FnMut(SourceEvent<'_>)) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn restart_after(&mut self, _: u64) {}
+    fn set_resume_after(&mut self, _: u64) {}
+    fn counters(&self) -> super::source::SourceCounters {
+        super::source::SourceCounters::default()
     }
 }
 

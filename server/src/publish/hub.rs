@@ -75,7 +75,19 @@ impl Tick {
 
 /// An aggregation (`nSigFigs`, `mantissa`) and the slots of its wanted depths, deepest last: one aggregation pass
 /// serves every depth.
-pub type L2Group = ((Option<u8>, Option<u8>), Vec<(usize, Arc<Slot>)>);
+#[derive(Clone, Debug)]
+pub struct L2Group {
+    pub n_sig_figs: Option<u8>,
+    pub mantissa: Option<u8>,
+    pub depths: Vec<Depth>,
+}
+
+/// One wanted depth (`nLevels`) of an aggregation, and the slot its frames go to.
+#[derive(Clone, Debug)]
+pub struct Depth {
+    pub n_levels: usize,
+    pub slot: Arc<Slot>,
+}
 
 /// Per coin, what some connection wants built.
 #[derive(Clone, Debug, Default)]
@@ -114,16 +126,18 @@ impl CoinSubs {
     fn wants(&self) -> CoinWants {
         let mut w = CoinWants::default();
         for (params, (_, slot)) in &self.l2 {
-            let shape = (params.n_sig_figs, params.mantissa);
-            let i = match w.l2.iter().position(|g| g.0 == shape) {
+            let same = |g: &L2Group| (g.n_sig_figs, g.mantissa) == (params.n_sig_figs, params.mantissa);
+            let i = match w.l2.iter().position(same) {
                 Some(i) => i,
                 None => {
-                    w.l2.push((shape, Vec::new()));
+                    let group =
+                        L2Group { n_sig_figs: params.n_sig_figs, mantissa: params.mantissa, depths: Vec::new() };
+                    w.l2.push(group);
                     w.l2.len() - 1
                 }
             };
-            w.l2[i].1.push((params.n_levels, slot.clone()));
-            w.l2[i].1.sort_by_key(|d| d.0);
+            w.l2[i].depths.push(Depth { n_levels: params.n_levels, slot: slot.clone() });
+            w.l2[i].depths.sort_by_key(|d| d.n_levels);
         }
         w.bbo = self.bbo.as_ref().map(|b| b.1.clone());
         (w.trades, w.l4) = (self.trades > 0, self.l4 > 0);
@@ -196,7 +210,10 @@ pub struct Hub {
     registry: Mutex<Registry>,
     wanted: ArcSwap<Wanted>,
     feed: RwLock<VecDeque<Arc<Tick>>>,
-    feed_limits: (usize, usize),
+    /// The ordered-stream backlog keeps at most this many ticks...
+    feed_max_ticks: usize,
+    /// ...and drops the oldest while it holds more bytes than this (always keeping the newest).
+    feed_max_bytes: usize,
     feed_bytes: AtomicU64,
     requests: Mutex<Vec<(Coin, oneshot::Sender<L4Snapshot>)>>,
     published: watch::Sender<u64>,
@@ -219,7 +236,8 @@ impl Hub {
             registry: Mutex::new(Registry::default()),
             wanted: ArcSwap::from_pointee(Wanted::default()),
             feed: RwLock::new(VecDeque::new()),
-            feed_limits: (feed_ticks.max(1), feed_bytes),
+            feed_max_ticks: feed_ticks.max(1),
+            feed_max_bytes: feed_bytes,
             feed_bytes: AtomicU64::new(0),
             requests: Mutex::new(Vec::new()),
             published: watch::channel(0).0,
@@ -387,7 +405,7 @@ impl Hub {
             bytes += t.bytes;
             feed.push_back(Arc::new(t));
         }
-        while feed.len() > self.feed_limits.0 || (bytes > self.feed_limits.1 && feed.len() > 1) {
+        while feed.len() > self.feed_max_ticks || (bytes > self.feed_max_bytes && feed.len() > 1) {
             if let Some(old) = feed.pop_front() {
                 bytes -= old.bytes;
             }
@@ -435,11 +453,7 @@ impl Hub {
     pub fn newest_l2(&self) -> Vec<(String, i64)> {
         let wanted = self.wanted();
         let newest = |w: &CoinWants| {
-            w.l2.iter()
-                .flat_map(|g| &g.1)
-                .filter_map(|(_, slot)| slot.frame.load_full())
-                .map(|f| f.audit.block_ns)
-                .max()
+            w.l2.iter().flat_map(|g| &g.depths).filter_map(|d| d.slot.frame.load_full()).map(|f| f.audit.block_ns).max()
         };
         wanted.coins.iter().filter_map(|(coin, w)| Some((coin.to_string(), newest(w)?))).collect()
     }
@@ -470,11 +484,11 @@ mod tests {
         let w = hub.wanted();
         let btc = &w.coins["BTC"];
         assert_eq!(btc.l2.len(), 1, "one aggregation serves both depths");
-        assert_eq!(btc.l2[0].1.iter().map(|d| d.0).collect::<Vec<_>>(), [5, 20], "deepest last");
+        assert_eq!(btc.l2[0].depths.iter().map(|d| d.n_levels).collect::<Vec<_>>(), [5, 20], "deepest last");
         assert!(btc.bbo.is_some() && !btc.trades && w.coins["ETH"].trades);
 
         hub.remove(&wants[0]);
-        assert_eq!(hub.wanted().coins["BTC"].l2[0].1.len(), 2, "one subscriber of the 20-level shape is left");
+        assert_eq!(hub.wanted().coins["BTC"].l2[0].depths.len(), 2, "one subscriber of the 20-level shape is left");
         for w in &wants {
             hub.remove(w);
         }

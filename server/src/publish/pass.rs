@@ -191,7 +191,7 @@ impl Publisher {
         for b in built {
             let Some(w) = wanted.coins.get(&b.coin) else { continue };
             for (group, [bids, asks]) in w.l2.iter().zip(&b.l2) {
-                for (depth, slot) in &group.1 {
+                for super::hub::Depth { n_levels: depth, slot } in &group.depths {
                     if !b.exists && slot.frame.load().is_none() {
                         continue;
                     }
@@ -374,9 +374,9 @@ fn build_all(books: &Books, wanted: &Wanted, targets: &[Coin]) -> Vec<Built> {
 fn build(book: Option<&CoinBook>, coin: &Coin, w: &CoinWants) -> Built {
     let mut l2 = Vec::with_capacity(w.l2.len());
     let mut coarse = Vec::new();
-    for ((sf, m), depths) in &w.l2 {
-        let deepest = depths.last().map_or(1, |d| d.0);
-        let params = L2Params::new(*sf, *m, deepest).unwrap_or(L2Params::full(deepest));
+    for group in &w.l2 {
+        let deepest = group.depths.last().map_or(1, |d| d.n_levels);
+        let params = L2Params::new(group.n_sig_figs, group.mantissa, deepest).unwrap_or(L2Params::full(deepest));
         coarse.extend(params.n_sig_figs.map(|s| (s, params.mantissa)));
         let mut sides = [Vec::new(), Vec::new()];
         if let Some(book) = book {

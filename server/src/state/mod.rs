@@ -11,7 +11,7 @@ mod steps;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -42,8 +42,6 @@ pub struct Shared {
     steps: Mutex<VecDeque<Arc<Step>>>,
     /// Coins replaced by a repair since the publisher last looked: their subscribers need a fresh snapshot.
     repaired: Mutex<Vec<Coin>>,
-    /// Times whole books were installed from a snapshot (changed under the write lock).
-    installs: AtomicU64,
     /// Users some client follows: the parser keeps their rejections and fills (orderUpdates, userFills).
     watched: Arc<Watched>,
 }
@@ -59,7 +57,6 @@ impl Shared {
             timeline: Mutex::new(VecDeque::with_capacity(TIMELINE)),
             steps: Mutex::new(VecDeque::with_capacity(KEPT_STEPS)),
             repaired: Mutex::new(Vec::new()),
-            installs: AtomicU64::new(0),
             watched: Arc::default(),
         }
     }
@@ -90,21 +87,24 @@ impl Shared {
         }
     }
 
-    /// Replaces every book with a loaded snapshot; the blocks kept for validation no longer follow on.
+    /// Replaces every book with a loaded snapshot (counted as a resync); the blocks kept for validation no
+    /// longer follow on.
     pub(crate) fn install(&self, books: Books) {
+        let height = books.height();
         {
             let mut guard = self.books.write();
             *guard = books;
             self.recent.lock().clear();
-            self.installs.fetch_add(1, Relaxed);
+            self.health.counters.resyncs.fetch_add(1, Relaxed);
         }
+        self.health.resynced(height);
         self.signal_change();
     }
 
-    /// Times whole books were replaced by a snapshot; read under the books' lock, it tells a reader that the
-    /// books it saw before are gone.
+    /// Times whole books were replaced by a snapshot (the `resyncs` counter); read under the books' lock, it
+    /// tells a reader that the books it saw before are gone.
     pub fn installs(&self) -> u64 {
-        self.installs.load(Relaxed)
+        self.health.counters.resyncs.load(Relaxed)
     }
 
     pub fn health(&self) -> &Health {
