@@ -10,7 +10,7 @@
 //! Needs the release binaries beside this one (`make bench` builds them). `HLBOOK_BENCH_SECS` sets the measured
 //! time per case (default 60 s), `HLBOOK_BENCH_CASES` picks cases by index (e.g. `0,1,2`),
 //! `HLBOOK_BENCH_CLIENT_THREADS` the client's tokio workers (default 2), `HLBOOK_BENCH_SIM_ARGS` adds simulator
-//! flags. Results: docs/benchmarks.md, "Issue #4: fan-out".
+//! flags, `HLBOOK_BENCH_SERVER` names another build's `hlbook` to measure instead (old and new in one run). Results: docs/benchmarks.md, "Issue #4: fan-out".
 
 #[path = "ws_fanout/client.rs"]
 mod client;
@@ -177,6 +177,7 @@ fn run(index: usize, case: Case, secs: u64, threads: usize) -> Row {
         ("last-subscriber", c.last_sub),
         ("l2Book←diffs", c.l2_from_diffs),
         ("trades←fills", c.trades_from_fills),
+        ("socket→client", c.wire),
     ] {
         println!(
             "  {what:<15} n={:<9} p50={:>8} p99={:>8} p99.9={:>8} max={:>8} ms",

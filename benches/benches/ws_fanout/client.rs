@@ -58,6 +58,8 @@ pub struct Rec {
     pub key: u64,
     pub recv_ns: i64,
     pub channel: u8,
+    /// With audit: when the server wrote the frame to this socket (0 without).
+    pub sent_ns: i64,
 }
 
 /// What one connection saw.
@@ -324,15 +326,22 @@ fn on_text(t: &[u8], recv_ns: i64, audit: bool, log: &mut ConnLog) {
     };
     let key = if audit { audit_height(t) } else { first_number_after(t, b"\"time\":") };
     match key {
-        Some(key) => log.recs.push(Rec { key, recv_ns, channel }),
+        Some(key) => {
+            let sent_ns = if audit { audit_number(t, b"\"sent_ns\":").unwrap_or(0) as i64 } else { 0 };
+            log.recs.push(Rec { key, recv_ns, channel, sent_ns });
+        }
         None => log.unparsed += 1,
     }
 }
 
 /// `"audit":{"height":H` is the last top-level key, so it is near the end.
 fn audit_height(t: &[u8]) -> Option<u64> {
+    audit_number(t, b"\"audit\":{\"height\":")
+}
+
+/// The number after the last `needle` in the audit object at the frame's end.
+fn audit_number(t: &[u8], needle: &[u8]) -> Option<u64> {
     let tail = &t[t.len().saturating_sub(400)..];
-    let needle = b"\"audit\":{\"height\":";
     let at = tail.windows(needle.len()).rposition(|w| w == needle)?;
     digits(&tail[at + needle.len()..])
 }

@@ -75,7 +75,9 @@ pub fn start_server(dir: &Path, sim_info: &str) -> (Proc, String, String) {
     let path = dir.join("hlbook.toml");
     std::fs::write(&path, config).expect("server config");
     let log = std::fs::File::create(dir.join("server.log")).expect("server log");
-    let mut child = Command::new(release_bin("hlbook"))
+    // HLBOOK_BENCH_SERVER: another build's hlbook, so two servers are compared under one harness and simulator.
+    let server = std::env::var_os("HLBOOK_BENCH_SERVER").map_or_else(|| release_bin("hlbook"), PathBuf::from);
+    let mut child = Command::new(server)
         .args(["serve", "--config", path.to_str().unwrap(), "--validate-interval", "0"])
         .stdout(Stdio::piped())
         .stderr(log)

@@ -53,6 +53,9 @@ pub struct ClientResult {
     /// l2Book from its block's diffs line's write; trades from the fills line's.
     pub l2_from_diffs: Pct,
     pub trades_from_fills: Pct,
+    /// With audit: the server's socket write → this client's read, over every frame (the loopback and the
+    /// client's own scheduling, which the server's stages cannot see).
+    pub wire: Pct,
     pub last_sub: Pct,
     /// Blocks written in the window with no l2Book frame of their own height (merged into a later publish pass,
     /// or nothing changed on the coins): their last-subscriber latency runs until the next frame.
@@ -111,7 +114,7 @@ pub fn summarize(spec: &Spec, logs: &[ConnLog], t0: i64, t1: i64, sink_frames: u
         |key: u64| if spec.audit { Some(key).filter(|h| blocks.contains_key(h)) } else { by_time.get(&key).copied() };
     let mut r = ClientResult { window_ns: t1 - t0, frames: sink_frames, sink_frames, ..ClientResult::default() };
     let (mut all, mut l2, mut trades) = (hist(), hist(), hist());
-    let (mut l2_diffs, mut trades_fills) = (hist(), hist());
+    let (mut l2_diffs, mut trades_fills, mut wire) = (hist(), hist(), hist());
     // Blocks for last-subscriber latency: written in the window, early enough for every frame to arrive.
     let measured: Vec<u64> = {
         let mut v: Vec<u64> =
@@ -138,6 +141,9 @@ pub fn summarize(spec: &Spec, logs: &[ConnLog], t0: i64, t1: i64, sink_frames: u
                 let lat = us(rec.recv_ns - w.last);
                 r.frames += 1;
                 all.record(lat).expect("record");
+                if rec.sent_ns > 0 {
+                    wire.record(us(rec.recv_ns - rec.sent_ns)).expect("record");
+                }
                 match rec.channel {
                     L2 => {
                         l2.record(lat).expect("record");
@@ -183,5 +189,6 @@ pub fn summarize(spec: &Spec, logs: &[ConnLog], t0: i64, t1: i64, sink_frames: u
     }
     (r.all, r.l2, r.trades, r.last_sub) = (Pct::of(&all), Pct::of(&l2), Pct::of(&trades), Pct::of(&last_sub));
     (r.l2_from_diffs, r.trades_from_fills) = (Pct::of(&l2_diffs), Pct::of(&trades_fills));
+    r.wire = Pct::of(&wire);
     r
 }
