@@ -3,12 +3,12 @@
 //! connection: data for a coin arrives only between that subscription's ack and its unsubscribe ack (so never
 //! before the ack, and never for a coin the connection did not subscribe to).
 //!
-//! Needs `mod procs;` beside it in the test crate (for `Rig`).
+//! Socket tests start their server with `livefeed::Feed` (needs `mod procs;` and `mod livefeed;` beside it).
 
 #![allow(dead_code)]
 
 pub mod check;
-pub mod rig;
+pub mod http;
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
