@@ -8,6 +8,7 @@
 //! themselves (kept by ingest as `Arc<Block>`), one tick per block, in order.
 
 pub mod candle_history;
+pub mod candle_keeper;
 pub mod candles;
 pub mod frame;
 pub mod hub;
