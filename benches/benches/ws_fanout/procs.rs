@@ -122,6 +122,32 @@ pub fn wait_subscribed(addr: &str, want: u64) -> Duration {
     }
 }
 
+/// The `n` users with the most fills in the simulator's files so far (waiting until it wrote some).
+pub fn busiest_users(dir: &Path, n: usize) -> Vec<String> {
+    let hourly = dir.join("data/node_fills_by_block/hourly");
+    let start = Instant::now();
+    loop {
+        let mut counts: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        for day in std::fs::read_dir(&hourly).into_iter().flatten().flatten() {
+            for f in std::fs::read_dir(day.path()).into_iter().flatten().flatten() {
+                for l in std::fs::read_to_string(f.path()).unwrap_or_default().lines() {
+                    let Ok(v) = serde_json::from_str::<serde_json::Value>(l) else { continue };
+                    for ev in v["events"].as_array().into_iter().flatten() {
+                        *counts.entry(ev[0].as_str().unwrap_or_default().to_lowercase()).or_default() += 1;
+                    }
+                }
+            }
+        }
+        let mut by: Vec<(usize, String)> = counts.into_iter().map(|(u, c)| (c, u)).collect();
+        by.sort_unstable_by(|a, b| b.cmp(a));
+        if by.len() >= n {
+            return by.into_iter().take(n).map(|(_, u)| u).collect();
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "the simulator wrote fills of fewer than {n} users");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 /// Waits for the client's line starting with `prefix` and returns the rest.
 pub fn client_line(out: &mut BufReader<ChildStdout>, prefix: &str) -> String {
     line_after(out, prefix)
