@@ -27,7 +27,7 @@ use crate::state::BlockTimes;
 /// The status page served at `/` (it polls `/status`).
 pub const STATUS_PAGE: &str = include_str!("status.html");
 
-/// The stages, in pipeline order: (name, from, to) over a `Final` entry's fields.
+/// The stages, in pipeline order: (name, from, to) over a `SettledLine` entry's fields.
 pub const STAGES: [&str; 7] = [
     "block_to_node_write",
     "node_write_to_read",
@@ -58,7 +58,7 @@ struct Entry {
 /// One settled line of a block: its stage latencies in ns (`None` when a stage did not happen, e.g. nothing was
 /// sent).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Final {
+pub struct SettledLine {
     pub height: u64,
     pub line: Stream,
     pub applied_ns: i64,
@@ -72,7 +72,7 @@ pub struct Stages {
     pending: Mutex<VecDeque<u64>>,
     /// Per source line (`Stream::index`), one histogram per stage.
     histograms: Mutex<[Vec<Histogram<u64>>; 3]>,
-    window: Mutex<VecDeque<Final>>,
+    window: Mutex<VecDeque<SettledLine>>,
 }
 
 impl Default for Stages {
@@ -170,7 +170,7 @@ impl Stages {
     /// Settled blocks applied in the minute of wall time before `now`. Settles what is due first and drops what
     /// is older, so a server whose node went quiet reports an empty window instead of the minute before the
     /// silence (settling otherwise only happens when the publisher publishes).
-    pub fn window(&self, now: i64) -> Vec<Final> {
+    pub fn window(&self, now: i64) -> Vec<SettledLine> {
         self.settle(now);
         let mut w = self.window.lock();
         while w.front().is_some_and(|f| now - f.applied_ns > WINDOW_NS) {
@@ -194,7 +194,7 @@ impl Stages {
 /// complete block is.
 #[derive(Debug)]
 pub struct Recent {
-    pub blocks: Vec<Final>,
+    pub blocks: Vec<SettledLine>,
     pub blocks_per_sec: f64,
     pub newest_age_ns: Option<i64>,
 }
@@ -211,13 +211,13 @@ fn key(height: u64, line: Stream) -> u64 {
     height * 3 + line.index() as u64
 }
 
-fn finalize(e: &Entry) -> Final {
+fn finalize(e: &Entry) -> SettledLine {
     let t = *e.times.lock();
     let published = e.published.load(Relaxed);
     let (first, last) = (e.first_sent.load(Relaxed), e.last_sent.load(Relaxed));
     let known = |v: i64| v > 0 && v != i64::MAX;
     let d = |a: i64, b: i64| (known(a) && known(b)).then(|| (b - a).max(0));
-    Final {
+    SettledLine {
         height: t.height,
         line: t.line,
         applied_ns: t.applied,

@@ -53,7 +53,7 @@ pub fn status(ctx: &dyn Exposed, blocks: usize) -> Value {
 }
 
 /// Percentiles of each stage over the window's entries of `line`.
-fn line_stages(window: &[super::Final], line: Stream) -> Value {
+fn line_stages(window: &[super::SettledLine], line: Stream) -> Value {
     let mut stages = Vec::new();
     for (i, name) in STAGES.iter().enumerate() {
         let Ok(mut hist) = Histogram::<u64>::new_with_bounds(1, 600_000_000_000, 3) else { continue };
@@ -72,7 +72,7 @@ fn line_stages(window: &[super::Final], line: Stream) -> Value {
 }
 
 /// One settled block: `{"height":…,"applied_ms":…,"stages_ns":{"block_to_node_write":…,…}}` (null: did not happen).
-fn block(f: &super::Final) -> Value {
+fn block(f: &super::SettledLine) -> Value {
     let stages: serde_json::Map<String, Value> =
         STAGES.iter().zip(f.stages).map(|(name, v)| (name.to_string(), json!(v))).collect();
     json!({"height": f.height, "line": f.line.short(), "applied_ms": f.applied_ns / 1_000_000, "stages_ns": stages})

@@ -62,7 +62,8 @@ impl std::fmt::Display for State {
     }
 }
 
-/// Counters of everything ingest does; all monotonic.
+/// Counters of everything ingest does, over the process's life (across resyncs, unlike a `Books`' own
+/// `BookCounters`); all monotonic.
 #[derive(Debug, Default)]
 pub struct IngestCounters {
     pub lines: AtomicU64,

@@ -9,22 +9,25 @@ use std::sync::OnceLock;
 
 use bytes::Bytes;
 
-/// Stage timestamps of the block a frame describes (Unix ns; 0 when unknown).
+use crate::state::BlockTimes;
+
+/// The stamp a frame carries: its line's recorded stage times (the same record ingest keeps in the state's
+/// timeline) and when the frame itself was published (Unix ns; 0 when unknown).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct Audit {
-    pub height: u64,
-    /// The block's line the frame was built from (its stage times are that line's).
-    pub line: crate::node::Stream,
-    /// Consensus time.
-    pub block_ns: i64,
-    /// The node's `local_time` of the line.
-    pub node_ns: i64,
-    /// We had read the line.
-    pub read_ns: i64,
-    /// Its step was applied to our books.
-    pub applied_ns: i64,
+    pub times: BlockTimes,
     /// This frame was serialized and published.
-    pub published_ns: i64,
+    pub published: i64,
+}
+
+impl Audit {
+    pub fn height(&self) -> u64 {
+        self.times.height
+    }
+
+    pub fn block_time(&self) -> i64 {
+        self.times.block_time
+    }
 }
 
 #[derive(Debug)]
@@ -64,13 +67,13 @@ impl Frame {
 pub fn write_audit(out: &mut Vec<u8>, a: &Audit, sent_ns: i64) {
     let mut b = itoa::Buffer::new();
     out.extend_from_slice(b",\"audit\":{\"height\":");
-    out.extend_from_slice(b.format(a.height).as_bytes());
+    out.extend_from_slice(b.format(a.times.height).as_bytes());
     for (name, v) in [
-        ("block_ns", a.block_ns),
-        ("node_ns", a.node_ns),
-        ("read_ns", a.read_ns),
-        ("applied_ns", a.applied_ns),
-        ("published_ns", a.published_ns),
+        ("block_ns", a.times.block_time),
+        ("node_ns", a.times.node_written),
+        ("read_ns", a.times.read),
+        ("applied_ns", a.times.applied),
+        ("published_ns", a.published),
         ("sent_ns", sent_ns),
     ] {
         // 0 means the stamp is unknown (the block left its timeline): leave the key out rather than send a
@@ -96,13 +99,15 @@ mod tests {
             1,
             br#"{"channel":"l2Book","data":{"coin":"BTC"}}"#.to_vec(),
             Audit {
-                height: 7,
-                block_ns: 1,
-                node_ns: 2,
-                read_ns: 3,
-                applied_ns: 4,
-                published_ns: 5,
-                ..Audit::default()
+                times: BlockTimes {
+                    height: 7,
+                    block_time: 1,
+                    node_written: 2,
+                    read: 3,
+                    applied: 4,
+                    ..BlockTimes::default()
+                },
+                published: 5,
             },
         );
         let v: serde_json::Value = serde_json::from_slice(&f.with_audit(6)).unwrap();
@@ -118,13 +123,15 @@ mod tests {
             1,
             br#"{"channel":"bbo","data":{"coin":"ETH"}}"#.to_vec(),
             Audit {
-                height: 9,
-                block_ns: 10,
-                node_ns: 0,
-                read_ns: 0,
-                applied_ns: 0,
-                published_ns: 50,
-                ..Audit::default()
+                times: BlockTimes {
+                    height: 9,
+                    block_time: 10,
+                    node_written: 0,
+                    read: 0,
+                    applied: 0,
+                    ..BlockTimes::default()
+                },
+                published: 50,
             },
         );
         let v: serde_json::Value = serde_json::from_slice(&f.with_audit(60)).unwrap();

@@ -175,8 +175,13 @@ pub enum Want {
     Trades(Coin),
     L4(Coin),
     Candle(Coin, Interval),
-    /// orderUpdates, userFills (with `aggregateByTime`), userEvents of one user.
-    User(Address, UserChannel, bool),
+    /// orderUpdates, userFills, userEvents of one user.
+    User {
+        user: Address,
+        channel: UserChannel,
+        /// userFills' `aggregateByTime`: a different frame, so a different key.
+        aggregate_by_time: bool,
+    },
 }
 
 /// A fresh l4Book snapshot: the frame, and the feed tick it is current after.
@@ -292,7 +297,7 @@ impl Hub {
                 }
                 return Some(slot);
             }
-            Want::User(u, ch, _) => {
+            Want::User { user: u, channel: ch, .. } => {
                 self.users.add(*u, *ch, self.shared.watched());
                 return None;
             }
@@ -322,7 +327,7 @@ impl Hub {
                 *n += 1;
                 (None, *n == 1)
             }
-            Want::Mids(_) | Want::User(..) => unreachable!("handled above"),
+            Want::Mids(_) | Want::User { .. } => unreachable!("handled above"),
         };
         if new {
             self.publish_wanted(&mut r, Some(coin));
@@ -345,7 +350,7 @@ impl Hub {
                 }
                 return;
             }
-            Want::User(u, ch, _) => {
+            Want::User { user: u, channel: ch, .. } => {
                 self.users.remove(*u, *ch, self.shared.watched());
                 return;
             }
@@ -377,7 +382,7 @@ impl Hub {
                 }
                 gone
             }
-            Want::Mids(_) | Want::User(..) => unreachable!("handled above"),
+            Want::Mids(_) | Want::User { .. } => unreachable!("handled above"),
         };
         if gone {
             self.publish_wanted(&mut r, Some(coin));
@@ -483,7 +488,11 @@ impl Hub {
     pub fn newest_l2(&self) -> Vec<(String, i64)> {
         let wanted = self.wanted();
         let newest = |w: &CoinWants| {
-            w.l2.iter().flat_map(|g| &g.depths).filter_map(|d| d.slot.frame.load_full()).map(|f| f.audit.block_ns).max()
+            w.l2.iter()
+                .flat_map(|g| &g.depths)
+                .filter_map(|d| d.slot.frame.load_full())
+                .map(|f| f.audit.block_time())
+                .max()
         };
         wanted.coins.iter().filter_map(|(coin, w)| Some((coin.to_string(), newest(w)?))).collect()
     }

@@ -217,7 +217,7 @@ impl Publisher {
                     if slot.frame.load().as_ref().is_some_and(|old| same_levels(&old.json, &json)) {
                         continue;
                     }
-                    let audit = Audit { published_ns: now_nanos(), ..audit };
+                    let audit = Audit { published: now_nanos(), ..audit };
                     slot.frame.store(Some(Arc::new(Frame::new(self.pass, json, audit))));
                     self.hub.counters.l2_frames.fetch_add(1, Relaxed);
                 }
@@ -233,7 +233,7 @@ impl Publisher {
                 let last = self.bbo_last.get(&b.coin);
                 let never = slot.frame.load().is_none();
                 if (last != Some(&b.bbo) || never) && (b.exists || !never) {
-                    let audit = Audit { published_ns: now_nanos(), ..audit };
+                    let audit = Audit { published: now_nanos(), ..audit };
                     let json = json::bbo(&b.coin, time, &b.bbo);
                     slot.frame.store(Some(Arc::new(Frame::new(self.pass, json, audit))));
                     self.hub.counters.bbo_frames.fetch_add(1, Relaxed);
@@ -269,7 +269,7 @@ impl Publisher {
             };
             let list = self.mids.iter().filter(|(c, _)| of_dex(c)).map(|(c, m)| (&**c, m.as_str()));
             let json = json::all_mids(dex.as_deref(), list);
-            let audit = Audit { published_ns: now_nanos(), ..audit };
+            let audit = Audit { published: now_nanos(), ..audit };
             slot.frame.store(Some(Arc::new(Frame::new(self.pass, json, audit))));
             self.hub.counters.mids_frames.fetch_add(1, Relaxed);
         }
@@ -347,7 +347,7 @@ impl Publisher {
             for (coin, book) in books {
                 let book = book.unwrap_or_else(|| CoinBook::new(coin.clone()));
                 // The snapshot is the books at `audit.height`: that block's stage times are its own.
-                let json = json::l4_snapshot(&book, audit.height, audit.block_ns);
+                let json = json::l4_snapshot(&book, audit.height(), audit.block_time());
                 let frame = Arc::new(Frame::new(after_seq, json, stamped(audit)));
                 hub.counters.l4_snapshots.fetch_add(1, Relaxed);
                 for tx in by_coin.remove(&coin).unwrap_or_default() {
@@ -367,20 +367,11 @@ fn candle_wants(wanted: &Wanted) -> FxHashMap<Coin, Vec<Interval>> {
 }
 
 fn stamped(a: Audit) -> Audit {
-    Audit { published_ns: now_nanos(), ..a }
+    Audit { published: now_nanos(), ..a }
 }
 
 fn audit_from(height: u64, block_time: i64, line: Stream, t: Option<BlockTimes>) -> Audit {
-    let t = t.unwrap_or_default();
-    Audit {
-        height,
-        line,
-        block_ns: block_time,
-        node_ns: t.node_written,
-        read_ns: t.read,
-        applied_ns: t.applied,
-        published_ns: 0,
-    }
+    Audit { times: BlockTimes { height, line, block_time, ..t.unwrap_or_default() }, published: 0 }
 }
 
 /// Copies out every target coin's wanted L2 groups and best levels (in parallel when there are many).

@@ -50,7 +50,9 @@ const MAX_POSTS: usize = 16;
 /// A batch stops growing past this many bytes; the rest goes in the next one.
 const BATCH_BYTES: usize = 4 << 20;
 
-enum Sub {
+/// How one subscription's frames reach this connection (the parsed request is a `Subscription`, the hub's key a
+/// `Want`): where it stands on its feed or slot.
+enum Delivery {
     /// L2, bbo, allMids: the newest frame of a slot; `sent` is the last frame sequence written.
     Conflated {
         slot: Arc<Slot>,
@@ -79,15 +81,15 @@ enum Sub {
     },
 }
 
-impl Sub {
+impl Delivery {
     /// Where an ordered subscription stands on the feed (`None` while it waits for its first frame, or for a
     /// conflated one).
     fn cursor(&mut self) -> Option<&mut u64> {
         match self {
-            Sub::Trades { cursor, .. }
-            | Sub::L4 { state: L4State::Live { cursor }, .. }
-            | Sub::User { state: UserState::Pending { cursor } | UserState::Live { cursor }, .. }
-            | Sub::Candle { state: CandleState::Live { cursor }, .. } => Some(cursor),
+            Delivery::Trades { cursor, .. }
+            | Delivery::L4 { state: L4State::Live { cursor }, .. }
+            | Delivery::User { state: UserState::Pending { cursor } | UserState::Live { cursor }, .. }
+            | Delivery::Candle { state: CandleState::Live { cursor }, .. } => Some(cursor),
             _ => None,
         }
     }
@@ -124,7 +126,9 @@ pub struct Conn<S> {
     ctx: Arc<WsContext>,
     ws: WebSocketStream<S>,
     opts: Options,
-    subs: FxHashMap<Want, (Subscription, Sub)>,
+    /// Each subscription by the hub's key: the request as the client sent it (for acks and errors), and how its
+    /// frames are delivered.
+    subs: FxHashMap<Want, (Subscription, Delivery)>,
     pending: Vec<String>,
     /// The client's IP, for the per-IP limits of info requests.
     ip: IpAddr,
@@ -293,7 +297,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             self.pending.push(protocol::error(&text));
             return;
         }
-        if let (Want::User(user, ..), Some(ip)) = (&s.want, self.opts.ip) {
+        if let (Want::User { user, .. }, Some(ip)) = (&s.want, self.opts.ip) {
             let max = self.ctx.cfg.max_users_per_ip;
             if !self.ctx.user_cap.try_add(ip, *user, max) {
                 self.ctx.counters.protocol_errors.fetch_add(1, Relaxed);
@@ -309,17 +313,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             (Want::Trades(c), _) => {
                 let cursor = hub.feed_head();
                 recent = hub.recent_trades.frame(c, cursor);
-                Sub::Trades { coin: c.clone(), cursor }
+                Delivery::Trades { coin: c.clone(), cursor }
             }
-            (Want::L4(c), _) => Sub::L4 { coin: c.clone(), state: L4State::Waiting(hub.request_snapshot(c.clone())) },
-            (Want::User(user, ch, _), _) => Sub::User {
+            (Want::L4(c), _) => {
+                Delivery::L4 { coin: c.clone(), state: L4State::Waiting(hub.request_snapshot(c.clone())) }
+            }
+            (Want::User { user, channel: ch, .. }, _) => Delivery::User {
                 user: *user,
                 ch: *ch,
                 generation: hub.shared.watched().view().generation,
                 state: UserState::Pending { cursor: hub.feed_head() },
             },
-            (Want::Candle(c, i), _) => Sub::Candle { key: (c.clone(), *i), state: CandleState::Waiting },
-            (_, Some(slot)) => Sub::Conflated { slot, sent: 0 },
+            (Want::Candle(c, i), _) => Delivery::Candle { key: (c.clone(), *i), state: CandleState::Waiting },
+            (_, Some(slot)) => Delivery::Conflated { slot, sent: 0 },
             (_, None) => return,
         };
         self.pending.push(protocol::ack("subscribe", &s.echo));
@@ -341,7 +347,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             Want::Mids(None) => true,
             Want::Mids(Some(dex)) => books.books().any(|b| b.coin().split_once(':').is_some_and(|(d, _)| d == &**dex)),
             // Any well-formed address may be followed: a user with nothing yet simply gets nothing yet.
-            Want::User(..) => true,
+            Want::User { .. } => true,
         }
     }
 
@@ -422,7 +428,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         let mut from = u64::MAX;
         let mut lost = Vec::new();
         for (s, sub) in self.subs.values_mut() {
-            if let Sub::User { state, .. } = sub
+            if let Delivery::User { state, .. } = sub
                 && let UserState::Waiting { rx, cursor } = state
             {
                 match rx.try_recv() {
@@ -432,11 +438,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                 }
                 *state = UserState::Live { cursor: *cursor };
             }
-            if let Sub::L4 { state: L4State::Waiting(rx), coin } = sub {
+            if let Delivery::L4 { state: L4State::Waiting(rx), coin } = sub {
                 match rx.try_recv() {
                     Ok(snap) => {
                         batch.push(Out::Shared(snap.frame));
-                        *sub = Sub::L4 { coin: coin.clone(), state: L4State::Live { cursor: snap.after_seq } };
+                        *sub = Delivery::L4 { coin: coin.clone(), state: L4State::Live { cursor: snap.after_seq } };
                     }
                     Err(oneshot::error::TryRecvError::Empty) => continue,
                     Err(oneshot::error::TryRecvError::Closed) => {
@@ -445,7 +451,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                     }
                 }
             }
-            if let Sub::Candle { key, state } = sub
+            if let Delivery::Candle { key, state } = sub
                 && let Some((frame, notice)) = first_frame(&hub, key, head, &s.echo, state)
             {
                 batch.push(Out::Shared(frame));
@@ -462,7 +468,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             lost.push(loss_notice(&s.echo, hub.tick_height(*cursor + 1)));
             let at = *cursor;
             match sub {
-                Sub::L4 { state, coin } => *state = L4State::Waiting(hub.request_snapshot(coin.clone())),
+                Delivery::L4 { state, coin } => *state = L4State::Waiting(hub.request_snapshot(coin.clone())),
                 _ => from = from.min(at),
             }
         }
@@ -498,13 +504,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         let hub = &self.ctx.hub;
         for (_, sub) in self.subs.values_mut() {
             match sub {
-                Sub::Trades { coin, cursor } if tick.seq > *cursor => {
+                Delivery::Trades { coin, cursor } if tick.seq > *cursor => {
                     if let Some(f) = tick.trades.get(coin) {
                         batch.push(Out::Shared(f.clone()));
                     }
                     *cursor = tick.seq;
                 }
-                Sub::L4 { coin, state } => {
+                Delivery::L4 { coin, state } => {
                     let L4State::Live { cursor } = state else { continue };
                     if tick.seq <= *cursor {
                         continue;
@@ -518,12 +524,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                     }
                     *cursor = tick.seq;
                 }
-                Sub::User { user, ch, generation, state } => {
+                Delivery::User { user, ch, generation, state } => {
                     if let Some(f) = take_user_tick(hub, tick, *user, *ch, *generation, state) {
                         batch.push(Out::Shared(f));
                     }
                 }
-                Sub::Candle { key, state } => {
+                Delivery::Candle { key, state } => {
                     if let Some(f) = take_candle_tick(tick, key, state) {
                         batch.push(Out::Shared(f));
                     }
@@ -535,7 +541,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
 
     fn take_conflated(&mut self, batch: &mut Batch) {
         for (_, sub) in self.subs.values_mut() {
-            if let Sub::Conflated { slot, sent } = sub
+            if let Delivery::Conflated { slot, sent } = sub
                 && let Some(f) = slot.frame.load_full()
                 && f.seq != *sent
             {
@@ -574,9 +580,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         let written = now_nanos();
         for f in &batch.frames {
             if let Out::Shared(fr) = f
-                && fr.audit.height > 0
+                && fr.audit.height() > 0
             {
-                stages.sent(fr.audit.height, fr.audit.line, written);
+                stages.sent(fr.audit.height(), fr.audit.times.line, written);
             }
         }
         let c = &self.ctx.counters;

@@ -42,7 +42,7 @@ impl Subscription {
             Want::Trades(_) => "trades",
             Want::L4(_) => "l4Book",
             Want::Candle(..) => "candle",
-            Want::User(_, ch, _) => ch.kind(),
+            Want::User { channel, .. } => channel.kind(),
         }
     }
 }

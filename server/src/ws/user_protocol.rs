@@ -30,7 +30,7 @@ fn parse(ch: UserChannel, sub: &Map<String, Value>) -> Result<Want, String> {
         (UserChannel::Fills, Some(_)) => return Err("aggregateByTime must be true or false".into()),
         (_, Some(_)) => return Err("aggregateByTime applies to userFills only".into()),
     };
-    Ok(Want::User(user, ch, aggregate))
+    Ok(Want::User { user, channel: ch, aggregate_by_time: aggregate })
 }
 
 /// Official subscription types that a server fed by a node's book, status and fills files cannot serve, and why.
@@ -93,9 +93,15 @@ mod tests {
         let lower = want("orderUpdates", &map(serde_json::json!({"user": a}))).unwrap().unwrap();
         let upper = want("orderUpdates", &map(serde_json::json!({"user": a.to_uppercase().replace("0X", "0x")})));
         assert_eq!(lower, upper.unwrap().unwrap());
-        assert_eq!(lower, Want::User(Address::parse(a).unwrap(), UserChannel::Orders, false));
+        assert_eq!(
+            lower,
+            Want::User { user: Address::parse(a).unwrap(), channel: UserChannel::Orders, aggregate_by_time: false }
+        );
         let fills = want("userFills", &map(serde_json::json!({"user": a, "aggregateByTime": true}))).unwrap();
-        assert_eq!(fills.unwrap(), Want::User(Address::parse(a).unwrap(), UserChannel::Fills, true));
+        assert_eq!(
+            fills.unwrap(),
+            Want::User { user: Address::parse(a).unwrap(), channel: UserChannel::Fills, aggregate_by_time: true }
+        );
         assert!(want("userEvents", &map(serde_json::json!({"user": "0x12"}))).unwrap().is_err());
         assert!(want("userFills", &map(serde_json::json!({"user": a, "aggregateByTime": 1}))).unwrap().is_err());
         assert!(want("l2Book", &map(serde_json::json!({}))).is_none());
