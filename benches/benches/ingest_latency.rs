@@ -12,8 +12,8 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
@@ -25,28 +25,12 @@ use hlbook::ingest::live::{Ingest, LiveConfig, SourceSpec};
 use hlbook::ingest::validate::{self, ValidateConfig};
 use hlbook::node::{Mode, Stream};
 use hlbook::state::Shared;
+use hlbook_benches::{Proc, release_bin};
 
 const WARMUP: Duration = Duration::from_secs(5);
 
-fn hlsim() -> PathBuf {
-    let exe = std::env::current_exe().expect("bench path");
-    let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let sim = dir.join("hlsim");
-    assert!(sim.is_file(), "{} missing: run `cargo build --release -p hlbook --bins` first", sim.display());
-    sim
-}
-
-struct Sim(Child);
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_sim(out: &Path, mode: &str, rate: &str) -> (Sim, String) {
-    let mut child = Command::new(hlsim())
+fn start_sim(out: &Path, mode: &str, rate: &str) -> (Proc, String) {
+    let mut child = Command::new(release_bin("hlsim"))
         .args(["--out", out.join("data").to_str().unwrap(), "--mode", mode, "--rate", rate])
         .args(["--timing", out.join("timing.csv").to_str().unwrap(), "--info-listen", "127.0.0.1:0"])
         .args(std::env::var("HLBOOK_BENCH_SIM_ARGS").unwrap_or_default().split_whitespace())
@@ -57,7 +41,7 @@ fn start_sim(out: &Path, mode: &str, rate: &str) -> (Sim, String) {
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).expect("hlsim prints its address");
     let addr = line.trim().strip_prefix("info listening on ").expect("address line").to_string();
-    (Sim(child), addr)
+    (Proc(child), addr)
 }
 
 /// Block height → when each of its lines was fully written (ns), indexed by `Stream::index` (0: none).

@@ -14,9 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use procs::{HLBOOK, Proc, wait_health};
-
-const HLSIM: &str = env!("CARGO_BIN_EXE_hlsim");
+use procs::{HLBOOK, HLSIM, Proc, wait_health};
 
 /// The repository root (the workspace holds `server/`).
 fn repo() -> PathBuf {

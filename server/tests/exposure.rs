@@ -222,22 +222,8 @@ fn the_close_handshake_completes_whatever_is_queued() {
 fn a_dead_publisher_fails_health_and_the_process() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let sim_args = [
-        "--out",
-        data.to_str().unwrap(),
-        "--coins",
-        "3",
-        "--btc-orders",
-        "500",
-        "--orders-per-coin",
-        "50",
-        "--block-ms",
-        "100",
-        "--info-listen",
-        "127.0.0.1:0",
-    ];
-    let sim = procs::Proc::start(livefeed::HLSIM, &sim_args, &dir.path().join("sim.log"));
-    let info = format!("http://{}/info", sim.wait_line("info listening on", Duration::from_secs(60)));
+    let sim_args = ["--coins", "3", "--btc-orders", "500", "--orders-per-coin", "50", "--block-ms", "100"];
+    let (_sim, info) = procs::start_sim(&data, &sim_args, &dir.path().join("sim.log"));
     let env = [("HLBOOK_TEST_PUBLISHER_PANIC_AFTER", "30")];
     let mut server =
         procs::start_serve_env(&data, &info, &dir.path().join("snaps"), &[], &env, &dir.path().join("serve.log"));

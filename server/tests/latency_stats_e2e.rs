@@ -15,9 +15,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use procs::{HLBOOK, Proc, wait_health};
-
-const HLSIM: &str = env!("CARGO_BIN_EXE_hlsim");
+use procs::{HLBOOK, HLSIM, Proc, wait_health};
 
 fn latency_stats() -> Option<PathBuf> {
     let p = std::env::var_os("LATENCY_STATS")

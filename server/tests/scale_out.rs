@@ -12,11 +12,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
-use procs::{HLBOOK, Proc, get_json, wait_health};
+use procs::{HLBOOK, Proc, get_json, start_sim, wait_health};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-const HLSIM: &str = env!("CARGO_BIN_EXE_hlsim");
 /// How long the clients read.
 const COLLECT: Duration = Duration::from_secs(10);
 /// Connections through the balancer.
@@ -191,8 +190,6 @@ fn clients_through_haproxy_see_what_one_server_sends() {
     let snaps = snaps.to_str().unwrap();
 
     let sim_args = [
-        "--out",
-        data,
         "--mode",
         "by-block",
         "--coins",
@@ -205,11 +202,8 @@ fn clients_through_haproxy_see_what_one_server_sends() {
         "2",
         "--block-ms",
         "40",
-        "--info-listen",
-        "127.0.0.1:0",
     ];
-    let mut sim = Proc::start(HLSIM, &sim_args, &log("sim.log"));
-    let info_url = format!("http://{}/info", sim.wait_line("info listening on", Duration::from_secs(30)));
+    let (mut sim, info_url) = start_sim(Path::new(data), &sim_args, &log("sim.log"));
 
     let relay_args = ["relay", "--node-dir", data, "--mode", "by-block", "--listen", "127.0.0.1:0"];
     let mut relay = Proc::start(HLBOOK, &relay_args, &log("relay.log"));

@@ -9,9 +9,8 @@ use std::time::{Duration, Instant};
 
 use hlbook::book::Books;
 use hlbook::node::Mode;
-use procs::{Proc, books_from_snapshot, counter, get_bytes, start_serve, wait_health};
+use procs::{Proc, books_from_snapshot, counter, get_bytes, start_serve, start_sim, wait_health};
 
-const HLSIM: &str = env!("CARGO_BIN_EXE_hlsim");
 const START: u64 = 1_000_000_000;
 
 struct Run {
@@ -19,7 +18,7 @@ struct Run {
     server: Proc,
     base: String,
     admin: String,
-    info: String,
+    info_url: String,
     out: tempfile::TempDir,
     _logs: tempfile::TempDir,
     mode: Mode,
@@ -33,8 +32,6 @@ fn start(mode: Mode, blocks: u64, fault: &[&str], serve_extra: &[&str]) -> Run {
     let dir = out.path().join("data");
     let n = blocks.to_string();
     let mut args = vec![
-        "--out",
-        dir.to_str().unwrap(),
         "--mode",
         mode.as_str(),
         "--coins",
@@ -49,20 +46,16 @@ fn start(mode: Mode, blocks: u64, fault: &[&str], serve_extra: &[&str]) -> Run {
         "2",
         "--blocks",
         &n,
-        "--info-listen",
-        "127.0.0.1:0",
     ];
     args.extend_from_slice(fault);
-    let sim = Proc::start(HLSIM, &args, &logs.path().join("sim.log"));
-    let info = sim.wait_line("info listening on", Duration::from_secs(30));
-    let info_url = format!("http://{info}/info");
+    let (sim, info_url) = start_sim(&dir, &args, &logs.path().join("sim.log"));
     let snaps = out.path().join("snapshots");
     let mut extra = vec!["--mode", mode.as_str()];
     extra.extend_from_slice(serve_extra);
     let server = start_serve(&dir, &info_url, &snaps, &extra, &logs.path().join("serve.log"));
     let base = format!("http://{}", server.wait_line("hlbook listening on", Duration::from_secs(30)));
     let admin = procs::admin_base(&server);
-    Run { sim, server, base, admin, info, out, _logs: logs, mode, last: START + blocks - 1 }
+    Run { sim, server, base, admin, info_url, out, _logs: logs, mode, last: START + blocks - 1 }
 }
 
 /// Asks the simulator for a snapshot and reads it.
@@ -73,7 +66,7 @@ fn sim_books(run: &Run) -> Books {
         "request": {"type": "l4Snapshots", "includeUsers": true, "includeTriggerOrders": false},
         "outPath": path, "includeHeightInOutput": true,
     });
-    let resp = reqwest::blocking::Client::new().post(format!("http://{}/info", run.info)).json(&body).send().unwrap();
+    let resp = reqwest::blocking::Client::new().post(&run.info_url).json(&body).send().unwrap();
     assert!(resp.status().is_success(), "fileSnapshot: {}", resp.status());
     books_from_snapshot(&std::fs::read(&path).unwrap())
 }

@@ -6,9 +6,8 @@ mod procs;
 
 use std::time::{Duration, Instant};
 
-use procs::{Proc, get_json, start_serve, wait_health};
+use procs::{HLSIM, Proc, get_json, start_serve, wait_health};
 
-const HLSIM: &str = env!("CARGO_BIN_EXE_hlsim");
 const START: u64 = 1_000_000_000;
 const PAUSE_AT: u64 = START + 100;
 const PAUSE_SECS: u64 = 75;

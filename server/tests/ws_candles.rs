@@ -16,11 +16,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use hlbook::node::time::parse_node_time;
-use procs::{Proc, start_serve, wait_health};
+use procs::{start_serve, start_sim, wait_health};
 use serde_json::{Value, json};
 use wsload::{Read, audit_height, channel};
 
-const HLSIM: &str = env!("CARGO_BIN_EXE_hlsim");
 const BLOCKS: u64 = 500;
 const FIRST_HEIGHT: u64 = 1_000_000_000;
 const MINUTE: i64 = 60_000;
@@ -202,19 +201,12 @@ fn candles_equal_what_the_simulators_fills_say() {
     let n = BLOCKS.to_string();
     #[rustfmt::skip]
     let sim_args = [
-        "--out", data.to_str().unwrap(), "--coins", "3", "--btc-orders", "1000", "--orders-per-coin", "200",
+        "--coins", "3", "--btc-orders", "1000", "--orders-per-coin", "200",
         "--block-ms", "50", "--rate", "0.1", "--reject-ratio", "1", "--users", "25", "--blocks", &n,
-        "--time-scale", "60", "--info-listen", "127.0.0.1:0",
+        "--time-scale", "60",
     ];
-    let mut sim = Proc::start(HLSIM, &sim_args, &out.path().join("sim.log"));
-    let info = sim.wait_line("info listening on", Duration::from_secs(30));
-    let mut server = start_serve(
-        &data,
-        &format!("http://{info}/info"),
-        &out.path().join("snaps"),
-        &[],
-        &out.path().join("serve.log"),
-    );
+    let (mut sim, info_url) = start_sim(&data, &sim_args, &out.path().join("sim.log"));
+    let mut server = start_serve(&data, &info_url, &out.path().join("snaps"), &[], &out.path().join("serve.log"));
     let addr = server.wait_line("hlbook listening on", Duration::from_secs(30));
     let base = format!("http://{addr}");
     wait_health(&base, Duration::from_secs(60), |h| h["state"] == "live");

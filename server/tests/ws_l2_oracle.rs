@@ -15,11 +15,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use hlbook::node::Mode;
-use procs::{HLBOOK, Proc, wait_health};
+use procs::{HLBOOK, Proc, start_sim, wait_health};
 use serde_json::{Value, json};
 use wsload::{Read, audit_height, channel};
 
-const HLSIM: &str = env!("CARGO_BIN_EXE_hlsim");
 /// BTC, a spot pair, and a perp with a decimal tick; `--coins 4` also makes `xyz:GOLD`, which nobody subscribes.
 const COINS: [&str; 3] = ["BTC", "@107", "ETH"];
 /// Frames each (variant, coin) must have compared.
@@ -48,13 +47,13 @@ fn variants() -> Vec<Variant> {
 }
 
 /// Asks the simulator's info server for its books, written at `path`; returns the snapshot's height.
-fn sim_snapshot(info: &str, path: &Path) -> u64 {
+fn sim_snapshot(info_url: &str, path: &Path) -> u64 {
     let body = json!({
         "type": "fileSnapshot",
         "request": {"type": "l4Snapshots", "includeUsers": true, "includeTriggerOrders": false},
         "outPath": path, "includeHeightInOutput": true,
     });
-    let resp = reqwest::blocking::Client::new().post(format!("http://{info}/info")).json(&body).send().unwrap();
+    let resp = reqwest::blocking::Client::new().post(info_url).json(&body).send().unwrap();
     assert!(resp.status().is_success(), "fileSnapshot: {}", resp.status());
     let head = std::fs::read(path).unwrap();
     let digits: String = head[1..].iter().take_while(|b| b.is_ascii_digit()).map(|&b| b as char).collect();
@@ -117,17 +116,14 @@ fn oracle(mode: Mode, blocks: u64, variants: &[Variant]) {
     let n = blocks.to_string();
     #[rustfmt::skip]
     let sim_args = [
-        "--out", data.to_str().unwrap(), "--mode", mode.as_str(), "--coins", "4", "--btc-orders", "4000",
+        "--mode", mode.as_str(), "--coins", "4", "--btc-orders", "4000",
         "--orders-per-coin", "300", "--block-ms", "40", "--reject-ratio", "2", "--blocks", &n,
-        "--info-listen", "127.0.0.1:0",
     ];
-    let mut sim = Proc::start(HLSIM, &sim_args, &out.path().join("sim.log"));
-    let info = sim.wait_line("info listening on", Duration::from_secs(30));
+    let (mut sim, info_url) = start_sim(&data, &sim_args, &out.path().join("sim.log"));
     // Taken before the server starts, so the replay starts at or below every height the server publishes.
     let start = out.path().join("start.json");
-    let start_height = sim_snapshot(&info, &start);
+    let start_height = sim_snapshot(&info_url, &start);
 
-    let info_url = format!("http://{info}/info");
     let snaps = out.path().join("snapshots");
     #[rustfmt::skip]
     let serve_args = [

@@ -11,11 +11,10 @@ mod wsload;
 
 use std::time::{Duration, Instant};
 
-use procs::{HLBOOK, Proc, get_json, wait_health};
+use procs::{HLBOOK, Proc, get_json, start_sim, wait_health};
 use serde_json::json;
 use wsload::{Read, Ws, audit_height, channel};
 
-const HLSIM: &str = env!("CARGO_BIN_EXE_hlsim");
 const STALL: Duration = Duration::from_secs(30);
 /// Feed blocks a connection may fall behind before it loses blocks. At the simulator's default cadence (80 ms a
 /// block) 30 s is ~375 blocks, far below the server's default `backlog_blocks` (2048), so with the default the
@@ -147,10 +146,8 @@ fn a_stalled_client_costs_bounded_memory_delays_nobody_and_jumps_ahead() {
     let data = out.path().join("data");
     let config = out.path().join("hlbook.toml");
     std::fs::write(&config, format!("[server]\nbacklog_blocks = {BACKLOG_BLOCKS}\n")).unwrap();
-    let sim_args = ["--out", data.to_str().unwrap(), "--coins", "8", "--info-listen", "127.0.0.1:0"];
-    let mut sim = Proc::start(HLSIM, &sim_args, &out.path().join("sim.log"));
-    let info = sim.wait_line("info listening on", Duration::from_secs(60));
-    let info_url = format!("http://{info}/info");
+    let sim_args = ["--coins", "8"];
+    let (mut sim, info_url) = start_sim(&data, &sim_args, &out.path().join("sim.log"));
     let snaps = out.path().join("snapshots");
     #[rustfmt::skip]
     let serve_args = [

@@ -4,33 +4,11 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A child process killed (and reaped) when dropped.
-#[derive(Debug)]
-pub struct Proc(pub Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Proc {
-    pub fn pid(&self) -> u32 {
-        self.0.id()
-    }
-}
-
-/// A release binary of the `hlbook` package, in the target dir above the bench binary.
-fn release_bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("bench path");
-    let bin = exe.parent().and_then(Path::parent).expect("target dir").join(name);
-    assert!(bin.is_file(), "{} missing: run `cargo build --release -p hlbook --bins` first", bin.display());
-    bin
-}
+pub use hlbook_benches::Proc;
+use hlbook_benches::release_bin;
 
 /// The first line the child prints that starts with `prefix`, without it.
 fn line_after(out: &mut BufReader<ChildStdout>, prefix: &str) -> String {

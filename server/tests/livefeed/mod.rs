@@ -5,9 +5,7 @@
 
 use std::time::Duration;
 
-use crate::procs::{Proc, admin_base, start_serve, wait_health};
-
-pub const HLSIM: &str = env!("CARGO_BIN_EXE_hlsim");
+use crate::procs::{Proc, admin_base, start_serve, start_sim, wait_health};
 
 #[derive(Debug)]
 pub struct Feed {
@@ -50,14 +48,12 @@ impl Feed {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
         let mut flags: Vec<(&str, &str)> = vec![
-            ("--out", data.to_str().unwrap()),
             ("--coins", "4"),
             ("--btc-orders", "2000"),
             ("--orders-per-coin", "200"),
             ("--block-ms", "100"),
             ("--rate", "0.3"),
             ("--reject-ratio", "2"),
-            ("--info-listen", "127.0.0.1:0"),
         ];
         for &(flag, value) in sim_flags {
             match flags.iter_mut().find(|f| f.0 == flag) {
@@ -66,11 +62,9 @@ impl Feed {
             }
         }
         let args: Vec<&str> = flags.iter().flat_map(|&(f, v)| [f, v]).collect();
-        let sim = Proc::start(HLSIM, &args, &dir.path().join("sim.log"));
-        let info = sim.wait_line("info listening on", Duration::from_secs(60));
+        let (sim, info_url) = start_sim(&data, &args, &dir.path().join("sim.log"));
         let config = dir.path().join("hlbook.toml");
         std::fs::write(&config, format!("[server]\n{server_toml}\n")).unwrap();
-        let info_url = format!("http://{info}/info");
         let snaps = dir.path().join("snapshots");
         let mut extra = vec!["--config", config.to_str().unwrap()];
         for &a in also_listen {
@@ -78,7 +72,6 @@ impl Feed {
         }
         extra.extend_from_slice(serve_flags);
         let server = start_serve(&data, &info_url, &snaps, &extra, &dir.path().join("serve.log"));
-        let info_url = info_url.clone();
         // One line per address, in the order given: the first is the one tests use.
         let addr = server.wait_line("hlbook listening on", Duration::from_secs(60));
         for _ in also_listen {

@@ -10,6 +10,7 @@ use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
 pub const HLBOOK: &str = env!("CARGO_BIN_EXE_hlbook");
+pub const HLSIM: &str = env!("CARGO_BIN_EXE_hlsim");
 
 #[derive(Debug)]
 pub struct Proc {
@@ -116,6 +117,16 @@ pub fn get_json(url: &str) -> Option<serde_json::Value> {
 /// GET bytes.
 pub fn get_bytes(url: &str) -> Option<Vec<u8>> {
     Some(reqwest::blocking::get(url).ok()?.bytes().ok()?.to_vec())
+}
+
+/// Starts `hlsim` writing into `data` with the test's `market` flags, its info server on a port it picks; returns
+/// it and that server's `http://HOST:PORT/info`.
+pub fn start_sim(data: &Path, market: &[&str], log: &Path) -> (Proc, String) {
+    let mut args = vec!["--out", data.to_str().expect("utf-8 path"), "--info-listen", "127.0.0.1:0"];
+    args.extend_from_slice(market);
+    let sim = Proc::start(HLSIM, &args, log);
+    let info = sim.wait_line("info listening on", Duration::from_secs(60));
+    (sim, format!("http://{info}/info"))
 }
 
 /// Starts `hlbook serve` following `node_dir`, asking `info_url` for snapshots written to `snapshots`, on ports
