@@ -50,7 +50,7 @@ fn bench(c: &mut Criterion) {
                     let running = book.levels(side).map(|(px, l)| LevelAgg { px, sz: l.sz, n: l.n });
                     aggregate(side, running, &params, None, &mut levels[side.index()]);
                 }
-            })
+            });
         });
     }
     g.bench_function("json_only_100_levels", |b| {
@@ -59,7 +59,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             json.clear();
             write_l2_book_json(&mut json, book.coin(), 1, &levels[0], &levels[1]);
-        })
+        });
     });
     println!("levels: bids {} asks {}", book.levels(Side::Bid).count(), book.levels(Side::Ask).count());
     let all: Vec<L2Params> = VARIANTS.iter().map(|&(s, m)| L2Params::new(s, m, 100).expect("valid")).collect();
@@ -68,7 +68,7 @@ fn bench(c: &mut Criterion) {
             for p in &all {
                 build(book, p, &mut levels, &mut json);
             }
-        })
+        });
     });
     // What maintenance adds to applying a diff: one order in and out at the best bid, without and with every
     // coarse shape maintained.
@@ -86,7 +86,7 @@ fn bench(c: &mut Criterion) {
             b.iter(|| {
                 owned.insert(order.clone(), None, None);
                 owned.remove(order.oid, order.side, order.px).expect("rests");
-            })
+            });
         });
     }
     g.finish();

@@ -65,7 +65,7 @@ fn bench(c: &mut Criterion) {
                 for l in &lines {
                     std::hint::black_box(p.parse(stream, l).expect("parses"));
                 }
-            })
+            });
         });
         if stream == Stream::Statuses {
             // The live parser: with a watch set that is empty (nobody follows a user) and with 100 followed users
@@ -81,7 +81,7 @@ fn bench(c: &mut Criterion) {
                         for l in &lines {
                             std::hint::black_box(p.parse(stream, l).expect("parses"));
                         }
-                    })
+                    });
                 });
             }
             g.bench_function("serde_json_owned_strings", |b| {
@@ -89,7 +89,7 @@ fn bench(c: &mut Criterion) {
                     for l in &lines {
                         std::hint::black_box(serde_json::from_str::<OwnedLine>(l).expect("parses"));
                     }
-                })
+                });
             });
         }
         g.finish();

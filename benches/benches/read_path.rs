@@ -137,7 +137,7 @@ fn run(case: &Case, secs: u64) {
         let i = match s {
             Stream::Diffs => 0,
             Stream::Statuses => 1,
-            _ => continue,
+            Stream::Fills => continue,
         };
         if let Some(&(started, returned)) = written.get(&(s, b)) {
             hist[i][0].record(((t - started).max(0) / 1000) as u64).unwrap();

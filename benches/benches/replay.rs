@@ -24,7 +24,7 @@ fn bench(c: &mut Criterion) {
                 let mut books = load_books(&snap).expect("loads");
                 replay(&mut books, &cap.node_dir, mode, |_| {}).expect("replays");
                 books
-            })
+            });
         });
     }
     g.finish();

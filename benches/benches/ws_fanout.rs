@@ -74,7 +74,7 @@ struct Row {
 fn coins(n: usize) -> Vec<String> {
     // Case 0's four are the big perps; the ten are the simulator's whole universe.
     let all = ["BTC", "ETH", "SOL", "HYPE", "@107", "xyz:GOLD", "DOGE", "kPEPE", "@1", "XRP"];
-    all.iter().take(n).map(|c| c.to_string()).collect()
+    all.iter().take(n).map(std::string::ToString::to_string).collect()
 }
 
 struct Sample {

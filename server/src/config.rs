@@ -344,7 +344,7 @@ mod tests {
 
     #[test]
     fn set_overrides_any_key_and_is_checked() {
-        let set = |v: &[&str]| Config::load(None, &v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let set = |v: &[&str]| Config::load(None, &v.iter().map(std::string::ToString::to_string).collect::<Vec<_>>());
         let c = set(&["server.max_connections=5", "server.token=s3cret", "ingest.mode=\"streaming\""]).unwrap();
         assert_eq!((c.server.max_connections, c.server.token.as_str(), c.ingest.mode), (5, "s3cret", Mode::Streaming));
         assert!(set(&["server.nope=1"]).unwrap_err().to_string().contains("nope"));

@@ -70,7 +70,7 @@ fn ms(ns: i64) -> f64 {
 #[test]
 #[allow(clippy::float_arithmetic)]
 fn a_delayed_last_line_is_attributed_to_node_write_to_read() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     // Heights that are multiples of 2 are delayed.
     let feed = market(Some(("5", "2")));
     let live = get_json(&format!("{}/health", feed.base)).expect("health")["height"].as_u64().unwrap();
@@ -166,9 +166,10 @@ fn a_delayed_last_line_is_attributed_to_node_write_to_read() {
 }
 
 fn latency_stats() -> Option<PathBuf> {
-    let p = std::env::var_os("LATENCY_STATS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../build/latency_client/latency_stats"));
+    let p = std::env::var_os("LATENCY_STATS").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../build/latency_client/latency_stats"),
+        PathBuf::from,
+    );
     p.exists().then_some(p)
 }
 
@@ -220,7 +221,7 @@ fn latency_stats_shows_l2_frames_do_not_wait_for_a_delayed_status_line() {
         eprintln!("skipped: latency_stats not built (run `make cpp-build` or set LATENCY_STATS)");
         return;
     };
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let plain = market(None);
     let delayed = market(Some(("5", "1")));
     let dir = tempfile::tempdir().unwrap();

@@ -64,7 +64,7 @@ fn staged_command(unit: &str, stage: &Path, env: &[(String, String)], overrides:
         .into_iter()
         .map(|w| if w.starts_with('/') { format!("{}{w}", stage.display()) } else { w })
         .map(|w| env.iter().fold(w, |w, (k, v)| w.replace(&format!("${{{k}}}"), v)))
-        .chain(overrides.iter().map(|s| s.to_string()))
+        .chain(overrides.iter().map(std::string::ToString::to_string))
         .collect()
 }
 

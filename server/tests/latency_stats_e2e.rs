@@ -18,9 +18,10 @@ use hdrhistogram::Histogram;
 use procs::{HLBOOK, HLSIM, Proc, wait_health};
 
 fn latency_stats() -> Option<PathBuf> {
-    let p = std::env::var_os("LATENCY_STATS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../build/latency_client/latency_stats"));
+    let p = std::env::var_os("LATENCY_STATS").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../build/latency_client/latency_stats"),
+        PathBuf::from,
+    );
     p.exists().then_some(p)
 }
 

@@ -94,7 +94,7 @@ async fn connect(url: &str) -> Ws {
     match tokio::time::timeout(Duration::from_secs(10), connecting).await {
         Ok(Ok((ws, _))) => ws,
         Ok(Err(e)) => panic!("connecting {url}: {e}"),
-        Err(_) => panic!("connecting {url}: no upgrade within 10 s"),
+        Err(e) => panic!("connecting {url}: no upgrade within 10 s ({e})"),
     }
 }
 

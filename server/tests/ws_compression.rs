@@ -98,7 +98,7 @@ impl PyClient {
         assert!(status.success(), "python client ({}) failed: {status}\n{stderr}", self.args);
         let (mut extensions, mut texts, mut done) = (None, Vec::new(), Value::Null);
         // The reader thread ends with the child's stdout, so this drains everything it printed.
-        for line in self.out.iter() {
+        for line in &self.out {
             let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("python printed {line:?}: {e}"));
             match v["event"].as_str() {
                 Some("open") => extensions = v["extensions"].as_str().map(str::to_string),
@@ -300,7 +300,7 @@ impl RawWs {
         let left = deadline.saturating_duration_since(Instant::now());
         assert!(!left.is_zero(), "no answer from the server in time");
         self.stream.set_read_timeout(Some(left)).unwrap();
-        let mut chunk = [0u8; 64 << 10];
+        let mut chunk = vec![0u8; 64 << 10];
         match self.stream.read(&mut chunk) {
             Ok(0) => Err(Gone::Eof),
             Ok(n) => {

@@ -217,7 +217,7 @@ fn bad_requests_get_parse_errors_and_keep_the_connection() {
         let bad = [
             r#"{"method":"subscribe","#,
             r#"{"hello":"world"}"#,
-            r#"[1,2,3]"#,
+            r"[1,2,3]",
             r#"{"method":"dance"}"#,
             r#"{"method":"subscribe","subscription":{"type":"l2Book","coin":"BTC","nSigFigs":7}}"#,
             r#"{"method":"subscribe","subscription":{"type":"l2Book","coin":"BTC","mantissa":2}}"#,

@@ -224,7 +224,7 @@ async fn receive(mut ws: Ws, spec: &Spec, mut stop: watch::Receiver<bool>) -> Co
                 let recv_ns = now_nanos();
                 match msg {
                     Some(Ok(Message::Text(t))) => on_text(t.as_bytes(), recv_ns, spec.audit, &mut log),
-                    Some(Ok(Message::Close(_))) | Some(Err(_)) | None => {
+                    Some(Ok(Message::Close(_)) | Err(_)) | None => {
                         log.closed_early = true;
                         break;
                     }

@@ -127,7 +127,7 @@ fn spot_dex_and_late_coins_are_books_like_any_other() {
     let statuses = coins.iter().enumerate().map(|(i, c)| status(c, i as u64, "open", "Alo", "2.5", false)).collect();
     let a = applied(b.apply(&block(11, diffs, statuses)));
     assert!(a.inconsistencies.is_empty());
-    assert_eq!(a.changed.iter().map(|c| c.to_string()).collect::<Vec<_>>(), coins);
+    assert_eq!(a.changed.iter().map(std::string::ToString::to_string).collect::<Vec<_>>(), coins);
     assert_eq!(b.coin_names().len(), 4);
     for c in coins {
         assert_eq!(b.coin(c).unwrap().best(Side::Bid).unwrap().0, fx("2.5"));

@@ -153,13 +153,12 @@ pub fn l2_levels(book: &CoinBook, params: &L2Params, out: &mut [Vec<LevelAgg>; 2
     };
     let buckets = book.buckets();
     let mut shapes = buckets.shapes.lock();
-    let at = match shapes.iter().position(|s| s.is(sig, params.mantissa)) {
-        Some(at) => at,
-        None => {
-            shapes.push(Shape::new(book, sig, u64::from(params.mantissa.unwrap_or(1))));
-            buckets.any.store(true, Relaxed);
-            shapes.len() - 1
-        }
+    let at = if let Some(at) = shapes.iter().position(|s| s.is(sig, params.mantissa)) {
+        at
+    } else {
+        shapes.push(Shape::new(book, sig, u64::from(params.mantissa.unwrap_or(1))));
+        buckets.any.store(true, Relaxed);
+        shapes.len() - 1
     };
     for side in [Side::Bid, Side::Ask] {
         shapes[at].top(side, params.n_levels, &mut out[side.index()]);

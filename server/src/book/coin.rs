@@ -163,15 +163,12 @@ impl CoinBook {
         level.sz.add(sz);
         level.n += 1;
         self.buckets.add(side, px, sz);
-        let placement = match anchor {
-            Some(a) => {
-                link_before(&mut self.slab, level, key, a);
-                Placement::BeforeAnchor
-            }
-            None => {
-                link_back(&mut self.slab, level, key);
-                if insert_before.is_some() { Placement::AnchorMissing } else { Placement::Back }
-            }
+        let placement = if let Some(a) = anchor {
+            link_before(&mut self.slab, level, key, a);
+            Placement::BeforeAnchor
+        } else {
+            link_back(&mut self.slab, level, key);
+            if insert_before.is_some() { Placement::AnchorMissing } else { Placement::Back }
         };
         (placement, misfit)
     }
@@ -204,7 +201,7 @@ impl CoinBook {
             level.sz.add(new_sz);
         }
         self.buckets.resize(side, px, old, new_sz);
-        if old != orig_sz { Err(Misfit::SizeMismatch) } else { Ok(()) }
+        if old == orig_sz { Ok(()) } else { Err(Misfit::SizeMismatch) }
     }
 
     /// Takes an order off the book; it must rest at `side`/`px`.

@@ -8,7 +8,7 @@ fn px(s: &str) -> Fixed {
 fn order(oid: u64, side: Side, p: &str, sz: &str) -> RestingOrder {
     RestingOrder {
         oid,
-        user: Address::parse(&format!("0x{:040x}", oid)).unwrap(),
+        user: Address::parse(&format!("0x{oid:040x}")).unwrap(),
         side,
         px: px(p),
         sz: px(sz),

@@ -121,12 +121,11 @@ impl Serialize for CoinsOut<'_> {
 /// Writes `[height, [[coin, [bids, asks]], …]]` for `coins` (all coins, sorted, when `None`).
 pub fn write_snapshot(books: &Books, coins: Option<&[Coin]>, out: impl Write) -> io::Result<()> {
     let all;
-    let coins = match coins {
-        Some(c) => c,
-        None => {
-            all = books.coin_names();
-            &all
-        }
+    let coins = if let Some(c) = coins {
+        c
+    } else {
+        all = books.coin_names();
+        &all
     };
     serde_json::to_writer(out, &(books.height(), CoinsOut(books, coins))).map_err(io::Error::other)
 }

@@ -84,7 +84,7 @@ pub fn run(args: &ReplayArgs, out: &mut impl Write) -> anyhow::Result<()> {
         c.anchors_missing
     );
     if c.inconsistencies > 0 {
-        let untrusted: Vec<String> = books.untrusted().map(|c| c.to_string()).collect();
+        let untrusted: Vec<String> = books.untrusted().map(std::string::ToString::to_string).collect();
         bail!("{} inconsistencies; untrusted coins: {}", c.inconsistencies, untrusted.join(", "));
     }
     Ok(())
@@ -148,21 +148,18 @@ impl Printer<'_> {
         let time = nanos_to_millis(books.block_time());
         self.buf.clear();
         write!(self.buf, "{{\"height\":{height},")?;
-        match self.args.print {
-            Print::Bbo => {
-                let side = |s| book.best(s).map(|(px, l)| json!({"px": px, "sz": l.sz, "n": l.n}));
-                let bbo = json!({"coin": &**book.coin(), "time": time, "bbo": [side(Side::Bid), side(Side::Ask)]});
-                self.buf.extend_from_slice(b"\"bbo\":");
-                serde_json::to_writer(&mut self.buf, &bbo)?;
+        if self.args.print == Print::Bbo {
+            let side = |s| book.best(s).map(|(px, l)| json!({"px": px, "sz": l.sz, "n": l.n}));
+            let bbo = json!({"coin": &**book.coin(), "time": time, "bbo": [side(Side::Bid), side(Side::Ask)]});
+            self.buf.extend_from_slice(b"\"bbo\":");
+            serde_json::to_writer(&mut self.buf, &bbo)?;
+        } else {
+            for side in [Side::Bid, Side::Ask] {
+                let levels = book.levels(side).map(|(px, l)| LevelAgg { px, sz: l.sz, n: l.n });
+                aggregate(side, levels, &self.params, None, &mut self.levels[side.index()]);
             }
-            _ => {
-                for side in [Side::Bid, Side::Ask] {
-                    let levels = book.levels(side).map(|(px, l)| LevelAgg { px, sz: l.sz, n: l.n });
-                    aggregate(side, levels, &self.params, None, &mut self.levels[side.index()]);
-                }
-                self.buf.extend_from_slice(b"\"l2Book\":");
-                write_l2_book_json(&mut self.buf, book.coin(), time, &self.levels[0], &self.levels[1]);
-            }
+            self.buf.extend_from_slice(b"\"l2Book\":");
+            write_l2_book_json(&mut self.buf, book.coin(), time, &self.levels[0], &self.levels[1]);
         }
         self.buf.extend_from_slice(b"}\n");
         out.write_all(&self.buf)?;

@@ -81,19 +81,19 @@ impl ServeArgs {
     pub fn config(&self) -> anyhow::Result<Config> {
         let mut c = Config::load(self.config.as_deref(), &self.set)?;
         let i = &mut c.ingest;
-        set(&mut i.node_dir, &self.node_dir);
-        set(&mut i.mode, &self.mode);
-        set(&mut i.source, &self.source);
-        set(&mut i.info_url, &self.info_url);
-        set(&mut i.snapshot_dir, &self.snapshot_dir);
+        set(&mut i.node_dir, self.node_dir.as_ref());
+        set(&mut i.mode, self.mode.as_ref());
+        set(&mut i.source, self.source.as_ref());
+        set(&mut i.info_url, self.info_url.as_ref());
+        set(&mut i.snapshot_dir, self.snapshot_dir.as_ref());
         if self.snapshot_file.is_some() {
-            i.snapshot_file = self.snapshot_file.clone();
+            i.snapshot_file.clone_from(&self.snapshot_file);
         }
-        set(&mut i.stale_after_secs, &self.stale_after);
-        set(&mut i.validate_interval_secs, &self.validate_interval);
-        set(&mut c.log.format, &self.log_format);
+        set(&mut i.stale_after_secs, self.stale_after.as_ref());
+        set(&mut i.validate_interval_secs, self.validate_interval.as_ref());
+        set(&mut c.log.format, self.log_format.as_ref());
         if !self.listen.is_empty() {
-            c.server.listen = self.listen.clone();
+            c.server.listen.clone_from(&self.listen);
         }
         if !self.admin_listen.is_empty() {
             c.server.admin_listen = self.admin_listen.iter().filter(|a| *a != "none").cloned().collect();
@@ -103,7 +103,7 @@ impl ServeArgs {
     }
 }
 
-fn set<T: Clone>(slot: &mut T, flag: &Option<T>) {
+fn set<T: Clone>(slot: &mut T, flag: Option<&T>) {
     if let Some(v) = flag {
         *slot = v.clone();
     }

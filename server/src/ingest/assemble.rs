@@ -82,6 +82,7 @@ impl Assembler {
     }
 
     /// Hands out the next block's fills and diffs lines as soon as they are read (by-block only).
+    #[must_use]
     pub fn split_lines(mut self) -> Assembler {
         self.split = self.mode == Mode::ByBlock;
         self

@@ -222,7 +222,7 @@ impl Health {
         let height = self.height();
         match now {
             State::Stale | State::Resyncing | State::Failed => {
-                tracing::warn!(from = %before, to = %now, height, "health state changed")
+                tracing::warn!(from = %before, to = %now, height, "health state changed");
             }
             _ => tracing::info!(from = %before, to = %now, height, "health state changed"),
         }

@@ -83,7 +83,7 @@ pub fn snapshot_height(path: &Path) -> Result<u64, InfoError> {
     let mut head = [0u8; 64];
     let n = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)).map_err(|e| file_err(path, e))?;
     let text = std::str::from_utf8(&head[..n]).unwrap_or("");
-    let digits = text.trim_start().strip_prefix('[').map(|t| t.trim_start()).unwrap_or("");
+    let digits = text.trim_start().strip_prefix('[').map_or("", str::trim_start);
     let end = digits.find(|c: char| !c.is_ascii_digit()).unwrap_or(digits.len());
     digits[..end].parse().map_err(|_| file_err(path, "does not start with [height,"))
 }

@@ -274,7 +274,7 @@ impl Ingest {
             Loaded::Books(books) => self.install(books),
             Loaded::Failed(why) => {
                 self.shared.health().counters.snapshot_failures.fetch_add(1, Relaxed);
-                self.lost(&why)
+                self.lost(&why);
             }
         }
     }

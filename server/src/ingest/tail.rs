@@ -110,7 +110,7 @@ impl StreamTail {
         for f in files.iter().rev() {
             pick = f.clone();
             match first_height(&f.path)? {
-                Some(h) if h > self.skip_through + 1 => continue,
+                Some(h) if h > self.skip_through + 1 => {}
                 _ => break,
             }
         }

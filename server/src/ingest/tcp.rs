@@ -222,7 +222,7 @@ impl LineSource for TcpSource {
         let mut lines = 0u64;
         let parsed = parse_frames(&self.buf[..self.filled], &mut |ev| {
             lines += 1;
-            on(ev)
+            on(ev);
         });
         self.counters.lines += lines;
         match parsed {

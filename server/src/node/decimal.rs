@@ -132,24 +132,23 @@ impl DecimalText {
         }
         pos -= 1;
         buf[pos] = b'.';
-        match u64::try_from(int) {
-            Ok(mut small) => loop {
+        if let Ok(mut small) = u64::try_from(int) {
+            loop {
                 pos -= 1;
                 buf[pos] = b'0' + (small % 10) as u8;
                 small /= 10;
                 if small == 0 {
                     break;
                 }
-            },
-            Err(_) => {
-                let mut big = int;
-                loop {
-                    pos -= 1;
-                    buf[pos] = b'0' + (big % 10) as u8;
-                    big /= 10;
-                    if big == 0 {
-                        break;
-                    }
+            }
+        } else {
+            let mut big = int;
+            loop {
+                pos -= 1;
+                buf[pos] = b'0' + (big % 10) as u8;
+                big /= 10;
+                if big == 0 {
+                    break;
                 }
             }
         }

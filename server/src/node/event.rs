@@ -148,6 +148,7 @@ impl OrderFlavor {
     }
 
     /// The same flavor resting as Gtc: an `Ioc` order that the node reports `open` and rests.
+    #[must_use]
     pub fn as_gtc(&self) -> OrderFlavor {
         OrderFlavor { tif: Some("Gtc".into()), ..self.clone() }
     }

@@ -41,7 +41,7 @@ pub fn format_node_time(t: UnixNanos) -> String {
 
 /// Current wall-clock time.
 pub fn now_nanos() -> UnixNanos {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
 }
 
 #[cfg(test)]

@@ -177,6 +177,7 @@ impl Candle {
     }
 
     /// This candle (of the same bucket) followed by `later`.
+    #[must_use]
     pub fn merged(self, later: Candle) -> Candle {
         Candle {
             c: later.c,

@@ -139,14 +139,12 @@ impl CoinSubs {
         let mut w = CoinWants::default();
         for (params, (_, slot)) in &self.l2 {
             let same = |g: &L2Group| (g.n_sig_figs, g.mantissa) == (params.n_sig_figs, params.mantissa);
-            let i = match w.l2.iter().position(same) {
-                Some(i) => i,
-                None => {
-                    let group =
-                        L2Group { n_sig_figs: params.n_sig_figs, mantissa: params.mantissa, depths: Vec::new() };
-                    w.l2.push(group);
-                    w.l2.len() - 1
-                }
+            let i = if let Some(i) = w.l2.iter().position(same) {
+                i
+            } else {
+                let group = L2Group { n_sig_figs: params.n_sig_figs, mantissa: params.mantissa, depths: Vec::new() };
+                w.l2.push(group);
+                w.l2.len() - 1
             };
             w.l2[i].depths.push(Depth { n_levels: params.n_levels, slot: slot.clone() });
             w.l2[i].depths.sort_by_key(|d| d.n_levels);

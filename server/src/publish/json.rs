@@ -83,12 +83,11 @@ pub fn trades<'a>(fills: impl Iterator<Item = &'a Fill>) -> Vec<u8> {
     let mut acc: Vec<Match<'_>> = Vec::new();
     for f in fills {
         // The two sides of a match are adjacent in the node's output: search from the back.
-        let i = match acc.iter().rposition(|t| t.0 == f.tid) {
-            Some(i) => i,
-            None => {
-                acc.push((f.tid, None, None, None, f));
-                acc.len() - 1
-            }
+        let i = if let Some(i) = acc.iter().rposition(|t| t.0 == f.tid) {
+            i
+        } else {
+            acc.push((f.tid, None, None, None, f));
+            acc.len() - 1
         };
         let t = &mut acc[i];
         match f.side {

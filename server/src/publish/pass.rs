@@ -110,7 +110,7 @@ impl Publisher {
         let reloaded = installs != self.installs
             || (h > self.height && blocks.first().is_none_or(|b| b.height != self.height + 1))
             || (dh > self.diffs_height && diff_steps.first().is_none_or(|s| s.height != self.diffs_height + 1));
-        let targets = self.targets(&wanted, &books, &diff_steps, &repaired, reloaded || new_shapes);
+        let targets = Self::targets(&wanted, &books, &diff_steps, &repaired, reloaded || new_shapes);
         let built = build_all(&books, &wanted, &targets);
         let requests = if serve { std::mem::take(&mut self.held) } else { Vec::new() };
         let snapshots: Vec<(Coin, Option<CoinBook>)> = distinct(requests.iter().map(|r| r.0.clone()))
@@ -168,7 +168,6 @@ impl Publisher {
 
     /// Coins whose wanted shapes need building this pass.
     fn targets(
-        &self,
         wanted: &Wanted,
         books: &Books,
         diff_steps: &[Arc<Step>],

@@ -53,7 +53,7 @@ const fn spec(
 /// Every coin the simulator knows, in the order `--coins N` takes them (so any N ≥ 3 has a spot and a builder
 /// perp).
 fn all() -> Vec<CoinSpec> {
-    use Kind::*;
+    use Kind::{Builder, Perp, Spot};
     vec![
         spec("BTC", Perp, (0, 5), 81_308, 40, 30, 2_000),
         spec("@107", Spot { index: 107, base: 2 }, (3, 2), 40_125, 1, 4, 500),

@@ -87,6 +87,7 @@ impl Market {
 
     /// An independent copy, for building blocks outside the producer (tests).
     #[cfg(test)]
+    #[must_use]
     pub fn clone_for_test(&self) -> Market {
         Market {
             coins: self.coins.clone(),

@@ -201,7 +201,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                 },
                 changed = published.changed() => if changed.is_err() { break End::Gone },
                 Some(answer) = self.post_answers.recv() => self.pending.push(answer),
-                _ = sleep_until(deadline) => {
+                () = sleep_until(deadline) => {
                     self.ctx.counters.closed_idle.fetch_add(1, Relaxed);
                     break End::ByUs(CloseCode::Normal, format!("idle for {} s", idle.as_secs()));
                 }
@@ -344,10 +344,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         match want {
             Want::L2(k) => books.coin(&k.coin).is_some(),
             Want::Bbo(c) | Want::Trades(c) | Want::L4(c) | Want::Candle(c, _) => books.coin(c).is_some(),
-            Want::Mids(None) => true,
-            Want::Mids(Some(dex)) => books.books().any(|b| b.coin().split_once(':').is_some_and(|(d, _)| d == &**dex)),
             // Any well-formed address may be followed: a user with nothing yet simply gets nothing yet.
-            Want::User { .. } => true,
+            Want::Mids(None) | Want::User { .. } => true,
+            Want::Mids(Some(dex)) => books.books().any(|b| b.coin().split_once(':').is_some_and(|(d, _)| d == &**dex)),
         }
     }
 

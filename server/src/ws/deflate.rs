@@ -44,6 +44,8 @@ pub fn negotiate<'a>(header_values: impl IntoIterator<Item = &'a str>) -> Option
 }
 
 /// The parameters one offer named, so that a repeated one declines the offer.
+// One flag per parameter RFC 7692 defines.
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Default)]
 struct Seen {
     server_no_context_takeover: bool,

@@ -8,6 +8,8 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use super::*;
 
+// The shape `negotiate` answers, so tests compare with it directly.
+#[allow(clippy::unnecessary_wraps)]
 fn plain(client_no_context_takeover: bool) -> Option<Agreed> {
     let mut response = String::from("permessage-deflate; server_no_context_takeover");
     if client_no_context_takeover {

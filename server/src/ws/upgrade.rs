@@ -31,8 +31,8 @@ pub struct WsQuery {
     batch: Option<String>,
 }
 
-fn flag(v: &Option<String>) -> bool {
-    matches!(v.as_deref(), Some("1" | "true" | "yes"))
+fn flag(v: Option<&str>) -> bool {
+    matches!(v, Some("1" | "true" | "yes"))
 }
 
 /// The client the per-IP limits count: the TCP peer, or, when the peer is a trusted balancer, the rightmost
@@ -83,7 +83,12 @@ pub async fn ws(
     } else {
         None
     };
-    let opts = Options { deflate: agreed.is_some(), audit: flag(&q.audit), batch: flag(&q.batch), ip: Some(client) };
+    let opts = Options {
+        deflate: agreed.is_some(),
+        audit: flag(q.audit.as_deref()),
+        batch: flag(q.batch.as_deref()),
+        ip: Some(client),
+    };
     let max = ctx.cfg.max_frame_bytes;
     let inflater = agreed.as_ref().map(|a| Inflater::new(a.client_no_context_takeover, max));
     let on_upgrade = hyper::upgrade::on(&mut req);

@@ -124,5 +124,5 @@ pub fn median(mut v: Vec<f64>) -> f64 {
     assert!(!v.is_empty(), "median of nothing");
     v.sort_by(f64::total_cmp);
     let n = v.len();
-    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+    if n % 2 == 1 { v[n / 2] } else { f64::midpoint(v[n / 2 - 1], v[n / 2]) }
 }

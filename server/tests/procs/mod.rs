@@ -55,7 +55,7 @@ impl Proc {
             match self.lines.recv_timeout(left) {
                 Ok(l) if l.starts_with(prefix) => return l[prefix.len()..].trim().to_string(),
                 Ok(_) => {}
-                Err(_) => panic!("{}: no line starting {prefix:?} within {timeout:?}", self.name),
+                Err(e) => panic!("{}: no line starting {prefix:?} within {timeout:?} ({e})", self.name),
             }
         }
     }

@@ -123,7 +123,7 @@ impl Client {
             let left = deadline.saturating_duration_since(Instant::now());
             let msg = match timeout(left, self.ws.next()).await {
                 Err(_) => return None,
-                Ok(None) | Ok(Some(Err(_))) => return Some(Event::Closed(None)),
+                Ok(None | Some(Err(_))) => return Some(Event::Closed(None)),
                 Ok(Some(Ok(m))) => m,
             };
             let text = match msg {
@@ -198,7 +198,7 @@ impl Client {
                 self.name,
                 out.len()
             );
-            let wait = if elapsed < min { min - elapsed } else { Duration::from_millis(200) };
+            let wait = if elapsed < min { min.checked_sub(elapsed).unwrap() } else { Duration::from_millis(200) };
             match self.next_event(wait).await {
                 Some(Event::Msg(v, _)) => out.push(v),
                 Some(Event::Closed(f)) => panic!("{}: closed while collecting: {f:?}", self.name),
