@@ -10,7 +10,9 @@
 //! Needs the release binaries beside this one (`make bench` builds them). `HLBOOK_BENCH_SECS` sets the measured
 //! time per case (default 60 s), `HLBOOK_BENCH_CASES` picks cases by index (e.g. `0,1,2`),
 //! `HLBOOK_BENCH_CLIENT_THREADS` the client's tokio workers (default 2), `HLBOOK_BENCH_SIM_ARGS` adds simulator
-//! flags, `HLBOOK_BENCH_SERVER` names another build's `hlbook` to measure instead (old and new in one run). Results: docs/benchmarks.md, "Issue #4: fan-out".
+//! flags, `HLBOOK_BENCH_SERVER` names another build's `hlbook` to measure instead (old and new in one run;
+//! `HLBOOK_BENCH_NO_ADMIN=1` for a build without the admin listener). Results: docs/benchmarks.md, "Issue #4:
+//! fan-out" and "Issue #16".
 
 #[path = "ws_fanout/client.rs"]
 mod client;

@@ -44,9 +44,13 @@ pub fn start_sim(dir: &Path, coins: usize) -> (Proc, String) {
 pub fn start_server(dir: &Path, sim_info: &str) -> (Proc, String, String) {
     let snaps = dir.join("snapshots");
     std::fs::create_dir_all(&snaps).expect("snapshot dir");
+    // HLBOOK_BENCH_SERVER: another build's hlbook, so two servers are compared under one harness and simulator.
+    // HLBOOK_BENCH_NO_ADMIN: that build predates the admin listener (before 463234d): /status is on the public one.
+    let legacy = std::env::var_os("HLBOOK_BENCH_NO_ADMIN").is_some();
+    let admin_listen = if legacy { "" } else { "admin_listen = [\"127.0.0.1:0\"]\n" };
     let config = format!(
         "[ingest]\nnode_dir = {:?}\nmode = \"by-block\"\ninfo_url = \"http://{sim_info}/info\"\nsnapshot_dir = {:?}\n\
-         [server]\nlisten = [\"127.0.0.1:0\"]\nadmin_listen = [\"127.0.0.1:0\"]\ncompression = true\nmax_connections = 100000\n\
+         [server]\nlisten = [\"127.0.0.1:0\"]\n{admin_listen}compression = true\nmax_connections = 100000\n\
          max_connections_per_ip = 100000\nnew_connections_per_minute_per_ip = 100000\n",
         dir.join("data"),
         snaps,
@@ -54,7 +58,6 @@ pub fn start_server(dir: &Path, sim_info: &str) -> (Proc, String, String) {
     let path = dir.join("hlbook.toml");
     std::fs::write(&path, config).expect("server config");
     let log = std::fs::File::create(dir.join("server.log")).expect("server log");
-    // HLBOOK_BENCH_SERVER: another build's hlbook, so two servers are compared under one harness and simulator.
     let server = std::env::var_os("HLBOOK_BENCH_SERVER").map_or_else(|| release_bin("hlbook"), PathBuf::from);
     let mut child = Command::new(server)
         .args(["serve", "--config", path.to_str().unwrap(), "--validate-interval", "0"])
@@ -64,7 +67,7 @@ pub fn start_server(dir: &Path, sim_info: &str) -> (Proc, String, String) {
         .expect("start hlbook serve");
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let addr = line_after(&mut out, "hlbook listening on ");
-    let admin = line_after(&mut out, "hlbook admin listening on ");
+    let admin = if legacy { addr.clone() } else { line_after(&mut out, "hlbook admin listening on ") };
     let server = Proc(child);
     let start = Instant::now();
     while health(&addr).and_then(|h| h["state"].as_str().map(str::to_string)).as_deref() != Some("live") {
