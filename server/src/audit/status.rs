@@ -42,6 +42,8 @@ pub fn status(ctx: &WsContext, blocks: usize) -> Value {
         "stages": stages,
         "stages_by_line": by_line,
         "stalest_coins": stalest(ctx, now),
+        "sources": h.sources.to_json(),
+        "race": h.sources.recent_json(),
         "connections": ctx.limits.open(),
         "subscriptions_by_channel": ctx.counters.subscriptions().into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
         "frames_sent": ctx.counters.frames_sent.load(Relaxed),

@@ -10,7 +10,6 @@
 //! then the old books (if any) are served, flagged `resyncing`.
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc;
@@ -21,27 +20,21 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use super::assemble::{Assembled, Assembler};
 use super::health::Health;
 use super::info::{self, InfoClient, SnapshotFrom};
-use super::source::{FileSource, LineSource, SourceEvent};
+use super::input::Input;
+pub use super::sources::SourceSpec;
 pub use super::steps::BlockTimes;
 use super::steps::{self, KEPT_STEPS, Step};
-use super::tcp::TcpSource;
 use crate::book::{Books, Outcome};
 use crate::node::time::now_nanos;
-use crate::node::{Block, Coin, Mode, NodeParser, Stream};
-
-/// Where lines come from.
-#[derive(Clone, Debug)]
-pub enum SourceSpec {
-    /// The node's data dir (`~/hl/data`) on this host.
-    Files(PathBuf),
-    /// A relay (`hlbook relay`) at `HOST:PORT`.
-    Tcp(String),
-}
+use crate::node::{Block, Coin, Mode, Stream};
 
 #[derive(Clone, Debug)]
 pub struct LiveConfig {
-    pub source: SourceSpec,
+    /// Where lines come from; several race (`ingest::race`), by-block only.
+    pub sources: Vec<SourceSpec>,
     pub mode: Mode,
+    /// Racing: how long a line one source skipped may take to come from another before its block is broken.
+    pub race_grace: Duration,
     /// How long to wait for input before looking again (inotify usually wakes ingest much sooner).
     pub poll_interval: Duration,
     /// No block for this long: `stale`.
@@ -173,8 +166,7 @@ enum Phase {
 pub struct Ingest {
     cfg: LiveConfig,
     shared: Arc<Shared>,
-    source: Box<dyn LineSource>,
-    parser: NodeParser,
+    input: Input,
     assembler: Assembler,
     phase: Phase,
     /// Index into `cfg.snapshots` of the next source to try; a `File` is used once.
@@ -194,14 +186,13 @@ impl Ingest {
     /// Ingest that continues from the books' height, or syncs from a snapshot first when they are empty.
     pub fn new(cfg: LiveConfig, shared: Arc<Shared>) -> Ingest {
         let height = shared.books.read().height();
-        let source: Box<dyn LineSource> = match &cfg.source {
-            SourceSpec::Files(dir) => Box::new(FileSource::new(dir, cfg.mode, height)),
-            SourceSpec::Tcp(addr) => Box::new(TcpSource::new(addr, cfg.mode, height)),
-        };
-        let assembler = Assembler::new(cfg.mode, height).split_lines();
+        let input = Input::new(&cfg, height, &shared.health, &shared.watched);
+        let mut assembler = Assembler::new(cfg.mode, height).split_lines();
+        if matches!(input, Input::Race(_)) {
+            assembler = assembler.raced();
+        }
         let phase = if height > 0 { Phase::Live } else { Phase::Lost { retry_at: Instant::now() } };
-        let parser = NodeParser::with_watched(shared.watched.clone());
-        Ingest { cfg, shared, source, parser, assembler, phase, next_snapshot: 0, failures: 0, fills_handed: height }
+        Ingest { cfg, shared, input, assembler, phase, next_snapshot: 0, failures: 0, fills_handed: height }
     }
 
     /// Runs until `stop` is set. Never exits on silence or bad input.
@@ -216,26 +207,14 @@ impl Ingest {
         self.advance_phase();
         if !self.reading() {
             // No position to read from yet (waiting for a snapshot's height, or for the next try).
+            self.input.idle(self.cfg.mode);
             self.idle();
             self.shared.health.report();
             return;
         }
-        self.source.set_resume_after(self.assembler.emitted());
-        let (parser, assembler, health, mode) =
-            (&mut self.parser, &mut self.assembler, &self.shared.health, self.cfg.mode);
-        let mut lost_line = false;
-        let polled = self.source.poll(self.cfg.poll_interval, &mut |ev| match ev {
-            SourceEvent::Line(stream, bytes) => lost_line |= !push_line(parser, assembler, health, mode, stream, bytes),
-            SourceEvent::Restart => assembler.restart(assembler.emitted()),
-        });
-        if let Err(e) = polled {
-            health.counters.io_errors.fetch_add(1, Relaxed);
-            tracing::warn!("reading node lines: {e}");
-            if matches!(self.cfg.source, SourceSpec::Files(_)) {
-                std::thread::sleep(self.cfg.poll_interval);
-            }
-        }
+        let lost_line = !self.input.read(&self.cfg, &mut self.assembler, &self.shared.health);
         self.sync_source_counters();
+        self.distrust();
         if lost_line {
             self.lost("a malformed streaming line");
         }
@@ -286,7 +265,7 @@ impl Ingest {
             return;
         }
         let Some(block) = self.assembler.pending(height) else { return };
-        let read = now_nanos();
+        let read = self.input.read_at(height, stream).unwrap_or_else(now_nanos);
         let outcome = match stream {
             Stream::Fills => {
                 steps::hand_fills(&self.shared, &mut self.fills_handed, block, read);
@@ -395,7 +374,7 @@ impl Ingest {
     /// The snapshot's height is known: read from the block after it, caching until the books arrive.
     fn positioned(&mut self, h: u64) {
         tracing::info!("snapshot at height {h}; reading blocks after it while it loads");
-        self.source.restart_after(h);
+        self.input.restart_after(h);
         self.assembler.restart(h);
         if let Phase::Syncing { height, cache, .. } = &mut self.phase {
             *height = Some(h);
@@ -429,15 +408,21 @@ impl Ingest {
     }
 
     fn sync_source_counters(&self) {
-        let s = self.source.counters();
+        self.input.sync_counters(&self.shared.health);
         let c = &self.shared.health.counters;
-        c.bytes.store(s.bytes, Relaxed);
-        c.rollovers.store(s.rollovers, Relaxed);
-        c.partial_lines_dropped.store(s.partial_lines_dropped, Relaxed);
-        c.files_reopened.store(s.files_reopened, Relaxed);
-        c.source_connects.store(s.connects, Relaxed);
-        c.source_disconnects.store(s.disconnects, Relaxed);
         c.stale_lines.store(self.assembler.counters().stale_lines, Relaxed);
+    }
+
+    /// Racing sources disagreed about lines of these coins: untrusted until validation repairs them.
+    fn distrust(&mut self) {
+        let coins = self.input.take_distrusted();
+        if coins.is_empty() {
+            return;
+        }
+        let mut books = self.shared.books.write();
+        for c in coins {
+            books.distrust_coin(c);
+        }
     }
 }
 
@@ -463,31 +448,4 @@ fn load_snapshot(from: SnapshotFrom, tx: &mpsc::Sender<Loaded>) {
         Ok(books) => Loaded::Books(books),
         Err(e) => Loaded::Failed(format!("snapshot failed: {e}")),
     });
-}
-
-/// Parses one line into the assembler. Returns false when a lost line breaks the stream for good: a malformed
-/// streaming line carries events that nothing later reveals (a by-block loss shows up as a broken block).
-fn push_line(
-    parser: &mut NodeParser,
-    assembler: &mut Assembler,
-    health: &Health,
-    mode: Mode,
-    stream: Stream,
-    bytes: &[u8],
-) -> bool {
-    let c = &health.counters;
-    c.lines.fetch_add(1, Relaxed);
-    let parsed = parser.parse_bytes(stream, bytes);
-    match parsed {
-        Ok(line) => {
-            assembler.push(stream, line);
-            true
-        }
-        Err(e) => {
-            c.malformed_lines.fetch_add(1, Relaxed);
-            let head = String::from_utf8_lossy(&bytes[..bytes.len().min(120)]).into_owned();
-            tracing::warn!(%stream, "malformed node line ({e}); starts {head:?}");
-            mode != Mode::Streaming
-        }
-    }
 }
