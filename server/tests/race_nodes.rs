@@ -250,8 +250,42 @@ fn a_killed_relay_beside_a_local_node_changes_nothing() {
 }
 
 fn relay(dir: &Path, listen: &str, log: &Path) -> (Proc, String) {
-    let args = ["relay", "--node-dir", dir.to_str().unwrap(), "--mode", "by-block", "--listen", listen];
+    relay_mode(dir, "by-block", listen, log)
+}
+
+fn relay_mode(dir: &Path, mode: &str, listen: &str, log: &Path) -> (Proc, String) {
+    let args = ["relay", "--node-dir", dir.to_str().unwrap(), "--mode", mode, "--listen", listen];
     let p = Proc::start(HLBOOK, &args, log);
     let addr = p.wait_line("relay listening on", Duration::from_secs(20));
     (p, addr)
+}
+
+#[test]
+fn each_source_says_what_it_is_missing() {
+    let side = tempfile::tempdir().unwrap();
+    let absent = side.path().join("absent");
+    // A node that writes streaming output, read as by-block: its folders say so.
+    let streaming = side.path().join("streaming");
+    std::fs::create_dir_all(streaming.join("node_fills_streaming")).unwrap();
+    std::fs::create_dir_all(streaming.join("node_raw_book_diffs_by_block")).unwrap();
+    let (_relay, addr) = relay_mode(&streaming, "streaming", "127.0.0.1:0", &side.path().join("relay.log"));
+    let sources =
+        [format!("file:{}", absent.display()), format!("file:{}", streaming.display()), format!("tcp://{addr}")];
+    let mut all = vec!["file:{a}"];
+    all.extend(sources.iter().map(String::as_str));
+    let run = start(400, &[], "", &all, &[]);
+    let h = wait_health(&run.base, Duration::from_secs(60), |h| {
+        h["state"] == "live" && h["sources"].as_array().is_some_and(|l| l[1..].iter().all(|s| s["missing"].is_string()))
+    });
+    let missing = |suffix: &str| source(&h, suffix)["missing"].as_str().unwrap().to_string();
+    assert!(missing("/absent").contains("does not exist"), "{h}");
+    let why = missing("/streaming");
+    assert!(why.contains("--write-order-statuses") && why.contains("set --mode streaming"), "{why}");
+    assert!(!why.contains("--write-raw-book-diffs"), "the diffs folder is there: {why}");
+    assert!(missing(&addr).contains("relay refused"), "{h}");
+    assert_eq!(source(&h, "/absent")["state"], "unavailable", "{h}");
+    assert_eq!(source(&h, "/a")["state"], "reading", "{h}");
+    let log = run.serve_log();
+    let said = format!("data dir {} does not exist", absent.display());
+    assert_eq!(log.matches(&said).count(), 1, "said once in the log:\n{log}");
 }
