@@ -21,9 +21,10 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use hlbook::book::Books;
 use hlbook::ingest::info::SnapshotFrom;
-use hlbook::ingest::live::{Ingest, LiveConfig, Shared, SourceSpec};
+use hlbook::ingest::live::{Ingest, LiveConfig, SourceSpec};
 use hlbook::ingest::validate::{self, ValidateConfig};
 use hlbook::node::{Mode, Stream};
+use hlbook::state::Shared;
 
 const WARMUP: Duration = Duration::from_secs(5);
 
@@ -106,9 +107,9 @@ fn run(case: &Case, secs: u64) {
         std::thread::spawn(move || validate::run(vc, sh, &st))
     });
     std::thread::sleep(WARMUP);
-    let first = shared.health.height() + 1;
+    let first = shared.health().height() + 1;
     std::thread::sleep(Duration::from_secs(secs));
-    let last = shared.health.height();
+    let last = shared.health().height();
     drop(sim);
     stop.store(true, Relaxed);
     t_ingest.join().unwrap();
@@ -123,14 +124,14 @@ fn run(case: &Case, secs: u64) {
 fn report(case: &Case, shared: &Shared, written: &HashMap<u64, [i64; 3]>, heights: std::ops::RangeInclusive<u64>) {
     let hist = || Histogram::<u64>::new(3).unwrap();
     let (mut total, mut read): (Vec<_>, Vec<_>) = (0..3).map(|_| (hist(), hist())).unzip();
-    for t in shared.timeline.lock().iter().filter(|t| heights.contains(&t.height)) {
+    for t in shared.times_in(heights) {
         let i = t.line.index();
         if let Some(&w) = written.get(&t.height).map(|w| &w[i]).filter(|w| **w > 0) {
             total[i].record((t.applied - w).max(0) as u64 / 1000).unwrap();
             read[i].record((t.read - w).max(0) as u64 / 1000).unwrap();
         }
     }
-    let c = &shared.health.counters;
+    let c = &shared.health().counters;
     let v = if case.validate {
         format!(" validations={} mismatches={}", c.validations.load(Relaxed), c.validation_mismatches.load(Relaxed))
     } else {

@@ -13,4 +13,5 @@ pub mod ingest;
 pub mod node;
 pub mod publish;
 pub mod sim;
+pub mod state;
 pub mod ws;

@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 use hlbook::book::snapshot::load_books;
 use hlbook::ingest::health::State;
-use hlbook::ingest::live::{Ingest, LiveConfig, Shared, SourceSpec};
+use hlbook::ingest::live::{Ingest, LiveConfig, SourceSpec};
 use hlbook::node::{Mode, Stream};
+use hlbook::state::Shared;
 
 fn start(dst: &Path, mode: Mode, snapshot: &Path) -> (Arc<Shared>, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
     let shared = Arc::new(Shared::new(load_books(snapshot).expect("snapshot"), Duration::from_secs(30)));
@@ -32,8 +33,8 @@ fn start(dst: &Path, mode: Mode, snapshot: &Path) -> (Arc<Shared>, Arc<AtomicBoo
 
 fn wait_for_height(shared: &Shared, height: u64) {
     let deadline = Instant::now() + Duration::from_secs(60);
-    while shared.health.height() < height && Instant::now() < deadline {
-        shared.wait_applied(shared.applied_seq(), Duration::from_millis(200));
+    while shared.health().height() < height && Instant::now() < deadline {
+        shared.wait_for_change(shared.change_seq(), Duration::from_millis(200));
     }
 }
 
@@ -46,18 +47,18 @@ fn live_run(mode: Mode, last: u64) {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     handle.join().unwrap();
 
-    let books = shared.books.read();
+    let books = shared.books();
     assert_eq!(books.height(), last, "{mode:?}");
     assert_eq!(
         common::l4_digest(&books),
         common::replay_digest(&cap, mode, last),
         "{mode:?}: books differ from replay"
     );
-    let c = &shared.health.counters;
+    let c = &shared.health().counters;
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!((load(&c.malformed_lines), load(&c.inconsistencies), load(&c.gaps)), (0, 0, 0));
     // The capture's lines were written by the node months ago: applying them is catching up, not live.
-    assert_eq!(shared.health.state(), State::CatchingUp);
+    assert_eq!(shared.health().state(), State::CatchingUp);
 }
 
 #[test]
@@ -84,7 +85,7 @@ fn a_malformed_line_stops_the_books_before_it_and_asks_for_a_resync() {
         Duration::from_millis(15),
     );
     let deadline = Instant::now() + Duration::from_secs(60);
-    while shared.health.state() != State::Resyncing && Instant::now() < deadline {
+    while shared.health().state() != State::Resyncing && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
     // Let the rest of the capture arrive: nothing past the broken block may be applied. Its diffs were applied
@@ -93,12 +94,12 @@ fn a_malformed_line_stops_the_books_before_it_and_asks_for_a_resync() {
     std::thread::sleep(Duration::from_millis(500));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     handle.join().unwrap();
-    assert_eq!(shared.health.state(), State::Resyncing);
+    assert_eq!(shared.health().state(), State::Resyncing);
     assert!(shared.complete_books(Duration::from_millis(100)).is_none(), "the broken block completed");
-    let books = shared.books.read();
+    let books = shared.books();
     assert_eq!((books.height(), books.diffs_height()), (985148199, 985148200));
     assert_eq!(common::l4_digest(&books), common::replay_digest(&cap, Mode::ByBlock, 985148200));
-    let c = &shared.health.counters;
+    let c = &shared.health().counters;
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!((load(&c.malformed_lines), load(&c.broken_blocks), load(&c.inconsistencies)), (1, 1, 0));
 }

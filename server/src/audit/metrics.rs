@@ -4,7 +4,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
@@ -14,10 +13,9 @@ use prometheus_client::metrics::exemplar::Exemplar;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
-use super::STAGES;
+use super::{Exposed, STAGES};
 use crate::ingest::health::State;
 use crate::node::Stream;
-use crate::ws::WsContext;
 
 /// Upper bounds (seconds) of the exported stage histograms: 50 µs to ~100 s, doubling.
 #[allow(clippy::float_arithmetic)]
@@ -26,7 +24,7 @@ fn bounds() -> Vec<f64> {
 }
 
 #[derive(Debug)]
-struct Hlbook(Arc<WsContext>);
+struct Hlbook(Arc<dyn Exposed>);
 
 fn gauge(e: &mut DescriptorEncoder, name: &str, help: &str, v: i64) -> Result<(), std::fmt::Error> {
     let g = ConstGauge::new(v);
@@ -42,9 +40,8 @@ impl Collector for Hlbook {
     // Seconds are floats in the exposition format; no money is involved here.
     #[allow(clippy::float_arithmetic)]
     fn encode(&self, mut e: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let ctx = &self.0;
-        let shared = &ctx.hub.shared;
-        let h = &shared.health;
+        let ctx = &*self.0;
+        let h = ctx.health();
         let state = h.state();
         {
             let mut m =
@@ -56,7 +53,7 @@ impl Collector for Hlbook {
         }
         gauge(&mut e, "hlbook_height", "Height of the last applied block", h.height() as i64)?;
         {
-            let recent = ctx.hub.stages.recent(crate::node::time::now_nanos());
+            let recent = ctx.stages().recent(crate::node::time::now_nanos());
             let g = ConstGauge::new(recent.blocks_per_sec);
             g.encode(e.encode_descriptor(
                 "hlbook_blocks_per_second",
@@ -77,33 +74,23 @@ impl Collector for Hlbook {
         for (name, v) in h.counters.to_map() {
             counter(&mut e, &format!("hlbook_ingest_{name}"), "Ingest counter (docs/operations.md)", v)?;
         }
-        let p = &ctx.hub.counters;
-        for (name, v) in [
-            ("passes", &p.passes),
-            ("l2_frames", &p.l2_frames),
-            ("bbo_frames", &p.bbo_frames),
-            ("mids_frames", &p.mids_frames),
-            ("trade_frames", &p.trade_frames),
-            ("l4_frames", &p.l4_frames),
-            ("l4_snapshots", &p.l4_snapshots),
-            ("discontinuities", &p.discontinuities),
-        ] {
-            counter(&mut e, &format!("hlbook_publish_{name}"), "Publisher counter", v.load(Relaxed))?;
+        for (name, v) in ctx.publish_counters() {
+            counter(&mut e, &format!("hlbook_publish_{name}"), "Publisher counter", v)?;
         }
         gauge(
             &mut e,
             "hlbook_feed_bytes",
             "Bytes of trades/l4Book frames kept for slow connections",
-            ctx.hub.feed_bytes() as i64,
+            ctx.feed_bytes() as i64,
         )?;
-        for (name, v) in ctx.counters.to_map() {
+        for (name, v) in ctx.ws_counters() {
             counter(&mut e, &format!("hlbook_ws_{name}"), "WebSocket counter", v)?;
         }
-        gauge(&mut e, "hlbook_connections", "Open WebSocket connections", ctx.limits.open() as i64)?;
+        gauge(&mut e, "hlbook_connections", "Open WebSocket connections", ctx.connections() as i64)?;
         {
             let mut m =
                 e.encode_descriptor("hlbook_subscriptions", "Subscriptions by channel", None, MetricType::Gauge)?;
-            for (channel, n) in ctx.counters.subscriptions() {
+            for (channel, n) in ctx.subscriptions() {
                 ConstGauge::new(n).encode(m.encode_family(&[("channel", channel)])?)?;
             }
         }
@@ -114,7 +101,7 @@ impl Collector for Hlbook {
             MetricType::Histogram,
         )?;
         let bounds = bounds();
-        let per_line = ctx.hub.stages.histograms();
+        let per_line = ctx.stages().histograms();
         for (line, hists) in Stream::ALL.into_iter().zip(per_line) {
             for (stage, hist) in STAGES.iter().zip(hists) {
                 let mut buckets: Vec<(f64, u64)> = bounds.iter().map(|&b| (b, 0)).collect();
@@ -146,7 +133,7 @@ impl Collector for Hlbook {
 }
 
 /// A registry over the server's state; render it with `render`.
-pub fn registry(ctx: Arc<WsContext>) -> Registry {
+pub fn registry(ctx: Arc<dyn Exposed>) -> Registry {
     let mut r = Registry::default();
     r.register_collector(Box::new(Hlbook(ctx)));
     r

@@ -2,15 +2,18 @@
 //! (`/metrics`, `/status`).
 //!
 //! Ingest records when each line of a block was written by the node, read and applied
-//! (`ingest::live::BlockTimes`): a block is published in steps, L2 from its diffs line, trades from its fills line,
+//! (`state::BlockTimes`): a block is published in steps, L2 from its diffs line, trades from its fills line,
 //! l4Book once its statuses line completes it. The publisher adds when a line's frames were published; connections
 //! add when they wrote them (first and last socket write over all connections, with two atomics per line, so the
 //! hot path never locks). About a second after a line was published its entry is final: each stage goes into a
 //! cumulative `hdrhistogram` per source line (for Prometheus) and into a one-minute window (for `/status` and the
 //! status page), so each line's stages add up on their own.
 
+mod exposed;
 pub mod metrics;
 pub mod status;
+
+pub use exposed::Exposed;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
@@ -18,8 +21,8 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 
-use crate::ingest::live::BlockTimes;
 use crate::node::Stream;
+use crate::state::BlockTimes;
 
 /// The status page served at `/` (it polls `/status`).
 pub const STATUS_PAGE: &str = include_str!("status.html");

@@ -3,25 +3,21 @@
 //! also the last N settled blocks' own stage values. "Last minute" is wall time: with no blocks it is empty
 //! (0 blocks/s, no stage samples), and `newest_block_age_ms` says how old the newest settled block is.
 
-use std::sync::atomic::Ordering::Relaxed;
-
 use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 
-use super::{STAGES, WINDOW_NS};
+use super::{Exposed, STAGES, WINDOW_NS};
 use crate::node::Stream;
 use crate::node::time::now_nanos;
-use crate::ws::WsContext;
 
 /// Most blocks `?blocks=N` returns (the one-minute window holds fewer at mainnet's cadence).
 pub const MAX_BLOCKS: usize = 4096;
 
 /// The document; `blocks` > 0 adds `"last_blocks"`: that many of the newest settled blocks, oldest first.
-pub fn status(ctx: &WsContext, blocks: usize) -> Value {
-    let shared = &ctx.hub.shared;
-    let h = &shared.health;
+pub fn status(ctx: &dyn Exposed, blocks: usize) -> Value {
+    let h = ctx.health();
     let now = now_nanos();
-    let recent = ctx.hub.stages.recent(now);
+    let recent = ctx.stages().recent(now);
     let window = &recent.blocks;
     // `stages`: from the line that completes a block (its last); `stages_by_line`: every source line's own.
     let stages = line_stages(window, Stream::Statuses);
@@ -44,13 +40,13 @@ pub fn status(ctx: &WsContext, blocks: usize) -> Value {
         "stalest_coins": stalest(ctx, now),
         "sources": h.sources.to_json(),
         "race": h.sources.recent_json(),
-        "connections": ctx.limits.open(),
-        "subscriptions_by_channel": ctx.counters.subscriptions().into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
-        "frames_sent": ctx.counters.frames_sent.load(Relaxed),
-        "bytes_sent": ctx.counters.bytes_sent.load(Relaxed),
-        "overflows": ctx.counters.overflows.load(Relaxed),
-        "conflated": ctx.counters.conflated.load(Relaxed),
+        "connections": ctx.connections(),
+        "subscriptions_by_channel": ctx.subscriptions().into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
     });
+    let ws = ctx.ws_counters();
+    for name in ["frames_sent", "bytes_sent", "overflows", "conflated"] {
+        doc[name] = json!(ws.iter().find(|(n, _)| *n == name).map_or(0, |c| c.1));
+    }
     if blocks > 0 {
         let from = window.len().saturating_sub(blocks.min(MAX_BLOCKS));
         doc["last_blocks"] = window[from..].iter().map(block).collect();
@@ -85,21 +81,8 @@ fn block(f: &super::Final) -> Value {
 }
 
 /// Subscribed coins whose newest L2 frame describes the oldest block (quiet coins show up here too).
-fn stalest(ctx: &WsContext, now: i64) -> Vec<Value> {
-    let wanted = ctx.hub.wanted();
-    let mut ages: Vec<(i64, &str)> = wanted
-        .coins
-        .iter()
-        .filter_map(|(coin, w)| {
-            let newest =
-                w.l2.iter()
-                    .flat_map(|g| &g.1)
-                    .filter_map(|(_, slot)| slot.frame.load_full())
-                    .map(|f| f.audit.block_ns)
-                    .max()?;
-            Some((now - newest, &**coin))
-        })
-        .collect();
+fn stalest(ctx: &dyn Exposed, now: i64) -> Vec<Value> {
+    let mut ages: Vec<(i64, String)> = ctx.newest_l2().into_iter().map(|(coin, t)| (now - t, coin)).collect();
     ages.sort_unstable_by(|a, b| b.cmp(a));
     ages.into_iter().take(5).map(|(age, coin)| json!({"coin": coin, "age_ms": age / 1_000_000})).collect()
 }

@@ -17,10 +17,11 @@ use super::systemd;
 use crate::book::Books;
 use crate::config::{Config, ServerConfig, Source};
 use crate::ingest::info::SnapshotFrom;
-use crate::ingest::live::{Ingest, LiveConfig, Shared, SourceSpec};
+use crate::ingest::live::{Ingest, LiveConfig, SourceSpec};
 use crate::ingest::validate::{self, ValidateConfig};
 use crate::node::Mode;
 use crate::publish::{self, Hub};
+use crate::state::Shared;
 use crate::ws::admin;
 use crate::ws::http::{AppState, router};
 use crate::ws::info::Passthrough;
@@ -199,7 +200,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         let _ = t.join();
     }
     served?;
-    if let Some(why) = shared.health.failure() {
+    if let Some(why) = shared.health().failure() {
         anyhow::bail!("stopped because {why}");
     }
     tracing::info!("hlbook stopped");
@@ -230,7 +231,7 @@ impl Supervisor {
                 format!("the {name} thread panicked: {}", msg.unwrap_or_else(|| "(no message)".into()))
             }
         };
-        self.shared.health.fail(why);
+        self.shared.health().fail(why);
         self.failed.notify_one();
     }
 }

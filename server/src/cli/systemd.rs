@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use sd_notify::NotifyState;
 
-use crate::ingest::live::Shared;
+use crate::state::Shared;
 
 /// How often the health state is looked at; a state change reaches systemd within this.
 const EVERY: Duration = Duration::from_millis(200);
@@ -24,12 +24,12 @@ pub async fn follow_health(shared: Arc<Shared>) {
     let mut tick = tokio::time::interval(EVERY);
     loop {
         tick.tick().await;
-        let state = shared.health.state();
+        let state = shared.health().state();
         if last == Some(state) {
             continue;
         }
         last = Some(state);
-        let status = format!("{} at height {}", state.as_str(), shared.health.height());
+        let status = format!("{} at height {}", state.as_str(), shared.health().height());
         let mut msg = vec![NotifyState::Status(&status)];
         if state.serving() && !ready {
             ready = true;

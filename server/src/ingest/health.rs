@@ -187,10 +187,10 @@ impl Health {
         self.report();
     }
 
-    /// After a successful resync the next applied block decides between live and catching up.
+    /// After a successful resync the next applied block decides between live and catching up. (The install
+    /// itself is counted by `state::Shared::install`, under the books' lock.)
     pub fn resynced(&self, height: u64) {
         self.height.store(height, Relaxed);
-        self.counters.resyncs.fetch_add(1, Relaxed);
         self.state.store(State::CatchingUp as u8, Relaxed);
         self.report();
     }

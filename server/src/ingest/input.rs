@@ -8,14 +8,13 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-use super::assemble::Assembler;
 use super::health::Health;
 use super::live::LiveConfig;
 use super::race::Race;
 use super::source::{LineSource, SourceEvent};
 use super::sources::{SourceEntry, SourceSpec, diagnose_dir};
 use crate::node::time::now_nanos;
-use crate::node::{Coin, Mode, NodeParser, Stream, Watched};
+use crate::node::{Coin, Line, Mode, NodeParser, Stream, Watched};
 
 /// How often a silent source is asked what it is missing.
 const CHECK_EVERY: Duration = Duration::from_secs(1);
@@ -24,6 +23,19 @@ const CHECK_EVERY: Duration = Duration::from_secs(1);
 pub enum Input {
     One(One),
     Race(Race),
+    /// Stands in while `Ingest::step` has lent the input out to read.
+    Lent,
+}
+
+/// What reading hands the ingest thread, one at a time, as soon as each is there.
+#[derive(Debug)]
+pub enum InputEvent {
+    /// A parsed line for the assembler; with racing sources, when its reader read it.
+    Line(Stream, Line, Option<i64>),
+    /// A malformed streaming line: the stream is lost for good (its events are nowhere else).
+    LostLine,
+    /// The one source lost its place and resumes after the last block handed out: drop partial blocks.
+    Restart,
 }
 
 #[derive(Debug)]
@@ -58,22 +70,31 @@ impl Input {
         Input::One(One { spec, source, parser, entry, checked: Instant::now() - CHECK_EVERY })
     }
 
-    /// Reads what is there into `assembler`. Returns false when a lost line broke the stream for good (a
-    /// malformed streaming line).
-    pub fn read(&mut self, cfg: &LiveConfig, assembler: &mut Assembler, health: &Health) -> bool {
+    /// Waits up to `poll` for lines and hands each to `on` as soon as it is parsed (one source) or won (racing
+    /// sources); `emitted` is the last block handed out.
+    pub fn read(
+        &mut self,
+        poll: Duration,
+        mode: Mode,
+        emitted: u64,
+        health: &Health,
+        on: &mut dyn FnMut(InputEvent),
+    ) {
         match self {
-            Input::One(one) => one.read(cfg, assembler, health),
+            Input::One(one) => one.read(poll, mode, emitted, health, on),
             Input::Race(race) => {
-                race.set_floor(assembler.emitted());
-                race.poll(cfg.poll_interval, assembler.emitted(), health, &mut |won| {
-                    assembler.push(won.stream, won.line)
-                });
-                let next = assembler.emitted() + 1;
-                for stream in race.lost(next, assembler.has(next)) {
-                    assembler.give_up(next, stream);
-                }
-                true
+                race.set_floor(emitted);
+                race.poll(poll, emitted, health, &mut |won| on(InputEvent::Line(won.stream, won.line, Some(won.read_at))));
             }
+            Input::Lent => {}
+        }
+    }
+
+    /// Racing: the streams of block `next` that no source will deliver (`have`: the streams it has).
+    pub fn lost(&mut self, next: u64, have: [bool; 3]) -> Vec<Stream> {
+        match self {
+            Input::Race(race) => race.lost(next, have),
+            _ => Vec::new(),
         }
     }
 
@@ -97,22 +118,15 @@ impl Input {
                 one.entry.reset_height(height);
             }
             Input::Race(race) => race.restart_after(height),
-        }
-    }
-
-    /// When the line of (height, stream) that is applied was read, if it came through the race.
-    pub fn read_at(&self, height: u64, stream: Stream) -> Option<i64> {
-        match self {
-            Input::One(_) => None,
-            Input::Race(race) => race.read_at(height, stream),
+            Input::Lent => {}
         }
     }
 
     /// Coins whose lines two sources disagree about, since the last call.
     pub fn take_distrusted(&mut self) -> Vec<Coin> {
         match self {
-            Input::One(_) => Vec::new(),
             Input::Race(race) => race.take_distrusted(),
+            _ => Vec::new(),
         }
     }
 
@@ -132,26 +146,29 @@ impl Input {
 }
 
 impl One {
-    fn read(&mut self, cfg: &LiveConfig, assembler: &mut Assembler, health: &Health) -> bool {
-        self.source.set_resume_after(assembler.emitted());
-        let (parser, entry, mode) = (&mut self.parser, &self.entry, cfg.mode);
-        let mut lost_line = false;
+    fn read(&mut self, poll: Duration, mode: Mode, emitted: u64, health: &Health, on: &mut dyn FnMut(InputEvent)) {
+        self.source.set_resume_after(emitted);
+        let (parser, entry) = (&mut self.parser, &self.entry);
         let mut any = false;
-        let polled = self.source.poll(cfg.poll_interval, &mut |ev| match ev {
+        let polled = self.source.poll(poll, &mut |ev| match ev {
             SourceEvent::Line(stream, bytes) => {
                 any = true;
-                lost_line |= !push_line(parser, assembler, health, entry, mode, stream, bytes);
+                match parse_line(parser, health, entry, stream, bytes) {
+                    Some(line) => on(InputEvent::Line(stream, line, None)),
+                    None if mode == Mode::Streaming => on(InputEvent::LostLine),
+                    None => {} // By-block, the loss shows up as a broken block.
+                }
             }
             SourceEvent::Restart => {
                 entry.restarts.fetch_add(1, Relaxed);
-                assembler.restart(assembler.emitted())
+                on(InputEvent::Restart)
             }
         });
         if let Err(e) = &polled {
             health.counters.io_errors.fetch_add(1, Relaxed);
             tracing::warn!("reading node lines: {e}");
             if matches!(self.spec, SourceSpec::Files(_)) {
-                std::thread::sleep(cfg.poll_interval);
+                std::thread::sleep(poll);
             }
         }
         if any {
@@ -164,35 +181,30 @@ impl One {
             self.checked = Instant::now();
             self.entry.set_problem(self.source.problem().or_else(|| polled.err().map(|e| e.to_string())));
         }
-        !lost_line
     }
 }
 
-/// Parses one line into the assembler. Returns false when a lost line breaks the stream for good: a malformed
-/// streaming line carries events that nothing later reveals (a by-block loss shows up as a broken block).
-fn push_line(
+/// Parses one line; a malformed one is counted and logged, and gives `None`.
+fn parse_line(
     parser: &mut NodeParser,
-    assembler: &mut Assembler,
     health: &Health,
     entry: &SourceEntry,
-    mode: Mode,
     stream: Stream,
     bytes: &[u8],
-) -> bool {
+) -> Option<Line> {
     let c = &health.counters;
     c.lines.fetch_add(1, Relaxed);
     match parser.parse_bytes(stream, bytes) {
         Ok(line) => {
             entry.line(line.meta.height);
-            assembler.push(stream, line);
-            true
+            Some(line)
         }
         Err(e) => {
             c.malformed_lines.fetch_add(1, Relaxed);
             entry.malformed.fetch_add(1, Relaxed);
             let head = String::from_utf8_lossy(&bytes[..bytes.len().min(120)]).into_owned();
             tracing::warn!(%stream, "malformed node line ({e}); starts {head:?}");
-            mode != Mode::Streaming
+            None
         }
     }
 }

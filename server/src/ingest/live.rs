@@ -1,7 +1,8 @@
 //! The live listener: reads node lines from a source, assembles blocks and applies them to the shared books, and
 //! (re)starts the books from a node snapshot whenever it has none it can trust.
 //!
-//! One blocking thread owns the source, the parser and the assembler, so parsing happens before the write lock and
+//! One blocking thread owns the source (or, with several racing sources, the race: `ingest::race`), the parser and
+//! the assembler, so parsing happens before the write lock and
 //! the lock is held only to apply a line's step (`ingest::steps`): by-block, a block's fills and diffs are handed
 //! on as soon as each line is parsed, and its statuses complete it. Starting (or resyncing after a gap, a lost or malformed line) is a
 //! sync: a loader thread asks the node for a snapshot and reports its height first, so the source is positioned
@@ -9,24 +10,20 @@
 //! are swapped in and the cached blocks above the snapshot's height are applied: no gap, nothing twice. Until
 //! then the old books (if any) are served, flagged `resyncing`.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex, RwLock};
-
 use super::assemble::{Assembled, Assembler};
-use super::health::Health;
 use super::info::{self, InfoClient, SnapshotFrom};
-use super::input::Input;
+use super::input::{Input, InputEvent};
 pub use super::sources::SourceSpec;
-pub use super::steps::BlockTimes;
-use super::steps::{self, KEPT_STEPS, Step};
+use super::steps;
 use crate::book::{Books, Outcome};
 use crate::node::time::now_nanos;
-use crate::node::{Block, Coin, Mode, Stream};
+use crate::node::{Block, Mode, Stream};
+use crate::state::Shared;
 
 #[derive(Clone, Debug)]
 pub struct LiveConfig {
@@ -43,103 +40,8 @@ pub struct LiveConfig {
     pub snapshots: Vec<SnapshotFrom>,
 }
 
-/// Blocks kept for validation, which brings a snapshot forward to our height with them.
-pub const RECENT_BLOCKS: usize = 512;
 /// A sync whose cache grows past this many blocks gives up and starts again.
 const MAX_CACHED: usize = 50_000;
-
-/// What ingest shares with the rest of the server.
-#[derive(Debug)]
-pub struct Shared {
-    pub books: RwLock<Books>,
-    pub health: Health,
-    applied: Mutex<u64>,
-    wake: Condvar,
-    /// The last applied blocks, oldest first.
-    pub recent: Mutex<VecDeque<Arc<Block>>>,
-    /// Stage timestamps of the last applied lines (three per block), oldest first.
-    pub timeline: Mutex<VecDeque<BlockTimes>>,
-    /// Fills and diffs steps for the publisher, oldest first: trades and L2 before their block is complete.
-    pub steps: Mutex<VecDeque<Arc<Step>>>,
-    /// Coins replaced by a repair since the publisher last looked: their subscribers need a fresh snapshot.
-    repaired: Mutex<Vec<Coin>>,
-    /// Times whole books were installed from a snapshot (changed under the write lock).
-    installs: std::sync::atomic::AtomicU64,
-    /// Users some client follows: the parser keeps their rejections and fills (orderUpdates, userFills).
-    pub watched: Arc<crate::node::Watched>,
-}
-
-impl Shared {
-    pub fn new(books: Books, stale_after: Duration) -> Shared {
-        Shared {
-            books: RwLock::new(books),
-            health: Health::new(stale_after),
-            applied: Mutex::new(0),
-            wake: Condvar::new(),
-            recent: Mutex::new(VecDeque::with_capacity(RECENT_BLOCKS)),
-            repaired: Mutex::new(Vec::new()),
-            timeline: Mutex::new(VecDeque::with_capacity(TIMELINE)),
-            steps: Mutex::new(VecDeque::with_capacity(KEPT_STEPS)),
-            installs: std::sync::atomic::AtomicU64::new(0),
-            watched: Arc::default(),
-        }
-    }
-
-    /// Times whole books were replaced by a snapshot; read under the books' lock, it tells a reader that the
-    /// books it saw before are gone.
-    pub fn installs(&self) -> u64 {
-        self.installs.load(Relaxed)
-    }
-
-    /// Wake-ups of the publisher: blocks applied, snapshots installed, coins repaired, subscriptions changed.
-    pub fn applied_seq(&self) -> u64 {
-        *self.applied.lock()
-    }
-
-    /// Blocks until the books changed after `seen` or `timeout` passes; returns the current sequence.
-    pub fn wait_applied(&self, seen: u64, timeout: Duration) -> u64 {
-        let mut seq = self.applied.lock();
-        if *seq <= seen {
-            self.wake.wait_for(&mut seq, timeout);
-        }
-        *seq
-    }
-
-    pub fn bump(&self) {
-        *self.applied.lock() += 1;
-        self.wake.notify_all();
-    }
-
-    /// Records a repaired coin and wakes the publisher.
-    pub fn repaired(&self, coin: Coin) {
-        self.repaired.lock().push(coin);
-        self.bump();
-    }
-
-    /// Coins repaired since the last call.
-    pub fn take_repaired(&self) -> Vec<Coin> {
-        std::mem::take(&mut *self.repaired.lock())
-    }
-
-    pub(super) fn record(&self, times: BlockTimes) {
-        let mut t = self.timeline.lock();
-        if t.len() == TIMELINE {
-            t.pop_front();
-        }
-        t.push_back(times);
-    }
-
-    pub(super) fn remember(&self, block: Arc<Block>) {
-        let mut r = self.recent.lock();
-        if r.len() == RECENT_BLOCKS {
-            r.pop_front();
-        }
-        r.push_back(block);
-    }
-}
-
-/// How many lines' timestamps are kept (three per block).
-pub const TIMELINE: usize = 3 * 4096;
 
 /// What the loader thread reports.
 enum Loaded {
@@ -168,6 +70,9 @@ pub struct Ingest {
     shared: Arc<Shared>,
     input: Input,
     assembler: Assembler,
+    /// Per stream: the height and read time of the last line the race handed over (its reader's clock, so the
+    /// hand-over between threads counts as ours).
+    raced_read: [(u64, i64); 3],
     phase: Phase,
     /// Index into `cfg.snapshots` of the next source to try; a `File` is used once.
     next_snapshot: usize,
@@ -185,14 +90,24 @@ impl std::fmt::Debug for Ingest {
 impl Ingest {
     /// Ingest that continues from the books' height, or syncs from a snapshot first when they are empty.
     pub fn new(cfg: LiveConfig, shared: Arc<Shared>) -> Ingest {
-        let height = shared.books.read().height();
-        let input = Input::new(&cfg, height, &shared.health, &shared.watched);
+        let height = shared.books().height();
+        let input = Input::new(&cfg, height, shared.health(), shared.watched());
         let mut assembler = Assembler::new(cfg.mode, height).split_lines();
         if matches!(input, Input::Race(_)) {
             assembler = assembler.raced();
         }
         let phase = if height > 0 { Phase::Live } else { Phase::Lost { retry_at: Instant::now() } };
-        Ingest { cfg, shared, input, assembler, phase, next_snapshot: 0, failures: 0, fills_handed: height }
+        Ingest {
+            cfg,
+            shared,
+            input,
+            assembler,
+            raced_read: [(0, 0); 3],
+            phase,
+            next_snapshot: 0,
+            failures: 0,
+            fills_handed: height,
+        }
     }
 
     /// Runs until `stop` is set. Never exits on silence or bad input.
@@ -209,27 +124,50 @@ impl Ingest {
             // No position to read from yet (waiting for a snapshot's height, or for the next try).
             self.input.idle(self.cfg.mode);
             self.idle();
-            self.shared.health.report();
+            self.shared.health().report();
             return;
         }
-        let lost_line = !self.input.read(&self.cfg, &mut self.assembler, &self.shared.health);
-        self.sync_source_counters();
-        self.distrust();
-        if lost_line {
-            self.lost("a malformed streaming line");
+        // The input is lent out for the poll so that each line is applied the moment it is parsed: a block's
+        // diffs go to the books before its (much longer) status line is even read, when both are waiting.
+        let mut input = std::mem::replace(&mut self.input, Input::Lent);
+        let shared = self.shared.clone();
+        let (poll, mode) = (self.cfg.poll_interval, self.cfg.mode);
+        input.read(poll, mode, self.assembler.emitted(), shared.health(), &mut |ev| match ev {
+            InputEvent::Line(stream, line, read_at) => {
+                if let Some(at) = read_at {
+                    self.raced_read[stream.index()] = (line.meta.height, at);
+                }
+                self.assembler.push(stream, line);
+                self.take_assembled();
+            }
+            InputEvent::LostLine => self.lost("a malformed streaming line"),
+            InputEvent::Restart => self.assembler.restart(self.assembler.emitted()),
+        });
+        self.input = input;
+        // Racing: a line that every source skipped, or that none supplied within the grace, is lost.
+        let next = self.assembler.emitted() + 1;
+        for stream in self.input.lost(next, self.assembler.has(next)) {
+            self.assembler.give_up(next, stream);
         }
+        self.distrust();
+        self.sync_source_counters();
+        self.take_assembled();
+        // Silence changes the state too (stale): log it from here, at most a poll interval late.
+        self.shared.health().report();
+    }
+
+    /// Applies (or caches, while syncing) every line and block the assembler has ready.
+    fn take_assembled(&mut self) {
         while let Some(next) = self.assembler.next_block() {
             match next {
                 Assembled::Line { height, stream } => self.take_line(height, stream),
                 Assembled::Block(block) => self.take(block),
                 Assembled::Broken { height, missing } => {
-                    self.shared.health.counters.broken_blocks.fetch_add(1, Relaxed);
+                    self.shared.health().counters.broken_blocks.fetch_add(1, Relaxed);
                     self.lost(&format!("block {height} lost its line from {missing:?}"));
                 }
             }
         }
-        // Silence changes the state too (stale): log it from here, at most a poll interval late.
-        self.shared.health.report();
     }
 
     /// Whether the source is positioned where the books (or the loading snapshot) need it.
@@ -265,7 +203,8 @@ impl Ingest {
             return;
         }
         let Some(block) = self.assembler.pending(height) else { return };
-        let read = self.input.read_at(height, stream).unwrap_or_else(now_nanos);
+        let (raced_height, raced_at) = self.raced_read[stream.index()];
+        let read = if raced_height == height { raced_at } else { now_nanos() };
         let outcome = match stream {
             Stream::Fills => {
                 steps::hand_fills(&self.shared, &mut self.fills_handed, block, read);
@@ -298,10 +237,10 @@ impl Ingest {
         match *outcome {
             Outcome::Applied(_) => {}
             Outcome::AlreadyApplied { .. } => {
-                self.shared.health.counters.blocks_already_applied.fetch_add(1, Relaxed);
+                self.shared.health().counters.blocks_already_applied.fetch_add(1, Relaxed);
             }
             Outcome::Gap { expected, got } => {
-                self.shared.health.counters.gaps.fetch_add(1, Relaxed);
+                self.shared.health().counters.gaps.fetch_add(1, Relaxed);
                 self.lost(&format!("gap: expected block {expected}, got {got}"));
             }
         }
@@ -312,9 +251,9 @@ impl Ingest {
         if matches!(self.phase, Phase::Lost { .. }) {
             return;
         }
-        let height = self.shared.books.read().height();
+        let height = self.shared.books().height();
         tracing::error!("books stop at height {height}: {why}; resync needed");
-        self.shared.health.set_resyncing();
+        self.shared.health().set_resyncing();
         self.failures += 1;
         let backoff = Duration::from_millis(250 << self.failures.min(7)).min(Duration::from_secs(30));
         self.phase = Phase::Lost { retry_at: Instant::now() + backoff };
@@ -341,7 +280,7 @@ impl Ingest {
             Loaded::Height(h) => self.positioned(h),
             Loaded::Books(books) => self.install(books),
             Loaded::Failed(why) => {
-                self.shared.health.counters.snapshot_failures.fetch_add(1, Relaxed);
+                self.shared.health().counters.snapshot_failures.fetch_add(1, Relaxed);
                 self.lost(&why)
             }
         }
@@ -353,7 +292,7 @@ impl Ingest {
             self.phase = Phase::Lost { retry_at: Instant::now() + Duration::from_secs(3600) };
             return;
         };
-        self.shared.health.counters.snapshots_requested.fetch_add(1, Relaxed);
+        self.shared.health().counters.snapshots_requested.fetch_add(1, Relaxed);
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()
             .name("hlbook-snapshot".into())
@@ -390,14 +329,7 @@ impl Ingest {
             return;
         }
         let orders = books.order_count();
-        {
-            let mut guard = self.shared.books.write();
-            *guard = books;
-            self.shared.recent.lock().clear();
-            self.shared.installs.fetch_add(1, Relaxed);
-        }
-        self.shared.health.resynced(h);
-        self.shared.bump();
+        self.shared.install(books);
         tracing::info!("books loaded at height {h} ({orders} orders); applying {} cached blocks", cache.len());
         self.failures = 0;
         for block in cache {
@@ -408,8 +340,8 @@ impl Ingest {
     }
 
     fn sync_source_counters(&self) {
-        self.input.sync_counters(&self.shared.health);
-        let c = &self.shared.health.counters;
+        self.input.sync_counters(self.shared.health());
+        let c = &self.shared.health().counters;
         c.stale_lines.store(self.assembler.counters().stale_lines, Relaxed);
     }
 
@@ -419,7 +351,7 @@ impl Ingest {
         if coins.is_empty() {
             return;
         }
-        let mut books = self.shared.books.write();
+        let mut books = self.shared.books_mut();
         for c in coins {
             books.distrust_coin(c);
         }

@@ -128,6 +128,8 @@ pub struct Race {
 pub struct Won {
     pub stream: Stream,
     pub line: Line,
+    /// When its reader read it.
+    pub read_at: i64,
 }
 
 impl Race {
@@ -184,11 +186,6 @@ impl Race {
     /// The last block handed out: readers resume after it.
     pub fn set_floor(&self, emitted: u64) {
         self.ctl.floor.store(emitted, Ordering::Relaxed);
-    }
-
-    /// When the winning line of (height, stream) was read.
-    pub fn read_at(&self, height: u64, stream: Stream) -> Option<i64> {
-        self.taken.get(&height)?[stream.index()].as_ref().map(|t| t.read_at)
     }
 
     /// Coins to mark untrusted (disagreements since the last call).
@@ -266,7 +263,7 @@ impl Race {
         if self.waiting.is_some_and(|(h, s, _)| h == l.height && s == l.stream) {
             self.waiting = None;
         }
-        on(Won { stream: l.stream, line });
+        on(Won { stream: l.stream, line, read_at: l.read_at });
     }
 
     fn disagree(&mut self, src: usize, winner: &str, l: &Raced, coins: Vec<Coin>, health: &Health) {

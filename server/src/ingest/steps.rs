@@ -8,73 +8,11 @@
 //! sync, or all three lines read at once) goes through the same steps in one go.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use super::live::Shared;
-use crate::book::{Applied, Books, Outcome};
+use crate::book::{Applied, Outcome};
 use crate::node::time::now_nanos;
-use crate::node::{Block, Coin, Fill, Stream, UnixNanos};
-
-/// What one step handed to the publisher, in the order they happened.
-#[derive(Debug)]
-pub struct Step {
-    pub height: u64,
-    pub block_time: UnixNanos,
-    pub data: StepData,
-}
-
-#[derive(Debug)]
-pub enum StepData {
-    /// The block's fills: its trades.
-    Fills(Vec<Fill>),
-    /// The block's diffs were applied, changing these coins' books.
-    Diffs(Vec<Coin>),
-}
-
-/// How many steps are kept for the publisher (it normally takes them within a block).
-pub const KEPT_STEPS: usize = 2 * super::live::RECENT_BLOCKS;
-
-/// Stage timestamps of one line of an applied block (Unix ns), for latency auditing: frames are stamped with the
-/// times of the line they were built from (L2 the diffs, trades the fills, l4Book the statuses that complete it).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct BlockTimes {
-    pub height: u64,
-    pub line: Stream,
-    /// Consensus time (the exchange timestamp).
-    pub block_time: i64,
-    /// The node's `local_time` of this line (the last of its stream in the block; 0 if it wrote none).
-    pub node_written: i64,
-    /// We had read the line (parsed it).
-    pub read: i64,
-    /// Its step was applied (the books changed, or the fills were handed on).
-    pub applied: i64,
-}
-
-impl Shared {
-    /// Waits up to `timeout` for books with no half-applied block (whole orders at one height); `None` if they
-    /// are still half-applied then (a block whose status line was lost stays so until the resync installs books).
-    pub fn complete_books(&self, timeout: Duration) -> Option<parking_lot::RwLockReadGuard<'_, Books>> {
-        let until = Instant::now() + timeout;
-        loop {
-            let seen = self.applied_seq();
-            let books = self.books.read();
-            if books.is_complete() {
-                return Some(books);
-            }
-            drop(books);
-            let left = until.checked_duration_since(Instant::now())?;
-            self.wait_applied(seen, left);
-        }
-    }
-
-    pub(super) fn push_step(&self, step: Step) {
-        let mut s = self.steps.lock();
-        if s.len() == KEPT_STEPS {
-            s.pop_front();
-        }
-        s.push_back(Arc::new(step));
-    }
-}
+use crate::node::{Block, Stream, UnixNanos};
+use crate::state::{BlockTimes, Shared, Step, StepData};
 
 /// Hands block `b`'s fills to the publisher, once per height: `handed` is the highest height handed so far (a
 /// resync to an older snapshot re-applies blocks whose trades were already published).
@@ -85,13 +23,13 @@ pub fn hand_fills(shared: &Shared, handed: &mut u64, b: &Block, read: UnixNanos)
     *handed = b.height;
     shared.record(times(b, Stream::Fills, read));
     shared.push_step(Step { height: b.height, block_time: b.block_time, data: StepData::Fills(b.fills.clone()) });
-    shared.bump();
+    shared.signal_change();
 }
 
 /// Applies block `b`'s diffs under the write lock, unless they already are. `None` when there was nothing to do.
 pub fn apply_diffs(shared: &Shared, b: &Block, read: UnixNanos) -> Option<Outcome> {
     let outcome = {
-        let mut books = shared.books.write();
+        let mut books = shared.books_mut();
         if books.diffs_height() >= b.height && books.height() < b.height {
             return None; // Handed out as a line before: only the statuses are missing.
         }
@@ -109,7 +47,7 @@ pub fn apply_diffs(shared: &Shared, b: &Block, read: UnixNanos) -> Option<Outcom
     };
     if let Outcome::Applied(a) = &outcome {
         report(shared, a);
-        shared.bump();
+        shared.signal_change();
     }
     Some(outcome)
 }
@@ -117,7 +55,7 @@ pub fn apply_diffs(shared: &Shared, b: &Block, read: UnixNanos) -> Option<Outcom
 /// Applies block `b`'s statuses (its diffs must be applied), completing it.
 pub fn complete(shared: &Shared, b: Arc<Block>, read: UnixNanos) -> Outcome {
     let outcome = {
-        let mut books = shared.books.write();
+        let mut books = shared.books_mut();
         let outcome = books.apply_statuses(b.height, &b.statuses);
         if let Outcome::Applied(_) = outcome {
             shared.record(times(&b, Stream::Statuses, read));
@@ -128,8 +66,8 @@ pub fn complete(shared: &Shared, b: Arc<Block>, read: UnixNanos) -> Outcome {
     if let Outcome::Applied(a) = &outcome {
         report(shared, a);
         let written = b.node_written.iter().flatten().max().copied();
-        shared.health.applied(b.height, b.block_time, written);
-        shared.bump();
+        shared.health().applied(b.height, b.block_time, written);
+        shared.signal_change();
     }
     outcome
 }
@@ -150,7 +88,7 @@ fn report(shared: &Shared, a: &Applied) {
     if a.inconsistencies.is_empty() {
         return;
     }
-    let c = &shared.health.counters;
+    let c = &shared.health().counters;
     c.inconsistencies.fetch_add(a.inconsistencies.len() as u64, std::sync::atomic::Ordering::Relaxed);
     for i in &a.inconsistencies {
         tracing::warn!(coin = %i.coin, oid = i.oid, height = a.height, "inconsistency: {:?}", i.kind);

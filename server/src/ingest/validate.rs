@@ -1,7 +1,7 @@
 //! Periodic validation against the node's own snapshot, and in-place repair of any coin that disagrees.
 //!
 //! It never stalls ingest or publication: the snapshot is loaded on this thread, then brought forward to our
-//! height by applying the blocks ingest keeps in `Shared::recent` (the same engine, so both sides saw the same
+//! height by applying the blocks ingest keeps in `Shared::blocks_after` (the same engine, so both sides saw the same
 //! blocks), and compared in short pieces of at most ~1,000 orders, each under a brief read lock and only when both
 //! are at the same height (the copy catches up between pieces when ingest moves on). A coin that differs, or that
 //! ingest marked untrusted, is replaced by the copy's book under the write lock: an O(1) swap, no restart, no
@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use super::health::State;
 use super::info::{self, InfoClient};
-use super::live::Shared;
 use crate::book::{Books, CoinBook, Outcome};
 use crate::node::{Coin, Fixed, Side};
+use crate::state::Shared;
 
 /// Orders compared per read-lock hold.
 const PIECE: usize = 1024;
@@ -57,9 +57,9 @@ pub fn run(cfg: ValidateConfig, shared: Arc<Shared>, stop: &AtomicBool) {
     let mut last = Instant::now();
     while !stop.load(Relaxed) {
         std::thread::sleep(Duration::from_millis(200));
-        let untrusted = shared.books.read().untrusted().next().is_some();
+        let untrusted = shared.books().untrusted().next().is_some();
         let due = last.elapsed() >= cfg.interval || (untrusted && last.elapsed() >= Duration::from_secs(2));
-        if !due || !matches!(shared.health.state(), State::Live | State::CatchingUp) {
+        if !due || !matches!(shared.health().state(), State::Live | State::CatchingUp) {
             continue;
         }
         last = Instant::now();
@@ -72,7 +72,7 @@ pub fn run(cfg: ValidateConfig, shared: Arc<Shared>, stop: &AtomicBool) {
                 r.repaired
             ),
             Err(e) => {
-                shared.health.counters.validations_skipped.fetch_add(1, Relaxed);
+                shared.health().counters.validations_skipped.fetch_add(1, Relaxed);
                 tracing::warn!("validation skipped: {e}");
             }
         }
@@ -85,9 +85,9 @@ pub fn cycle(client: &InfoClient, shared: &Shared, stop: &AtomicBool) -> Result<
     let mut copy = info::load(&path, true)?;
     wait_for_height(shared, copy.height(), stop)?;
     catch_up(shared, &mut copy)?;
-    let c = &shared.health.counters;
+    let c = &shared.health().counters;
     c.validations.fetch_add(1, Relaxed);
-    let mut coins: Vec<Coin> = shared.books.read().coin_names();
+    let mut coins: Vec<Coin> = shared.books().coin_names();
     coins.extend(copy.coin_names());
     coins.sort();
     coins.dedup();
@@ -109,22 +109,22 @@ const COMPLETE_WAIT: Duration = Duration::from_secs(2);
 /// The node's snapshot can be ahead of the blocks we have read: wait (bounded) until our books reach it.
 fn wait_for_height(shared: &Shared, height: u64, stop: &AtomicBool) -> Result<(), Skip> {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while shared.health.height() < height {
+    while shared.health().height() < height {
         if Instant::now() > deadline || stop.load(Relaxed) {
             return Err(Skip::Behind(height));
         }
-        shared.wait_applied(shared.applied_seq(), Duration::from_millis(50));
+        shared.wait_for_change(shared.change_seq(), Duration::from_millis(50));
     }
     Ok(())
 }
 
 /// Applies the kept blocks after the copy's height, up to the live height.
 fn catch_up(shared: &Shared, copy: &mut Books) -> Result<(), Skip> {
-    let state = shared.health.state();
+    let state = shared.health().state();
     if !matches!(state, State::Live | State::CatchingUp | State::Stale) {
         return Err(Skip::NotLive(state));
     }
-    let blocks: Vec<_> = shared.recent.lock().iter().filter(|b| b.height > copy.height()).cloned().collect();
+    let blocks = shared.blocks_after(copy.height(), u64::MAX);
     if let Some(first) = blocks.first()
         && first.height != copy.height() + 1
     {
@@ -203,12 +203,12 @@ fn repair(shared: &Shared, copy: &mut Books, coin: &Coin) -> Result<(), Skip> {
     loop {
         catch_up(shared, copy)?;
         drop(shared.complete_books(COMPLETE_WAIT).ok_or(Skip::Behind(copy.height() + 1))?);
-        let mut live = shared.books.write();
+        let mut live = shared.books_mut();
         if live.height() == copy.height() && live.is_complete() {
             live.set_coin(coin, copy.take_coin(coin));
             drop(live);
             shared.repaired(coin.clone());
-            shared.health.counters.repairs.fetch_add(1, Relaxed);
+            shared.health().counters.repairs.fetch_add(1, Relaxed);
             return Ok(());
         }
     }

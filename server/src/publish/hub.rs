@@ -20,8 +20,8 @@ use super::frame::Frame;
 use super::user_history::FillsDir;
 use super::users::{UserChannel, UserFrames, UserSubs};
 use crate::book::l2::L2Params;
-use crate::ingest::live::Shared;
 use crate::node::{Address, Coin};
+use crate::state::Shared;
 
 /// One L2 shape of one coin.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -75,7 +75,19 @@ impl Tick {
 
 /// An aggregation (`nSigFigs`, `mantissa`) and the slots of its wanted depths, deepest last: one aggregation pass
 /// serves every depth.
-pub type L2Group = ((Option<u8>, Option<u8>), Vec<(usize, Arc<Slot>)>);
+#[derive(Clone, Debug)]
+pub struct L2Group {
+    pub n_sig_figs: Option<u8>,
+    pub mantissa: Option<u8>,
+    pub depths: Vec<Depth>,
+}
+
+/// One wanted depth (`nLevels`) of an aggregation, and the slot its frames go to.
+#[derive(Clone, Debug)]
+pub struct Depth {
+    pub n_levels: usize,
+    pub slot: Arc<Slot>,
+}
 
 /// Per coin, what some connection wants built.
 #[derive(Clone, Debug, Default)]
@@ -114,16 +126,18 @@ impl CoinSubs {
     fn wants(&self) -> CoinWants {
         let mut w = CoinWants::default();
         for (params, (_, slot)) in &self.l2 {
-            let shape = (params.n_sig_figs, params.mantissa);
-            let i = match w.l2.iter().position(|g| g.0 == shape) {
+            let same = |g: &L2Group| (g.n_sig_figs, g.mantissa) == (params.n_sig_figs, params.mantissa);
+            let i = match w.l2.iter().position(same) {
                 Some(i) => i,
                 None => {
-                    w.l2.push((shape, Vec::new()));
+                    let group =
+                        L2Group { n_sig_figs: params.n_sig_figs, mantissa: params.mantissa, depths: Vec::new() };
+                    w.l2.push(group);
                     w.l2.len() - 1
                 }
             };
-            w.l2[i].1.push((params.n_levels, slot.clone()));
-            w.l2[i].1.sort_by_key(|d| d.0);
+            w.l2[i].depths.push(Depth { n_levels: params.n_levels, slot: slot.clone() });
+            w.l2[i].depths.sort_by_key(|d| d.n_levels);
         }
         w.bbo = self.bbo.as_ref().map(|b| b.1.clone());
         (w.trades, w.l4) = (self.trades > 0, self.l4 > 0);
@@ -171,13 +185,35 @@ pub struct PublishCounters {
     pub discontinuities: AtomicU64,
 }
 
+impl PublishCounters {
+    /// Every counter by name, for the exporters.
+    pub fn to_list(&self) -> Vec<(&'static str, u64)> {
+        [
+            ("passes", &self.passes),
+            ("l2_frames", &self.l2_frames),
+            ("bbo_frames", &self.bbo_frames),
+            ("mids_frames", &self.mids_frames),
+            ("trade_frames", &self.trade_frames),
+            ("l4_frames", &self.l4_frames),
+            ("l4_snapshots", &self.l4_snapshots),
+            ("discontinuities", &self.discontinuities),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k, v.load(Relaxed)))
+        .collect()
+    }
+}
+
 #[derive(Debug)]
 pub struct Hub {
     pub shared: Arc<Shared>,
     registry: Mutex<Registry>,
     wanted: ArcSwap<Wanted>,
     feed: RwLock<VecDeque<Arc<Tick>>>,
-    feed_limits: (usize, usize),
+    /// The ordered-stream backlog keeps at most this many ticks...
+    feed_max_ticks: usize,
+    /// ...and drops the oldest while it holds more bytes than this (always keeping the newest).
+    feed_max_bytes: usize,
     feed_bytes: AtomicU64,
     requests: Mutex<Vec<(Coin, oneshot::Sender<L4Snapshot>)>>,
     published: watch::Sender<u64>,
@@ -200,7 +236,8 @@ impl Hub {
             registry: Mutex::new(Registry::default()),
             wanted: ArcSwap::from_pointee(Wanted::default()),
             feed: RwLock::new(VecDeque::new()),
-            feed_limits: (feed_ticks.max(1), feed_bytes),
+            feed_max_ticks: feed_ticks.max(1),
+            feed_max_bytes: feed_bytes,
             feed_bytes: AtomicU64::new(0),
             requests: Mutex::new(Vec::new()),
             published: watch::channel(0).0,
@@ -238,7 +275,7 @@ impl Hub {
                 return Some(slot);
             }
             Want::User(u, ch, _) => {
-                self.users.add(*u, *ch, &self.shared.watched);
+                self.users.add(*u, *ch, self.shared.watched());
                 return None;
             }
             Want::L2(k) => &k.coin,
@@ -286,7 +323,7 @@ impl Hub {
                 return;
             }
             Want::User(u, ch, _) => {
-                self.users.remove(*u, *ch, &self.shared.watched);
+                self.users.remove(*u, *ch, self.shared.watched());
                 return;
             }
             Want::L2(k) => &k.coin,
@@ -336,7 +373,7 @@ impl Hub {
             None => w.mids = r.mids.iter().map(|(d, (_, s))| (d.clone(), s.clone())).collect(),
         }
         self.wanted.store(Arc::new(w));
-        self.shared.bump();
+        self.shared.signal_change();
     }
 
     /// Coins with at least one subscription (for tests of the cleanup).
@@ -348,7 +385,7 @@ impl Hub {
     pub fn request_snapshot(&self, coin: Coin) -> oneshot::Receiver<L4Snapshot> {
         let (tx, rx) = oneshot::channel();
         self.requests.lock().push((coin, tx));
-        self.shared.bump();
+        self.shared.signal_change();
         rx
     }
 
@@ -368,7 +405,7 @@ impl Hub {
             bytes += t.bytes;
             feed.push_back(Arc::new(t));
         }
-        while feed.len() > self.feed_limits.0 || (bytes > self.feed_limits.1 && feed.len() > 1) {
+        while feed.len() > self.feed_max_ticks || (bytes > self.feed_max_bytes && feed.len() > 1) {
             if let Some(old) = feed.pop_front() {
                 bytes -= old.bytes;
             }
@@ -411,6 +448,15 @@ impl Hub {
     pub fn feed_bytes(&self) -> u64 {
         self.feed_bytes.load(Relaxed)
     }
+
+    /// Each subscribed coin with the block time of its newest L2 frame (coins with no frame yet are left out).
+    pub fn newest_l2(&self) -> Vec<(String, i64)> {
+        let wanted = self.wanted();
+        let newest = |w: &CoinWants| {
+            w.l2.iter().flat_map(|g| &g.depths).filter_map(|d| d.slot.frame.load_full()).map(|f| f.audit.block_ns).max()
+        };
+        wanted.coins.iter().filter_map(|(coin, w)| Some((coin.to_string(), newest(w)?))).collect()
+    }
 }
 
 #[cfg(test)]
@@ -438,11 +484,11 @@ mod tests {
         let w = hub.wanted();
         let btc = &w.coins["BTC"];
         assert_eq!(btc.l2.len(), 1, "one aggregation serves both depths");
-        assert_eq!(btc.l2[0].1.iter().map(|d| d.0).collect::<Vec<_>>(), [5, 20], "deepest last");
+        assert_eq!(btc.l2[0].depths.iter().map(|d| d.n_levels).collect::<Vec<_>>(), [5, 20], "deepest last");
         assert!(btc.bbo.is_some() && !btc.trades && w.coins["ETH"].trades);
 
         hub.remove(&wants[0]);
-        assert_eq!(hub.wanted().coins["BTC"].l2[0].1.len(), 2, "one subscriber of the 20-level shape is left");
+        assert_eq!(hub.wanted().coins["BTC"].l2[0].depths.len(), 2, "one subscriber of the 20-level shape is left");
         for w in &wants {
             hub.remove(w);
         }

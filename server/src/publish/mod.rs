@@ -29,7 +29,7 @@ pub fn run(hub: Arc<Hub>, stop: &AtomicBool) {
     let mut seen = 0;
     let panic_after = test_panic_after();
     while !stop.load(Relaxed) {
-        seen = hub.shared.wait_applied(seen, Duration::from_millis(200));
+        seen = hub.shared.wait_for_change(seen, Duration::from_millis(200));
         publisher.pass();
         if panic_after.is_some_and(|n| hub.counters.passes.load(Relaxed) >= n) {
             panic!("HLBOOK_TEST_PUBLISHER_PANIC_AFTER asked the publisher to panic");

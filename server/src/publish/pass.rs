@@ -18,10 +18,9 @@ use super::json::{self, Bbo};
 use crate::book::buckets::l2_levels;
 use crate::book::l2::{L2Params, LevelAgg};
 use crate::book::{Books, CoinBook};
-use crate::ingest::live::BlockTimes;
-use crate::ingest::steps::{Step, StepData};
 use crate::node::time::{nanos_to_millis, now_nanos};
 use crate::node::{Block, Coin, Side, Stream};
+use crate::state::{BlockTimes, Step, StepData, StepsSince};
 
 /// A pending l4Book snapshot request.
 type SnapshotRequest = (Coin, tokio::sync::oneshot::Sender<L4Snapshot>);
@@ -83,11 +82,12 @@ impl Publisher {
         let wanted = hub.wanted();
         let repaired = hub.shared.take_repaired();
         self.held.extend(hub.take_requests());
-        let books = hub.shared.books.read();
+        let books = hub.shared.books();
         let (h, dh, installs) = (books.height(), books.diffs_height(), hub.shared.installs());
         // Read under the books' lock: ingest records a diffs step under its write lock, so every step up to `dh`
         // is here.
-        let (diff_steps, fill_steps) = self.steps_since(dh);
+        let StepsSince { diffs: diff_steps, fills: fill_steps } =
+            hub.shared.steps_after(self.diffs_height, dh, self.fills_height);
         let fh = fill_steps.last().map_or(self.fills_height, |s| s.height);
         let new_shapes = wanted.version != self.wanted_version;
         if new_shapes {
@@ -100,7 +100,7 @@ impl Publisher {
             return;
         }
         self.pass += 1;
-        let blocks = self.blocks_since(h);
+        let blocks = hub.shared.blocks_after(self.height, h);
         let reloaded = installs != self.installs
             || (h > self.height && blocks.first().is_none_or(|b| b.height != self.height + 1))
             || (dh > self.diffs_height && diff_steps.first().is_none_or(|s| s.height != self.diffs_height + 1));
@@ -122,7 +122,7 @@ impl Publisher {
         let lines = lines.chain(diff_steps.iter().map(|s| (s.height, Stream::Diffs)));
         let lines: Vec<(u64, Stream)> = lines.chain(blocks.iter().map(|b| (b.height, Stream::Statuses))).collect();
         for &(height, line) in &lines {
-            if let Some(t) = self.times(height, line) {
+            if let Some(t) = self.hub.shared.times_of(height, line) {
                 hub.stages.begin(t);
             }
         }
@@ -154,25 +154,6 @@ impl Publisher {
         hub.announce(self.pass);
     }
 
-    /// Applied blocks above the last pass's height, up to `h`, oldest first.
-    fn blocks_since(&self, h: u64) -> Vec<Arc<Block>> {
-        let recent = self.hub.shared.recent.lock();
-        recent.iter().filter(|b| b.height > self.height && b.height <= h).cloned().collect()
-    }
-
-    /// Diffs steps above the last pass's diffs height up to `dh`, and fills steps above its fills height.
-    fn steps_since(&self, dh: u64) -> (Vec<Arc<Step>>, Vec<Arc<Step>>) {
-        let (mut diffs, mut fills) = (Vec::new(), Vec::new());
-        for s in self.hub.shared.steps.lock().iter() {
-            match s.data {
-                StepData::Diffs(_) if s.height > self.diffs_height && s.height <= dh => diffs.push(s.clone()),
-                StepData::Fills(_) if s.height > self.fills_height => fills.push(s.clone()),
-                _ => {}
-            }
-        }
-        (diffs, fills)
-    }
-
     /// Coins whose wanted shapes need building this pass.
     fn targets(
         &self,
@@ -201,13 +182,8 @@ impl Publisher {
         distinct(changed).into_iter().filter(|c| mids || wanted.coins.contains_key(c)).collect()
     }
 
-    /// The recorded times of block `height`'s `line`.
-    fn times(&self, height: u64, line: Stream) -> Option<BlockTimes> {
-        self.hub.shared.timeline.lock().iter().rev().find(|t| t.height == height && t.line == line).copied()
-    }
-
     fn audit_of(&self, height: u64, block_time: i64, line: Stream) -> Audit {
-        audit_from(height, block_time, line, self.times(height, line))
+        audit_from(height, block_time, line, self.hub.shared.times_of(height, line))
     }
 
     fn publish_l2(&mut self, wanted: &Wanted, built: &[Built], block_time: i64, audit: Audit) {
@@ -215,7 +191,7 @@ impl Publisher {
         for b in built {
             let Some(w) = wanted.coins.get(&b.coin) else { continue };
             for (group, [bids, asks]) in w.l2.iter().zip(&b.l2) {
-                for (depth, slot) in &group.1 {
+                for super::hub::Depth { n_levels: depth, slot } in &group.depths {
                     if !b.exists && slot.frame.load().is_none() {
                         continue;
                     }
@@ -398,9 +374,9 @@ fn build_all(books: &Books, wanted: &Wanted, targets: &[Coin]) -> Vec<Built> {
 fn build(book: Option<&CoinBook>, coin: &Coin, w: &CoinWants) -> Built {
     let mut l2 = Vec::with_capacity(w.l2.len());
     let mut coarse = Vec::new();
-    for ((sf, m), depths) in &w.l2 {
-        let deepest = depths.last().map_or(1, |d| d.0);
-        let params = L2Params::new(*sf, *m, deepest).unwrap_or(L2Params::full(deepest));
+    for group in &w.l2 {
+        let deepest = group.depths.last().map_or(1, |d| d.n_levels);
+        let params = L2Params::new(group.n_sig_figs, group.mantissa, deepest).unwrap_or(L2Params::full(deepest));
         coarse.extend(params.n_sig_figs.map(|s| (s, params.mantissa)));
         let mut sides = [Vec::new(), Vec::new()];
         if let Some(book) = book {

@@ -20,8 +20,8 @@ use serde::Deserialize;
 use super::http::{AppState, health};
 use crate::book::export::write_snapshot;
 use crate::book::{Books, CoinBook};
-use crate::ingest::live::Shared;
 use crate::node::Coin;
+use crate::state::Shared;
 
 pub fn router(state: AppState) -> Router {
     let token = state.ws.cfg.token.clone();
@@ -53,7 +53,7 @@ struct StatusQuery {
 
 /// State, stage percentiles over the last minute, connections (docs/api.md).
 async fn status(State(s): State<AppState>, Query(q): Query<StatusQuery>) -> Response {
-    axum::Json(crate::audit::status::status(&s.ws, q.blocks.unwrap_or(0))).into_response()
+    axum::Json(crate::audit::status::status(&*s.ws, q.blocks.unwrap_or(0))).into_response()
 }
 
 /// The status page: one self-contained HTML file that charts `/status` (no build step, nothing fetched from
@@ -94,7 +94,7 @@ async fn l4snapshot(State(s): State<AppState>, Query(q): Query<SnapshotQuery>) -
 
 /// Whole-book events that make copies taken before them worthless: snapshot installs and coin repairs.
 fn epoch(shared: &Shared) -> (u64, u64) {
-    (shared.installs(), shared.health.counters.repairs.load(Relaxed))
+    (shared.installs(), shared.health().counters.repairs.load(Relaxed))
 }
 
 /// The books (or `only` those coins) at one height, copied coin by coin under brief read locks, each taken when no
@@ -151,11 +151,9 @@ fn coins_changed(shared: &Shared, after: u64, upto: u64) -> Option<Vec<(u64, Coi
     if after >= upto {
         return Some(Vec::new());
     }
-    let recent = shared.recent.lock();
-    let first = recent.iter().find(|b| b.height > after)?;
-    if first.height != after + 1 {
+    let blocks = shared.blocks_after(after, upto);
+    if blocks.first()?.height != after + 1 {
         return None;
     }
-    let in_range = recent.iter().filter(|b| b.height > after && b.height <= upto);
-    Some(in_range.flat_map(|b| b.diffs.iter().map(|d| (b.height, d.coin.clone()))).collect())
+    Some(blocks.iter().flat_map(|b| b.diffs.iter().map(|d| (b.height, d.coin.clone()))).collect())
 }

@@ -294,7 +294,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             (Want::User(user, ch, _), _) => Sub::User {
                 user: *user,
                 ch: *ch,
-                generation: hub.shared.watched.view().generation,
+                generation: hub.shared.watched().view().generation,
                 state: UserState::Pending { cursor: hub.feed_head() },
             },
             (_, Some(slot)) => Sub::Conflated { slot, sent: 0 },
@@ -312,7 +312,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     /// Whether the books have the subscription's coin (or, for allMids, a coin of its dex): every coin of the
     /// node's snapshot is in the books, and any coin that has had an order since.
     fn exists(&self, want: &Want) -> bool {
-        let books = self.ctx.hub.shared.books.read();
+        let books = self.ctx.hub.shared.books();
         match want {
             Want::L2(k) => books.coin(&k.coin).is_some(),
             Want::Bbo(c) | Want::Trades(c) | Want::L4(c) => books.coin(c).is_some(),

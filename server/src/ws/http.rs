@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tokio::sync::Semaphore;
 
-use crate::ingest::live::Shared;
+use crate::state::Shared;
 use crate::ws::WsContext;
 
 /// What every handler can reach.
@@ -68,7 +68,7 @@ async fn info(State(s): State<AppState>, ConnectInfo(peer): ConnectInfo<SocketAd
 /// 200 while the books follow the node (`live`, `catching_up`), 503 otherwise, so a balancer can drop a server
 /// whose books are stale or being rebuilt, or whose threads died.
 pub async fn health(State(s): State<AppState>) -> Response {
-    let h = &s.shared.health;
+    let h = &s.shared.health();
     let state = h.state();
     let (block_lag, node_lag) = h.lag();
     let mut body = serde_json::json!({

@@ -9,11 +9,11 @@ use bytes::Bytes;
 use serde_json::Value;
 
 pub use super::passthrough::{Answer, Passthrough};
-use crate::book::l2::{L2Params, LevelAgg, aggregate};
-use crate::ingest::live::Shared;
-use crate::node::Side;
+use crate::book::buckets::l2_levels;
+use crate::book::l2::L2Params;
 use crate::node::time::nanos_to_millis;
 use crate::publish::json::l2_book_data;
+use crate::state::Shared;
 use crate::ws::protocol::DEFAULT_LEVELS;
 
 /// openOrders answers computed at once.
@@ -69,12 +69,11 @@ fn l2_book(shared: &Shared, body: &Value) -> Answer {
     };
     let mut sides = [Vec::new(), Vec::new()];
     let time = {
-        let books = shared.books.read();
+        let books = shared.books();
         let Some(book) = books.coin(coin) else { return Answer { status: 200, json: Bytes::from_static(b"null") } };
-        for side in [Side::Bid, Side::Ask] {
-            let levels = book.levels(side).map(|(px, l)| LevelAgg { px, sz: l.sz, n: l.n });
-            aggregate(side, levels, &params, None, &mut sides[side.index()]);
-        }
+        // The publisher's build: coarse shapes from running bucket totals (a shape no subscriber wants is dropped
+        // again by the publisher's next pass).
+        l2_levels(book, &params, &mut sides);
         // The levels are at the diffs line's height, which may be ahead of the last complete block.
         nanos_to_millis(books.diffs_block_time())
     };

@@ -67,6 +67,34 @@ pub struct WsCounters {
     pub subs_l4_book: AtomicI64,
 }
 
+/// What the exporters (`/metrics`, `/status`) read.
+impl crate::audit::Exposed for WsContext {
+    fn health(&self) -> &crate::ingest::health::Health {
+        self.hub.shared.health()
+    }
+    fn stages(&self) -> &crate::audit::Stages {
+        &self.hub.stages
+    }
+    fn publish_counters(&self) -> Vec<(&'static str, u64)> {
+        self.hub.counters.to_list()
+    }
+    fn feed_bytes(&self) -> u64 {
+        self.hub.feed_bytes()
+    }
+    fn ws_counters(&self) -> Vec<(&'static str, u64)> {
+        self.counters.to_map().into_iter().collect()
+    }
+    fn connections(&self) -> usize {
+        self.limits.open()
+    }
+    fn subscriptions(&self) -> Vec<(&'static str, i64)> {
+        self.counters.subscriptions().to_vec()
+    }
+    fn newest_l2(&self) -> Vec<(String, i64)> {
+        self.hub.newest_l2()
+    }
+}
+
 impl WsCounters {
     pub fn subscription_delta(&self, channel: &str, d: i64) {
         let c = match channel {

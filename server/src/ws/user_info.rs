@@ -10,9 +10,9 @@ use serde_json::Value;
 
 use crate::book::CoinBook;
 use crate::book::export::order_out;
-use crate::ingest::live::Shared;
 use crate::node::{Address, Side};
 use crate::publish::users::WsOrderBody;
+use crate::state::Shared;
 
 /// Answers `openOrders` (`frontend` false) or `frontendOpenOrders`.
 pub fn open_orders(shared: &Shared, body: &Value, frontend: bool) -> (u16, Value) {

@@ -1,0 +1,207 @@
+//! The server's state: what ingest hands to the publisher and the socket side, behind methods named for what
+//! callers want.
+//!
+//! Ingest is the only writer: it applies blocks to the books (under their `RwLock`), records each line's stage
+//! times, queues the steps the publisher turns into frames, and keeps the last blocks for validation and exports.
+//! Everyone else reads, through short locks taken inside these methods, so no caller holds two of the small
+//! locks at once or learns how they are laid out. The publisher sleeps on one wake signal (`wait_for_change`)
+//! that counts every change it must look at: a line step, a snapshot install, a repair or a subscription change.
+
+mod steps;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+pub use self::steps::{BlockTimes, KEPT_STEPS, Step, StepData, StepsSince};
+use crate::book::Books;
+use crate::ingest::health::Health;
+use crate::node::{Block, Coin, Stream, Watched};
+
+/// Blocks kept for validation, which brings a snapshot forward to our height with them.
+pub const RECENT_BLOCKS: usize = 512;
+/// How many lines' timestamps are kept (three per block).
+pub const TIMELINE: usize = 3 * 4096;
+
+/// What ingest shares with the rest of the server.
+#[derive(Debug)]
+pub struct Shared {
+    books: RwLock<Books>,
+    health: Health,
+    /// Changes the publisher must look at; bumped with `signal_change`.
+    changes: Mutex<u64>,
+    changed: Condvar,
+    /// The last completed blocks, oldest first.
+    recent: Mutex<VecDeque<Arc<Block>>>,
+    /// Stage timestamps of the last applied lines (three per block), oldest first.
+    timeline: Mutex<VecDeque<BlockTimes>>,
+    /// Fills and diffs steps for the publisher, oldest first: trades and L2 before their block is complete.
+    steps: Mutex<VecDeque<Arc<Step>>>,
+    /// Coins replaced by a repair since the publisher last looked: their subscribers need a fresh snapshot.
+    repaired: Mutex<Vec<Coin>>,
+    /// Users some client follows: the parser keeps their rejections and fills (orderUpdates, userFills).
+    watched: Arc<Watched>,
+}
+
+impl Shared {
+    pub fn new(books: Books, stale_after: Duration) -> Shared {
+        Shared {
+            books: RwLock::new(books),
+            health: Health::new(stale_after),
+            changes: Mutex::new(0),
+            changed: Condvar::new(),
+            recent: Mutex::new(VecDeque::with_capacity(RECENT_BLOCKS)),
+            timeline: Mutex::new(VecDeque::with_capacity(TIMELINE)),
+            steps: Mutex::new(VecDeque::with_capacity(KEPT_STEPS)),
+            repaired: Mutex::new(Vec::new()),
+            watched: Arc::default(),
+        }
+    }
+
+    /// The books as they are now (possibly with a block half-applied: L2 is final, L4 metadata may be pending).
+    pub fn books(&self) -> RwLockReadGuard<'_, Books> {
+        self.books.read()
+    }
+
+    /// The books for changing them: ingest applies blocks, validation repairs coins.
+    pub(crate) fn books_mut(&self) -> RwLockWriteGuard<'_, Books> {
+        self.books.write()
+    }
+
+    /// Waits up to `timeout` for books with no half-applied block (whole orders at one height); `None` if they
+    /// are still half-applied then (a block whose status line was lost stays so until the resync installs books).
+    pub fn complete_books(&self, timeout: Duration) -> Option<RwLockReadGuard<'_, Books>> {
+        let until = Instant::now() + timeout;
+        loop {
+            let seen = self.change_seq();
+            let books = self.books.read();
+            if books.is_complete() {
+                return Some(books);
+            }
+            drop(books);
+            let left = until.checked_duration_since(Instant::now())?;
+            self.wait_for_change(seen, left);
+        }
+    }
+
+    /// Replaces every book with a loaded snapshot (counted as a resync); the blocks kept for validation no
+    /// longer follow on.
+    pub(crate) fn install(&self, books: Books) {
+        let height = books.height();
+        {
+            let mut guard = self.books.write();
+            *guard = books;
+            self.recent.lock().clear();
+            self.health.counters.resyncs.fetch_add(1, Relaxed);
+        }
+        self.health.resynced(height);
+        self.signal_change();
+    }
+
+    /// Times whole books were replaced by a snapshot (the `resyncs` counter); read under the books' lock, it
+    /// tells a reader that the books it saw before are gone.
+    pub fn installs(&self) -> u64 {
+        self.health.counters.resyncs.load(Relaxed)
+    }
+
+    pub fn health(&self) -> &Health {
+        &self.health
+    }
+
+    /// Users some client follows (the publisher adds and drops them, the parser reads them).
+    pub fn watched(&self) -> &Arc<Watched> {
+        &self.watched
+    }
+
+    /// How many changes the publisher has been told of.
+    pub fn change_seq(&self) -> u64 {
+        *self.changes.lock()
+    }
+
+    /// Blocks until a change after `seen` or until `timeout` passes; returns the current count.
+    pub fn wait_for_change(&self, seen: u64, timeout: Duration) -> u64 {
+        let mut seq = self.changes.lock();
+        if *seq <= seen {
+            self.changed.wait_for(&mut seq, timeout);
+        }
+        *seq
+    }
+
+    /// Wakes the publisher (and anyone waiting for complete books): something it serves changed.
+    pub fn signal_change(&self) {
+        *self.changes.lock() += 1;
+        self.changed.notify_all();
+    }
+
+    /// Records a repaired coin and wakes the publisher.
+    pub fn repaired(&self, coin: Coin) {
+        self.repaired.lock().push(coin);
+        self.signal_change();
+    }
+
+    /// Coins repaired since the last call.
+    pub fn take_repaired(&self) -> Vec<Coin> {
+        std::mem::take(&mut *self.repaired.lock())
+    }
+
+    /// Records a line's stage times. Ingest records a diffs step under the books' write lock, so a reader of the
+    /// books at a height also finds that height's L2 times.
+    pub(crate) fn record(&self, times: BlockTimes) {
+        let mut t = self.timeline.lock();
+        if t.len() == TIMELINE {
+            t.pop_front();
+        }
+        t.push_back(times);
+    }
+
+    /// The recorded times of block `height`'s `line`, if still kept.
+    pub fn times_of(&self, height: u64, line: Stream) -> Option<BlockTimes> {
+        self.timeline.lock().iter().rev().find(|t| t.height == height && t.line == line).copied()
+    }
+
+    /// Every kept line time of the blocks in `heights`, oldest first.
+    pub fn times_in(&self, heights: std::ops::RangeInclusive<u64>) -> Vec<BlockTimes> {
+        self.timeline.lock().iter().filter(|t| heights.contains(&t.height)).copied().collect()
+    }
+
+    /// Keeps a completed block for validation and exports.
+    pub(crate) fn remember(&self, block: Arc<Block>) {
+        let mut r = self.recent.lock();
+        if r.len() == RECENT_BLOCKS {
+            r.pop_front();
+        }
+        r.push_back(block);
+    }
+
+    /// The kept completed blocks above `after` and at most `up_to`, oldest first. The first one's height tells
+    /// whether the ring still reaches back to `after + 1`.
+    pub fn blocks_after(&self, after: u64, up_to: u64) -> Vec<Arc<Block>> {
+        let recent = self.recent.lock();
+        recent.iter().filter(|b| b.height > after && b.height <= up_to).cloned().collect()
+    }
+
+    /// Queues a step for the publisher.
+    pub(crate) fn push_step(&self, step: Step) {
+        let mut s = self.steps.lock();
+        if s.len() == KEPT_STEPS {
+            s.pop_front();
+        }
+        s.push_back(Arc::new(step));
+    }
+
+    /// Diffs steps in (`diffs_after`, `diffs_up_to`] and fills steps above `fills_after`, oldest first.
+    pub fn steps_after(&self, diffs_after: u64, diffs_up_to: u64, fills_after: u64) -> StepsSince {
+        let mut out = StepsSince::default();
+        for s in self.steps.lock().iter() {
+            match s.data {
+                StepData::Diffs(_) if s.height > diffs_after && s.height <= diffs_up_to => out.diffs.push(s.clone()),
+                StepData::Fills(_) if s.height > fills_after => out.fills.push(s.clone()),
+                _ => {}
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,48 @@
+//! What one applied line leaves for the publisher: its step (the trades of a fills line, the coins a diffs line
+//! changed) and its stage times, which audit stamps on every frame built from it.
+
+use std::sync::Arc;
+
+use crate::node::{Coin, Fill, Stream, UnixNanos};
+
+/// What one step handed to the publisher, in the order they happened.
+#[derive(Debug)]
+pub struct Step {
+    pub height: u64,
+    pub block_time: UnixNanos,
+    pub data: StepData,
+}
+
+#[derive(Debug)]
+pub enum StepData {
+    /// The block's fills: its trades.
+    Fills(Vec<Fill>),
+    /// The block's diffs were applied, changing these coins' books.
+    Diffs(Vec<Coin>),
+}
+
+/// Steps a publisher pass has not seen yet, oldest first.
+#[derive(Debug, Default)]
+pub struct StepsSince {
+    pub diffs: Vec<Arc<Step>>,
+    pub fills: Vec<Arc<Step>>,
+}
+
+/// How many steps are kept for the publisher (it normally takes them within a block).
+pub const KEPT_STEPS: usize = 2 * super::RECENT_BLOCKS;
+
+/// Stage timestamps of one line of an applied block (Unix ns), for latency auditing: frames are stamped with the
+/// times of the line they were built from (L2 the diffs, trades the fills, l4Book the statuses that complete it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockTimes {
+    pub height: u64,
+    pub line: Stream,
+    /// Consensus time (the exchange timestamp).
+    pub block_time: i64,
+    /// The node's `local_time` of this line (the last of its stream in the block; 0 if it wrote none).
+    pub node_written: i64,
+    /// We had read the line (parsed it).
+    pub read: i64,
+    /// Its step was applied (the books changed, or the fills were handed on).
+    pub applied: i64,
+}

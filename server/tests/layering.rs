@@ -1,0 +1,101 @@
+//! The import rule of docs/architecture.md, checked on the sources: each module of the library names only the
+//! modules below it (node → book → state → ingest / publish → ws, with audit and config beside them), so no stage
+//! reaches back up the pipeline; and the state module keeps its locks private.
+
+use std::path::{Path, PathBuf};
+
+/// Per top-level module: the other top-level modules it may name (`crate::X`). A `X::Y` entry allows only that
+/// submodule. Tests next to the code (`*tests.rs`, `mod tests`) are held to the same rule.
+const ALLOWED: &[(&str, &[&str])] = &[
+    ("node", &[]),
+    ("config", &["node"]),
+    ("book", &["node"]),
+    // Health is ingest's own account of itself, read by everyone through the state.
+    ("state", &["node", "book", "ingest::health"]),
+    ("audit", &["node", "state", "ingest::health"]),
+    ("ingest", &["node", "book", "state"]),
+    ("publish", &["node", "book", "state", "audit"]),
+    // The simulator checks its own output with the replay engine.
+    ("sim", &["node", "book", "ingest::replay"]),
+    ("ws", &["node", "book", "state", "ingest", "publish", "audit", "config"]),
+];
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    if dir.is_file() {
+        out.push(dir.to_path_buf());
+        return;
+    }
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// Every `crate::a::b` path in `text` (comments included: a doc link up the pipeline is a dependency too), as
+/// (`a`, `a::b`).
+fn crate_paths(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (i, _) in text.match_indices("crate::") {
+        if text[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+            continue; // e.g. `hlbook_crate::`
+        }
+        let rest = &text[i + "crate::".len()..];
+        let ident = |s: &str| s.split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap_or("").to_string();
+        let top = ident(rest);
+        let sub = rest[top.len()..].strip_prefix("::").map(ident).unwrap_or_default();
+        out.push((top.clone(), format!("{top}::{sub}")));
+    }
+    out
+}
+
+#[test]
+fn modules_import_only_downstream_layers() {
+    let mut broken = Vec::new();
+    for (module, allowed) in ALLOWED {
+        let mut files = Vec::new();
+        let dir = src().join(module);
+        let root = if dir.is_dir() { dir } else { src().join(format!("{module}.rs")) };
+        rust_files(&root, &mut files);
+        assert!(!files.is_empty(), "no sources for {module}");
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            for (top, path) in crate_paths(&text) {
+                let ok = top == *module || allowed.iter().any(|a| *a == top || *a == path);
+                if !ok {
+                    broken.push(format!("{}: crate::{path}", f.strip_prefix(src()).unwrap().display()));
+                }
+            }
+        }
+    }
+    broken.sort();
+    broken.dedup();
+    assert!(broken.is_empty(), "imports up the pipeline (see docs/architecture.md):\n{}", broken.join("\n"));
+}
+
+#[test]
+fn the_rule_catches_an_upward_import() {
+    let found = crate_paths("use crate::ws::WsContext;\n/// see [`crate::publish::Hub`]\nlet x = mycrate::ws;");
+    assert_eq!(found, [("ws".into(), "ws::WsContext".into()), ("publish".into(), "publish::Hub".into())]);
+}
+
+#[test]
+fn the_state_keeps_its_locks_private() {
+    let mut files = Vec::new();
+    rust_files(&src().join("state"), &mut files);
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for line in text.lines().map(str::trim) {
+            let public_field = line.starts_with("pub ") && !line.starts_with("pub fn") && line.contains(": ");
+            let lock = ["Mutex<", "RwLock<", "Condvar", "Atomic"].iter().any(|l| line.contains(l));
+            assert!(!(public_field && lock), "{}: a public lock field: {line}", f.display());
+        }
+    }
+}
