@@ -10,7 +10,7 @@
 //! Needs the release binaries beside this one (`make bench` builds them). `HLBOOK_BENCH_SECS` sets the measured
 //! time per case (default 60 s), `HLBOOK_BENCH_CASES` picks cases by index (e.g. `0,1,2`),
 //! `HLBOOK_BENCH_CLIENT_THREADS` the client's tokio workers (default 2), `HLBOOK_BENCH_SIM_ARGS` adds simulator
-//! flags. Results: docs/benchmarks.md, "Issue #4: fan-out".
+//! flags, `HLBOOK_BENCH_SERVER` names another build's `hlbook` to measure instead (old and new in one run). Results: docs/benchmarks.md, "Issue #4: fan-out".
 
 #[path = "ws_fanout/client.rs"]
 mod client;
@@ -41,16 +41,20 @@ struct Case {
     timed: usize,
     /// The case this one is compared with (server CPU per block).
     versus: Option<usize>,
+    /// Users whose userFills the connections follow (the simulator's busiest, spread over the connections).
+    users: usize,
 }
 
 /// Inflating every frame of 1,000 compressed connections takes the client about two cores, more than the machine
 /// has beside the server; the compressed cases and their plain references therefore time every 10th connection.
-const CASES: [Case; 5] = [
-    Case { conns: 4, coins: 4, deflate: false, audit: true, timed: 4, versus: None },
-    Case { conns: 1000, coins: 10, deflate: false, audit: true, timed: 1000, versus: None },
-    Case { conns: 1000, coins: 10, deflate: true, audit: true, timed: 100, versus: Some(1) },
-    Case { conns: 1000, coins: 10, deflate: false, audit: false, timed: 100, versus: None },
-    Case { conns: 1000, coins: 10, deflate: true, audit: false, timed: 100, versus: Some(3) },
+/// Case 5 follows 10 users' userFills on 4 connections, nothing else (issue #17).
+const CASES: [Case; 6] = [
+    Case { conns: 4, coins: 4, deflate: false, audit: true, timed: 4, versus: None, users: 0 },
+    Case { conns: 1000, coins: 10, deflate: false, audit: true, timed: 1000, versus: None, users: 0 },
+    Case { conns: 1000, coins: 10, deflate: true, audit: true, timed: 100, versus: Some(1), users: 0 },
+    Case { conns: 1000, coins: 10, deflate: false, audit: false, timed: 100, versus: None, users: 0 },
+    Case { conns: 1000, coins: 10, deflate: true, audit: false, timed: 100, versus: Some(3), users: 0 },
+    Case { conns: 4, coins: 0, deflate: false, audit: true, timed: 4, versus: None, users: 10 },
 ];
 
 /// What the parent measured about one case.
@@ -116,6 +120,7 @@ fn run(index: usize, case: Case, secs: u64, threads: usize) -> Row {
         timed: case.timed,
         threads,
         timing: dir.path().join("timing.csv").to_str().unwrap().to_string(),
+        users: if case.users > 0 { procs::busiest_users(dir.path(), case.users) } else { Vec::new() },
     };
     let started = std::time::Instant::now();
     let (mut client, mut out) = procs::start_client(&serde_json::to_string(&spec).unwrap());
@@ -137,9 +142,11 @@ fn run(index: usize, case: Case, secs: u64, threads: usize) -> Row {
     let blocks = (s1.health["counters"]["blocks_applied"].as_u64().unwrap_or(0))
         .saturating_sub(s0.health["counters"]["blocks_applied"].as_u64().unwrap_or(0));
     println!(
-        "\ncase {index}: {} connections × {} coins × (l2Book + trades), {}, audit {}; load before/after: {} / {}",
+        "\ncase {index}: {} connections × {} coins × (l2Book + trades), {} users' userFills, {}, audit {}; \
+         load before/after: {} / {}",
         case.conns,
         case.coins,
+        case.users,
         if case.deflate { "compressed" } else { "plain" },
         case.audit,
         s0.load,
@@ -177,6 +184,9 @@ fn run(index: usize, case: Case, secs: u64, threads: usize) -> Row {
         ("last-subscriber", c.last_sub),
         ("l2Book←diffs", c.l2_from_diffs),
         ("trades←fills", c.trades_from_fills),
+        ("socket→client", c.wire),
+        ("userFills", c.user_fills),
+        ("userFills←fills", c.user_fills_from_fills),
     ] {
         println!(
             "  {what:<15} n={:<9} p50={:>8} p99={:>8} p99.9={:>8} max={:>8} ms",

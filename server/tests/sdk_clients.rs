@@ -13,45 +13,23 @@
 
 mod livefeed;
 mod procs;
+mod sdkrig;
 mod wsclient;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
 
 use livefeed::Feed;
+use sdkrig::{Run, busy_user, clients_dir, clients_dir_with, has_python_package, node_binary, skip, user_oids};
 use serde_json::{Value, json};
-use wsclient::{Client, Event};
 
 /// Messages each library must hand over.
 const WANT: usize = 5;
 /// How long a library gets to deliver them (it starts with HTTP requests and a connect).
 const LIMIT: Duration = Duration::from_secs(60);
-
-/// The client installs, or None (with the reason printed) when a test should skip.
-fn clients_dir(what: &str, inside: &str) -> Option<PathBuf> {
-    clients_dir_with(what, |d| d.join(inside).exists())
-}
-
-/// `clients_dir` for a library found by `installed` (given the clients folder).
-fn clients_dir_with(what: &str, installed: impl Fn(&Path) -> bool) -> Option<PathBuf> {
-    let dir = std::env::var_os("HLBOOK_CLIENTS").map(PathBuf::from);
-    let found = dir.filter(|d| installed(d));
-    if found.is_none() {
-        skip(&format!("{what} is not installed (run `make clients`, then set HLBOOK_CLIENTS=build/clients)"));
-    }
-    found
-}
-
-/// Says why a test does not run; a failure under `HLBOOK_REQUIRE_CLIENTS=1`.
-fn skip(why: &str) {
-    assert!(std::env::var("HLBOOK_REQUIRE_CLIENTS").as_deref() != Ok("1"), "{why}");
-    eprintln!("SKIPPED: {why}");
-}
 
 /// The code of the README's fenced block whose first line contains `marker`.
 fn readme_block(marker: &str) -> String {
@@ -70,73 +48,13 @@ fn readme_snippet(marker: &str, addr: &str) -> String {
     code.replace("HOST:8000", addr)
 }
 
-/// A library's run: its stdout lines arrive on a channel while our own client reads the server.
-struct Run {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Run {
-    fn start(cmd: &mut Command) -> Run {
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {cmd:?}: {e}"));
-        let (tx, lines) = mpsc::channel();
-        let out = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines().map_while(Result::ok) {
-                let _ = tx.send(l);
-            }
-        });
-        Run { child, lines }
-    }
-
-    fn stderr(&mut self) -> String {
-        let mut s = String::new();
-        if let Some(mut e) = self.child.stderr.take() {
-            let _ = std::io::Read::read_to_string(&mut e, &mut s);
-        }
-        s
-    }
-}
-
 /// Subscribes our client to BTC's l2Book, runs the library until it exits, and returns what it printed and our
 /// frames by block time.
-fn run_beside_ours(feed: &Feed, mut library: impl FnMut() -> Run) -> (Vec<Value>, HashMap<u64, Value>) {
-    wsclient::run(async {
-        let mut ours = Client::connect(&feed.ws_url()).await;
-        ours.send_json(&json!({"method":"subscribe","subscription":{"type":"l2Book","coin":"BTC"}})).await;
-        let mut run = library();
-        let mut frames = HashMap::new();
-        let started = Instant::now();
-        let status = loop {
-            if let Some(Event::Msg(v, _)) = ours.next_event(Duration::from_millis(50)).await
-                && v["channel"] == "l2Book"
-            {
-                frames.insert(v["data"]["time"].as_u64().unwrap(), v["data"].clone());
-            }
-            if let Some(status) = run.child.try_wait().unwrap() {
-                break status;
-            }
-            if started.elapsed() > LIMIT + Duration::from_secs(30) {
-                let _ = run.child.kill();
-                panic!("the library did not exit; server log:\n{}", feed.server_log());
-            }
-        };
-        // Frames of the last blocks the library saw may still be on their way to our client.
-        let drain = Instant::now();
-        while drain.elapsed() < Duration::from_secs(1) {
-            let Some(Event::Msg(v, _)) = ours.next_event(Duration::from_millis(100)).await else { continue };
-            if v["channel"] == "l2Book" {
-                frames.insert(v["data"]["time"].as_u64().unwrap(), v["data"].clone());
-            }
-        }
-        let printed: Vec<Value> = run.lines.try_iter().map(|l| serde_json::from_str(&l).unwrap()).collect();
-        assert!(status.success(), "library exited {status}: {}\nprinted {printed:?}", run.stderr());
-        (printed, frames)
-    })
+fn run_beside_ours(feed: &Feed, library: impl FnMut() -> Run) -> (Vec<Value>, HashMap<u64, Value>) {
+    let sub = json!({"type": "l2Book", "coin": "BTC"});
+    let (printed, frames) = sdkrig::run_beside(feed, &[sub], LIMIT, library);
+    let by_time = frames.into_iter().filter(|v| v["channel"] == "l2Book");
+    (printed, by_time.map(|v| (v["data"]["time"].as_u64().unwrap(), v["data"].clone())).collect())
 }
 
 /// Each book the library delivered is one our client got for the same block time.
@@ -200,12 +118,6 @@ fn nktkas_snippet_gets_the_same_books() {
     assert_same_books(&printed.iter().collect::<Vec<_>>(), &ours);
 }
 
-/// The library needs Node 22 (global WebSocket); `make clients` installs it from the npm registry beside it.
-fn node_binary(dir: &Path) -> PathBuf {
-    let local = dir.join("node/node_modules/.bin/node");
-    if local.exists() { local } else { PathBuf::from("node") }
-}
-
 /// The first line of README's Rust snippet (server/tests/clients/rust_sdk/build.rs looks for the same).
 const RUST_MARKER: &str = "// hyperliquid_rust_sdk can only be pointed at";
 /// Where the SDK's `BaseUrl::Localhost` (http://localhost:3001) leads; it takes no other address.
@@ -246,12 +158,6 @@ fn sdk_port_unusable() -> Option<String> {
     };
     let before = addrs[..at].iter().find(|a| TcpStream::connect_timeout(a, Duration::from_secs(1)).is_ok());
     before.map(|a| format!("{a} is taken; the Rust SDK's localhost:3001 would reach it before {SDK_LOCAL}"))
-}
-
-/// ccxt installs no command of its own: it is there when a `py/lib/python3.*/site-packages/ccxt` is.
-fn has_python_package(dir: &Path, package: &str) -> bool {
-    let versions = std::fs::read_dir(dir.join("py/lib")).into_iter().flatten().flatten();
-    versions.into_iter().any(|v| v.path().join("site-packages").join(package).is_dir())
 }
 
 #[test]
@@ -301,58 +207,6 @@ fn ccxt_error_rejects_a_pending_book_once_and_books_go_on() {
     assert!(last["unserved"].as_str().unwrap().contains("not served"), "{out}");
     assert_eq!(out["after"]["symbol"], "BTC/USDC:USDC", "{out}");
     assert!(out["after"]["bids"].as_u64() > Some(0) && out["after"]["asks"].as_u64() > Some(0), "{out}");
-}
-
-/// The busiest user of the simulator's fills so far (lower-case).
-fn busy_user(data: &Path) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let mut counts: HashMap<String, usize> = HashMap::new();
-        for day in std::fs::read_dir(data.join("node_fills_by_block/hourly")).into_iter().flatten().flatten() {
-            for f in std::fs::read_dir(day.path()).unwrap().flatten() {
-                for l in std::fs::read_to_string(f.path()).unwrap_or_default().lines() {
-                    let Ok(v) = serde_json::from_str::<Value>(l) else { continue };
-                    for ev in v["events"].as_array().into_iter().flatten() {
-                        *counts.entry(ev[0].as_str().unwrap().to_lowercase()).or_default() += 1;
-                    }
-                }
-            }
-        }
-        if let Some((u, n)) = counts.into_iter().max_by_key(|(u, n)| (*n, u.clone()))
-            && n >= 3
-        {
-            return u;
-        }
-        assert!(Instant::now() < deadline, "the simulator wrote no fills");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// Every fill's and status's oid of `user` in the simulator's files.
-fn user_oids(data: &Path, user: &str) -> std::collections::HashSet<String> {
-    let mut out = std::collections::HashSet::new();
-    for stream in ["fills", "order_statuses"] {
-        for day in
-            std::fs::read_dir(data.join(format!("node_{stream}_by_block/hourly"))).into_iter().flatten().flatten()
-        {
-            for f in std::fs::read_dir(day.path()).unwrap().flatten() {
-                for l in std::fs::read_to_string(f.path()).unwrap_or_default().lines() {
-                    let Ok(v) = serde_json::from_str::<Value>(l) else { continue };
-                    for ev in v["events"].as_array().into_iter().flatten() {
-                        let (u, oid) = if stream == "fills" {
-                            (ev[0].as_str(), &ev[1]["oid"])
-                        } else {
-                            (ev["user"].as_str(), &ev["order"]["oid"])
-                        };
-                        if u.map(str::to_lowercase).as_deref() == Some(user) {
-                            out.insert(oid.to_string());
-                        }
-                    }
-                }
-            }
-        }
-    }
-    out
 }
 
 /// ccxt pro's watch_orders and watch_my_trades, with only the URL changed, return the user's own orders and fills:

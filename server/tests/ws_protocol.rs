@@ -6,6 +6,7 @@
 //! Requests, limits and HTTP endpoints are here; the data feeds (l2Book precisions, trades, l4Book, batch and
 //! audit frames, shutdown) are in `ws_protocol/feeds.rs`.
 
+mod livefeed;
 mod procs;
 mod wsclient;
 
@@ -14,17 +15,31 @@ mod feeds;
 
 use std::time::Duration;
 
+use livefeed::Feed;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use wsclient::check::{self, assert_ack, braces_are_json, error_text, l2_defaults};
-use wsclient::rig::{Rig, get_json, health_until, post_json};
+use wsclient::http::{get_json, health_until, post_json};
 use wsclient::{Client, Event, refused_status, run};
+
+/// The market these tests run against: five busy coins with 40 ms blocks (the feed's default market is quieter),
+/// validation off; `server_toml` goes under `[server]`.
+fn rig(server_toml: &str) -> Feed {
+    let market = [
+        ("--coins", "5"),
+        ("--btc-orders", "4000"),
+        ("--orders-per-coin", "300"),
+        ("--block-ms", "40"),
+        ("--rate", "1"),
+    ];
+    Feed::start_serving(&market, &["--validate-interval", "0"], server_toml)
+}
 
 const PARSE_ERROR: &str = "Error parsing JSON into valid websocket request: ";
 
 #[test]
 fn acks_echo_every_clients_subscribe_frame() {
-    let rig = Rig::start("");
+    let rig = rig("");
     run(async {
         let frames = [
             ("python json.dumps", r#"{"method": "subscribe", "subscription": {"type": "l2Book", "coin": "BTC"}}"#),
@@ -55,7 +70,7 @@ fn acks_echo_every_clients_subscribe_frame() {
 
 #[test]
 fn acks_of_every_channel_and_their_first_frames() {
-    let rig = Rig::start("");
+    let rig = rig("");
     run(async {
         let subs = [
             (json!({"type": "l2Book", "coin": "BTC", "nSigFigs": 5, "mantissa": 2}), Some("l2Book")),
@@ -106,7 +121,7 @@ fn acks_of_every_channel_and_their_first_frames() {
 
 #[test]
 fn ping_before_any_subscription_pongs() {
-    let rig = Rig::start("");
+    let rig = rig("");
     run(async {
         let mut c = Client::connect(&rig.ws("")).await;
         c.send(r#"{"method":"ping"}"#).await;
@@ -119,7 +134,7 @@ fn ping_before_any_subscription_pongs() {
 
 #[test]
 fn unsubscribe_stops_data_and_repeats_are_errors() {
-    let rig = Rig::start("");
+    let rig = rig("");
     run(async {
         let mut c = Client::connect(&rig.ws("")).await;
         c.subscribe(json!({"type": "l2Book", "coin": "ETH"})).await;
@@ -165,7 +180,7 @@ fn unsubscribe_stops_data_and_repeats_are_errors() {
 
 #[test]
 fn unknown_coin_or_dex_gets_an_error_echoing_the_request_and_nothing_else() {
-    let rig = Rig::start("");
+    let rig = rig("");
     run(async {
         let mut c = Client::connect(&rig.ws("")).await;
         let subs = [
@@ -196,7 +211,7 @@ fn unknown_coin_or_dex_gets_an_error_echoing_the_request_and_nothing_else() {
 
 #[test]
 fn bad_requests_get_parse_errors_and_keep_the_connection() {
-    let rig = Rig::start("");
+    let rig = rig("");
     run(async {
         let mut c = Client::connect(&rig.ws("")).await;
         let bad = [
@@ -225,7 +240,7 @@ fn bad_requests_get_parse_errors_and_keep_the_connection() {
 
 #[test]
 fn oversize_frame_closes_only_that_connection() {
-    let rig = Rig::start("[server]\nmax_frame_bytes = 4096\n");
+    let rig = rig("max_frame_bytes = 4096");
     run(async {
         let mut quiet = Client::connect(&rig.ws("")).await;
         quiet.subscribe(json!({"type": "l2Book", "coin": "BTC"})).await;
@@ -250,7 +265,7 @@ fn oversize_frame_closes_only_that_connection() {
 
 #[test]
 fn subscription_cap_refuses_the_1001st() {
-    let rig = Rig::start("");
+    let rig = rig("");
     run(async {
         let mut c = Client::connect(&rig.ws("")).await;
         // 1,000 distinct real shapes: every depth of five aggregations of two coins.
@@ -274,7 +289,7 @@ fn subscription_cap_refuses_the_1001st() {
 
 #[test]
 fn post_answers_info_over_the_socket() {
-    let rig = Rig::start("");
+    let rig = rig("");
     run(async {
         let mut c = Client::connect(&rig.ws("")).await;
         let req = json!({"method": "post", "id": 123, "request": {"type": "info",
@@ -317,7 +332,7 @@ fn post_answers_info_over_the_socket() {
 
 #[test]
 fn http_info_answers_l2book_and_passes_the_rest() {
-    let rig = Rig::start("");
+    let rig = rig("");
     run(async {
         let url = format!("{}/info", rig.base);
         let (status, book) = post_json(&url, &json!({"type": "l2Book", "coin": "BTC"})).await;
@@ -338,7 +353,7 @@ fn http_info_answers_l2book_and_passes_the_rest() {
 
 #[test]
 fn token_is_required_when_configured() {
-    let rig = Rig::start("[server]\ntoken = \"s3cret\"\n");
+    let rig = rig("token = \"s3cret\"\n");
     run(async {
         assert_eq!(refused_status(&rig.ws(""), None).await, 401);
         assert_eq!(refused_status(&rig.ws("token=wrong"), None).await, 401);
@@ -352,7 +367,7 @@ fn token_is_required_when_configured() {
 
 #[test]
 fn connections_per_ip_are_capped() {
-    let rig = Rig::start("[server]\nmax_connections_per_ip = 2\n");
+    let rig = rig("max_connections_per_ip = 2\n");
     run(async {
         let mut a = Client::connect(&rig.ws("")).await;
         let mut b = Client::connect(&rig.ws("")).await;
@@ -372,34 +387,34 @@ fn connections_per_ip_are_capped() {
 #[test]
 fn clients_behind_a_trusted_balancer_are_capped_each() {
     // The test connects from 127.0.0.1, which plays the balancer.
-    let rig = Rig::start("[server]\nmax_connections_per_ip = 1\ntrusted_proxies = [\"127.0.0.1\"]\n");
+    let trusting = rig("max_connections_per_ip = 1\ntrusted_proxies = [\"127.0.0.1\"]\n");
     run(async {
         let via = |client: &str| vec![("X-Forwarded-For", client.to_string())];
-        let mut a = wsclient::try_connect_with(&rig.ws(""), &via("203.0.113.7")).await.expect("first client");
-        let mut b = wsclient::try_connect_with(&rig.ws(""), &via("203.0.113.8")).await.expect("another client");
-        match wsclient::try_connect_with(&rig.ws(""), &via("203.0.113.7")).await {
+        let mut a = wsclient::try_connect_with(&trusting.ws(""), &via("203.0.113.7")).await.expect("first client");
+        let mut b = wsclient::try_connect_with(&trusting.ws(""), &via("203.0.113.8")).await.expect("another client");
+        match wsclient::try_connect_with(&trusting.ws(""), &via("203.0.113.7")).await {
             Err(tokio_tungstenite::tungstenite::Error::Http(r)) => assert_eq!(r.status(), 429),
             other => panic!("a second connection of 203.0.113.7 was not refused: {:?}", other.map(|c| c.name)),
         }
         // A hop the client wrote itself (left of the balancer's) does not move it to another bucket.
         let forged = via("198.51.100.1, 203.0.113.7");
-        assert!(wsclient::try_connect_with(&rig.ws(""), &forged).await.is_err(), "a forged hop was believed");
+        assert!(wsclient::try_connect_with(&trusting.ws(""), &forged).await.is_err(), "a forged hop was believed");
         a.ping_pong().await;
         b.ping_pong().await;
     });
     // Without trust, the header is ignored: everyone here is 127.0.0.1.
-    let rig = Rig::start("[server]\nmax_connections_per_ip = 1\n");
+    let untrusting = rig("max_connections_per_ip = 1\n");
     run(async {
         let mut a =
-            wsclient::try_connect_with(&rig.ws(""), &[("X-Forwarded-For", "203.0.113.7".into())]).await.unwrap();
-        assert_eq!(refused_status(&rig.ws(""), None).await, 429);
+            wsclient::try_connect_with(&untrusting.ws(""), &[("X-Forwarded-For", "203.0.113.7".into())]).await.unwrap();
+        assert_eq!(refused_status(&untrusting.ws(""), None).await, 429);
         a.ping_pong().await;
     });
 }
 
 #[test]
 fn message_rate_closes_only_the_abuser() {
-    let rig = Rig::start("[server]\nmax_messages_per_minute = 20\n");
+    let rig = rig("max_messages_per_minute = 20\n");
     run(async {
         let mut calm = Client::connect(&rig.ws("")).await;
         calm.subscribe(json!({"type": "l2Book", "coin": "BTC"})).await;
@@ -428,7 +443,7 @@ fn message_rate_closes_only_the_abuser() {
 
 #[test]
 fn idle_connection_is_closed_busy_one_is_not() {
-    let rig = Rig::start("[server]\nidle_timeout_secs = 2\n");
+    let rig = rig("idle_timeout_secs = 2\n");
     run(async {
         let mut busy = Client::connect(&rig.ws("")).await;
         busy.subscribe(json!({"type": "allMids"})).await;
@@ -446,7 +461,7 @@ fn idle_connection_is_closed_busy_one_is_not() {
 
 #[test]
 fn health_counts_connections_and_subscriptions() {
-    let rig = Rig::start("");
+    let rig = rig("");
     run(async {
         let mut a = Client::connect(&rig.ws("")).await;
         a.subscribe(json!({"type": "l2Book", "coin": "BTC"})).await;

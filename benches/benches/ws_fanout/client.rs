@@ -47,10 +47,14 @@ pub struct Spec {
     pub threads: usize,
     /// The simulator's `--timing` CSV, read after the run.
     pub timing: String,
+    /// Users whose userFills the connections follow, spread round-robin over them (each followed once).
+    #[serde(default)]
+    pub users: Vec<String>,
 }
 
 pub const L2: u8 = 0;
 pub const TRADES: u8 = 1;
+pub const USER_FILLS: u8 = 2;
 
 /// One data frame: its block key (height with audit, block time in ms without), channel and receive time.
 #[derive(Clone, Copy, Debug)]
@@ -58,6 +62,8 @@ pub struct Rec {
     pub key: u64,
     pub recv_ns: i64,
     pub channel: u8,
+    /// With audit: when the server wrote the frame to this socket (0 without).
+    pub sent_ns: i64,
 }
 
 /// What one connection saw.
@@ -118,11 +124,11 @@ async fn run(spec: &Spec) -> (Vec<ConnLog>, i64, i64, u64) {
             let _ = conn_tx.send(());
             let _ = go.wait_for(|go| *go).await;
             if i % every == 0 {
-                let ws = subscribe_timed(tcp, agreed, &spec).await;
+                let ws = subscribe_timed(tcp, agreed, &spec, i).await;
                 let _ = sub_tx.send(());
                 receive(ws, &spec, stop).await
             } else {
-                sink(tcp, &spec, sub_tx, stop).await
+                sink(tcp, &spec, i, sub_tx, stop).await
             }
         }));
     }
@@ -184,20 +190,25 @@ async fn handshake(spec: &Spec) -> (TcpStream, bool) {
     (tcp, agreed)
 }
 
-fn subscriptions(spec: &Spec) -> impl Iterator<Item = String> + '_ {
-    spec.coins.iter().flat_map(|coin| {
+/// Connection `conn`'s subscriptions: l2Book and trades of every coin, and userFills of its share of the users.
+fn subscriptions(spec: &Spec, conn: usize) -> impl Iterator<Item = String> + '_ {
+    let books = spec.coins.iter().flat_map(|coin| {
         ["l2Book", "trades"].map(|kind| {
             serde_json::json!({"method": "subscribe", "subscription": {"type": kind, "coin": coin}}).to_string()
         })
-    })
+    });
+    let users = spec.users.iter().enumerate().filter(move |(k, _)| k % spec.conns == conn);
+    books.chain(users.map(|(_, u)| {
+        serde_json::json!({"method": "subscribe", "subscription": {"type": "userFills", "user": u}}).to_string()
+    }))
 }
 
-async fn subscribe_timed(tcp: TcpStream, agreed: bool, spec: &Spec) -> Ws {
+async fn subscribe_timed(tcp: TcpStream, agreed: bool, spec: &Spec, conn: usize) -> Ws {
     // The server promises no context takeover, so each message inflates on its own.
     let inflater = agreed.then(|| Inflater::new(true, 64 << 20));
     let config = WebSocketConfig::default().max_message_size(Some(64 << 20)).max_frame_size(Some(64 << 20));
     let mut ws = WebSocketStream::from_raw_socket(InflateLayer::new(tcp, inflater), Role::Client, Some(config)).await;
-    for sub in subscriptions(spec) {
+    for sub in subscriptions(spec, conn) {
         ws.send(Message::text(sub)).await.expect("subscribe");
     }
     ws
@@ -231,10 +242,11 @@ async fn receive(mut ws: Ws, spec: &Spec, mut stop: watch::Receiver<bool>) -> Co
 async fn sink(
     mut tcp: TcpStream,
     spec: &Spec,
+    conn: usize,
     subscribed: tokio::sync::oneshot::Sender<()>,
     mut stop: watch::Receiver<bool>,
 ) -> ConnLog {
-    for sub in subscriptions(spec) {
+    for sub in subscriptions(spec, conn) {
         tcp.write_all(&client_frame(sub.as_bytes())).await.expect("subscribe");
     }
     let _ = subscribed.send(());
@@ -316,6 +328,12 @@ fn on_text(t: &[u8], recv_ns: i64, audit: bool, log: &mut ConnLog) {
         L2
     } else if rest.starts_with(b"trades\"") {
         TRADES
+    } else if rest.starts_with(b"userFills\"") {
+        // The first frame, the user's recent fills, describes no one block.
+        if rest.starts_with(b"userFills\",\"data\":{\"isSnapshot\"") {
+            return;
+        }
+        USER_FILLS
     } else {
         if rest.starts_with(b"error\"") {
             log.errors += 1;
@@ -324,15 +342,22 @@ fn on_text(t: &[u8], recv_ns: i64, audit: bool, log: &mut ConnLog) {
     };
     let key = if audit { audit_height(t) } else { first_number_after(t, b"\"time\":") };
     match key {
-        Some(key) => log.recs.push(Rec { key, recv_ns, channel }),
+        Some(key) => {
+            let sent_ns = if audit { audit_number(t, b"\"sent_ns\":").unwrap_or(0) as i64 } else { 0 };
+            log.recs.push(Rec { key, recv_ns, channel, sent_ns });
+        }
         None => log.unparsed += 1,
     }
 }
 
 /// `"audit":{"height":H` is the last top-level key, so it is near the end.
 fn audit_height(t: &[u8]) -> Option<u64> {
+    audit_number(t, b"\"audit\":{\"height\":")
+}
+
+/// The number after the last `needle` in the audit object at the frame's end.
+fn audit_number(t: &[u8], needle: &[u8]) -> Option<u64> {
     let tail = &t[t.len().saturating_sub(400)..];
-    let needle = b"\"audit\":{\"height\":";
     let at = tail.windows(needle.len()).rposition(|w| w == needle)?;
     digits(&tail[at + needle.len()..])
 }

@@ -75,7 +75,9 @@ pub fn start_server(dir: &Path, sim_info: &str) -> (Proc, String, String) {
     let path = dir.join("hlbook.toml");
     std::fs::write(&path, config).expect("server config");
     let log = std::fs::File::create(dir.join("server.log")).expect("server log");
-    let mut child = Command::new(release_bin("hlbook"))
+    // HLBOOK_BENCH_SERVER: another build's hlbook, so two servers are compared under one harness and simulator.
+    let server = std::env::var_os("HLBOOK_BENCH_SERVER").map_or_else(|| release_bin("hlbook"), PathBuf::from);
+    let mut child = Command::new(server)
         .args(["serve", "--config", path.to_str().unwrap(), "--validate-interval", "0"])
         .stdout(Stdio::piped())
         .stderr(log)
@@ -117,6 +119,32 @@ pub fn wait_subscribed(addr: &str, want: u64) -> Duration {
         }
         assert!(start.elapsed() < Duration::from_secs(300), "subscriptions not all taken after 300 s: {subs}");
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The `n` users with the most fills in the simulator's files so far (waiting until it wrote some).
+pub fn busiest_users(dir: &Path, n: usize) -> Vec<String> {
+    let hourly = dir.join("data/node_fills_by_block/hourly");
+    let start = Instant::now();
+    loop {
+        let mut counts: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        for day in std::fs::read_dir(&hourly).into_iter().flatten().flatten() {
+            for f in std::fs::read_dir(day.path()).into_iter().flatten().flatten() {
+                for l in std::fs::read_to_string(f.path()).unwrap_or_default().lines() {
+                    let Ok(v) = serde_json::from_str::<serde_json::Value>(l) else { continue };
+                    for ev in v["events"].as_array().into_iter().flatten() {
+                        *counts.entry(ev[0].as_str().unwrap_or_default().to_lowercase()).or_default() += 1;
+                    }
+                }
+            }
+        }
+        let mut by: Vec<(usize, String)> = counts.into_iter().map(|(u, c)| (c, u)).collect();
+        by.sort_unstable_by(|a, b| b.cmp(a));
+        if by.len() >= n {
+            return by.into_iter().take(n).map(|(_, u)| u).collect();
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "the simulator wrote fills of fewer than {n} users");
+        std::thread::sleep(Duration::from_millis(500));
     }
 }
 

@@ -16,6 +16,8 @@ use parking_lot::{Mutex, RwLock};
 use rustc_hash::FxHashMap;
 use tokio::sync::{oneshot, watch};
 
+use super::candle_keeper::{CandleFrames, CandleKey};
+use super::candles::Interval;
 use super::frame::Frame;
 use super::user_history::FillsDir;
 use super::users::{UserChannel, UserFrames, UserSubs};
@@ -43,6 +45,8 @@ pub struct Tick {
     pub height: u64,
     pub trades: FxHashMap<Coin, Arc<Frame>>,
     pub l4: FxHashMap<Coin, Arc<Frame>>,
+    /// The block's candle frames of wanted (coin, interval)s whose coin traded in it.
+    pub candles: FxHashMap<CandleKey, Arc<Frame>>,
     /// Coins whose l4Book subscribers need a fresh snapshot (repaired, or the books were reloaded: `all`).
     pub l4_reset: Vec<Coin>,
     pub all_reset: bool,
@@ -59,11 +63,16 @@ impl Tick {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.trades.is_empty() && self.l4.is_empty() && self.l4_reset.is_empty() && !self.all_reset
+        self.trades.is_empty()
+            && self.l4.is_empty()
+            && self.candles.is_empty()
+            && self.l4_reset.is_empty()
+            && !self.all_reset
     }
 
     fn measure(&mut self) {
-        self.bytes = self.trades.values().chain(self.l4.values()).map(|f| f.json.len()).sum::<usize>() + 64;
+        let frames = self.trades.values().chain(self.l4.values()).chain(self.candles.values());
+        self.bytes = frames.map(|f| f.json.len()).sum::<usize>() + 64;
         self.bytes += self.users.values().map(UserFrames::bytes).sum::<usize>();
     }
 
@@ -96,6 +105,8 @@ pub struct CoinWants {
     pub bbo: Option<Arc<Slot>>,
     pub trades: bool,
     pub l4: bool,
+    /// Candle intervals wanted.
+    pub candles: Vec<Interval>,
 }
 
 /// Everything wanted, as one immutable value the publisher loads per pass. `coins` is a persistent map, so a
@@ -115,11 +126,12 @@ struct CoinSubs {
     bbo: Option<(usize, Arc<Slot>)>,
     trades: usize,
     l4: usize,
+    candles: FxHashMap<Interval, usize>,
 }
 
 impl CoinSubs {
     fn is_empty(&self) -> bool {
-        self.l2.is_empty() && self.bbo.is_none() && self.trades == 0 && self.l4 == 0
+        self.l2.is_empty() && self.bbo.is_none() && self.trades == 0 && self.l4 == 0 && self.candles.is_empty()
     }
 
     /// What the publisher must build for this coin: L2 shapes grouped by aggregation, deepest depth last.
@@ -141,6 +153,8 @@ impl CoinSubs {
         }
         w.bbo = self.bbo.as_ref().map(|b| b.1.clone());
         (w.trades, w.l4) = (self.trades > 0, self.l4 > 0);
+        w.candles = self.candles.keys().copied().collect();
+        w.candles.sort();
         w
     }
 }
@@ -160,6 +174,7 @@ pub enum Want {
     Mids(Option<Coin>),
     Trades(Coin),
     L4(Coin),
+    Candle(Coin, Interval),
     /// orderUpdates, userFills (with `aggregateByTime`), userEvents of one user.
     User(Address, UserChannel, bool),
 }
@@ -224,7 +239,9 @@ pub struct Hub {
     pub users: UserSubs,
     /// Each coin's last trades, for a trades subscription's first frame.
     pub recent_trades: super::recent_trades::RecentTrades,
-    /// The node's fills files, for userFills' first frame (unset: no history, an empty snapshot).
+    /// Each wanted candle's newest frame, and finished backfills.
+    pub candles: CandleFrames,
+    /// The node's fills files, for userFills' and candles' first frames (unset: no history).
     pub fills_dir: std::sync::OnceLock<FillsDir>,
 }
 
@@ -245,6 +262,7 @@ impl Hub {
             stages: crate::audit::Stages::new(),
             users: UserSubs::default(),
             recent_trades: Default::default(),
+            candles: CandleFrames::default(),
             fills_dir: std::sync::OnceLock::new(),
         }
     }
@@ -279,7 +297,7 @@ impl Hub {
                 return None;
             }
             Want::L2(k) => &k.coin,
-            Want::Bbo(c) | Want::Trades(c) | Want::L4(c) => c,
+            Want::Bbo(c) | Want::Trades(c) | Want::L4(c) | Want::Candle(c, _) => c,
         };
         let subs = r.coins.entry(coin.clone()).or_default();
         let (slot, new) = match want {
@@ -298,6 +316,11 @@ impl Hub {
             Want::L4(_) => {
                 subs.l4 += 1;
                 (None, subs.l4 == 1)
+            }
+            Want::Candle(_, i) => {
+                let n = subs.candles.entry(*i).or_default();
+                *n += 1;
+                (None, *n == 1)
             }
             Want::Mids(_) | Want::User(..) => unreachable!("handled above"),
         };
@@ -327,7 +350,7 @@ impl Hub {
                 return;
             }
             Want::L2(k) => &k.coin,
-            Want::Bbo(c) | Want::Trades(c) | Want::L4(c) => c,
+            Want::Bbo(c) | Want::Trades(c) | Want::L4(c) | Want::Candle(c, _) => c,
         };
         let Some(subs) = r.coins.get_mut(coin) else { return };
         let gone = match want {
@@ -347,6 +370,13 @@ impl Hub {
             }
             Want::Trades(_) => subs.trades > 0 && down(&mut subs.trades),
             Want::L4(_) => subs.l4 > 0 && down(&mut subs.l4),
+            Want::Candle(_, i) => {
+                let gone = subs.candles.get_mut(i).is_some_and(down);
+                if gone {
+                    subs.candles.remove(i);
+                }
+                gone
+            }
             Want::Mids(_) | Want::User(..) => unreachable!("handled above"),
         };
         if gone {

@@ -12,6 +12,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use super::candle_keeper::Keeper;
+use super::candles::Interval;
 use super::frame::{Audit, Frame};
 use super::hub::{CoinWants, Hub, L4Snapshot, Tick, Wanted};
 use super::json::{self, Bbo};
@@ -57,6 +59,8 @@ pub struct Publisher {
     bbo_last: FxHashMap<Coin, Bbo>,
     /// Every coin's mid, kept while anyone wants allMids.
     mids: BTreeMap<Coin, String>,
+    /// Candles of the wanted (coin, interval)s.
+    candles: Keeper,
 }
 
 impl Publisher {
@@ -73,6 +77,7 @@ impl Publisher {
             wanted_version: 0,
             bbo_last: FxHashMap::default(),
             mids: BTreeMap::new(),
+            candles: Keeper::default(),
         }
     }
 
@@ -93,10 +98,11 @@ impl Publisher {
         if new_shapes {
             // Per-coin state lives only while someone wants the coin's bbo.
             self.bbo_last.retain(|c, _| wanted.coins.get(c).is_some_and(|w| w.bbo.is_some()));
+            self.candles.sync(&hub, &candle_wants(&wanted));
         }
         let serve = books.is_complete() && !self.held.is_empty();
         let same = (h, dh, fh, installs) == (self.height, self.diffs_height, self.fills_height, self.installs);
-        if same && !new_shapes && repaired.is_empty() && !serve {
+        if same && !new_shapes && repaired.is_empty() && !serve && !hub.candles.has_inbox() {
             return;
         }
         self.pass += 1;
@@ -129,6 +135,9 @@ impl Publisher {
         let l2_audit = self.audit_of(dh, l2_time, Stream::Diffs);
         self.publish_l2(&wanted, &built, l2_time, l2_audit);
         self.publish_bbo_and_mids(&wanted, &built, l2_time, l2_audit, reloaded || new_shapes);
+        // Backfilled candles join the trades counted up to the last fills step published, before this pass's.
+        let fills_audit = self.audit_of(self.fills_height, self.fills_block_time(), Stream::Fills);
+        self.candles.finish_backfills(&hub, self.tick_seq, stamped(fills_audit));
         let mut ticks = self.ticks(&wanted, &fill_steps, &blocks);
         if reloaded || !repaired.is_empty() {
             self.tick_seq += 1;
@@ -149,6 +158,9 @@ impl Publisher {
         }
         hub.stages.settle(published);
         (self.height, self.diffs_height, self.fills_height) = (h, dh, fh);
+        if fh > 0 {
+            self.candles.start_backfills(&hub, fh + 1);
+        }
         (self.installs, self.wanted_version) = (installs, wanted.version);
         hub.counters.passes.fetch_add(1, Relaxed);
         hub.announce(self.pass);
@@ -180,6 +192,11 @@ impl Publisher {
             .cloned()
             .chain(repaired.iter().cloned());
         distinct(changed).into_iter().filter(|c| mids || wanted.coins.contains_key(c)).collect()
+    }
+
+    /// The block time of the last fills step published (0 when unknown).
+    fn fills_block_time(&self) -> i64 {
+        self.hub.shared.times_of(self.fills_height, Stream::Fills).map_or(0, |t| t.block_time)
     }
 
     fn audit_of(&self, height: u64, block_time: i64, line: Stream) -> Audit {
@@ -280,6 +297,12 @@ impl Publisher {
                 self.hub.recent_trades.remember(self.tick_seq, fills);
             }
             if let Some(Step { data: StepData::Fills(fills), block_time, .. }) = step
+                && !self.candles.is_empty()
+            {
+                let audit = self.audit_of(height, *block_time, Stream::Fills);
+                tick.candles = self.candles.on_fills(&self.hub, fills, self.tick_seq, stamped(audit));
+            }
+            if let Some(Step { data: StepData::Fills(fills), block_time, .. }) = step
                 && want_trades
             {
                 let audit = self.audit_of(height, *block_time, Stream::Fills);
@@ -336,6 +359,11 @@ impl Publisher {
             hub.poke();
         });
     }
+}
+
+/// Per coin, the candle intervals some connection wants.
+fn candle_wants(wanted: &Wanted) -> FxHashMap<Coin, Vec<Interval>> {
+    wanted.coins.iter().filter(|(_, w)| !w.candles.is_empty()).map(|(c, w)| (c.clone(), w.candles.clone())).collect()
 }
 
 fn stamped(a: Audit) -> Audit {

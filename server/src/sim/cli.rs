@@ -49,6 +49,10 @@ pub struct SimArgs {
     /// local_time − block_time.
     #[arg(long, default_value_t = 150)]
     pub node_lag_ms: u64,
+    /// Block times (and the fill, order and status times within) advance this many times faster than the wall
+    /// clock from the simulator's start, so tests see candles close in seconds; `local_time` stays the wall clock.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub time_scale: u32,
     /// Activity relative to mainnet (1.0 ≈ 450 raw diffs per block).
     #[arg(long, default_value_t = 1.0)]
     pub rate: f64,

@@ -76,6 +76,8 @@ pub struct Sim {
     last: Option<u64>,
     block_ms: u64,
     lag_ns: i64,
+    /// The wall clock at start and `--time-scale`: block time runs `scale` times faster from `start`.
+    clock: (i64, i64),
     jitter: Xoshiro256PlusPlus,
 }
 
@@ -84,6 +86,7 @@ impl Sim {
         anyhow::ensure!(args.coins >= 3, "--coins must be at least 3 (BTC, a spot pair, a builder perp)");
         let coins = coins::universe(args.coins);
         anyhow::ensure!(args.coins <= coins::max_coins(), "--coins is at most {}", coins::max_coins());
+        let start = now_nanos();
         let market = Market::new(MarketConfig {
             coins: coins.clone(),
             btc_orders: args.btc_orders,
@@ -91,7 +94,7 @@ impl Sim {
             diffs_per_block: market::scaled_diffs(args.rate),
             reject_ratio: args.reject_ratio,
             seed: args.seed,
-            start_ms: (now_nanos() / 1_000_000) as u64,
+            start_ms: (start / 1_000_000) as u64,
             users: args.users,
         });
         let faults = Faults::from_args(args);
@@ -130,6 +133,7 @@ impl Sim {
             last: (args.blocks > 0).then(|| args.start_height + args.blocks - 1),
             block_ms: args.block_ms,
             lag_ns: args.node_lag_ms as i64 * 1_000_000,
+            clock: (start, i64::from(args.time_scale)),
             jitter: Xoshiro256PlusPlus::seed_from_u64(args.seed ^ 0x5eed),
         })
     }
@@ -162,7 +166,8 @@ impl Sim {
         }
         let written = {
             let mut st = self.shared.state.lock();
-            let block_time = now_nanos() - self.lag_ns;
+            let (start, scale) = self.clock;
+            let block_time = start + (now_nanos() - start) * scale - self.lag_ns;
             st.market.block(h, block_time, &mut self.out);
             let produced = Instant::now();
             let mut written = [0; 3];

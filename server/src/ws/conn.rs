@@ -23,12 +23,14 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
+use super::candle_stream::{CandleState, first_frame, take_candle_tick};
 use super::deflate::deflate_message;
 use super::protocol::{self, Request, Subscription};
 use super::user_stream::{UserState, release_user, take_user_tick};
 use super::{WsContext, wire};
 use crate::node::Address;
 use crate::node::time::now_nanos;
+use crate::publish::candle_keeper::CandleKey;
 use crate::publish::users::UserChannel;
 use crate::publish::{Frame, L4Snapshot, Slot, Tick, Want};
 
@@ -70,6 +72,25 @@ enum Sub {
         generation: u64,
         state: UserState,
     },
+    /// A candle (coin, interval): its current candle first, then the frame of every block the coin trades in.
+    Candle {
+        key: CandleKey,
+        state: CandleState,
+    },
+}
+
+impl Sub {
+    /// Where an ordered subscription stands on the feed (`None` while it waits for its first frame, or for a
+    /// conflated one).
+    fn cursor(&mut self) -> Option<&mut u64> {
+        match self {
+            Sub::Trades { cursor, .. }
+            | Sub::L4 { state: L4State::Live { cursor }, .. }
+            | Sub::User { state: UserState::Pending { cursor } | UserState::Live { cursor }, .. }
+            | Sub::Candle { state: CandleState::Live { cursor }, .. } => Some(cursor),
+            _ => None,
+        }
+    }
 }
 
 enum L4State {
@@ -297,6 +318,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                 generation: hub.shared.watched().view().generation,
                 state: UserState::Pending { cursor: hub.feed_head() },
             },
+            (Want::Candle(c, i), _) => Sub::Candle { key: (c.clone(), *i), state: CandleState::Waiting },
             (_, Some(slot)) => Sub::Conflated { slot, sent: 0 },
             (_, None) => return,
         };
@@ -315,7 +337,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         let books = self.ctx.hub.shared.books();
         match want {
             Want::L2(k) => books.coin(&k.coin).is_some(),
-            Want::Bbo(c) | Want::Trades(c) | Want::L4(c) => books.coin(c).is_some(),
+            Want::Bbo(c) | Want::Trades(c) | Want::L4(c) | Want::Candle(c, _) => books.coin(c).is_some(),
             Want::Mids(None) => true,
             Want::Mids(Some(dex)) => books.books().any(|b| b.coin().split_once(':').is_some_and(|(d, _)| d == &**dex)),
             // Any well-formed address may be followed: a user with nothing yet simply gets nothing yet.
@@ -354,7 +376,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         // through the connection's post queue.
         tokio::spawn(async move {
             let _place = place;
-            let a = super::info::answer(&ctx.hub.shared, ctx.passthrough.as_ref(), ip, &payload).await;
+            let a = super::info::answer(&ctx.hub, ctx.passthrough.as_ref(), ip, &payload).await;
             let text = if a.status == 200 {
                 protocol::post_info_response(&id, payload.get("type").unwrap_or(&serde_json::Value::Null), &a.json)
             } else {
@@ -423,12 +445,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                     }
                 }
             }
-            let (Sub::Trades { cursor, .. }
-            | Sub::L4 { state: L4State::Live { cursor }, .. }
-            | Sub::User { state: UserState::Pending { cursor } | UserState::Live { cursor }, .. }) = sub
-            else {
-                continue;
-            };
+            if let Sub::Candle { key, state } = sub
+                && let Some((frame, notice)) = first_frame(&hub, key, head, &s.echo, state)
+            {
+                batch.push(Out::Shared(frame));
+                if let Some(text) = notice {
+                    batch.push(Out::Text(protocol::notice(&text)));
+                }
+            }
+            let Some(cursor) = sub.cursor() else { continue };
             if head.saturating_sub(*cursor) <= backlog {
                 from = from.min(*cursor);
                 continue;
@@ -445,9 +470,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         if from != u64::MAX {
             let first = hub.ticks_after(from, &mut ticks);
             for (s, sub) in self.subs.values_mut() {
-                if let Sub::Trades { cursor, .. }
-                | Sub::L4 { state: L4State::Live { cursor }, .. }
-                | Sub::User { state: UserState::Pending { cursor } | UserState::Live { cursor }, .. } = sub
+                if let Some(cursor) = sub.cursor()
                     && *cursor + 1 < first
                 {
                     *cursor = first - 1;
@@ -497,6 +520,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                 }
                 Sub::User { user, ch, generation, state } => {
                     if let Some(f) = take_user_tick(hub, tick, *user, *ch, *generation, state) {
+                        batch.push(Out::Shared(f));
+                    }
+                }
+                Sub::Candle { key, state } => {
+                    if let Some(f) = take_candle_tick(tick, key, state) {
                         batch.push(Out::Shared(f));
                     }
                 }

@@ -1,4 +1,5 @@
-//! Info requests (HTTP `POST /info` and the socket's `post`): `l2Book` answered from our books, the read-only
+//! Info requests (HTTP `POST /info` and the socket's `post`): `l2Book`, `openOrders`/`frontendOpenOrders` answered
+//! from our books, `candleSnapshot` from the node's fills files (`candle_info`), the read-only
 //! market types SDKs ask at start-up passed to the node's info server (`passthrough`), everything else refused
 //! with its type named, so no client can make the node write or do work it was not meant to do for strangers.
 
@@ -12,6 +13,7 @@ pub use super::passthrough::{Answer, Passthrough};
 use crate::book::buckets::l2_levels;
 use crate::book::l2::L2Params;
 use crate::node::time::nanos_to_millis;
+use crate::publish::Hub;
 use crate::publish::json::l2_book_data;
 use crate::state::Shared;
 use crate::ws::protocol::DEFAULT_LEVELS;
@@ -20,8 +22,10 @@ use crate::ws::protocol::DEFAULT_LEVELS;
 static OPEN_ORDERS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
 
 /// Answers one info request body from a client at `ip`.
-pub async fn answer(shared: &Arc<Shared>, pass: Option<&Passthrough>, ip: IpAddr, body: &Value) -> Answer {
+pub async fn answer(hub: &Arc<Hub>, pass: Option<&Passthrough>, ip: IpAddr, body: &Value) -> Answer {
+    let shared = &hub.shared;
     match body.get("type").and_then(Value::as_str) {
+        Some("candleSnapshot") => super::candle_info::candle_snapshot(hub, body).await,
         Some("l2Book") => {
             let (shared, body) = (shared.clone(), body.clone());
             match tokio::task::spawn_blocking(move || l2_book(&shared, &body)).await {

@@ -9,6 +9,8 @@
 
 pub mod admin;
 pub mod auth;
+pub mod candle_info;
+mod candle_stream;
 pub mod conn;
 pub mod deflate;
 pub mod http;

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 
 use crate::book::l2::{L2Params, MAX_LEVELS};
 use crate::node::Coin;
+use crate::publish::candles::Interval;
 use crate::publish::{L2Key, Want};
 
 /// Official depth, and with `"fast":true`.
@@ -40,6 +41,7 @@ impl Subscription {
             Want::Mids(_) => "allMids",
             Want::Trades(_) => "trades",
             Want::L4(_) => "l4Book",
+            Want::Candle(..) => "candle",
             Want::User(_, ch, _) => ch.kind(),
         }
     }
@@ -124,6 +126,11 @@ fn subscription(sub: &Map<String, Value>) -> Result<Subscription, String> {
         "trades" => Want::Trades(coin(sub)?),
         "bbo" => Want::Bbo(coin(sub)?),
         "l4Book" => Want::L4(coin(sub)?),
+        "candle" => {
+            let interval = sub.get("interval").and_then(Value::as_str).and_then(Interval::parse);
+            let names = Interval::ALL.map(Interval::as_str).join(" ");
+            Want::Candle(coin(sub)?, interval.ok_or(format!("interval must be one of {names}"))?)
+        }
         "allMids" => match sub.get("dex") {
             None | Some(Value::Null) => Want::Mids(None),
             Some(Value::String(d)) if d.is_empty() => Want::Mids(None),

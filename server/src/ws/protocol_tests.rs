@@ -125,3 +125,19 @@ fn official_types_we_do_not_serve_are_named_with_their_echo() {
     let span = &e[e.find('{').unwrap()..=e.rfind('}').unwrap()];
     assert_eq!(serde_json::from_str::<Value>(span).unwrap(), json!({"type":"webData2","user":"0x01"}));
 }
+
+#[test]
+fn candles_of_every_official_interval_and_nothing_else() {
+    for i in Interval::ALL {
+        let text = format!(
+            r#"{{"method":"subscribe","subscription":{{"type":"candle","coin":"@107","interval":"{}"}}}}"#,
+            i.as_str()
+        );
+        assert_eq!(sub(&text).want, Want::Candle("@107".into(), i));
+    }
+    for bad in [r#""interval":"1H""#, r#""interval":60"#, r#""x":1"#] {
+        let text = format!(r#"{{"method":"subscribe","subscription":{{"type":"candle","coin":"BTC",{bad}}}}}"#);
+        let e = parse(&text).unwrap_err();
+        assert!(e.contains("interval must be one of 1m 3m 5m"), "{e}");
+    }
+}

@@ -35,7 +35,6 @@ fn parse(ch: UserChannel, sub: &Map<String, Value>) -> Result<Want, String> {
 
 /// Official subscription types that a server fed by a node's book, status and fills files cannot serve, and why.
 const NOT_SERVED: &[(&str, &str)] = &[
-    ("candle", "candles are not built here yet"),
     ("webData2", "it needs account and asset-context state"),
     ("webData3", "it needs account and asset-context state"),
     ("notification", "notifications are not in the node's files"),

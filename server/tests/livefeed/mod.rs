@@ -1,4 +1,4 @@
-//! A live market for WebSocket client tests: `hlsim` writes a small market without end, `hlbook serve` follows it
+//! The one rig for end-to-end client tests, a live market: `hlsim` writes a small market without end, `hlbook serve` follows it
 //! with a `[server]` section given by the test, and both are stopped when the `Feed` is dropped.
 
 #![allow(dead_code)]
@@ -33,15 +33,20 @@ impl Feed {
 
     /// `start` with simulator flags: each `(flag, value)` replaces the default's value or is added.
     pub fn start_with(sim_flags: &[(&str, &str)], server_toml: &str) -> Feed {
-        Feed::start_full(sim_flags, &[], server_toml)
+        Feed::start_full(sim_flags, &[], &[], server_toml)
     }
 
     /// `start` with the server also listening on each of `also_listen` (fixed addresses a client insists on).
     pub fn start_also_on(also_listen: &[&str], server_toml: &str) -> Feed {
-        Feed::start_full(&[], also_listen, server_toml)
+        Feed::start_full(&[], also_listen, &[], server_toml)
     }
 
-    fn start_full(sim_flags: &[(&str, &str)], also_listen: &[&str], server_toml: &str) -> Feed {
+    /// `start_with`, and `serve_flags` added to the server's command line.
+    pub fn start_serving(sim_flags: &[(&str, &str)], serve_flags: &[&str], server_toml: &str) -> Feed {
+        Feed::start_full(sim_flags, &[], serve_flags, server_toml)
+    }
+
+    fn start_full(sim_flags: &[(&str, &str)], also_listen: &[&str], serve_flags: &[&str], server_toml: &str) -> Feed {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
         let mut flags: Vec<(&str, &str)> = vec![
@@ -71,6 +76,7 @@ impl Feed {
         for &a in also_listen {
             extra.extend(["--listen", a]);
         }
+        extra.extend_from_slice(serve_flags);
         let server = start_serve(&data, &info_url, &snaps, &extra, &dir.path().join("serve.log"));
         let info_url = info_url.clone();
         // One line per address, in the order given: the first is the one tests use.
@@ -86,6 +92,11 @@ impl Feed {
 
     pub fn ws_url(&self) -> String {
         format!("ws://{}/ws", self.addr)
+    }
+
+    /// `ws://ADDR/ws` with a query (`"batch=1"`), or none when empty.
+    pub fn ws(&self, query: &str) -> String {
+        if query.is_empty() { self.ws_url() } else { format!("{}?{query}", self.ws_url()) }
     }
 
     /// The server's log so far, for failure messages.

@@ -6,13 +6,14 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
+use crate::rig;
 use crate::wsclient::check;
-use crate::wsclient::rig::{Rig, get_json};
+use crate::wsclient::http::get_json;
 use crate::wsclient::{Client, Event, run};
 
 #[test]
 fn precisions_of_one_coin_on_one_connection() {
-    let rig = Rig::start("");
+    let rig = rig("");
     run(async {
         // Three shapes of BTC on one connection, told apart by their depths; ETH and SOL on another, so a frame
         // crossing connections would show.
@@ -53,7 +54,7 @@ fn precisions_of_one_coin_on_one_connection() {
 
 #[test]
 fn trades_are_complete_unique_and_oldest_first() {
-    let rig = Rig::start("");
+    let rig = rig("");
     run(async {
         let mut c = Client::connect(&rig.ws("")).await;
         for coin in ["BTC", "ETH", "SOL"] {
@@ -145,7 +146,7 @@ fn assert_same(ours: &HashMap<u64, Resting>, theirs: &HashMap<u64, Resting>, wha
 
 #[test]
 fn l4book_snapshot_and_updates_rebuild_the_servers_book() {
-    let mut rig = Rig::start("");
+    let mut rig = rig("");
     run(async {
         let mut c = Client::connect(&rig.ws("")).await;
         c.subscribe(json!({"type": "l4Book", "coin": "BTC"})).await;
@@ -203,7 +204,7 @@ fn l4book_snapshot_and_updates_rebuild_the_servers_book() {
 
 #[test]
 fn batch_frames_are_arrays_of_messages() {
-    let rig = Rig::start("");
+    let rig = rig("");
     run(async {
         let mut c = Client::connect(&rig.ws("batch=1")).await;
         c.subscribe(json!({"type": "l2Book", "coin": "BTC"})).await;
@@ -217,7 +218,7 @@ fn batch_frames_are_arrays_of_messages() {
 
 #[test]
 fn audit_adds_a_last_key_to_data_frames() {
-    let rig = Rig::start("");
+    let rig = rig("");
     run(async {
         let mut c = Client::connect(&rig.ws("audit=1")).await;
         let ack = c.subscribe(json!({"type": "l2Book", "coin": "BTC"})).await;
@@ -241,7 +242,7 @@ fn audit_adds_a_last_key_to_data_frames() {
 
 #[test]
 fn sigterm_closes_connections_going_away_and_exits_0() {
-    let mut rig = Rig::start("");
+    let mut rig = rig("");
     run(async {
         let mut c = Client::connect(&rig.ws("")).await;
         c.subscribe(json!({"type": "l2Book", "coin": "BTC"})).await;

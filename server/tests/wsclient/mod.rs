@@ -3,12 +3,12 @@
 //! connection: data for a coin arrives only between that subscription's ack and its unsubscribe ack (so never
 //! before the ack, and never for a coin the connection did not subscribe to).
 //!
-//! Needs `mod procs;` beside it in the test crate (for `Rig`).
+//! Socket tests start their server with `livefeed::Feed` (needs `mod procs;` and `mod livefeed;` beside it).
 
 #![allow(dead_code)]
 
 pub mod check;
-pub mod rig;
+pub mod http;
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
@@ -261,7 +261,7 @@ impl Client {
                     _ => panic!("{}: ack without a method: {v}", self.name),
                 }
             }
-            "pong" | "error" | "post" => {}
+            "pong" | "error" | "post" | "hlbookNotice" => {}
             "l2Book" | "bbo" | "l4Book" => {
                 self.data_messages += 1;
                 let coin = v["data"]["coin"].as_str().unwrap_or_else(|| panic!("{}: no coin: {v}", self.name));
@@ -282,6 +282,12 @@ impl Client {
                     assert!(self.subscribed("trades", coin), "{}: trades for {coin}, not subscribed: {v}", self.name);
                     *self.data_by_coin.entry(coin.to_string()).or_default() += 1;
                 }
+            }
+            "candle" => {
+                self.data_messages += 1;
+                let coin = v["data"]["s"].as_str().unwrap_or_else(|| panic!("{}: a candle without s: {v}", self.name));
+                assert!(self.subscribed("candle", coin), "{}: candle for {coin}, not subscribed: {v}", self.name);
+                *self.data_by_coin.entry(coin.to_string()).or_default() += 1;
             }
             "allMids" => {
                 self.data_messages += 1;

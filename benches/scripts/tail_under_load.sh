@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The tail under load (issue #16): the release hlsim at mainnet load (by-block), `hlbook serve` following it, and
+# latency_stats --audit with 10 connections x every coin x l2Book + trades + bbo, all on this machine's cores.
+# Prints latency_stats' report, whose audit split gives node write -> read and the time inside the server per
+# percentile. Results: docs/benchmarks.md.
+#
+#   benches/scripts/tail_under_load.sh [SECS]     (default 240; BIN=dir of hlsim/hlbook, default target/release)
+#
+# The simulator rolls its hour files every 60 s and keeps two per stream, so a long run stays within ~5 GB.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SECS=${1:-240}
+BIN=${BIN:-target/release}
+STATS=${LATENCY_STATS:-build/latency_client/latency_stats}
+OUT=${OUT:-build/bench-tail}
+mkdir -p "$OUT"
+work=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+wait_line() {
+	for _ in $(seq 600); do
+		if l=$(grep -m1 "^$2" "$1" 2>/dev/null); then echo "${l#"$2"}" | tr -d ' '; return 0; fi
+		sleep 0.1
+	done
+	echo "tail_under_load: no '$2' in $1" >&2; return 1
+}
+
+"$BIN/hlsim" --out "$work/data" --info-listen 127.0.0.1:0 --rollover-secs 60 --prune-keep 2 \
+	>"$work/sim.out" 2>"$work/sim.log" &
+pids+=($!)
+info=$(wait_line "$work/sim.out" "info listening on")
+"$BIN/hlbook" serve --node-dir "$work/data" --info-url "http://$info/info" --snapshot-dir "$work/snapshots" \
+	--listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 >"$work/server.out" 2>"$work/server.log" &
+pids+=($!)
+addr=$(wait_line "$work/server.out" "hlbook listening on")
+for _ in $(seq 900); do
+	[ "$(curl -sf "http://$addr/health" | grep -o '"state":"live"')" ] && break
+	sleep 0.1
+done
+"$STATS" --url "ws://$addr/ws" --coins all --channels l2Book,trades,bbo --conns 10 --duration "$SECS" --warmup 10 \
+	--audit --allow-loss --json "$OUT/tail.json"

@@ -1,0 +1,68 @@
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::book::Books;
+use crate::node::{Fixed, Side};
+use crate::state::Shared;
+
+fn hub() -> Arc<Hub> {
+    Arc::new(Hub::new(Arc::new(Shared::new(Books::default(), Duration::from_secs(10))), 16, 1 << 20))
+}
+
+fn fill(coin: &str, tid: u64, time: i64, px: u64) -> Fill {
+    Fill {
+        coin: coin.into(),
+        user: Default::default(),
+        px: Fixed(px),
+        sz: Fixed(1),
+        side: Side::Bid,
+        time,
+        hash: Default::default(),
+        oid: tid,
+        crossed: true,
+        tid,
+    }
+}
+
+fn wants(list: &[(&str, Interval)]) -> FxHashMap<Coin, Vec<Interval>> {
+    let mut m: FxHashMap<Coin, Vec<Interval>> = FxHashMap::default();
+    for (c, i) in list {
+        m.entry(Coin::from(*c)).or_default().push(*i);
+    }
+    m
+}
+
+fn data(f: &Frame) -> serde_json::Value {
+    serde_json::from_slice::<serde_json::Value>(&f.json).unwrap()["data"].clone()
+}
+
+#[test]
+fn trades_during_the_backfill_count_and_the_state_goes_with_the_last_subscriber() {
+    let hub = hub();
+    let mut k = Keeper::default();
+    let key: CandleKey = ("BTC".into(), Interval::M1);
+    k.sync(&hub, &wants(&[("BTC", Interval::M1)]));
+    let t0 = 1_778_000_040_000;
+    // Not started yet: a step's trades are below the backfill's height and left to it.
+    assert!(k.on_fills(&hub, &[fill("BTC", 1, t0, 5)], 1, Audit::default()).is_empty());
+    k.start_backfills(&hub, 11);
+    // Counted meanwhile, but no frame before the first one.
+    assert!(k.on_fills(&hub, &[fill("BTC", 2, t0 + 1, 7), fill("BTC", 2, t0 + 1, 7)], 2, Audit::default()).is_empty());
+    let until = Instant::now() + Duration::from_secs(10);
+    while !hub.candles.has_inbox() {
+        assert!(Instant::now() < until, "the backfill never finished");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    k.finish_backfills(&hub, 2, Audit::default());
+    let first = hub.candles.latest(&key).unwrap();
+    // No files: the candle is what was counted live, and it says the files did not reach back.
+    assert_eq!((first.frame.seq, first.complete), (2, false));
+    assert_eq!(data(&first.frame)["n"], 1);
+    let frames = k.on_fills(&hub, &[fill("BTC", 3, t0 + 2, 9), fill("ETH", 4, t0 + 2, 1)], 3, Audit::default());
+    assert_eq!(frames.len(), 1);
+    let d = data(&frames[&key]);
+    assert_eq!((d["o"].as_str(), d["c"].as_str(), d["n"].as_u64()), (Some("0.00000007"), Some("0.00000009"), Some(2)));
+    assert!(Arc::ptr_eq(&hub.candles.latest(&key).unwrap().frame, &frames[&key]), "the newest frame is kept");
+    k.sync(&hub, &wants(&[]));
+    assert!(k.is_empty() && hub.candles.latest(&key).is_none(), "nothing is kept for a key nobody wants");
+}

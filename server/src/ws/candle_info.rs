@@ -1,0 +1,73 @@
+//! `candleSnapshot` (`POST /info` and the socket's `post`): a coin's candles of a time range, read from the node's
+//! fills files (`publish::candle_history`), the only history there is.
+//!
+//! The request is the official one, `{"type":"candleSnapshot","req":{"coin","interval","startTime","endTime"?}}`.
+//! The answer is every complete bucket with trades from the one holding `startTime` to the one holding `endTime`
+//! (now when absent or null), ascending, at most the newest 5000 (so ccxt's `startTime: 0` gets the newest). Only
+//! buckets the files read cover from their start are answered. Reading is bounded and runs on a blocking thread,
+//! two requests at a time.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use super::passthrough::Answer;
+use crate::publish::Hub;
+use crate::publish::candle_history::{MAX_SNAPSHOT_CANDLES, between};
+use crate::publish::candles::{Interval, candle_object};
+
+/// candleSnapshot answers computed at once.
+static CANDLE_SNAPSHOTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
+/// A valid request.
+struct Req {
+    coin: String,
+    interval: Interval,
+    start: i64,
+    end: i64,
+}
+
+fn bad(what: &str) -> Answer {
+    Answer::text(422, &format!("Failed to deserialize the JSON body into the target type: {what}"))
+}
+
+fn parse(body: &Value) -> Result<Req, Answer> {
+    let req = body.get("req").and_then(Value::as_object).ok_or_else(|| bad("req must be an object"))?;
+    let coin = req.get("coin").and_then(Value::as_str).filter(|c| !c.is_empty());
+    let coin = coin.ok_or_else(|| bad("req.coin must be a coin name"))?.to_string();
+    let names = Interval::ALL.map(Interval::as_str).join(" ");
+    let interval = req.get("interval").and_then(Value::as_str).and_then(Interval::parse);
+    let interval = interval.ok_or_else(|| bad(&format!("req.interval must be one of {names}")))?;
+    let start = req.get("startTime").and_then(Value::as_i64);
+    let start = start.ok_or_else(|| bad("req.startTime must be an integer (ms)"))?;
+    let end = match req.get("endTime") {
+        None | Some(Value::Null) => i64::MAX,
+        Some(v) => v.as_i64().ok_or_else(|| bad("req.endTime must be an integer (ms) or null"))?,
+    };
+    Ok(Req { coin, interval, start, end })
+}
+
+/// Answers one `candleSnapshot` request.
+pub async fn candle_snapshot(hub: &Arc<Hub>, body: &Value) -> Answer {
+    let r = match parse(body) {
+        Ok(r) => r,
+        Err(a) => return a,
+    };
+    if hub.shared.books().coin(&r.coin).is_none() {
+        let coin = Value::String(r.coin.chars().take(100).collect());
+        return Answer::text(422, &format!("candleSnapshot: hlbook's books have no coin {coin}"));
+    }
+    let Some(dir) = hub.fills_dir.get().cloned() else {
+        return Answer { status: 200, json: Bytes::from_static(b"[]") };
+    };
+    let Ok(_turn) = CANDLE_SNAPSHOTS.acquire().await else { return Answer::text(503, "shutting down") };
+    let read = tokio::task::spawn_blocking(move || {
+        let candles = between(&dir, &r.coin, r.interval, r.start, r.end, MAX_SNAPSHOT_CANDLES);
+        Value::Array(candles.iter().map(|c| candle_object(&r.coin, r.interval, c)).collect()).to_string()
+    });
+    match read.await {
+        Ok(json) => Answer { status: 200, json: Bytes::from(json) },
+        Err(e) => Answer::text(500, &format!("candleSnapshot failed: {e}")),
+    }
+}

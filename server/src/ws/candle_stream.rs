@@ -1,0 +1,49 @@
+//! The candle subscriptions of one connection: the first frame (the key's current candle, whole) right after the
+//! ack, then the key's frame of every later feed tick.
+//!
+//! The first frame is the key's newest (`CandleFrames::latest`), which belongs to feed tick `seq`; the connection
+//! goes on from `max(seq, head)` where `head` was read before it, so no frame is missed or sent twice: every tick
+//! up to `head` was pushed after its frames were kept as the newest. Until the key has a frame (its backfill is
+//! being read, or the coin has not traded in the files read) the subscription waits.
+
+use std::sync::Arc;
+
+use crate::node::time::format_node_time;
+use crate::publish::candle_keeper::CandleKey;
+use crate::publish::{Frame, Hub, Tick};
+
+pub(super) enum CandleState {
+    Waiting,
+    Live { cursor: u64 },
+}
+
+/// A waiting subscription's first frame, and a notice when the files did not reach back to its bucket's start.
+pub(super) fn first_frame(
+    hub: &Hub,
+    key: &CandleKey,
+    head: u64,
+    echo: &serde_json::Value,
+    state: &mut CandleState,
+) -> Option<(Arc<Frame>, Option<String>)> {
+    let CandleState::Waiting = state else { return None };
+    let latest = hub.candles.latest(key)?;
+    *state = CandleState::Live { cursor: head.max(latest.frame.seq) };
+    let notice = (!latest.complete).then(|| {
+        let from = format_node_time(latest.covered_from_ms.saturating_mul(1_000_000));
+        format!(
+            "hlbook: the node's fills files begin inside this candle's bucket: the first candle of {echo} counts \
+             the trades from {from} UTC on"
+        )
+    });
+    Some((latest.frame, notice))
+}
+
+/// The key's frame of `tick`, if the subscription is live and has not had it.
+pub(super) fn take_candle_tick(tick: &Tick, key: &CandleKey, state: &mut CandleState) -> Option<Arc<Frame>> {
+    let CandleState::Live { cursor } = state else { return None };
+    if tick.seq <= *cursor {
+        return None;
+    }
+    *cursor = tick.seq;
+    tick.candles.get(key).cloned()
+}
