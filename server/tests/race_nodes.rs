@@ -73,10 +73,8 @@ fn start_in(b: Option<&Path>, blocks: u64, sim_extra: &[&str], b_spec: &str, sou
     let sim = Proc::start(HLSIM, &args, &tmp.path().join("sim.log"));
     let info = sim.wait_line("info listening on", Duration::from_secs(30));
     let info_url = format!("http://{info}/info");
-    let sources: Vec<String> = sources
-        .iter()
-        .map(|s| s.replace("{a}", a.to_str().unwrap()).replace("{b}", b.to_str().unwrap()))
-        .collect();
+    let sources: Vec<String> =
+        sources.iter().map(|s| s.replace("{a}", a.to_str().unwrap()).replace("{b}", b.to_str().unwrap())).collect();
     let mut extra: Vec<&str> = Vec::new();
     for s in &sources {
         extra.extend(["--source", s]);
@@ -195,19 +193,73 @@ fn one_node_pausing_10s_never_stops_the_books() {
 fn a_dropped_and_a_corrupt_line_come_from_the_other_node() {
     // Node a is the fast one and loses a diffs line and garbles a status line; node b writes 30 ms later.
     let (drop, corrupt) = ((START + 50).to_string(), (START + 70).to_string());
-    let run = start(
-        150,
-        &["--drop-block", &drop, "--corrupt-at", &corrupt],
-        ",delay=30",
-        &["file:{a}", "file:{b}"],
-        &[],
-    );
+    let run =
+        start(150, &["--drop-block", &drop, "--corrupt-at", &corrupt], ",delay=30", &["file:{a}", "file:{b}"], &[]);
+    // Every line is won once the last block is applied: the scrape's wins are final.
+    wait_health(&run.base, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(run.last));
+    let metrics = scrape(&run.admin);
     let h = finish(run);
     assert_eq!(counter(&h, "malformed_lines"), 1, "{h}");
     let (a, b) = (source(&h, "/a"), source(&h, "/b"));
     assert_eq!(n(&a["malformed_lines"]), 1, "{a}");
     assert!(n(&b["wins"]["diffs"]) >= 1 && n(&b["wins"]["statuses"]) >= 1, "b filled both holes: {b}");
     assert_eq!(counter(&h, "disagreements"), 0, "{h}");
+    // /metrics says the same per source: a won the rest, each by about b's 30 ms; b's wins had no copy to time.
+    for (who, entry) in [("/a", a), ("/b", b)] {
+        for line in ["fills", "diffs", "statuses"] {
+            let wins = metric(&metrics, "hlbook_source_wins_total", who, line);
+            assert_eq!(wins, Some(n(&entry["wins"][line]) as f64), "{who} {line}:\n{metrics}");
+        }
+    }
+    let led = metric(&metrics, "hlbook_source_lead_seconds_count", "/a", "statuses").unwrap();
+    assert!(led > 100.0, "a's leads are timed:\n{metrics}");
+    let b_led = metric(&metrics, "hlbook_source_lead_seconds_count", "/b", "diffs");
+    assert_eq!(b_led, Some(0.0), "b's histogram is there, empty:\n{metrics}");
+}
+
+#[test]
+fn two_nodes_drawing_from_the_capture_each_win_and_lead() {
+    // Independent draws of the mainnet node lag per node and block: each node is ahead on some blocks.
+    let run = start(150, &["--write-delay", "capture"], ",delay=capture", &["file:{a}", "file:{b}"], &[]);
+    wait_health(&run.base, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(run.last));
+    // Wins are final once the last block is applied; a copy (and so a lead) may still come in between the two.
+    let status = get_json(&format!("{}/status", run.admin)).expect("status answers");
+    let metrics = scrape(&run.admin);
+    for who in ["/a", "/b"] {
+        let wins = metric(&metrics, "hlbook_source_wins_total", who, "diffs").unwrap();
+        let leads = metric(&metrics, "hlbook_source_lead_seconds_count", who, "diffs").unwrap();
+        assert!(wins > 0.0 && leads > 0.0, "{who} won and led some diffs lines:\n{metrics}");
+        assert!(leads <= wins, "one lead per won line at most: {who}");
+        let sum = metric(&metrics, "hlbook_source_lead_seconds_sum", who, "diffs").unwrap();
+        assert!(sum > 0.0, "{who}");
+        let st = source(&status, who);
+        assert_eq!(n(&st["wins"]["diffs"]) as f64, wins, "/status agrees: {st}");
+        assert!(n(&st["lead_ms"]["diffs"]["count"]) as f64 <= leads, "/status agrees: {st}");
+    }
+    let race = status["race"].as_array().expect("the last blocks' race");
+    assert!(!race.is_empty() && race.iter().all(|b| b["diffs"]["source"].is_string()), "{status}");
+    let h = finish(run);
+    assert_eq!(counter(&h, "disagreements"), 0, "{h}");
+}
+
+fn scrape(admin: &str) -> String {
+    String::from_utf8(get_bytes(&format!("{admin}/metrics")).expect("/metrics answers")).expect("UTF-8")
+}
+
+/// The value of `name{source="…suffix",line="line"}` in a scrape.
+fn metric(text: &str, name: &str, suffix: &str, line: &str) -> Option<f64> {
+    let want_line = format!("line=\"{line}\"");
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .find(|l| {
+            let labels = &l[..l.find('}').unwrap_or(l.len())];
+            labels.contains(&want_line)
+                && labels
+                    .split("source=\"")
+                    .nth(1)
+                    .is_some_and(|s| s.split('"').next().is_some_and(|s| s.ends_with(suffix)))
+        })
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
 }
 
 #[test]
@@ -220,7 +272,10 @@ fn differing_events_are_named_and_repaired() {
     let log = run.serve_log();
     let line = log.lines().find(|l| l.contains("sources disagree")).expect("the disagreement is logged");
     let (a, b) = (run.dir("a"), run.dir("b"));
-    assert!(line.contains(&format!("file:{}", a.display())) && line.contains(&format!("file:{}", b.display())), "{line}");
+    assert!(
+        line.contains(&format!("file:{}", a.display())) && line.contains(&format!("file:{}", b.display())),
+        "{line}"
+    );
     finish(run);
 }
 

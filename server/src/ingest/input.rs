@@ -72,19 +72,14 @@ impl Input {
 
     /// Waits up to `poll` for lines and hands each to `on` as soon as it is parsed (one source) or won (racing
     /// sources); `emitted` is the last block handed out.
-    pub fn read(
-        &mut self,
-        poll: Duration,
-        mode: Mode,
-        emitted: u64,
-        health: &Health,
-        on: &mut dyn FnMut(InputEvent),
-    ) {
+    pub fn read(&mut self, poll: Duration, mode: Mode, emitted: u64, health: &Health, on: &mut dyn FnMut(InputEvent)) {
         match self {
             Input::One(one) => one.read(poll, mode, emitted, health, on),
             Input::Race(race) => {
                 race.set_floor(emitted);
-                race.poll(poll, emitted, health, &mut |won| on(InputEvent::Line(won.stream, won.line, Some(won.read_at))));
+                race.poll(poll, emitted, health, &mut |won| {
+                    on(InputEvent::Line(won.stream, won.line, Some(won.read_at)))
+                });
             }
             Input::Lent => {}
         }

@@ -75,8 +75,7 @@ pub fn diagnose_dir(dir: &Path, mode: Mode) -> Option<String> {
         return None;
     }
     let folders: Vec<String> = missing.iter().map(|s| s.dir(mode)).collect();
-    let flags: Vec<&str> =
-        missing.iter().map(|&s| stream_flag(s)).chain(std::iter::once(mode_flag(mode))).collect();
+    let flags: Vec<&str> = missing.iter().map(|&s| stream_flag(s)).chain(std::iter::once(mode_flag(mode))).collect();
     let mut why = format!("{}: no {} (the node needs {})", dir.display(), folders.join(", "), flags.join(" "));
     let other = match mode {
         Mode::ByBlock => Mode::Streaming,
@@ -287,7 +286,11 @@ impl SourceBoard {
                     .map(|s| {
                         let h = &leads[s.index()];
                         let ms = |q: f64| h.value_at_quantile(q) / 1_000_000;
-                        let v = if h.is_empty() { Value::Null } else { json!({"p50": ms(0.5), "p99": ms(0.99)}) };
+                        let v = if h.is_empty() {
+                            Value::Null
+                        } else {
+                            json!({"count": h.len(), "p50": ms(0.5), "p90": ms(0.9), "p99": ms(0.99), "max": h.max() / 1_000_000})
+                        };
                         (s.short().to_string(), v)
                     })
                     .collect();
@@ -321,8 +324,8 @@ impl SourceBoard {
                 o.insert("height".into(), json!(r.height));
                 for s in Stream::ALL {
                     if let Some((src, lead)) = r.lines[s.index()] {
-                        let lead_ms = lead.map(|ns| ns / 1_000);
-                        o.insert(s.short().into(), json!({"source": names.get(src), "lead_us": lead_ms}));
+                        let lead_us = lead.map(|ns| ns / 1_000);
+                        o.insert(s.short().into(), json!({"source": names.get(src), "lead_us": lead_us}));
                     }
                 }
                 Value::Object(o)

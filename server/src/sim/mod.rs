@@ -174,7 +174,11 @@ impl Sim {
             if let Some(w) = &mut self.writer {
                 written = w.write_block(&self.out)?;
                 if self.faults.restart_at == Some(h) {
-                    tracing::info!(height = h, back = self.faults.restart_back, "re-emitting blocks as a restarted node");
+                    tracing::info!(
+                        height = h,
+                        back = self.faults.restart_back,
+                        "re-emitting blocks as a restarted node"
+                    );
                     w.reemit()?;
                 }
             }

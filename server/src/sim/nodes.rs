@@ -50,9 +50,7 @@ impl Delay {
     fn draw(&self, rng: &mut Xoshiro256PlusPlus) -> Duration {
         match self {
             Delay::Fixed(d) => *d,
-            Delay::Capture => {
-                Duration::from_millis(CAPTURE_LAG_MS[rng.random_range(0..CAPTURE_LAG_MS.len())])
-            }
+            Delay::Capture => Duration::from_millis(CAPTURE_LAG_MS[rng.random_range(0..CAPTURE_LAG_MS.len())]),
         }
     }
 }
@@ -186,13 +184,16 @@ mod tests {
 
     #[test]
     fn node_specs_parse() {
-        let n = NodeSpec::parse("/tmp/b,delay=capture,pause_at=7,pause_secs=10,drop_block=9,drop_stream=fills", 1)
-            .unwrap();
+        let n =
+            NodeSpec::parse("/tmp/b,delay=capture,pause_at=7,pause_secs=10,drop_block=9,drop_stream=fills", 1).unwrap();
         assert_eq!((n.dir.to_str(), &n.delay), (Some("/tmp/b"), &Delay::Capture));
         assert_eq!((n.faults.pause_at, n.faults.pause), (Some(7), Duration::from_secs(10)));
         assert_eq!(n.faults.drop, Some((9, Stream::Fills)));
         let n = NodeSpec::parse("/tmp/c,delay=25,differ_at=5,corrupt_at=6", 2).unwrap();
-        assert_eq!((n.delay, n.faults.differ_at, n.faults.corrupt_at), (Delay::Fixed(Duration::from_millis(25)), Some(5), Some(6)));
+        assert_eq!(
+            (n.delay, n.faults.differ_at, n.faults.corrupt_at),
+            (Delay::Fixed(Duration::from_millis(25)), Some(5), Some(6))
+        );
         for bad in ["", ",delay=1", "/x,delay=soon", "/x,colour=red", "/x,pause_at"] {
             assert!(NodeSpec::parse(bad, 1).is_err(), "{bad}");
         }
