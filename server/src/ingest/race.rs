@@ -3,7 +3,7 @@
 //!
 //! Each source has a reader thread of its own (its `LineSource` and `NodeParser`), so parsing runs in parallel and
 //! off the book path; a slow, silent or restarting source holds back only its own thread. Readers hand the ingest
-//! thread batches of parsed lines, each with a digest of its bytes after `local_time` (the only field two honest
+//! thread each parsed line as soon as it is parsed, each with a digest of its bytes after `local_time` (the only field two honest
 //! nodes write differently). For each (stream, height) the ingest thread keeps the first line, applies it exactly
 //! as with one source (so every channel still goes out as soon as its line is in), and keeps its digest for a
 //! window of heights: a later copy whose digest differs is a disagreement, counted, logged with both sources
@@ -30,8 +30,8 @@ use crate::node::{Coin, Events, Line, Mode, NodeParser, Stream, Watched};
 
 /// Heights whose winning lines' digests are kept, for copies that come late.
 const WINDOW: u64 = 512;
-/// Batches a reader may have in flight before it waits for the ingest thread.
-const CHANNEL: usize = 256;
+/// Lines a reader may have in flight before it waits for the ingest thread (about 300 by-block blocks).
+const CHANNEL: usize = 1024;
 
 /// What a reader made of one line.
 #[derive(Debug)]
@@ -54,7 +54,7 @@ pub struct Raced {
 
 #[derive(Debug)]
 enum Msg {
-    Lines(usize, Vec<Raced>),
+    Line(usize, Raced),
     /// The source lost its place and reads again after the applied height.
     Restart(usize),
 }
@@ -193,7 +193,7 @@ impl Race {
         std::mem::take(&mut self.distrust)
     }
 
-    /// Waits up to `wait` for lines, then takes every batch queued; winning lines above `emitted` go to `on`.
+    /// Waits up to `wait` for lines, then takes every line queued; winning lines above `emitted` go to `on`.
     pub fn poll(&mut self, wait: Duration, emitted: u64, health: &Health, on: &mut dyn FnMut(Won)) {
         let first = match self.rx.recv_timeout(wait) {
             Ok(m) => m,
@@ -213,11 +213,7 @@ impl Race {
     fn on_msg(&mut self, msg: Msg, emitted: u64, health: &Health, on: &mut dyn FnMut(Won)) {
         match msg {
             Msg::Restart(src) => self.seen[src] = [0; 3],
-            Msg::Lines(src, lines) => {
-                for l in lines {
-                    self.on_line(src, l, emitted, health, on);
-                }
-            }
+            Msg::Line(src, l) => self.on_line(src, l, emitted, health, on),
         }
     }
 
@@ -371,12 +367,20 @@ impl Reader {
             };
             let floor = self.ctl.floor.load(Ordering::Relaxed);
             s.set_resume_after(floor);
-            let mut batch = Vec::new();
-            let mut restarted = false;
+            let (mut any, mut gone, mut restarted) = (false, false, false);
+            // Each line goes over as soon as it is parsed: a block's diffs line (l2Book, bbo) must not wait for
+            // its long statuses line read in the same poll.
             let polled = s.poll(self.poll, &mut |ev| match ev {
-                SourceEvent::Line(stream, bytes) => batch.push(self.parse(&mut parser, stream, bytes, floor)),
+                SourceEvent::Line(stream, bytes) => {
+                    any = true;
+                    let line = self.parse(&mut parser, stream, bytes, floor);
+                    gone |= !gone && self.tx.send(Msg::Line(self.src, line)).is_err();
+                }
                 SourceEvent::Restart => restarted = true,
             });
+            if gone {
+                return;
+            }
             if let Err(e) = &polled {
                 tracing::warn!(source = %self.entry.name, "reading node lines: {e}");
                 self.entry.set_problem(Some(e.to_string()));
@@ -388,7 +392,7 @@ impl Reader {
                     return;
                 }
             }
-            if batch.is_empty() {
+            if !any {
                 if checked.elapsed() >= Duration::from_secs(1) {
                     checked = Instant::now();
                     self.entry.set_problem(s.problem());
@@ -397,9 +401,6 @@ impl Reader {
             }
             if polled.is_ok() {
                 self.entry.set_problem(None);
-            }
-            if self.tx.send(Msg::Lines(self.src, batch)).is_err() {
-                return;
             }
         }
     }
