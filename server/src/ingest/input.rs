@@ -21,7 +21,8 @@ const CHECK_EVERY: Duration = Duration::from_secs(1);
 
 #[derive(Debug)]
 pub enum Input {
-    One(One),
+    /// Boxed: the tails' buffers make it far larger than the others, and the input is moved out and back per read.
+    One(Box<One>),
     Race(Race),
     /// Stands in while `Ingest::step` has lent the input out to read.
     Lent,
@@ -67,7 +68,7 @@ impl Input {
         let entry = health.sources.add(spec.label());
         let source = spec.open(cfg.mode, height);
         let parser = NodeParser::with_watched(watched.clone());
-        Input::One(One { spec, source, parser, entry, checked: Instant::now() - CHECK_EVERY })
+        Input::One(Box::new(One { spec, source, parser, entry, checked: Instant::now() - CHECK_EVERY }))
     }
 
     /// Waits up to `poll` for lines and hands each to `on` as soon as it is parsed (one source) or won (racing
