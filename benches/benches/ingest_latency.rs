@@ -74,8 +74,9 @@ fn run(case: &Case, secs: u64) {
     let snaps = tmp.path().join("snapshots");
     let shared = Arc::new(Shared::new(Books::default(), Duration::from_secs(10)));
     let cfg = LiveConfig {
-        source: SourceSpec::Files(tmp.path().join("data")),
+        sources: vec![SourceSpec::Files(tmp.path().join("data"))],
         mode: case.mode,
+        race_grace: Duration::from_secs(1),
         poll_interval: Duration::from_millis(100),
         stale_after: Duration::from_secs(10),
         snapshots: vec![SnapshotFrom::Info { url: url.clone(), dir: snaps.clone() }],

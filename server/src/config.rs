@@ -26,8 +26,14 @@ pub struct IngestConfig {
     pub node_dir: PathBuf,
     /// `by-block` (`--batch-by-block`) or `streaming` (`--stream-with-block-info`).
     pub mode: Mode,
-    /// `file` (read `node_dir`) or `tcp://HOST:PORT` (an `hlbook relay`).
+    /// `file` (read `node_dir`), `file:PATH` (another data dir) or `tcp://HOST:PORT` (an `hlbook relay`).
     pub source: String,
+    /// Several sources to race, each as in `source` (overrides it when not empty): every line is taken from the
+    /// one that delivers it first and checked against the others. By-block only.
+    pub sources: Vec<String>,
+    /// Racing: how long a line one source skipped may take to come from another before its block counts as
+    /// broken (resync), in milliseconds.
+    pub race_grace_ms: u64,
     /// The node's info server; empty: no snapshots (bootstrap needs `snapshot_file` then, and no resync).
     pub info_url: String,
     /// Where the node writes the snapshots we ask for: it must be able to write there, and we to read.
@@ -115,6 +121,8 @@ impl Default for IngestConfig {
             node_dir: PathBuf::from("~/hl/data"),
             mode: Mode::ByBlock,
             source: "file".into(),
+            sources: Vec::new(),
+            race_grace_ms: 1000,
             info_url: "http://127.0.0.1:3001/info".into(),
             snapshot_dir: std::env::temp_dir().join("hlbook-snapshots"),
             snapshot_file: None,
@@ -176,6 +184,8 @@ pub enum ConfigError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
     File,
+    /// Another node data dir on this host (`file:PATH`).
+    FileAt(PathBuf),
     Tcp(String),
 }
 
@@ -226,7 +236,18 @@ impl Config {
     /// Checks every value; the first bad one is named.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let i = &self.ingest;
-        self.source()?;
+        let sources = self.sources()?;
+        if sources.len() > 1 && i.mode != Mode::ByBlock {
+            return Err(invalid("ingest.sources", "several sources race in by-block mode only"));
+        }
+        for (n, a) in sources.iter().enumerate() {
+            if sources[..n].contains(a) {
+                return Err(invalid("ingest.sources", &format!("{a:?} is listed twice")));
+            }
+        }
+        if i.race_grace_ms == 0 || i.race_grace_ms > 60_000 {
+            return Err(invalid("ingest.race_grace_ms", "must be 1..=60000"));
+        }
         secs("ingest.stale_after_secs", i.stale_after_secs)?;
         secs("ingest.validate_interval_secs", i.validate_interval_secs)?;
         if i.poll_interval_ms == 0 || i.poll_interval_ms > 60_000 {
@@ -287,16 +308,18 @@ impl Config {
         Ok(())
     }
 
-    pub fn source(&self) -> Result<Source, ConfigError> {
-        match self.ingest.source.as_str() {
-            "file" => Ok(Source::File),
-            s => match s.strip_prefix("tcp://") {
-                Some(addr) if addr.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok()) => {
-                    Ok(Source::Tcp(addr.to_string()))
-                }
-                _ => Err(invalid("ingest.source", &format!("{s:?}: expected `file` or `tcp://HOST:PORT`"))),
-            },
+    /// The sources to read: `ingest.sources`, or `ingest.source` when that list is empty.
+    pub fn sources(&self) -> Result<Vec<Source>, ConfigError> {
+        let i = &self.ingest;
+        if i.sources.is_empty() {
+            return Ok(vec![parse_source("ingest.source", &i.source)?]);
         }
+        i.sources.iter().map(|s| parse_source("ingest.sources", s)).collect()
+    }
+
+    /// The first source (the only one unless several race).
+    pub fn source(&self) -> Result<Source, ConfigError> {
+        Ok(self.sources()?.swap_remove(0))
     }
 
     pub fn node_dir(&self) -> PathBuf {
@@ -310,6 +333,21 @@ impl Config {
     pub fn validate_interval(&self) -> Option<Duration> {
         let s = self.ingest.validate_interval_secs;
         (s > 0.0 && !self.ingest.info_url.is_empty()).then(|| Duration::from_secs_f64(s))
+    }
+}
+
+fn parse_source(key: &'static str, s: &str) -> Result<Source, ConfigError> {
+    if s == "file" {
+        return Ok(Source::File);
+    }
+    if let Some(path) = s.strip_prefix("file:").filter(|p| !p.is_empty()) {
+        return Ok(Source::FileAt(expand_home(Path::new(path))));
+    }
+    match s.strip_prefix("tcp://") {
+        Some(addr) if addr.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok()) => {
+            Ok(Source::Tcp(addr.to_string()))
+        }
+        _ => Err(invalid(key, &format!("{s:?}: expected `file`, `file:PATH` or `tcp://HOST:PORT`"))),
     }
 }
 

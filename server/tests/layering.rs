@@ -12,7 +12,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("book", &["node"]),
     // Health is ingest's own account of itself, read by everyone through the state.
     ("state", &["node", "book", "ingest::health"]),
-    ("audit", &["node", "state", "ingest::health"]),
+    // Per-source numbers (wins, leads, copies) are read off ingest's source board, beside its health.
+    ("audit", &["node", "state", "ingest::health", "ingest::sources"]),
     ("ingest", &["node", "book", "state"]),
     ("publish", &["node", "book", "state", "audit"]),
     // The simulator checks its own output with the replay engine.

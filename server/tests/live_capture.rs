@@ -17,8 +17,9 @@ use hlbook::state::Shared;
 fn start(dst: &Path, mode: Mode, snapshot: &Path) -> (Arc<Shared>, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
     let shared = Arc::new(Shared::new(load_books(snapshot).expect("snapshot"), Duration::from_secs(30)));
     let cfg = LiveConfig {
-        source: SourceSpec::Files(dst.to_path_buf()),
+        sources: vec![SourceSpec::Files(dst.to_path_buf())],
         mode,
+        race_grace: Duration::from_secs(1),
         poll_interval: Duration::from_millis(100),
         stale_after: Duration::from_secs(30),
         // No node to resync from: a lost line leaves the books where they were, flagged resyncing.

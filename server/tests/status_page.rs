@@ -118,6 +118,10 @@ fn the_status_page_shows_live_numbers_in_chromium() {
     let p50: f64 = stage_row(&dom, "block_to_node_write")[2].parse().unwrap();
     assert!((140.0..1000.0).contains(&p50), "block_to_node_write p50 {p50} ms");
     assert!(dom.contains("<canvas id=\"chart-stages\""), "the chart is there");
+    // The one source, named and reading, in the Sources table (the race table is hidden with one source).
+    let at = dom.find("id=\"sources\"").expect("the sources table");
+    let table = &dom[at..at + dom[at..].find("</table>").unwrap()];
+    assert!(table.contains("<td>file:") && table.contains("<td>reading</td>"), "{table}");
 
     let shot = tmp.path().join("status.png");
     run_chromium(

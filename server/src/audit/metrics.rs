@@ -6,7 +6,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
+use std::sync::atomic::Ordering::Relaxed;
+
+use hdrhistogram::Histogram;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::exemplar::Exemplar;
@@ -15,6 +18,7 @@ use prometheus_client::registry::Registry;
 
 use super::{Exposed, STAGES};
 use crate::ingest::health::State;
+use crate::ingest::sources::SourceEntry;
 use crate::node::Stream;
 
 /// Upper bounds (seconds) of the exported stage histograms: 50 µs to ~100 s, doubling.
@@ -94,6 +98,7 @@ impl Collector for Hlbook {
                 ConstGauge::new(n).encode(m.encode_family(&[("channel", channel)])?)?;
             }
         }
+        sources(&mut e, &h.sources.entries())?;
         let mut m = e.encode_descriptor(
             "hlbook_stage_latency_seconds",
             "Per-block latency of each pipeline stage, by the block's line it started from (docs/latency.md)",
@@ -104,32 +109,101 @@ impl Collector for Hlbook {
         let per_line = ctx.stages().histograms();
         for (line, hists) in Stream::ALL.into_iter().zip(per_line) {
             for (stage, hist) in STAGES.iter().zip(hists) {
-                let mut buckets: Vec<(f64, u64)> = bounds.iter().map(|&b| (b, 0)).collect();
-                let mut sum = 0.0;
-                for v in hist.iter_recorded() {
-                    let secs = v.value_iterated_to() as f64 / 1e9;
-                    sum += secs * v.count_at_value() as f64;
-                    let i = bounds.iter().position(|&b| secs <= b).unwrap_or(bounds.len());
-                    if let Some(b) = buckets.get_mut(i) {
-                        b.1 += v.count_at_value();
-                    }
-                }
-                buckets.push((f64::MAX, 0)); // +Inf to the encoder
-                // prometheus-client wants per-bucket counts and accumulates them itself.
-                let last = buckets.len() - 1;
-                buckets[last].1 = hist.len() - buckets[..last].iter().map(|b| b.1).sum::<u64>();
                 let labels = [("stage", *stage), ("line", line.short())];
-                let mut fam = m.encode_family(&labels)?;
-                fam.encode_histogram::<NoLabelSet>(
-                    sum,
-                    hist.len(),
-                    &buckets,
-                    None::<&HashMap<usize, Exemplar<NoLabelSet, f64>>>,
-                )?;
+                histogram(m.encode_family(&labels)?, &hist, &bounds)?;
             }
         }
         Ok(())
     }
+}
+
+/// Per source (labelled by its `file:PATH` / `tcp://HOST:PORT` name): the lines it delivered first and by how much
+/// it led the next source to deliver each (per line of the block), copies compared, disagreements, height.
+fn sources(e: &mut DescriptorEncoder, entries: &[Arc<SourceEntry>]) -> Result<(), std::fmt::Error> {
+    {
+        let mut m = e.encode_descriptor(
+            "hlbook_source_wins",
+            "Lines this source delivered before every other source (racing sources, docs/operations.md)",
+            None,
+            MetricType::Counter,
+        )?;
+        for s in entries {
+            for line in Stream::ALL {
+                ConstCounter::new(s.wins(line))
+                    .encode(m.encode_family(&[("source", &*s.name), ("line", line.short())])?)?;
+            }
+        }
+    }
+    {
+        let mut m = e.encode_descriptor(
+            "hlbook_source_lead_seconds",
+            "How long before the next source this source delivered the lines it won",
+            None,
+            MetricType::Histogram,
+        )?;
+        let bounds = bounds();
+        for s in entries {
+            let leads = s.leads();
+            for line in Stream::ALL {
+                let labels = [("source", &*s.name), ("line", line.short())];
+                histogram(m.encode_family(&labels)?, &leads[line.index()], &bounds)?;
+            }
+        }
+    }
+    type Read = fn(&SourceEntry) -> u64;
+    let per_source: [(&str, &str, MetricType, Read); 4] = [
+        (
+            "hlbook_source_copies",
+            "Lines another source had delivered first: compared and dropped",
+            MetricType::Counter,
+            |s| s.copies.load(Relaxed),
+        ),
+        (
+            "hlbook_source_disagreements",
+            "Copies whose events differed from the applied line",
+            MetricType::Counter,
+            |s| s.disagreements.load(Relaxed),
+        ),
+        ("hlbook_source_lines", "Lines read from this source", MetricType::Counter, |s| s.lines.load(Relaxed)),
+        (
+            "hlbook_source_height",
+            "Highest block this source delivered a line of",
+            MetricType::Gauge,
+            SourceEntry::height,
+        ),
+    ];
+    for (name, help, kind, read) in per_source {
+        let mut m = e.encode_descriptor(name, help, None, kind)?;
+        for s in entries {
+            let labels = [("source", &*s.name)];
+            let fam = m.encode_family(&labels)?;
+            match kind {
+                MetricType::Counter => ConstCounter::new(read(s)).encode(fam)?,
+                _ => ConstGauge::new(read(s) as i64).encode(fam)?,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One `hdrhistogram` (nanoseconds) as a Prometheus histogram in seconds over `bounds`.
+#[allow(clippy::float_arithmetic)]
+fn histogram(mut fam: MetricEncoder<'_>, hist: &Histogram<u64>, bounds: &[f64]) -> Result<(), std::fmt::Error> {
+    let mut buckets: Vec<(f64, u64)> = bounds.iter().map(|&b| (b, 0)).collect();
+    let mut sum = 0.0;
+    for v in hist.iter_recorded() {
+        let secs = v.value_iterated_to() as f64 / 1e9;
+        sum += secs * v.count_at_value() as f64;
+        let i = bounds.iter().position(|&b| secs <= b).unwrap_or(bounds.len());
+        if let Some(b) = buckets.get_mut(i) {
+            b.1 += v.count_at_value();
+        }
+    }
+    buckets.push((f64::MAX, 0)); // +Inf to the encoder
+    // prometheus-client wants per-bucket counts and accumulates them itself.
+    let last = buckets.len() - 1;
+    buckets[last].1 = hist.len() - buckets[..last].iter().map(|b| b.1).sum::<u64>();
+    fam.encode_histogram::<NoLabelSet>(sum, hist.len(), &buckets, None::<&HashMap<usize, Exemplar<NoLabelSet, f64>>>)
 }
 
 /// A registry over the server's state; render it with `render`.

@@ -268,6 +268,11 @@ impl Books {
         Outcome::Applied(out)
     }
 
+    /// Marks `coin` untrusted until a snapshot repairs it (two sources disagreed about one of its lines).
+    pub fn distrust_coin(&mut self, coin: Coin) {
+        self.untrusted.insert(coin);
+    }
+
     /// Marks the coins of `out`'s inconsistencies untrusted and counts them.
     fn distrust(&mut self, out: &Applied) {
         for inc in &out.inconsistencies {

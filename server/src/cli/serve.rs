@@ -39,9 +39,11 @@ pub struct ServeArgs {
     /// The node's output mode: by-block (--batch-by-block) or streaming (--stream-with-block-info).
     #[arg(long, value_enum)]
     pub mode: Option<Mode>,
-    /// `file` (the node's files in --node-dir) or `tcp://HOST:PORT` (an `hlbook relay`) [default: file].
+    /// `file` (the node's files in --node-dir), `file:PATH` (another node's data dir) or `tcp://HOST:PORT` (an
+    /// `hlbook relay`) [default: file]. Repeat to race several nodes (by-block): each line is taken from the
+    /// source that delivers it first and checked against the others.
     #[arg(long)]
-    pub source: Option<String>,
+    pub source: Vec<String>,
     /// The node's info server, for snapshots [default: http://127.0.0.1:3001/info].
     #[arg(long)]
     pub info_url: Option<String>,
@@ -83,7 +85,9 @@ impl ServeArgs {
         let i = &mut c.ingest;
         set(&mut i.node_dir, self.node_dir.as_ref());
         set(&mut i.mode, self.mode.as_ref());
-        set(&mut i.source, self.source.as_ref());
+        if !self.source.is_empty() {
+            i.sources.clone_from(&self.source);
+        }
         set(&mut i.info_url, self.info_url.as_ref());
         set(&mut i.snapshot_dir, self.snapshot_dir.as_ref());
         if self.snapshot_file.is_some() {
@@ -110,10 +114,15 @@ fn set<T: Clone>(slot: &mut T, flag: Option<&T>) {
 }
 
 fn live_config(c: &Config) -> anyhow::Result<LiveConfig> {
-    let source = match c.source()? {
-        Source::File => SourceSpec::Files(c.node_dir()),
-        Source::Tcp(addr) => SourceSpec::Tcp(addr),
-    };
+    let sources = c
+        .sources()?
+        .into_iter()
+        .map(|s| match s {
+            Source::File => SourceSpec::Files(c.node_dir()),
+            Source::FileAt(dir) => SourceSpec::Files(dir),
+            Source::Tcp(addr) => SourceSpec::Tcp(addr),
+        })
+        .collect();
     let mut snapshots = Vec::new();
     if let Some(f) = &c.ingest.snapshot_file {
         snapshots.push(SnapshotFrom::File(f.clone()));
@@ -122,8 +131,9 @@ fn live_config(c: &Config) -> anyhow::Result<LiveConfig> {
         snapshots.push(SnapshotFrom::Info { url: c.ingest.info_url.clone(), dir: c.ingest.snapshot_dir.clone() });
     }
     Ok(LiveConfig {
-        source,
+        sources,
         mode: c.ingest.mode,
+        race_grace: Duration::from_millis(c.ingest.race_grace_ms),
         poll_interval: Duration::from_millis(c.ingest.poll_interval_ms),
         stale_after: c.stale_after(),
         snapshots,
@@ -158,7 +168,8 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             w.run("validation", || validate::run(vc, s, &w.stop));
         })?);
     }
-    tracing::info!(source = %c.ingest.source, mode = ?c.ingest.mode, "hlbook starting");
+    let names: Vec<String> = live_config(&c)?.sources.iter().map(SourceSpec::label).collect();
+    tracing::info!(sources = ?names, mode = ?c.ingest.mode, "hlbook starting");
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let hub = Arc::new(Hub::new(shared.clone(), c.server.backlog_blocks + FEED_MARGIN, c.server.backlog_bytes));
     // userFills snapshots read the node's fills files back (empty when they are not on this host).

@@ -63,6 +63,9 @@ pub struct Assembler {
     replaying: [Option<u64>; 3],
     finished: bool,
     counters: AssemblerCounters,
+    /// Lines come from several racing sources (`ingest::race`), each at most once per stream and height but not
+    /// in height order: only the race knows when a line is lost (`give_up`).
+    raced: bool,
 }
 
 impl Assembler {
@@ -78,7 +81,27 @@ impl Assembler {
             replaying: [None; 3],
             finished: false,
             counters: AssemblerCounters::default(),
+            raced: false,
         }
+    }
+
+    /// Lines come from racing sources: no ordering per stream is assumed, and a line is lost only when the race
+    /// says so (`give_up`).
+    #[must_use]
+    pub fn raced(mut self) -> Assembler {
+        self.raced = true;
+        self
+    }
+
+    /// Racing: no source will deliver `stream`'s line of block `height` (by-block only).
+    pub fn give_up(&mut self, height: u64, stream: Stream) {
+        let s = &mut self.seen[stream.index()];
+        *s = Some(s.map_or(height + 1, |v| v.max(height + 1)));
+    }
+
+    /// Which streams' lines block `height` has so far.
+    pub fn has(&self, height: u64) -> [bool; 3] {
+        self.pending.get(&height).map_or([false; 3], |p| p.got)
     }
 
     /// Hands out the next block's fills and diffs lines as soon as they are read (by-block only).
@@ -106,6 +129,9 @@ impl Assembler {
     pub fn push(&mut self, stream: Stream, line: Line) {
         self.counters.lines += 1;
         let (h, i) = (line.meta.height, stream.index());
+        if self.raced {
+            return self.push_raced(stream, line);
+        }
         if self.replaying[i].is_some_and(|through| h <= through) {
             self.counters.stale_lines += 1;
             return;
@@ -137,6 +163,23 @@ impl Assembler {
         }
         p.got[stream.index()] = true;
         p.block.push(stream, line);
+    }
+
+    fn push_raced(&mut self, stream: Stream, line: Line) {
+        let h = line.meta.height;
+        if h <= self.emitted {
+            self.counters.stale_lines += 1;
+            return;
+        }
+        let p = self.pending.entry(h).or_insert_with(|| Pending {
+            block: Block::new(h, line.meta.block_time),
+            got: [false; 3],
+            handed: [false; 3],
+        });
+        if !p.got[stream.index()] {
+            p.got[stream.index()] = true;
+            p.block.push(stream, line);
+        }
     }
 
     /// Starts over after `height`: partly assembled blocks are dropped because their lines are coming again.

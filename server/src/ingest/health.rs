@@ -89,6 +89,8 @@ pub struct IngestCounters {
     pub repairs: AtomicU64,
     /// Lines of blocks already applied (a restarted node re-emitting recent blocks), dropped.
     pub stale_lines: AtomicU64,
+    /// Racing sources: a later copy of a line whose events differ from the applied one's.
+    pub disagreements: AtomicU64,
 }
 
 impl IngestCounters {
@@ -117,6 +119,7 @@ impl IngestCounters {
             ("validations_skipped", self.validations_skipped.load(Relaxed)),
             ("repairs", self.repairs.load(Relaxed)),
             ("stale_lines", self.stale_lines.load(Relaxed)),
+            ("disagreements", self.disagreements.load(Relaxed)),
         ]
         .into_iter()
         .collect()
@@ -139,6 +142,8 @@ pub struct Health {
     /// Why the service failed (a thread died), once it has.
     failure: parking_lot::Mutex<Option<String>>,
     pub counters: IngestCounters,
+    /// Each source's state, and the race between them (`ingest::sources`).
+    pub sources: std::sync::Arc<super::sources::SourceBoard>,
 }
 
 impl Health {
@@ -154,6 +159,7 @@ impl Health {
             catching_up_after: Duration::from_secs(2),
             failure: parking_lot::Mutex::new(None),
             counters: IngestCounters::default(),
+            sources: Default::default(),
         }
     }
 

@@ -1,7 +1,8 @@
 //! The live listener: reads node lines from a source, assembles blocks and applies them to the shared books, and
 //! (re)starts the books from a node snapshot whenever it has none it can trust.
 //!
-//! One blocking thread owns the source, the parser and the assembler, so parsing happens before the write lock and
+//! One blocking thread owns the source (or, with several racing sources, the race: `ingest::race`), the parser and
+//! the assembler, so parsing happens before the write lock and
 //! the lock is held only to apply a line's step (`ingest::steps`): by-block, a block's fills and diffs are handed
 //! on as soon as each line is parsed, and its statuses complete it. Starting (or resyncing after a gap, a lost or malformed line) is a
 //! sync: a loader thread asks the node for a snapshot and reports its height first, so the source is positioned
@@ -9,36 +10,28 @@
 //! are swapped in and the cached blocks above the snapshot's height are applied: no gap, nothing twice. Until
 //! then the old books (if any) are served, flagged `resyncing`.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::assemble::{Assembled, Assembler};
-use super::health::Health;
 use super::info::{self, InfoClient, SnapshotFrom};
-use super::source::{FileSource, LineSource, SourceEvent};
+use super::input::{Input, InputEvent};
+pub use super::sources::SourceSpec;
 use super::steps;
-use super::tcp::TcpSource;
 use crate::book::{Books, Outcome};
 use crate::node::time::now_nanos;
-use crate::node::{Block, Mode, NodeParser, Stream};
+use crate::node::{Block, Mode, Stream};
 use crate::state::Shared;
-
-/// Where lines come from.
-#[derive(Clone, Debug)]
-pub enum SourceSpec {
-    /// The node's data dir (`~/hl/data`) on this host.
-    Files(PathBuf),
-    /// A relay (`hlbook relay`) at `HOST:PORT`.
-    Tcp(String),
-}
 
 #[derive(Clone, Debug)]
 pub struct LiveConfig {
-    pub source: SourceSpec,
+    /// Where lines come from; several race (`ingest::race`), by-block only.
+    pub sources: Vec<SourceSpec>,
     pub mode: Mode,
+    /// Racing: how long a line one source skipped may take to come from another before its block is broken.
+    pub race_grace: Duration,
     /// How long to wait for input before looking again (inotify usually wakes ingest much sooner).
     pub poll_interval: Duration,
     /// No block for this long: `stale`.
@@ -75,9 +68,11 @@ enum Phase {
 pub struct Ingest {
     cfg: LiveConfig,
     shared: Arc<Shared>,
-    source: Box<dyn LineSource>,
-    parser: NodeParser,
+    input: Input,
     assembler: Assembler,
+    /// Per stream: the height and read time of the last line the race handed over (its reader's clock, so the
+    /// hand-over between threads counts as ours).
+    raced_read: [(u64, i64); 3],
     phase: Phase,
     /// Index into `cfg.snapshots` of the next source to try; a `File` is used once.
     next_snapshot: usize,
@@ -96,14 +91,23 @@ impl Ingest {
     /// Ingest that continues from the books' height, or syncs from a snapshot first when they are empty.
     pub fn new(cfg: LiveConfig, shared: Arc<Shared>) -> Ingest {
         let height = shared.books().height();
-        let source: Box<dyn LineSource> = match &cfg.source {
-            SourceSpec::Files(dir) => Box::new(FileSource::new(dir, cfg.mode, height)),
-            SourceSpec::Tcp(addr) => Box::new(TcpSource::new(addr, cfg.mode, height)),
-        };
-        let assembler = Assembler::new(cfg.mode, height).split_lines();
+        let input = Input::new(&cfg, height, shared.health(), shared.watched());
+        let mut assembler = Assembler::new(cfg.mode, height).split_lines();
+        if matches!(input, Input::Race(_)) {
+            assembler = assembler.raced();
+        }
         let phase = if height > 0 { Phase::Live } else { Phase::Lost { retry_at: Instant::now() } };
-        let parser = NodeParser::with_watched(shared.watched().clone());
-        Ingest { cfg, shared, source, parser, assembler, phase, next_snapshot: 0, failures: 0, fills_handed: height }
+        Ingest {
+            cfg,
+            shared,
+            input,
+            assembler,
+            raced_read: [(0, 0); 3],
+            phase,
+            next_snapshot: 0,
+            failures: 0,
+            fills_handed: height,
+        }
     }
 
     /// Runs until `stop` is set. Never exits on silence or bad input.
@@ -118,32 +122,34 @@ impl Ingest {
         self.advance_phase();
         if !self.reading() {
             // No position to read from yet (waiting for a snapshot's height, or for the next try).
+            self.input.idle(self.cfg.mode);
             self.idle();
             self.shared.health().report();
             return;
         }
-        self.source.set_resume_after(self.assembler.emitted());
-        // The source is lent out for the poll so that each line is applied the moment it is parsed: a block's
+        // The input is lent out for the poll so that each line is applied the moment it is parsed: a block's
         // diffs go to the books before its (much longer) status line is even read, when both are waiting.
-        let mut source: Box<dyn LineSource> = std::mem::replace(&mut self.source, Box::new(Lent));
-        let polled = source.poll(self.cfg.poll_interval, &mut |ev| match ev {
-            SourceEvent::Line(stream, bytes) => {
-                let health = self.shared.health();
-                if !push_line(&mut self.parser, &mut self.assembler, health, self.cfg.mode, stream, bytes) {
-                    self.lost("a malformed streaming line");
+        let mut input = std::mem::replace(&mut self.input, Input::Lent);
+        let shared = self.shared.clone();
+        let (poll, mode) = (self.cfg.poll_interval, self.cfg.mode);
+        input.read(poll, mode, self.assembler.emitted(), shared.health(), &mut |ev| match ev {
+            InputEvent::Line(stream, line, read_at) => {
+                if let Some(at) = read_at {
+                    self.raced_read[stream.index()] = (line.meta.height, at);
                 }
+                self.assembler.push(stream, line);
                 self.take_assembled();
             }
-            SourceEvent::Restart => self.assembler.restart(self.assembler.emitted()),
+            InputEvent::LostLine => self.lost("a malformed streaming line"),
+            InputEvent::Restart => self.assembler.restart(self.assembler.emitted()),
         });
-        self.source = source;
-        if let Err(e) = polled {
-            self.shared.health().counters.io_errors.fetch_add(1, Relaxed);
-            tracing::warn!("reading node lines: {e}");
-            if matches!(self.cfg.source, SourceSpec::Files(_)) {
-                std::thread::sleep(self.cfg.poll_interval);
-            }
+        self.input = input;
+        // Racing: a line that every source skipped, or that none supplied within the grace, is lost.
+        let next = self.assembler.emitted() + 1;
+        for stream in self.input.lost(next, self.assembler.has(next)) {
+            self.assembler.give_up(next, stream);
         }
+        self.distrust();
         self.sync_source_counters();
         self.take_assembled();
         // Silence changes the state too (stale): log it from here, at most a poll interval late.
@@ -197,7 +203,8 @@ impl Ingest {
             return;
         }
         let Some(block) = self.assembler.pending(height) else { return };
-        let read = now_nanos();
+        let (raced_height, raced_at) = self.raced_read[stream.index()];
+        let read = if raced_height == height { raced_at } else { now_nanos() };
         let outcome = match stream {
             Stream::Fills => {
                 steps::hand_fills(&self.shared, &mut self.fills_handed, block, read);
@@ -306,7 +313,7 @@ impl Ingest {
     /// The snapshot's height is known: read from the block after it, caching until the books arrive.
     fn positioned(&mut self, h: u64) {
         tracing::info!("snapshot at height {h}; reading blocks after it while it loads");
-        self.source.restart_after(h);
+        self.input.restart_after(h);
         self.assembler.restart(h);
         if let Phase::Syncing { height, cache, .. } = &mut self.phase {
             *height = Some(h);
@@ -333,30 +340,21 @@ impl Ingest {
     }
 
     fn sync_source_counters(&self) {
-        let s = self.source.counters();
+        self.input.sync_counters(self.shared.health());
         let c = &self.shared.health().counters;
-        c.bytes.store(s.bytes, Relaxed);
-        c.rollovers.store(s.rollovers, Relaxed);
-        c.partial_lines_dropped.store(s.partial_lines_dropped, Relaxed);
-        c.files_reopened.store(s.files_reopened, Relaxed);
-        c.source_connects.store(s.connects, Relaxed);
-        c.source_disconnects.store(s.disconnects, Relaxed);
         c.stale_lines.store(self.assembler.counters().stale_lines, Relaxed);
     }
-}
 
-/// Stands in for the source while `Ingest::step` has lent it out to poll.
-#[derive(Debug)]
-struct Lent;
-
-impl LineSource for Lent {
-    fn poll(&mut self, _: Duration, _: &mut dyn FnMut(SourceEvent<'_>)) -> std::io::Result<()> {
-        Ok(())
-    }
-    fn restart_after(&mut self, _: u64) {}
-    fn set_resume_after(&mut self, _: u64) {}
-    fn counters(&self) -> super::source::SourceCounters {
-        super::source::SourceCounters::default()
+    /// Racing sources disagreed about lines of these coins: untrusted until validation repairs them.
+    fn distrust(&mut self) {
+        let coins = self.input.take_distrusted();
+        if coins.is_empty() {
+            return;
+        }
+        let mut books = self.shared.books_mut();
+        for c in coins {
+            books.distrust_coin(c);
+        }
     }
 }
 
@@ -382,31 +380,4 @@ fn load_snapshot(from: SnapshotFrom, tx: &mpsc::Sender<Loaded>) {
         Ok(books) => Loaded::Books(books),
         Err(e) => Loaded::Failed(format!("snapshot failed: {e}")),
     });
-}
-
-/// Parses one line into the assembler. Returns false when a lost line breaks the stream for good: a malformed
-/// streaming line carries events that nothing later reveals (a by-block loss shows up as a broken block).
-fn push_line(
-    parser: &mut NodeParser,
-    assembler: &mut Assembler,
-    health: &Health,
-    mode: Mode,
-    stream: Stream,
-    bytes: &[u8],
-) -> bool {
-    let c = &health.counters;
-    c.lines.fetch_add(1, Relaxed);
-    let parsed = parser.parse_bytes(stream, bytes);
-    match parsed {
-        Ok(line) => {
-            assembler.push(stream, line);
-            true
-        }
-        Err(e) => {
-            c.malformed_lines.fetch_add(1, Relaxed);
-            let head = String::from_utf8_lossy(&bytes[..bytes.len().min(120)]).into_owned();
-            tracing::warn!(%stream, "malformed node line ({e}); starts {head:?}");
-            mode != Mode::Streaming
-        }
-    }
 }

@@ -3,10 +3,13 @@
 pub mod assemble;
 pub mod health;
 pub mod info;
+pub mod input;
 pub mod live;
+pub mod race;
 pub mod relay;
 pub mod replay;
 pub mod source;
+pub mod sources;
 pub mod steps;
 pub mod tail;
 pub mod tcp;

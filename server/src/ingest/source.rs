@@ -42,6 +42,11 @@ pub trait LineSource: Send + std::fmt::Debug {
     /// Where to resume if the source loses its place: the last block ingest has fully seen.
     fn set_resume_after(&mut self, height: u64);
     fn counters(&self) -> SourceCounters;
+    /// What keeps this source from delivering lines, if anything can be named (a missing folder, a relay that
+    /// refuses); asked only while the source is silent, so it may look at the file system.
+    fn problem(&mut self) -> Option<String> {
+        None
+    }
 }
 
 /// The node's hour files on this host, followed with inotify (read by this thread, see `wake`) and a slow poll.
@@ -166,6 +171,10 @@ impl LineSource for FileSource {
 
     fn set_resume_after(&mut self, height: u64) {
         self.resume_after = height;
+    }
+
+    fn problem(&mut self) -> Option<String> {
+        super::sources::diagnose_dir(&self.node_dir, self.mode)
     }
 
     fn counters(&self) -> SourceCounters {

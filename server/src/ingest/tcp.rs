@@ -108,6 +108,8 @@ pub struct TcpSource {
     buf: Vec<u8>,
     filled: usize,
     counters: SourceCounters,
+    /// Why the relay gives no lines now (cannot connect, refused, connection lost); `None` while connected.
+    problem: Option<String>,
 }
 
 impl TcpSource {
@@ -124,6 +126,7 @@ impl TcpSource {
             buf: vec![0; 1 << 20],
             filled: 0,
             counters: SourceCounters::default(),
+            problem: None,
         }
     }
 
@@ -144,6 +147,7 @@ impl TcpSource {
     }
 
     fn drop_conn(&mut self, why: &str) {
+        self.problem = Some(format!("relay {}: connection lost ({why})", self.addr));
         if self.conn.take().is_some() {
             self.counters.disconnects += 1;
             tracing::warn!(relay = %self.addr, "relay connection lost ({why}); resuming after block {}", self.resume_after);
@@ -167,10 +171,12 @@ impl TcpSource {
                 self.counters.connects += 1;
                 tracing::info!(relay = %self.addr, "connected to relay; lines after block {}", self.resume_after);
                 self.conn = Some(c);
+                self.problem = None;
                 self.backoff = BACKOFF_MIN;
                 true
             }
             Err(e) => {
+                self.problem = Some(format!("relay {}: {e}", self.addr));
                 if self.backoff == BACKOFF_MIN {
                     tracing::warn!(relay = %self.addr, "cannot reach relay: {e}; retrying with back-off");
                 }
@@ -252,6 +258,10 @@ impl LineSource for TcpSource {
 
     fn counters(&self) -> SourceCounters {
         self.counters.clone()
+    }
+
+    fn problem(&mut self) -> Option<String> {
+        self.problem.clone()
     }
 }
 

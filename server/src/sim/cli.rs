@@ -104,6 +104,20 @@ pub struct SimArgs {
     /// Write this block's statuses line corrupted (still newline-terminated).
     #[arg(long)]
     pub corrupt_at: Option<u64>,
+    /// By-block: write this block's diffs line with one price changed (events that differ from other nodes').
+    #[arg(long)]
+    pub differ_at: Option<u64>,
+    /// Another node writing the same blocks into its own data dir: `DIR[,key=value...]`, repeat for more. Keys:
+    /// `delay` (ms after the block is produced, or `capture`: a draw per block from the mainnet capture's node
+    /// lag, 324-578 ms), `seed` (of those draws), and its own faults: `pause_at`, `pause_secs`, `restart_at`,
+    /// `restart_back`, `drop_block`, `drop_stream`, `corrupt_at`, `differ_at` (the flags of the same names apply
+    /// to the --out node only).
+    #[arg(long = "node", value_name = "DIR,KEY=VALUE...")]
+    pub nodes: Vec<String>,
+    /// Write delay of the --out node, as a --node's `delay` (it then writes from a thread of its own, and
+    /// --pause-at still pauses the whole producer).
+    #[arg(long)]
+    pub write_delay: Option<String>,
     /// The first `--snapshot-mismatch-count` fileSnapshot answers are wrong for this coin.
     #[arg(long)]
     pub snapshot_mismatch: Option<String>,

@@ -15,6 +15,8 @@ pub struct Faults {
     pub restart_back: u64,
     pub drop: Option<(u64, Stream)>,
     pub corrupt_at: Option<u64>,
+    /// Write this block's diffs line with one price changed: a node whose events differ from the others'.
+    pub differ_at: Option<u64>,
     /// Held between stamping a delayed block's last line and writing it.
     pub delay_last_line: Duration,
     pub delay_every: u64,
@@ -30,6 +32,7 @@ impl Faults {
             restart_back: a.restart_back.max(1),
             drop: a.drop_block.map(|h| (h, a.drop_stream.stream())),
             corrupt_at: a.corrupt_at,
+            differ_at: a.differ_at,
             delay_last_line: Duration::try_from_secs_f64(a.delay_last_line_ms).unwrap_or_default() / 1000,
             delay_every: a.delay_every.max(1),
         }
@@ -75,6 +78,17 @@ pub fn corrupt(line: &mut Vec<u8>) {
     }
 }
 
+/// Changes the first digit of the line's first `"px"` value (1→2, …, 9→1): still valid JSON and a valid price, but
+/// not the event the other nodes wrote.
+pub fn differ(line: &mut [u8]) {
+    const KEY: &[u8] = b"\"px\":\"";
+    if let Some(at) = memchr::memmem::find(line, KEY)
+        && let Some(d) = line.get_mut(at + KEY.len()).filter(|d| d.is_ascii_digit())
+    {
+        *d = b'1' + (*d - b'0') % 9;
+    }
+}
+
 /// The first half of a line: what a node killed mid-write leaves behind (never its newline).
 pub fn fragment(line: &[u8]) -> &[u8] {
     &line[..line.len() / 2]
@@ -93,5 +107,8 @@ mod tests {
         assert_eq!(line.iter().filter(|&&b| b == b'\n').count(), 1);
         assert!(serde_json::from_slice::<serde_json::Value>(&line).is_err());
         assert_eq!(fragment(b"abcdef"), b"abc");
+        let mut line = br#"{"events":[{"coin":"BTC","px":"91000.0"},{"px":"5.0"}]}"#.to_vec();
+        differ(&mut line);
+        assert_eq!(line, br#"{"events":[{"coin":"BTC","px":"11000.0"},{"px":"5.0"}]}"#.to_vec());
     }
 }

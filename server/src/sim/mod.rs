@@ -17,6 +17,7 @@ pub mod faults;
 pub mod fmt;
 pub mod info;
 pub mod market;
+pub mod nodes;
 pub mod orders;
 pub mod writer;
 
@@ -38,6 +39,7 @@ pub use cli::SimArgs;
 use coins::CoinSpec;
 use faults::Faults;
 use market::{Market, MarketConfig};
+use nodes::{Delay, NodeSpec, NodeThread};
 use writer::{HourClock, Writer};
 
 use crate::node::time::now_nanos;
@@ -63,7 +65,11 @@ pub struct State {
 #[derive(Debug)]
 pub struct Sim {
     shared: Arc<Shared>,
-    writer: Writer,
+    /// The `--out` node, written in the producer's thread (`None` when it has a write delay: then it is in
+    /// `nodes`).
+    writer: Option<Writer>,
+    /// Nodes with threads of their own (`--node`, a delayed `--out`), each handed every block.
+    nodes: Vec<NodeThread>,
     out: BlockOut,
     faults: Faults,
     next: u64,
@@ -97,6 +103,20 @@ impl Sim {
         if let Some(t) = &args.timing {
             writer.timing(t)?;
         }
+        let mut nodes = Vec::new();
+        let mut writer = Some(writer);
+        if let Some(d) = &args.write_delay {
+            let delay = Delay::parse(d).map_err(anyhow::Error::msg)?;
+            // The producer itself pauses for --pause-at; the node thread must not pause again.
+            let f = Faults { pause_at: None, ..faults.clone() };
+            let w = writer.take().expect("the --out writer");
+            nodes.push(NodeThread::start(w, f, delay, args.seed ^ 0x6f7574, "hlsim-node1".into()));
+        }
+        for (i, spec) in args.nodes.iter().enumerate() {
+            let n = NodeSpec::parse(spec, i + 2).map_err(anyhow::Error::msg)?;
+            let w = nodes::writer(&n.dir, args.mode, args.rollover_secs, args.prune_keep, &n.faults);
+            nodes.push(NodeThread::start(w, n.faults, n.delay, n.seed, format!("hlsim-node{}", i + 2)));
+        }
         let state = State {
             market,
             height: args.start_height.saturating_sub(1),
@@ -106,6 +126,7 @@ impl Sim {
         Ok(Sim {
             shared,
             writer,
+            nodes,
             out: BlockOut::default(),
             faults,
             next: args.start_height,
@@ -148,10 +169,24 @@ impl Sim {
             let (start, scale) = self.clock;
             let block_time = start + (now_nanos() - start) * scale - self.lag_ns;
             st.market.block(h, block_time, &mut self.out);
-            let written = self.writer.write_block(&self.out)?;
-            if self.faults.restart_at == Some(h) {
-                tracing::info!(height = h, back = self.faults.restart_back, "re-emitting blocks as a restarted node");
-                self.writer.reemit()?;
+            let produced = Instant::now();
+            let mut written = [0; 3];
+            if let Some(w) = &mut self.writer {
+                written = w.write_block(&self.out)?;
+                if self.faults.restart_at == Some(h) {
+                    tracing::info!(
+                        height = h,
+                        back = self.faults.restart_back,
+                        "re-emitting blocks as a restarted node"
+                    );
+                    w.reemit()?;
+                }
+            }
+            if !self.nodes.is_empty() {
+                let block = Arc::new(self.out.clone());
+                for n in &self.nodes {
+                    n.send(block.clone(), produced);
+                }
             }
             st.height = h;
             written
@@ -162,6 +197,14 @@ impl Sim {
             std::thread::sleep(self.faults.pause);
         }
         Ok(written)
+    }
+
+    /// Waits until every node with a thread of its own has written every block produced so far, and stops them.
+    pub fn finish_nodes(&mut self) -> std::io::Result<()> {
+        for n in &mut self.nodes {
+            n.finish()?;
+        }
+        Ok(())
     }
 
     /// The gap before the next block: `--block-ms` ±25%.
@@ -221,7 +264,7 @@ async fn serve(args: SimArgs) -> anyhow::Result<()> {
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
     let producer_stop = stop.clone();
     std::thread::Builder::new().name("hlsim-producer".into()).spawn(move || {
-        let r = sim.produce(&producer_stop);
+        let r = sim.produce(&producer_stop).and_then(|()| sim.finish_nodes());
         let _ = done_tx.send((r, sim.next_height()));
     })?;
     tokio::select! {

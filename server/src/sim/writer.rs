@@ -218,6 +218,9 @@ impl Writer {
             if s == Stream::Statuses && self.faults.corrupt_at == Some(b.height) {
                 faults::corrupt(&mut self.line);
             }
+            if s == Stream::Diffs && self.faults.differ_at == Some(b.height) {
+                faults::differ(&mut self.line);
+            }
             if s == Stream::Diffs && self.faults.stop_mid_line_at == Some(b.height) {
                 let keep = faults::fragment(&self.line).len();
                 self.line.truncate(keep);

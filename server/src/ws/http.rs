@@ -78,6 +78,7 @@ pub async fn health(State(s): State<AppState>) -> Response {
         "connections": s.ws.limits.open(),
         "subscriptions": s.ws.counters.subscriptions().into_iter().collect::<std::collections::BTreeMap<_, _>>(),
         "counters": h.counters.to_map(),
+        "sources": h.sources.to_json(),
         "ws": s.ws.counters.to_map(),
     });
     if let Some(why) = h.failure() {

@@ -1,0 +1,213 @@
+//! Where the ingest thread gets its parsed lines: one source read in the ingest thread itself (no hand-over, the
+//! lowest latency), or several racing sources read by their own threads (`ingest::race`).
+//!
+//! Either way the lines go into the one `Assembler`, and the source's state is kept on the `SourceBoard` (height,
+//! lines, what it is missing), so `/health` shows every source the same way, one or many.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use super::health::Health;
+use super::live::LiveConfig;
+use super::race::Race;
+use super::source::{LineSource, SourceEvent};
+use super::sources::{SourceEntry, SourceSpec, diagnose_dir};
+use crate::node::time::now_nanos;
+use crate::node::{Coin, Line, Mode, NodeParser, Stream, Watched};
+
+/// How often a silent source is asked what it is missing.
+const CHECK_EVERY: Duration = Duration::from_secs(1);
+
+#[derive(Debug)]
+pub enum Input {
+    /// Boxed: the tails' buffers make it far larger than the others, and the input is moved out and back per read.
+    One(Box<One>),
+    Race(Race),
+    /// Stands in while `Ingest::step` has lent the input out to read.
+    Lent,
+}
+
+/// What reading hands the ingest thread, one at a time, as soon as each is there.
+#[derive(Debug)]
+pub enum InputEvent {
+    /// A parsed line for the assembler; with racing sources, when its reader read it.
+    Line(Stream, Line, Option<i64>),
+    /// A malformed streaming line: the stream is lost for good (its events are nowhere else).
+    LostLine,
+    /// The one source lost its place and resumes after the last block handed out: drop partial blocks.
+    Restart,
+}
+
+#[derive(Debug)]
+pub struct One {
+    spec: SourceSpec,
+    source: Box<dyn LineSource>,
+    parser: NodeParser,
+    entry: Arc<SourceEntry>,
+    checked: Instant,
+}
+
+impl Input {
+    /// The configured sources, positioned after `height`. Several sources race only by-block: a streaming
+    /// block's part of a stream is many lines, known whole only when the next block appears.
+    pub fn new(cfg: &LiveConfig, height: u64, health: &Health, watched: &Arc<Watched>) -> Input {
+        let mut specs = cfg.sources.clone();
+        if specs.len() > 1 && cfg.mode == Mode::Streaming {
+            tracing::error!("several sources race in by-block mode only; reading just the first");
+            specs.truncate(1);
+        }
+        if specs.len() > 1 {
+            let mut race = Race::start(&specs, cfg.mode, cfg.poll_interval, cfg.race_grace, health, watched);
+            if height > 0 {
+                race.restart_after(height);
+            }
+            return Input::Race(race);
+        }
+        let spec = specs.into_iter().next().unwrap_or(SourceSpec::Files("~/hl/data".into()));
+        let entry = health.sources.add(spec.label());
+        let source = spec.open(cfg.mode, height);
+        let parser = NodeParser::with_watched(watched.clone());
+        Input::One(Box::new(One {
+            spec,
+            source,
+            parser,
+            entry,
+            // Long enough ago that the first poll checks at once (now, on a machine up for less than that).
+            checked: Instant::now().checked_sub(CHECK_EVERY).unwrap_or_else(Instant::now),
+        }))
+    }
+
+    /// Waits up to `poll` for lines and hands each to `on` as soon as it is parsed (one source) or won (racing
+    /// sources); `emitted` is the last block handed out.
+    pub fn read(&mut self, poll: Duration, mode: Mode, emitted: u64, health: &Health, on: &mut dyn FnMut(InputEvent)) {
+        match self {
+            Input::One(one) => one.read(poll, mode, emitted, health, on),
+            Input::Race(race) => {
+                race.set_floor(emitted);
+                race.poll(poll, emitted, health, &mut |won| {
+                    on(InputEvent::Line(won.stream, won.line, Some(won.read_at)));
+                });
+            }
+            Input::Lent => {}
+        }
+    }
+
+    /// Racing: the streams of block `next` that no source will deliver (`have`: the streams it has).
+    pub fn lost(&mut self, next: u64, have: [bool; 3]) -> Vec<Stream> {
+        match self {
+            Input::Race(race) => race.lost(next, have),
+            _ => Vec::new(),
+        }
+    }
+
+    /// While ingest has no position to read from (waiting for a snapshot): say what the source is missing.
+    pub fn idle(&mut self, mode: Mode) {
+        if let Input::One(one) = self
+            && one.checked.elapsed() >= CHECK_EVERY
+        {
+            one.checked = Instant::now();
+            if let SourceSpec::Files(dir) = &one.spec {
+                one.entry.set_problem(diagnose_dir(dir, mode));
+            }
+        }
+    }
+
+    /// Starts over with the lines of blocks after `height` (a snapshot's height).
+    pub fn restart_after(&mut self, height: u64) {
+        match self {
+            Input::One(one) => {
+                one.source.restart_after(height);
+                one.entry.reset_height(height);
+            }
+            Input::Race(race) => race.restart_after(height),
+            Input::Lent => {}
+        }
+    }
+
+    /// Coins whose lines two sources disagree about, since the last call.
+    pub fn take_distrusted(&mut self) -> Vec<Coin> {
+        match self {
+            Input::Race(race) => race.take_distrusted(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Copies the source's totals into the health counters (one source; racing sources count per source).
+    pub fn sync_counters(&self, health: &Health) {
+        if let Input::One(one) = self {
+            let s = one.source.counters();
+            let c = &health.counters;
+            c.bytes.store(s.bytes, Relaxed);
+            c.rollovers.store(s.rollovers, Relaxed);
+            c.partial_lines_dropped.store(s.partial_lines_dropped, Relaxed);
+            c.files_reopened.store(s.files_reopened, Relaxed);
+            c.source_connects.store(s.connects, Relaxed);
+            c.source_disconnects.store(s.disconnects, Relaxed);
+        }
+    }
+}
+
+impl One {
+    fn read(&mut self, poll: Duration, mode: Mode, emitted: u64, health: &Health, on: &mut dyn FnMut(InputEvent)) {
+        self.source.set_resume_after(emitted);
+        let (parser, entry) = (&mut self.parser, &self.entry);
+        let mut any = false;
+        let polled = self.source.poll(poll, &mut |ev| match ev {
+            SourceEvent::Line(stream, bytes) => {
+                any = true;
+                match parse_line(parser, health, entry, stream, bytes) {
+                    Some(line) => on(InputEvent::Line(stream, line, None)),
+                    None if mode == Mode::Streaming => on(InputEvent::LostLine),
+                    None => {} // By-block, the loss shows up as a broken block.
+                }
+            }
+            SourceEvent::Restart => {
+                entry.restarts.fetch_add(1, Relaxed);
+                on(InputEvent::Restart);
+            }
+        });
+        if let Err(e) = &polled {
+            health.counters.io_errors.fetch_add(1, Relaxed);
+            tracing::warn!("reading node lines: {e}");
+            if matches!(self.spec, SourceSpec::Files(_)) {
+                std::thread::sleep(poll);
+            }
+        }
+        if any {
+            self.entry.touch(now_nanos());
+        }
+        if any && polled.is_ok() {
+            self.entry.set_problem(None);
+            self.checked = Instant::now();
+        } else if self.checked.elapsed() >= CHECK_EVERY {
+            self.checked = Instant::now();
+            self.entry.set_problem(self.source.problem().or_else(|| polled.err().map(|e| e.to_string())));
+        }
+    }
+}
+
+/// Parses one line; a malformed one is counted and logged, and gives `None`.
+fn parse_line(
+    parser: &mut NodeParser,
+    health: &Health,
+    entry: &SourceEntry,
+    stream: Stream,
+    bytes: &[u8],
+) -> Option<Line> {
+    let c = &health.counters;
+    c.lines.fetch_add(1, Relaxed);
+    match parser.parse_bytes(stream, bytes) {
+        Ok(line) => {
+            entry.line(line.meta.height);
+            Some(line)
+        }
+        Err(e) => {
+            c.malformed_lines.fetch_add(1, Relaxed);
+            entry.malformed.fetch_add(1, Relaxed);
+            let head = String::from_utf8_lossy(&bytes[..bytes.len().min(120)]).into_owned();
+            tracing::warn!(%stream, "malformed node line ({e}); starts {head:?}");
+            None
+        }
+    }
+}

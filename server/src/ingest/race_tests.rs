@@ -1,0 +1,95 @@
+use super::*;
+
+#[test]
+fn digest_ignores_local_time_only() {
+    let a = br#"{"local_time":"2026-05-05T17:39:13.394386432","block_time":"2026-05-05T17:39:13.02","block_number":7,"events":[1]}"#;
+    let b = br#"{"local_time":"2026-05-05T17:39:13.512000001","block_time":"2026-05-05T17:39:13.02","block_number":7,"events":[1]}"#;
+    let c = br#"{"local_time":"2026-05-05T17:39:13.394386432","block_time":"2026-05-05T17:39:13.02","block_number":7,"events":[2]}"#;
+    assert_eq!(digest(a), digest(b));
+    assert_ne!(digest(a), digest(c));
+}
+
+/// A by-block diffs line of block `height` with one BTC diff of size `sz`.
+fn diffs_line(height: u64, local: &str, sz: &str) -> Vec<u8> {
+    format!(
+        r#"{{"local_time":"2026-05-05T17:39:13.{local}","block_time":"2026-05-05T17:39:13.02","block_number":{height},"events":[{{"user":"0x0fd468a73084daa6ea77a9261e40fdec3e67e0c7","oid":1,"coin":"BTC","side":"A","px":"81311.0","raw_book_diff":{{"new":{{"sz":"{sz}"}}}}}}]}}"#
+    )
+    .into_bytes()
+}
+
+/// What reader `src` would hand over for `bytes`, read at `read_at`.
+fn raced(bytes: &[u8], read_at: i64) -> Raced {
+    let line = NodeParser::new().parse_bytes(Stream::Diffs, bytes).unwrap();
+    Raced {
+        stream: Stream::Diffs,
+        height: line.meta.height,
+        digest: digest(bytes),
+        read_at,
+        parsed: Parsed::Line(line),
+    }
+}
+
+/// Two racing sources whose readers are never positioned (the test hands lines in itself).
+fn two_sources(tmp: &std::path::Path, health: &Health) -> Race {
+    let specs = [SourceSpec::Files(tmp.join("a")), SourceSpec::Files(tmp.join("b"))];
+    let watched = Arc::new(crate::node::Watched::new());
+    let (poll, grace) = (Duration::from_millis(10), Duration::from_secs(1));
+    Race::start(&specs, Mode::ByBlock, poll, grace, health, &watched)
+}
+
+#[test]
+fn wins_and_leads_are_counted_per_source_once_per_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let health = Health::new(Duration::from_secs(5));
+    let mut race = two_sources(tmp.path(), &health);
+    let mut applied = Vec::new();
+    let mut feed = |race: &mut Race, src: usize, l: Raced| {
+        race.on_line(src, l, 9, &health, &mut |w| applied.push(w.line.meta.height));
+    };
+    const MS: i64 = 1_000_000;
+    // Block 10: a first, b 30 ms later, then b again (a re-read after a restart): one lead, for a.
+    feed(&mut race, 0, raced(&diffs_line(10, "1", "1.0"), 1_000 * MS));
+    feed(&mut race, 1, raced(&diffs_line(10, "2", "1.0"), 1_030 * MS));
+    feed(&mut race, 1, raced(&diffs_line(10, "3", "1.0"), 1_500 * MS));
+    // Block 11: b first by 5 ms.
+    feed(&mut race, 1, raced(&diffs_line(11, "4", "1.0"), 2_000 * MS));
+    feed(&mut race, 0, raced(&diffs_line(11, "5", "1.0"), 2_005 * MS));
+    // Block 12: only a delivers (b dropped it): a wins, no lead is known.
+    feed(&mut race, 0, raced(&diffs_line(12, "6", "1.0"), 3_000 * MS));
+    assert_eq!(applied, [10, 11, 12], "each line applied once, from its winner");
+
+    let [a, b] = [&race.entries[0], &race.entries[1]];
+    assert_eq!((a.wins(Stream::Diffs), b.wins(Stream::Diffs)), (2, 1));
+    assert_eq!((a.wins(Stream::Fills), b.wins(Stream::Statuses)), (0, 0));
+    let (la, lb) = (&a.leads()[Stream::Diffs.index()], &b.leads()[Stream::Diffs.index()]);
+    assert_eq!((la.len(), lb.len()), (1, 1), "one lead per line that had a copy");
+    assert!(la.equivalent(la.max(), (30 * MS) as u64), "a led by 30 ms: {}", la.max());
+    assert!(lb.equivalent(lb.max(), (5 * MS) as u64), "b led by 5 ms: {}", lb.max());
+    assert_eq!((a.copies.load(Ordering::Relaxed), b.copies.load(Ordering::Relaxed)), (1, 2));
+    assert_eq!(health.counters.disagreements.load(Ordering::Relaxed), 0);
+
+    let recent = race.board.recent();
+    let heights: Vec<u64> = recent.iter().map(|r| r.height).collect();
+    assert_eq!(heights, [10, 11, 12]);
+    let d = Stream::Diffs.index();
+    assert_eq!(recent[0].lines[d], Some((0, Some(30 * MS))));
+    assert_eq!(recent[1].lines[d], Some((1, Some(5 * MS))));
+    assert_eq!(recent[2].lines[d], Some((0, None)));
+}
+
+#[test]
+fn a_differing_copy_is_a_disagreement_named_on_the_later_source() {
+    let tmp = tempfile::tempdir().unwrap();
+    let health = Health::new(Duration::from_secs(5));
+    let mut race = two_sources(tmp.path(), &health);
+    let mut applied = 0;
+    race.on_line(0, raced(&diffs_line(10, "1", "1.0"), 1_000), 9, &health, &mut |_| applied += 1);
+    race.on_line(1, raced(&diffs_line(10, "2", "2.0"), 2_000), 9, &health, &mut |_| applied += 1);
+    assert_eq!(applied, 1, "the differing copy is not applied");
+    assert_eq!(race.entries[1].disagreements.load(Ordering::Relaxed), 1);
+    assert_eq!(race.entries[0].disagreements.load(Ordering::Relaxed), 0);
+    assert_eq!(health.counters.disagreements.load(Ordering::Relaxed), 1);
+    let coins: Vec<String> = race.take_distrusted().iter().map(std::string::ToString::to_string).collect();
+    assert_eq!(coins, ["BTC"]);
+    assert_eq!(race.entries[0].leads()[Stream::Diffs.index()].len(), 1, "a disagreeing copy still times the lead");
+}

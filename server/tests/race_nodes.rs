@@ -1,0 +1,339 @@
+//! Racing two nodes, with the real binaries: one `hlsim` writes the same blocks as two nodes into two data dirs
+//! (`--out` and `--node`), each with its own faults, and `hlbook serve` reads both (`--source file:A --source
+//! file:B`, or a relay for one of them). Whatever one node does (pause 10 s, drop or corrupt a line, write events
+//! that differ, lose its relay), the books must stay `live` on the other one, never resync, apply every block
+//! once, and end equal to the simulator's own books order by order.
+
+mod procs;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use hlbook::book::Books;
+use procs::{HLBOOK, Proc, books_from_snapshot, counter, get_bytes, get_json, start_serve, start_sim, wait_health};
+
+const START: u64 = 1_000_000_000;
+
+struct Run {
+    sim: Proc,
+    server: Proc,
+    base: String,
+    admin: String,
+    info_url: String,
+    tmp: tempfile::TempDir,
+    last: u64,
+}
+
+impl Run {
+    fn dir(&self, name: &str) -> PathBuf {
+        self.tmp.path().join(name)
+    }
+
+    fn serve_log(&self) -> String {
+        std::fs::read_to_string(self.dir("serve.log")).unwrap_or_default()
+    }
+}
+
+/// Starts the simulator for `blocks` blocks as node `a` (with `sim_extra` flags) and node `b` (`--node` spec
+/// `b_spec` after its dir), and the server reading `sources` (`{a}` and `{b}` are replaced by the dirs).
+fn start(blocks: u64, sim_extra: &[&str], b_spec: &str, sources: &[&str], serve_extra: &[&str]) -> Run {
+    start_in(None, blocks, sim_extra, b_spec, sources, serve_extra)
+}
+
+/// `start`, with node b's data dir given (or in the run's temp dir).
+fn start_in(b: Option<&Path>, blocks: u64, sim_extra: &[&str], b_spec: &str, sources: &[&str], extra: &[&str]) -> Run {
+    let serve_extra = extra;
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("a");
+    let b = b.map_or_else(|| tmp.path().join("b"), Path::to_path_buf);
+    let node_b = format!("{}{b_spec}", b.display());
+    let n = blocks.to_string();
+    let mut args = vec![
+        "--node",
+        &node_b,
+        "--coins",
+        "5",
+        "--btc-orders",
+        "4000",
+        "--orders-per-coin",
+        "300",
+        "--block-ms",
+        "40",
+        "--reject-ratio",
+        "2",
+        "--blocks",
+        &n,
+    ];
+    args.extend_from_slice(sim_extra);
+    let (sim, info_url) = start_sim(&a, &args, &tmp.path().join("sim.log"));
+    let sources: Vec<String> =
+        sources.iter().map(|s| s.replace("{a}", a.to_str().unwrap()).replace("{b}", b.to_str().unwrap())).collect();
+    let mut extra: Vec<&str> = Vec::new();
+    for s in &sources {
+        extra.extend(["--source", s]);
+    }
+    extra.extend_from_slice(serve_extra);
+    let server = start_serve(&a, &info_url, &tmp.path().join("snapshots"), &extra, &tmp.path().join("serve.log"));
+    let base = format!("http://{}", server.wait_line("hlbook listening on", Duration::from_secs(30)));
+    let admin = procs::admin_base(&server);
+    Run { sim, server, base, admin, info_url, tmp, last: START + blocks - 1 }
+}
+
+/// Asks the simulator for a snapshot and reads it.
+fn sim_books(run: &Run) -> Books {
+    let path = run.dir(&format!("sim-{}.json", Instant::now().elapsed().as_nanos()));
+    let body = serde_json::json!({
+        "type": "fileSnapshot",
+        "request": {"type": "l4Snapshots", "includeUsers": true, "includeTriggerOrders": false},
+        "outPath": path, "includeHeightInOutput": true,
+    });
+    let resp = reqwest::blocking::Client::new().post(&run.info_url).json(&body).send().unwrap();
+    assert!(resp.status().is_success(), "fileSnapshot: {}", resp.status());
+    books_from_snapshot(&std::fs::read(&path).unwrap())
+}
+
+/// Samples `/health` until the server has applied `until`, returning every state seen from the first `live` on.
+fn states_until(run: &Run, until: u64) -> Vec<String> {
+    wait_health(&run.base, Duration::from_secs(60), |h| h["state"] == "live");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut states = Vec::new();
+    loop {
+        let h = get_json(&format!("{}/health", run.base)).expect("health answers");
+        states.push(h["state"].as_str().unwrap_or("?").to_string());
+        if h["height"].as_u64() >= Some(until) {
+            return states;
+        }
+        assert!(Instant::now() < deadline, "stuck at {h}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits for the last block, compares every order with the simulator's books, and checks that every block after
+/// the bootstrap snapshot was applied exactly once. Returns the final `/health`.
+fn finish(mut run: Run) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let theirs = loop {
+        let b = sim_books(&run);
+        if b.height() == run.last {
+            break b;
+        }
+        assert!(Instant::now() < deadline, "simulator stuck at {}", b.height());
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let h = wait_health(&run.base, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(run.last));
+    let ours = books_from_snapshot(&get_bytes(&format!("{}/l4snapshot", run.admin)).unwrap());
+    assert_eq!(ours.height(), run.last);
+    assert_same(&ours, &theirs);
+    let boot = bootstrap_height(&run.serve_log());
+    assert_eq!(counter(&h, "blocks_applied"), run.last - boot, "every block after {boot} applied once: {h}");
+    for zero in ["gaps", "broken_blocks", "blocks_already_applied"] {
+        assert_eq!(counter(&h, zero), 0, "{zero}: {h}");
+    }
+    assert_eq!(counter(&h, "resyncs"), 1, "the bootstrap only: {h}");
+    assert!(run.server.running(), "the server never exits on a failing source");
+    assert!(run.server.stop().success(), "SIGTERM exits 0");
+    run.sim.stop();
+    h
+}
+
+/// The height of the snapshot the server bootstrapped from, from its log.
+fn bootstrap_height(log: &str) -> u64 {
+    let at = log.find("snapshot at height ").expect("the log names the bootstrap snapshot");
+    let digits: String = log[at + 19..].chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().unwrap()
+}
+
+fn assert_same(ours: &Books, theirs: &Books) {
+    assert_eq!(ours.coin_names(), theirs.coin_names());
+    for coin in theirs.coin_names() {
+        let (a, b) = (ours.coin(&coin).unwrap(), theirs.coin(&coin).unwrap());
+        for side in [hlbook::node::Side::Bid, hlbook::node::Side::Ask] {
+            let key = |o: &hlbook::book::RestingOrder| (o.oid, o.user, o.side, o.px, o.sz);
+            let (x, y): (Vec<_>, Vec<_>) = (a.orders(side).map(key).collect(), b.orders(side).map(key).collect());
+            assert!(x == y, "{coin} {side:?}: {} vs {} orders differ", x.len(), y.len());
+        }
+    }
+}
+
+/// The `/health` entry of the source whose name ends with `suffix`.
+fn source<'a>(h: &'a serde_json::Value, suffix: &str) -> &'a serde_json::Value {
+    let list = h["sources"].as_array().expect("sources");
+    list.iter().find(|s| s["name"].as_str().is_some_and(|n| n.ends_with(suffix))).unwrap_or_else(|| panic!("{h}"))
+}
+
+fn n(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+#[test]
+fn one_node_pausing_10s_never_stops_the_books() {
+    let pause_at = (START + 60).to_string();
+    let spec = format!(",pause_at={pause_at},pause_secs=10");
+    let run = start(360, &[], &spec, &["file:{a}", "file:{b}"], &["--stale-after", "2"]);
+    let states = states_until(&run, START + 340);
+    assert!(states.iter().all(|s| s == "live"), "live throughout, sampled: {states:?}");
+    // Node b wakes after its pause and writes its backlog: its lines are compared with the applied ones.
+    let h = wait_health(&run.base, Duration::from_secs(60), |h| n(&source(h, "/b")["height"]) >= START + 359);
+    let b = source(&h, "/b");
+    assert!(n(&b["copies"]) > 0 && n(&b["disagreements"]) == 0, "{b}");
+    let a = source(&h, "/a");
+    assert!(n(&a["wins"]["statuses"]) > 0, "{a}");
+    let h = finish(run);
+    assert_eq!(counter(&h, "disagreements"), 0, "{h}");
+}
+
+#[test]
+fn a_dropped_and_a_corrupt_line_come_from_the_other_node() {
+    // Node a is the fast one and loses a diffs line and garbles a status line; node b writes 30 ms later.
+    let (drop, corrupt) = ((START + 50).to_string(), (START + 70).to_string());
+    let run =
+        start(150, &["--drop-block", &drop, "--corrupt-at", &corrupt], ",delay=30", &["file:{a}", "file:{b}"], &[]);
+    // Every line is won once the last block is applied: the scrape's wins are final.
+    wait_health(&run.base, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(run.last));
+    let metrics = scrape(&run.admin);
+    let h = finish(run);
+    assert_eq!(counter(&h, "malformed_lines"), 1, "{h}");
+    let (a, b) = (source(&h, "/a"), source(&h, "/b"));
+    assert_eq!(n(&a["malformed_lines"]), 1, "{a}");
+    assert!(n(&b["wins"]["diffs"]) >= 1 && n(&b["wins"]["statuses"]) >= 1, "b filled both holes: {b}");
+    assert_eq!(counter(&h, "disagreements"), 0, "{h}");
+    // /metrics says the same per source: a won the rest, each by about b's 30 ms; b's wins had no copy to time.
+    for (who, entry) in [("/a", a), ("/b", b)] {
+        for line in ["fills", "diffs", "statuses"] {
+            let wins = metric(&metrics, "hlbook_source_wins_total", who, line);
+            assert_eq!(wins, Some(n(&entry["wins"][line]) as f64), "{who} {line}:\n{metrics}");
+        }
+    }
+    let led = metric(&metrics, "hlbook_source_lead_seconds_count", "/a", "statuses").unwrap();
+    assert!(led > 100.0, "a's leads are timed:\n{metrics}");
+    let b_led = metric(&metrics, "hlbook_source_lead_seconds_count", "/b", "diffs");
+    assert_eq!(b_led, Some(0.0), "b's histogram is there, empty:\n{metrics}");
+}
+
+#[test]
+fn two_nodes_drawing_from_the_capture_each_win_and_lead() {
+    // Independent draws of the mainnet node lag per node and block: each node is ahead on some blocks.
+    let run = start(150, &["--write-delay", "capture"], ",delay=capture", &["file:{a}", "file:{b}"], &[]);
+    wait_health(&run.base, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(run.last));
+    // Wins are final once the last block is applied; a copy (and so a lead) may still come in between the two.
+    let status = get_json(&format!("{}/status", run.admin)).expect("status answers");
+    let metrics = scrape(&run.admin);
+    for who in ["/a", "/b"] {
+        let wins = metric(&metrics, "hlbook_source_wins_total", who, "diffs").unwrap();
+        let leads = metric(&metrics, "hlbook_source_lead_seconds_count", who, "diffs").unwrap();
+        assert!(wins > 0.0 && leads > 0.0, "{who} won and led some diffs lines:\n{metrics}");
+        assert!(leads <= wins, "one lead per won line at most: {who}");
+        let sum = metric(&metrics, "hlbook_source_lead_seconds_sum", who, "diffs").unwrap();
+        assert!(sum > 0.0, "{who}");
+        let st = source(&status, who);
+        assert_eq!(n(&st["wins"]["diffs"]) as f64, wins, "/status agrees: {st}");
+        assert!(n(&st["lead_ms"]["diffs"]["count"]) as f64 <= leads, "/status agrees: {st}");
+    }
+    let race = status["race"].as_array().expect("the last blocks' race");
+    assert!(!race.is_empty() && race.iter().all(|b| b["diffs"]["source"].is_string()), "{status}");
+    let h = finish(run);
+    assert_eq!(counter(&h, "disagreements"), 0, "{h}");
+}
+
+fn scrape(admin: &str) -> String {
+    String::from_utf8(get_bytes(&format!("{admin}/metrics")).expect("/metrics answers")).expect("UTF-8")
+}
+
+/// The value of `name{source="…suffix",line="line"}` in a scrape.
+fn metric(text: &str, name: &str, suffix: &str, line: &str) -> Option<f64> {
+    let want_line = format!("line=\"{line}\"");
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .find(|l| {
+            let labels = &l[..l.find('}').unwrap_or(l.len())];
+            labels.contains(&want_line)
+                && labels
+                    .split("source=\"")
+                    .nth(1)
+                    .is_some_and(|s| s.split('"').next().is_some_and(|s| s.ends_with(suffix)))
+        })
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+#[test]
+fn differing_events_are_named_and_repaired() {
+    let differ = (START + 60).to_string();
+    let run = start(200, &["--differ-at", &differ], ",delay=30", &["file:{a}", "file:{b}"], &[]);
+    let h = wait_health(&run.base, Duration::from_secs(60), |h| counter(h, "repairs") >= 1);
+    assert_eq!(counter(&h, "disagreements"), 1, "{h}");
+    assert_eq!(n(&source(&h, "/b")["disagreements"]), 1, "the later source is named: {h}");
+    let log = run.serve_log();
+    let line = log.lines().find(|l| l.contains("sources disagree")).expect("the disagreement is logged");
+    let (a, b) = (run.dir("a"), run.dir("b"));
+    assert!(
+        line.contains(&format!("file:{}", a.display())) && line.contains(&format!("file:{}", b.display())),
+        "{line}"
+    );
+    finish(run);
+}
+
+#[test]
+fn a_killed_relay_beside_a_local_node_changes_nothing() {
+    let tmp_relay = tempfile::tempdir().unwrap();
+    // Node b (served by the relay) is the faster one, so the relay carries most lines until it dies.
+    let run_dir = tempfile::tempdir().unwrap();
+    let b = run_dir.path().join("relayed");
+    let relay_log = tmp_relay.path().join("relay1.log");
+    let (mut relay1, addr) = relay(&b, "127.0.0.1:0", &relay_log);
+    let tcp = format!("tcp://{addr}");
+    let run = start_in(Some(&b), 300, &["--write-delay", "20"], "", &["file:{a}", &tcp], &[]);
+    wait_health(&run.base, Duration::from_secs(60), |h| h["state"] == "live");
+    let mid = START + 120;
+    wait_health(&run.base, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(mid));
+    relay1.kill();
+    let states = states_until(&run, mid + 40);
+    let _relay2 = relay(&b, &addr, &tmp_relay.path().join("relay2.log"));
+    let mut more = states_until(&run, START + 290);
+    more.extend(states);
+    assert!(more.iter().all(|s| s == "live"), "live throughout, sampled: {more:?}");
+    let h = finish(run);
+    let relayed = source(&h, &addr);
+    assert!(n(&relayed["wins"]["statuses"]) > 0, "{relayed}");
+    assert!(counter(&h, "disagreements") == 0, "{h}");
+}
+
+fn relay(dir: &Path, listen: &str, log: &Path) -> (Proc, String) {
+    relay_mode(dir, "by-block", listen, log)
+}
+
+fn relay_mode(dir: &Path, mode: &str, listen: &str, log: &Path) -> (Proc, String) {
+    let args = ["relay", "--node-dir", dir.to_str().unwrap(), "--mode", mode, "--listen", listen];
+    let p = Proc::start(HLBOOK, &args, log);
+    let addr = p.wait_line("relay listening on", Duration::from_secs(20));
+    (p, addr)
+}
+
+#[test]
+fn each_source_says_what_it_is_missing() {
+    let side = tempfile::tempdir().unwrap();
+    let absent = side.path().join("absent");
+    // A node that writes streaming output, read as by-block: its folders say so.
+    let streaming = side.path().join("streaming");
+    std::fs::create_dir_all(streaming.join("node_fills_streaming")).unwrap();
+    std::fs::create_dir_all(streaming.join("node_raw_book_diffs_by_block")).unwrap();
+    let (_relay, addr) = relay_mode(&streaming, "streaming", "127.0.0.1:0", &side.path().join("relay.log"));
+    let sources =
+        [format!("file:{}", absent.display()), format!("file:{}", streaming.display()), format!("tcp://{addr}")];
+    let mut all = vec!["file:{a}"];
+    all.extend(sources.iter().map(String::as_str));
+    let run = start(400, &[], "", &all, &[]);
+    let h = wait_health(&run.base, Duration::from_secs(60), |h| {
+        h["state"] == "live" && h["sources"].as_array().is_some_and(|l| l[1..].iter().all(|s| s["missing"].is_string()))
+    });
+    let missing = |suffix: &str| source(&h, suffix)["missing"].as_str().unwrap().to_string();
+    assert!(missing("/absent").contains("does not exist"), "{h}");
+    let why = missing("/streaming");
+    assert!(why.contains("--write-order-statuses") && why.contains("set --mode streaming"), "{why}");
+    assert!(!why.contains("--write-raw-book-diffs"), "the diffs folder is there: {why}");
+    assert!(missing(&addr).contains("relay refused"), "{h}");
+    assert_eq!(source(&h, "/absent")["state"], "unavailable", "{h}");
+    assert_eq!(source(&h, "/a")["state"], "reading", "{h}");
+    let log = run.serve_log();
+    let said = format!("data dir {} does not exist", absent.display());
+    assert_eq!(log.matches(&said).count(), 1, "said once in the log:\n{log}");
+}
