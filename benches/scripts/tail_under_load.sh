@@ -4,7 +4,8 @@
 # Prints latency_stats' report, whose audit split gives node write -> read and the time inside the server per
 # percentile. Results: docs/benchmarks.md.
 #
-#   benches/scripts/tail_under_load.sh [SECS]     (default 240; BIN=dir of hlsim/hlbook, default target/release)
+#   benches/scripts/tail_under_load.sh [SECS]     (default 240; BIN=dir of hlsim/hlbook, default target/release;
+#                                                 NICE=-10 runs the server as deploy/systemd/hlbook.service does)
 #
 # The simulator rolls its hour files every 60 s and keeps two per stream, so a long run stays within ~5 GB.
 set -euo pipefail
@@ -35,7 +36,7 @@ wait_line() {
 	>"$work/sim.out" 2>"$work/sim.log" &
 pids+=($!)
 info=$(wait_line "$work/sim.out" "info listening on")
-"$BIN/hlbook" serve --node-dir "$work/data" --info-url "http://$info/info" --snapshot-dir "$work/snapshots" \
+nice -n "${NICE:-0}" "$BIN/hlbook" serve --node-dir "$work/data" --info-url "http://$info/info" --snapshot-dir "$work/snapshots" \
 	--listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 >"$work/server.out" 2>"$work/server.log" &
 pids+=($!)
 addr=$(wait_line "$work/server.out" "hlbook listening on")

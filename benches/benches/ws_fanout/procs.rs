@@ -59,7 +59,12 @@ pub fn start_server(dir: &Path, sim_info: &str) -> (Proc, String, String) {
     std::fs::write(&path, config).expect("server config");
     let log = std::fs::File::create(dir.join("server.log")).expect("server log");
     let server = std::env::var_os("HLBOOK_BENCH_SERVER").map_or_else(|| release_bin("hlbook"), PathBuf::from);
-    let mut child = Command::new(server)
+    // HLBOOK_BENCH_SERVER_NICE: the server's nice value (e.g. -5, as deploy/systemd/hlbook.service runs it;
+    // below 0 needs root), against the simulator and client at 0.
+    let nice = std::env::var("HLBOOK_BENCH_SERVER_NICE").unwrap_or_else(|_| "0".into());
+    let mut child = Command::new("nice")
+        .args(["-n", &nice])
+        .arg(server)
         .args(["serve", "--config", path.to_str().unwrap(), "--validate-interval", "0"])
         .stdout(Stdio::piped())
         .stderr(log)
