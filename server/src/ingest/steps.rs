@@ -22,7 +22,8 @@ pub fn hand_fills(shared: &Shared, handed: &mut u64, b: &Block, read: UnixNanos)
     }
     *handed = b.height;
     shared.record(times(b, Stream::Fills, read));
-    shared.push_step(Step { height: b.height, block_time: b.block_time, data: StepData::Fills(b.fills.clone()) });
+    let data = StepData::Fills { fills: b.fills.clone(), users: b.users.fills.clone(), generation: b.users.generation };
+    shared.push_step(Step { height: b.height, block_time: b.block_time, data });
     shared.signal_change();
 }
 

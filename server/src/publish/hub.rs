@@ -50,9 +50,10 @@ pub struct Tick {
     /// Coins whose l4Book subscribers need a fresh snapshot (repaired, or the books were reloaded: `all`).
     pub l4_reset: Vec<Coin>,
     pub all_reset: bool,
-    /// Followed users' frames of this block (`publish::users`).
+    /// Followed users' frames of this tick's line: userFills and userEvents on a fills tick, orderUpdates on a
+    /// complete block's (`publish::users`).
     pub users: FxHashMap<Address, UserFrames>,
-    /// The block's watch generation: its user frames are complete for users followed since then.
+    /// The watch generation its lines were parsed under: its user frames are complete for users followed since.
     pub users_generation: Option<u64>,
     bytes: usize,
 }

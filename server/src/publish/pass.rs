@@ -186,7 +186,7 @@ impl Publisher {
             .iter()
             .flat_map(|s| match &s.data {
                 StepData::Diffs(coins) => coins.as_slice(),
-                StepData::Fills(_) => &[],
+                StepData::Fills { .. } => &[],
             })
             .cloned()
             .chain(repaired.iter().cloned());
@@ -282,7 +282,7 @@ impl Publisher {
         let users = self.hub.users.wanted();
         let mut order: Vec<(u64, Option<&Step>, Option<&Block>)> = Vec::new();
         order.extend(fill_steps.iter().map(|s| (s.height, Some(&**s), None)));
-        // Complete blocks make l4Book ticks and the followed users' frames (orderUpdates needs the statuses).
+        // Complete blocks make l4Book ticks and the followed users' orderUpdates (which need the statuses).
         if want_l4 || !users.is_empty() {
             order.extend(blocks.iter().map(|b| (b.height, None, Some(&**b))));
         }
@@ -291,17 +291,25 @@ impl Publisher {
         for (height, step, block) in order {
             self.tick_seq += 1;
             let mut tick = Tick::new(self.tick_seq, height);
-            if let Some(Step { data: StepData::Fills(fills), .. }) = step {
+            if let Some(Step { data: StepData::Fills { fills, .. }, .. }) = step {
                 // Every coin's recent trades, tagged with the tick that carries them, for new subscribers.
                 self.hub.recent_trades.remember(self.tick_seq, fills);
             }
-            if let Some(Step { data: StepData::Fills(fills), block_time, .. }) = step
+            if let Some(Step { data: StepData::Fills { fills, .. }, block_time, .. }) = step
                 && !self.candles.is_empty()
             {
                 let audit = self.audit_of(height, *block_time, Stream::Fills);
                 tick.candles = self.candles.on_fills(&self.hub, fills, self.tick_seq, stamped(audit));
             }
-            if let Some(Step { data: StepData::Fills(fills), block_time, .. }) = step
+            if let Some(Step { data: StepData::Fills { users: user_fills, generation, .. }, block_time, .. }) = step
+                && !users.is_empty()
+            {
+                // userFills and userEvents need only this line: they go out with the trades, not with the block.
+                let audit = self.audit_of(height, *block_time, Stream::Fills);
+                tick.users_generation = *generation;
+                tick.users = super::users::fill_frames(user_fills, &users, self.tick_seq, stamped(audit));
+            }
+            if let Some(Step { data: StepData::Fills { fills, .. }, block_time, .. }) = step
                 && want_trades
             {
                 let audit = self.audit_of(height, *block_time, Stream::Fills);
@@ -324,7 +332,7 @@ impl Publisher {
                     }
                 }
                 tick.users_generation = b.users.generation;
-                tick.users = super::users::frames(b, &users, self.tick_seq, stamped(audit));
+                tick.users = super::users::order_frames(b, &users, self.tick_seq, stamped(audit));
             }
             out.push(tick);
         }

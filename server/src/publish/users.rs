@@ -1,5 +1,7 @@
 //! Per-user streams: orderUpdates, userFills and userEvents (channel `user`), built once per block per followed
-//! user and carried in the feed tick of that block, so every follower of a user shares the same frame bytes.
+//! user and carried in the feed ticks, so every follower of a user shares the same frame bytes. userFills and
+//! userEvents need only the fills line and ride its tick, with the trades; orderUpdates need the statuses and ride
+//! the complete block's tick.
 //!
 //! Who is followed is counted here per channel; the first follower of a user adds it to the parser's watch set
 //! (`node::Watched`), the last one out drops it (and with it the decoding of that user's rejections). Shapes follow
@@ -114,8 +116,8 @@ impl UserFrames {
     }
 }
 
-/// The frames of every followed user with events in `block`.
-pub fn frames(
+/// The orderUpdates frames of every followed user with statuses in the complete `block`.
+pub fn order_frames(
     block: &Block,
     wanted: &FxHashMap<Address, UserWants>,
     seq: u64,
@@ -131,16 +133,28 @@ pub fn frames(
             orders.entry(s.user).or_default().push(s);
         }
     }
+    for (u, list) in orders {
+        out.entry(u).or_default().orders = Some(Arc::new(Frame::new(seq, order_updates(&list), audit)));
+    }
+    out
+}
+
+/// The userFills and userEvents frames of every followed user with fills in one block's fills line (`line_fills`:
+/// the line's watched users' fill objects, verbatim).
+pub fn fill_frames(
+    line_fills: &[(Address, Box<str>)],
+    wanted: &FxHashMap<Address, UserWants>,
+    seq: u64,
+    audit: Audit,
+) -> FxHashMap<Address, UserFrames> {
+    let mut out: FxHashMap<Address, UserFrames> = FxHashMap::default();
     let mut fills: FxHashMap<Address, Vec<&str>> = FxHashMap::default();
-    for (u, f) in &block.users.fills {
+    for (u, f) in line_fills {
         if wanted.contains_key(u) {
             fills.entry(*u).or_default().push(f);
         }
     }
     let frame = |json: Vec<u8>| Some(Arc::new(Frame::new(seq, json, audit)));
-    for (u, list) in orders {
-        out.entry(u).or_default().orders = frame(order_updates(&list));
-    }
     for (u, list) in fills {
         let w = wanted[&u];
         let f = out.entry(u).or_default();

@@ -39,7 +39,7 @@ fn order_updates_in_line_order_with_rejections_only_of_followed_users() {
     let block = block_of(&[(Stream::Statuses, line)], &mut parser);
     assert_eq!(block.rejected_statuses, 3);
     assert_eq!(block.statuses.len(), 2, "the book still sees only what is not rejected");
-    let out = frames(&block, &subs.wanted(), 1, Audit::default());
+    let out = order_frames(&block, &subs.wanted(), 1, Audit::default());
     assert!(!out.contains_key(&b), "nobody follows B");
     let json: serde_json::Value = serde_json::from_slice(&out[&a].orders.as_ref().unwrap().json).unwrap();
     let order = |oid: u64, st: &str, extra: serde_json::Value| {
@@ -88,7 +88,8 @@ fn fills_pass_through_verbatim_with_the_user_lower_case() {
     let mut parser = NodeParser::with_watched(watched.clone());
     let block = block_of(&[(Stream::Fills, line)], &mut parser);
     assert_eq!(block.fills.len(), 2);
-    let out = frames(&block, &subs.wanted(), 1, Audit::default());
+    // The fills line alone makes them: they need nothing of the block's other lines.
+    let out = fill_frames(&block.users.fills, &subs.wanted(), 1, Audit::default());
     let f = &out[&a];
     assert!(f.orders.is_none());
     assert_eq!(

@@ -198,7 +198,7 @@ impl Shared {
         for s in self.steps.lock().iter() {
             match s.data {
                 StepData::Diffs(_) if s.height > diffs_after && s.height <= diffs_up_to => out.diffs.push(s.clone()),
-                StepData::Fills(_) if s.height > fills_after => out.fills.push(s.clone()),
+                StepData::Fills { .. } if s.height > fills_after => out.fills.push(s.clone()),
                 _ => {}
             }
         }

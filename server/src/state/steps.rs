@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::node::{Coin, Fill, Stream, UnixNanos};
+use crate::node::{Address, Coin, Fill, Stream, UnixNanos};
 
 /// What one step handed to the publisher, in the order they happened.
 #[derive(Debug)]
@@ -15,8 +15,9 @@ pub struct Step {
 
 #[derive(Debug)]
 pub enum StepData {
-    /// The block's fills: its trades.
-    Fills(Vec<Fill>),
+    /// The block's fills: its trades, and the fill objects of followed users (verbatim, in stream order) with the
+    /// watch generation their line was parsed under, so userFills go out with the trades.
+    Fills { fills: Vec<Fill>, users: Vec<(Address, Box<str>)>, generation: Option<u64> },
     /// The block's diffs were applied, changing these coins' books.
     Diffs(Vec<Coin>),
 }
