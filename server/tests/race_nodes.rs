@@ -10,7 +10,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use hlbook::book::Books;
-use procs::{HLBOOK, Proc, books_from_snapshot, counter, get_bytes, get_json, start_serve, start_sim, wait_health};
+use procs::{
+    CHECKED_MARKET, HLBOOK, Proc, books_from_snapshot, counter, get_bytes, get_json, start_serve, start_sim,
+    wait_health,
+};
 
 const START: u64 = 1_000_000_000;
 
@@ -48,22 +51,8 @@ fn start_in(b: Option<&Path>, blocks: u64, sim_extra: &[&str], b_spec: &str, sou
     let b = b.map_or_else(|| tmp.path().join("b"), Path::to_path_buf);
     let node_b = format!("{}{b_spec}", b.display());
     let n = blocks.to_string();
-    let mut args = vec![
-        "--node",
-        &node_b,
-        "--coins",
-        "5",
-        "--btc-orders",
-        "4000",
-        "--orders-per-coin",
-        "300",
-        "--block-ms",
-        "40",
-        "--reject-ratio",
-        "2",
-        "--blocks",
-        &n,
-    ];
+    let mut args = vec!["--node", &node_b, "--blocks", &n];
+    args.extend_from_slice(&CHECKED_MARKET);
     args.extend_from_slice(sim_extra);
     let (sim, info_url) = start_sim(&a, &args, &tmp.path().join("sim.log"));
     let sources: Vec<String> =

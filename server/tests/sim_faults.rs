@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use hlbook::book::Books;
 use hlbook::node::Mode;
-use procs::{Proc, books_from_snapshot, counter, get_bytes, start_serve, start_sim, wait_health};
+use procs::{CHECKED_MARKET, Proc, books_from_snapshot, counter, get_bytes, start_serve, start_sim, wait_health};
 
 const START: u64 = 1_000_000_000;
 
@@ -31,22 +31,8 @@ fn start(mode: Mode, blocks: u64, fault: &[&str], serve_extra: &[&str]) -> Run {
     let logs = tempfile::tempdir().unwrap();
     let dir = out.path().join("data");
     let n = blocks.to_string();
-    let mut args = vec![
-        "--mode",
-        mode.as_str(),
-        "--coins",
-        "5",
-        "--btc-orders",
-        "4000",
-        "--orders-per-coin",
-        "300",
-        "--block-ms",
-        "40",
-        "--reject-ratio",
-        "2",
-        "--blocks",
-        &n,
-    ];
+    let mut args = vec!["--mode", mode.as_str(), "--blocks", &n];
+    args.extend_from_slice(&CHECKED_MARKET);
     args.extend_from_slice(fault);
     let (sim, info_url) = start_sim(&dir, &args, &logs.path().join("sim.log"));
     let snaps = out.path().join("snapshots");

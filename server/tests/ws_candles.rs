@@ -18,7 +18,7 @@ use std::time::Duration;
 use hlbook::node::time::parse_node_time;
 use procs::{start_serve, start_sim, wait_health};
 use serde_json::{Value, json};
-use wsload::{Read, audit_height, channel};
+use wsload::{audit_height, channel};
 
 const BLOCKS: u64 = 500;
 const FIRST_HEIGHT: u64 = 1_000_000_000;
@@ -109,16 +109,7 @@ async fn collect(addr: String, subs: Vec<Value>, mut stop: tokio::sync::watch::R
     for s in subs {
         wsload::subscribe(&mut ws, s).await;
     }
-    let mut got = Vec::new();
-    loop {
-        tokio::select! {
-            _ = stop.changed() => return got,
-            r = wsload::next_json(&mut ws, Duration::from_secs(30)) => match r {
-                Read::Json(v) => got.push(v),
-                other => panic!("connection ended early: {other:?}"),
-            },
-        }
-    }
+    wsload::collect_until(&mut ws, &mut stop, "candles").await
 }
 
 fn post_info(base: &str, body: &Value) -> (u16, Value) {

@@ -17,7 +17,7 @@ use std::time::Duration;
 use hlbook::node::Mode;
 use procs::{HLBOOK, Proc, start_sim, wait_health};
 use serde_json::{Value, json};
-use wsload::{Read, audit_height, channel};
+use wsload::{audit_height, channel};
 
 /// BTC, a spot pair, and a perp with a decimal tick; `--coins 4` also makes `xyz:GOLD`, which nobody subscribes.
 const COINS: [&str; 3] = ["BTC", "@107", "ETH"];
@@ -96,16 +96,7 @@ async fn collect(addr: String, sub: Value, mut stop: tokio::sync::watch::Receive
         s["coin"] = coin.into();
         wsload::subscribe(&mut ws, s).await;
     }
-    let mut got = Vec::new();
-    loop {
-        tokio::select! {
-            _ = stop.changed() => return got,
-            r = wsload::next_json(&mut ws, Duration::from_secs(30)) => match r {
-                Read::Json(v) => got.push(v),
-                other => panic!("{sub}: connection ended early: {other:?}"),
-            },
-        }
-    }
+    wsload::collect_until(&mut ws, &mut stop, &sub.to_string()).await
 }
 
 /// Runs the simulator for `blocks` blocks in `mode`, the server beside it and one connection per variant, then

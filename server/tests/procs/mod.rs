@@ -119,6 +119,11 @@ pub fn get_bytes(url: &str) -> Option<Vec<u8>> {
     Some(reqwest::blocking::get(url).ok()?.bytes().ok()?.to_vec())
 }
 
+/// The simulated market of the tests that check books against the simulator's (faults, racing nodes): five coins,
+/// a 4,000-order BTC book, 40 ms blocks, two rejections per kept status.
+pub const CHECKED_MARKET: [&str; 10] =
+    ["--coins", "5", "--btc-orders", "4000", "--orders-per-coin", "300", "--block-ms", "40", "--reject-ratio", "2"];
+
 /// Starts `hlsim` writing into `data` with the test's `market` flags, its info server on a port it picks; returns
 /// it and that server's `http://HOST:PORT/info`.
 pub fn start_sim(data: &Path, market: &[&str], log: &Path) -> (Proc, String) {

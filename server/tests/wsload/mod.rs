@@ -76,6 +76,21 @@ pub async fn next_json(ws: &mut Ws, timeout: Duration) -> Read {
     }
 }
 
+/// Every JSON frame `ws` receives until `stop` changes; panics (naming `what`) if the connection ends first or is
+/// silent for 30 s.
+pub async fn collect_until(ws: &mut Ws, stop: &mut tokio::sync::watch::Receiver<bool>, what: &str) -> Vec<Value> {
+    let mut got = Vec::new();
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return got,
+            r = next_json(ws, Duration::from_secs(30)) => match r {
+                Read::Json(v) => got.push(v),
+                other => panic!("{what}: connection ended early: {other:?}"),
+            },
+        }
+    }
+}
+
 /// The next text frame; panics on a timeout or a closed connection.
 pub async fn expect_json(ws: &mut Ws, timeout: Duration) -> Value {
     match next_json(ws, timeout).await {
