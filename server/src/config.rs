@@ -84,10 +84,11 @@ pub struct ServerConfig {
     /// The only info types passed to the node: read-only public market data. Anything else (`fileSnapshot`,
     /// which makes the node write a file) is refused with the type named.
     pub info_types: Vec<String>,
-    /// Passed-through requests in flight at the node at once, in total and for one client IP.
+    /// Passed-through requests in flight at the node at once, in total.
     pub info_max_in_flight: usize,
+    /// Info requests of one client IP being answered at once, of every type (`ws::info_gate`).
     pub info_max_in_flight_per_ip: usize,
-    /// Requests of one client IP waiting for a place, beyond which it is refused (429).
+    /// Info requests of one client IP waiting for a place, beyond which it is refused (429).
     pub info_max_queued_per_ip: usize,
     /// A passed-through request's limit, waiting included.
     pub info_timeout_ms: u64,

@@ -105,6 +105,55 @@ fn a_burst_of_info_requests_reaches_the_node_within_the_caps() {
     assert!(stats["max_in_flight"].as_u64().unwrap() <= 3, "{stats}");
 }
 
+/// Polls until `done` holds (each poll a fresh read), failing after 20 s.
+fn until(what: &str, done: impl Fn() -> bool) {
+    let t0 = Instant::now();
+    while !done() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "never: {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn every_info_type_waits_for_its_clients_place_and_a_full_queue_is_refused() {
+    // One place and one queued request per client IP; the node takes a second for each `meta`, which holds the
+    // place while one request of each locally answered type queues behind it and the next is refused. Another
+    // client (behind the trusted balancer) is answered meanwhile.
+    let feed = Feed::start_with(
+        &[("--info-delay-ms", "1000")],
+        "info_max_in_flight_per_ip = 1\ninfo_max_queued_per_ip = 1\ninfo_cache_ms = 0\ntrusted_proxies = [\"127.0.0.1\"]",
+    );
+    let url = format!("{}/info", feed.base);
+    let waited = || procs::get_json(&format!("{}/health", feed.base)).unwrap()["ws"]["info_waited"].as_u64().unwrap();
+    let metas = || sim_stats(&feed)["by_type"]["meta"].as_u64().unwrap_or(0);
+    let candles = json!({"type": "candleSnapshot", "req": {"coin": "BTC", "interval": "1m", "startTime": 0}});
+    let orders = json!({"type": "openOrders", "user": "0x0000000000000000000000000000000000000001"});
+    for body in [json!({"type": "l2Book", "coin": "BTC"}), candles, orders] {
+        let rt = rt();
+        let (asked, queued) = (metas(), waited());
+        let hold = rt.spawn({
+            let url = url.clone();
+            async move { post(&url, &json!({"type": "meta"})).await }
+        });
+        until("the meta request holds the place", || metas() > asked);
+        let first = rt.spawn({
+            let (url, body) = (url.clone(), body.clone());
+            async move { post(&url, &body).await }
+        });
+        until("the first request waits for the place", || waited() > queued);
+        let (status, text) = rt.block_on(post(&url, &body));
+        assert_eq!(status, 429, "{body}: the second request finds the queue full: {text}");
+        assert!(text.as_str().unwrap().contains("info_max_queued_per_ip"), "{text}");
+        let other = rt.block_on(async {
+            let sent = reqwest::Client::new().post(&url).header("X-Forwarded-For", "203.0.113.9").json(&body);
+            sent.send().await.unwrap().status().as_u16()
+        });
+        assert_eq!(other, 200, "{body}: another client is not held back");
+        assert_eq!(rt.block_on(first).unwrap().0, 200, "{body}: the queued request is answered once the place frees");
+        assert_eq!(rt.block_on(hold).unwrap().0, 200);
+    }
+}
+
 #[test]
 fn operator_endpoints_are_only_on_the_admin_listener_and_the_token_guards_them() {
     let feed = Feed::start("token = \"s3cret\"");

@@ -25,6 +25,7 @@ use crate::state::Shared;
 use crate::ws::admin;
 use crate::ws::http::{AppState, router};
 use crate::ws::info::Passthrough;
+use crate::ws::info_gate::InfoGate;
 use crate::ws::limits::Limits;
 use crate::ws::{WsContext, WsCounters};
 
@@ -186,6 +187,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         hub,
         cfg: c.server.clone(),
         passthrough,
+        info_gate: InfoGate::new(&c.server),
         limits: Arc::new(Limits::new(&c.server)),
         counters: WsCounters::default(),
         closing,

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::Value;
 
+use super::info_gate::Place;
 use super::passthrough::Answer;
 use crate::publish::Hub;
 use crate::publish::candle_history::{MAX_SNAPSHOT_CANDLES, between};
@@ -48,8 +49,8 @@ fn parse(body: &Value) -> Result<Req, Answer> {
     Ok(Req { coin, interval, start, end })
 }
 
-/// Answers one `candleSnapshot` request.
-pub async fn candle_snapshot(hub: &Arc<Hub>, body: &Value) -> Answer {
+/// Answers one `candleSnapshot` request; `place`, the client's at the info gate, is held until the read ends.
+pub async fn candle_snapshot(hub: &Arc<Hub>, body: &Value, place: Place) -> Answer {
     let r = match parse(body) {
         Ok(r) => r,
         Err(a) => return a,
@@ -61,8 +62,10 @@ pub async fn candle_snapshot(hub: &Arc<Hub>, body: &Value) -> Answer {
     let Some(dir) = hub.fills_dir.get().cloned() else {
         return Answer { status: 200, json: Bytes::from_static(b"[]") };
     };
-    let Ok(_turn) = CANDLE_SNAPSHOTS.acquire().await else { return Answer::text(503, "shutting down") };
+    let Ok(turn) = CANDLE_SNAPSHOTS.acquire().await else { return Answer::text(503, "shutting down") };
+    // The turn and the place go with the read, so a client that goes away cannot start another one beside it.
     let read = tokio::task::spawn_blocking(move || {
+        let _held = (turn, place);
         let candles = between(&dir, &r.coin, r.interval, r.start, r.end, MAX_SNAPSHOT_CANDLES);
         Value::Array(candles.iter().map(|c| candle_object(&r.coin, r.interval, c)).collect()).to_string()
     });

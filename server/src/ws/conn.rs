@@ -381,7 +381,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         // through the connection's post queue.
         tokio::spawn(async move {
             let _place = place;
-            let a = super::info::answer(&ctx.hub, ctx.passthrough.as_ref(), ip, &payload).await;
+            let a = super::info::answer(&ctx, ip, &payload).await;
             let text = if a.status == 200 {
                 protocol::post_info_response(&id, payload.get("type").unwrap_or(&serde_json::Value::Null), &a.json)
             } else {

@@ -60,7 +60,7 @@ async fn info(State(s): State<AppState>, ConnectInfo(peer): ConnectInfo<SocketAd
             .into_response();
     };
     let ip = super::upgrade::client_ip(peer.ip(), &parts.headers, &s.ws.cfg.trusted_proxies);
-    let answer = super::info::answer(&s.ws.hub, s.ws.passthrough.as_ref(), ip, &req).await;
+    let answer = super::info::answer(&s.ws, ip, &req).await;
     let code = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
     (code, [(header::CONTENT_TYPE, "application/json")], answer.json).into_response()
 }
@@ -79,7 +79,7 @@ pub async fn health(State(s): State<AppState>) -> Response {
         "subscriptions": s.ws.counters.subscriptions().into_iter().collect::<std::collections::BTreeMap<_, _>>(),
         "counters": h.counters.to_map(),
         "sources": h.sources.to_json(),
-        "ws": s.ws.counters.to_map(),
+        "ws": crate::audit::Exposed::ws_counters(&*s.ws).into_iter().collect::<std::collections::BTreeMap<_, _>>(),
     });
     if let Some(why) = h.failure() {
         body["failure"] = serde_json::Value::String(why);

@@ -2,10 +2,10 @@
 //! from our books, `candleSnapshot` from the node's fills files (`candle_info`), the read-only
 //! market types SDKs ask at start-up passed to the node's info server (`passthrough`), everything else refused
 //! with its type named, so no client can make the node write or do work it was not meant to do for strangers.
+//! Every request first takes one of its client's places (`info_gate`).
 
 use std::net::IpAddr;
 use std::sync::Arc;
-
 use bytes::Bytes;
 use serde_json::Value;
 
@@ -13,42 +13,76 @@ pub use super::passthrough::{Answer, Passthrough};
 use crate::book::buckets::l2_levels;
 use crate::book::l2::L2Params;
 use crate::node::time::nanos_to_millis;
-use crate::publish::Hub;
 use crate::publish::json::l2_book_data;
 use crate::state::Shared;
+use crate::ws::WsContext;
+use crate::ws::info_gate::Place;
 use crate::ws::protocol::DEFAULT_LEVELS;
+use tokio::sync::Semaphore;
 
-/// openOrders answers computed at once.
-static OPEN_ORDERS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+/// Local answers computed at once, per kind, whoever asks: each walks the books under their read lock (or reads
+/// fills files), so a flood of them cannot hold ingest's write lock back or fill the blocking pool.
+static L2_BOOKS: Semaphore = Semaphore::const_new(2);
+static OPEN_ORDERS: Semaphore = Semaphore::const_new(2);
 
-/// Answers one info request body from a client at `ip`.
-pub async fn answer(hub: &Arc<Hub>, pass: Option<&Passthrough>, ip: IpAddr, body: &Value) -> Answer {
-    let shared = &hub.shared;
+/// Answers one info request body from a client at `ip`. Every type passes the client's places at the gate
+/// first (a passed-through one only when it goes to the node), so no type lets one client queue unbounded work.
+pub async fn answer(ctx: &WsContext, ip: IpAddr, body: &Value) -> Answer {
+    let (hub, gate) = (&ctx.hub, &ctx.info_gate);
+    let local = |place| Local { place, shared: hub.shared.clone(), body: body.clone() };
     match body.get("type").and_then(Value::as_str) {
-        Some("candleSnapshot") => super::candle_info::candle_snapshot(hub, body).await,
-        Some("l2Book") => {
-            let (shared, body) = (shared.clone(), body.clone());
-            match tokio::task::spawn_blocking(move || l2_book(&shared, &body)).await {
-                Ok(a) => a,
-                Err(e) => Answer::text(500, &format!("l2Book failed: {e}")),
+        Some("candleSnapshot") => match gate.enter(ip).await {
+            Ok(place) => super::candle_info::candle_snapshot(hub, body, place).await,
+            Err(refused) => refused,
+        },
+        Some("l2Book") => match gate.enter(ip).await {
+            Ok(place) => local(place).run(&L2_BOOKS, "l2Book", |shared, body| l2_book(shared, body)).await,
+            Err(refused) => refused,
+        },
+        Some(kind @ ("openOrders" | "frontendOpenOrders")) => match gate.enter(ip).await {
+            Ok(place) => {
+                let frontend = kind == "frontendOpenOrders";
+                local(place)
+                    .run(&OPEN_ORDERS, kind, move |shared, body| {
+                        let (status, v) = super::user_info::open_orders(shared, body, frontend);
+                        Answer { status, json: Bytes::from(v.to_string()) }
+                    })
+                    .await
             }
-        }
-        Some(kind @ ("openOrders" | "frontendOpenOrders")) => {
-            // Each answer walks the books under their read lock: a few at a time, so a flood of them cannot hold
-            // ingest's write lock back.
-            let Ok(_turn) = OPEN_ORDERS.acquire().await else { return Answer::text(503, "shutting down") };
-            let (shared, body, frontend) = (shared.clone(), body.clone(), kind == "frontendOpenOrders");
-            match tokio::task::spawn_blocking(move || super::user_info::open_orders(&shared, &body, frontend)).await {
-                Ok((status, v)) => Answer { status, json: Bytes::from(v.to_string()) },
-                Err(e) => Answer::text(500, &format!("{kind} failed: {e}")),
-            }
-        }
-        Some(kind) => match pass {
-            Some(p) if p.allows(kind) => p.ask(ip, body).await,
+            Err(refused) => refused,
+        },
+        Some(kind) => match &ctx.passthrough {
+            Some(p) if p.allows(kind) => p.ask(gate, ip, body).await,
             Some(_) => Answer::text(400, &refused(kind, "it is not one of server.info_types")),
             None => Answer::text(400, &refused(kind, "no node info server is configured")),
         },
         None => Answer::text(422, "Failed to deserialize the JSON body into the target type"),
+    }
+}
+
+/// A locally answered request that holds its client's place.
+struct Local {
+    place: Place,
+    shared: Arc<Shared>,
+    body: Value,
+}
+
+impl Local {
+    /// Runs `work` on the blocking pool once `turns` allows; the turn and the client's place are held until the
+    /// work ends, even if the client goes away first.
+    async fn run(
+        self,
+        turns: &'static Semaphore,
+        kind: &str,
+        work: impl FnOnce(&Shared, &Value) -> Answer + Send + 'static,
+    ) -> Answer {
+        let Ok(turn) = turns.acquire().await else { return Answer::text(503, "shutting down") };
+        let Local { place, shared, body } = self;
+        let done = tokio::task::spawn_blocking(move || {
+            let _held = (turn, place);
+            work(&shared, &body)
+        });
+        done.await.unwrap_or_else(|e| Answer::text(500, &format!("{kind} failed: {e}")))
     }
 }
 

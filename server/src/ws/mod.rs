@@ -2,7 +2,8 @@
 //! frames.
 //!
 //! `upgrade` admits a client and negotiates compression, `conn` runs one task per connection, `protocol` knows the
-//! official request and response texts, `info` answers info requests (`passthrough` guards the way to the node),
+//! official request and response texts, `info` answers info requests (`info_gate` admits each client's, `passthrough` guards the way to
+//! the node),
 //! `deflate` compresses frames once and inflates what clients compress, `wire` frames each message once and writes
 //! it beneath tungstenite, `limits` keeps abusers to themselves, `auth` checks the optional token, `http` holds the
 //! public endpoints and `admin` the operator's.
@@ -15,6 +16,7 @@ pub mod conn;
 pub mod deflate;
 pub mod http;
 pub mod info;
+pub mod info_gate;
 pub mod limits;
 pub mod passthrough;
 pub mod protocol;
@@ -39,6 +41,8 @@ pub struct WsContext {
     pub hub: Arc<Hub>,
     pub cfg: ServerConfig,
     pub passthrough: Option<info::Passthrough>,
+    /// Per-client places for info requests of every type.
+    pub info_gate: Arc<info_gate::InfoGate>,
     pub limits: Arc<limits::Limits>,
     pub counters: WsCounters,
     /// Turns true when the server shuts down: every connection closes with 1001.
@@ -84,7 +88,9 @@ impl crate::audit::Exposed for WsContext {
         self.hub.feed_bytes()
     }
     fn ws_counters(&self) -> Vec<(&'static str, u64)> {
-        self.counters.to_map().into_iter().collect()
+        let gate = [("info_waited", &self.info_gate.waited), ("info_refused", &self.info_gate.refused)];
+        let gate = gate.map(|(name, c)| (name, c.load(Relaxed)));
+        self.counters.to_map().into_iter().chain(gate).collect()
     }
     fn connections(&self) -> usize {
         self.limits.open()

@@ -2,8 +2,8 @@
 //!
 //! The node's info server is the node's own: a client must never make it write (`fileSnapshot` writes hundreds of
 //! MB to any path it is given) nor crowd out the requests the node and hlbook need. So only the configured
-//! read-only types pass (`server.info_types`), at most `info_max_in_flight` at once (`_per_ip` for one client),
-//! each within a timeout and a response size cap. Identical requests share one answer for `info_cache_ms`: a
+//! read-only types pass (`server.info_types`), at most `info_max_in_flight` at once (and one client only through
+//! its places at the `InfoGate`), each within a timeout and a response size cap. Identical requests share one answer for `info_cache_ms`: a
 //! thousand bots starting at once ask the node for `meta` once, the others wait for that answer.
 //! hlbook's own snapshot requests (`ingest::info`) do not come this way.
 
@@ -17,6 +17,7 @@ use rustc_hash::FxHashMap;
 use serde_json::Value;
 use tokio::sync::{OnceCell, Semaphore};
 
+use super::info_gate::InfoGate;
 use crate::config::ServerConfig;
 
 /// An answer: HTTP status and a JSON body.
@@ -43,53 +44,10 @@ pub struct Passthrough {
     url: String,
     types: Vec<String>,
     global: Semaphore,
-    per_ip: Mutex<FxHashMap<IpAddr, Arc<IpQueue>>>,
-    max_per_ip: usize,
-    max_queued_per_ip: usize,
     timeout: Duration,
     max_bytes: usize,
     cache_for: Duration,
     cache: Mutex<FxHashMap<String, Arc<Cached>>>,
-}
-
-/// One client IP's places at the node and how many of its requests wait for one.
-#[derive(Debug)]
-struct IpQueue {
-    places: Semaphore,
-    waiting: std::sync::atomic::AtomicUsize,
-}
-
-/// A request's hold on its IP's entry; dropping it (also when the request is abandoned midway) removes the entry
-/// once nobody uses it, so the map holds only IPs with requests in flight.
-struct Queued<'a> {
-    owner: &'a Passthrough,
-    ip: IpAddr,
-    queue: Option<Arc<IpQueue>>,
-}
-
-impl Queued<'_> {
-    fn queue(&self) -> &IpQueue {
-        self.queue.as_ref().expect("held until dropped")
-    }
-}
-
-impl Drop for Queued<'_> {
-    fn drop(&mut self) {
-        let mut map = self.owner.per_ip.lock();
-        self.queue = None;
-        if map.get(&self.ip).is_some_and(|q| Arc::strong_count(q) == 1) {
-            map.remove(&self.ip);
-        }
-    }
-}
-
-/// Counts a request as waiting for its IP's place until dropped (also when the wait times out).
-struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-    }
 }
 
 #[derive(Debug)]
@@ -105,9 +63,6 @@ impl Passthrough {
             url: url.to_string(),
             types: c.info_types.clone(),
             global: Semaphore::new(c.info_max_in_flight),
-            per_ip: Mutex::new(FxHashMap::default()),
-            max_per_ip: c.info_max_in_flight_per_ip,
-            max_queued_per_ip: c.info_max_queued_per_ip,
             timeout: Duration::from_millis(c.info_timeout_ms),
             max_bytes: c.info_max_response_bytes,
             cache_for: Duration::from_millis(c.info_cache_ms),
@@ -120,11 +75,12 @@ impl Passthrough {
         !crate::config::WRITE_INFO_TYPES.contains(&kind) && self.types.iter().any(|t| t == kind)
     }
 
-    /// The node's answer to `body` (of an allowed type) for a client at `ip`.
-    pub async fn ask(&self, ip: IpAddr, body: &Value) -> Answer {
+    /// The node's answer to `body` (of an allowed type) for a client at `ip`. Only a request that goes to the node
+    /// takes a place at the gate; one that shares a cached or in-flight answer costs nothing to wait.
+    pub async fn ask(&self, gate: &Arc<InfoGate>, ip: IpAddr, body: &Value) -> Answer {
         let key = body.to_string();
-        let Some(entry) = self.cached(&key) else { return self.ask_limited(ip, &key).await };
-        let answer = entry.answer.get_or_init(|| self.ask_limited(ip, &key)).await.clone();
+        let Some(entry) = self.cached(&key) else { return self.ask_limited(gate, ip, &key).await };
+        let answer = entry.answer.get_or_init(|| self.ask_limited(gate, ip, &key)).await.clone();
         if answer.status != 200 {
             // Failures are not kept: the next request tries the node again.
             let mut cache = self.cache.lock();
@@ -157,34 +113,22 @@ impl Passthrough {
     }
 
     /// Waits for a place (this IP's, then a global one) and asks the node, all within the timeout.
-    async fn ask_limited(&self, ip: IpAddr, body: &str) -> Answer {
-        let Some(queue) = self.enqueue(ip) else {
-            return Answer::text(429, &format!("too many info requests from {ip} waiting for the node"));
+    async fn ask_limited(&self, gate: &Arc<InfoGate>, ip: IpAddr, body: &str) -> Answer {
+        let started = Instant::now();
+        let place = match gate.enter(ip).await {
+            Ok(p) => p,
+            Err(refused) => return refused,
         };
-        let asked = tokio::time::timeout(self.timeout, async {
-            let waiting = Waiting(&queue.queue().waiting);
-            let _mine = queue.queue().places.acquire().await;
-            drop(waiting);
+        let left = self.timeout.saturating_sub(started.elapsed());
+        let asked = tokio::time::timeout(left, async {
             let _global = self.global.acquire().await;
             self.forward(body).await
         })
         .await;
+        drop(place);
         asked.unwrap_or_else(|_| {
             Answer::text(504, &format!("the node's info server did not answer within {} ms", self.timeout.as_millis()))
         })
-    }
-
-    fn enqueue(&self, ip: IpAddr) -> Option<Queued<'_>> {
-        use std::sync::atomic::Ordering::Relaxed;
-        let mut map = self.per_ip.lock();
-        let q = map.entry(ip).or_insert_with(|| {
-            Arc::new(IpQueue { places: Semaphore::new(self.max_per_ip), waiting: Default::default() })
-        });
-        if q.waiting.load(Relaxed) >= self.max_queued_per_ip {
-            return None;
-        }
-        q.waiting.fetch_add(1, Relaxed);
-        Some(Queued { owner: self, ip, queue: Some(q.clone()) })
     }
 
     /// One POST to the node, its body read up to the size cap.
@@ -219,11 +163,6 @@ impl Passthrough {
             502,
             &format!("the node's answer is larger than server.info_max_response_bytes ({})", self.max_bytes),
         )
-    }
-
-    /// Client IPs with requests in flight or waiting (for tests of the map's cleanup).
-    pub fn ips_tracked(&self) -> usize {
-        self.per_ip.lock().len()
     }
 }
 
@@ -271,22 +210,23 @@ mod tests {
     async fn identical_requests_share_one_answer_and_failures_and_timeouts_are_answers() {
         let (url, count) = node(Duration::from_millis(50), 0).await;
         let p = Arc::new(Passthrough::new(&url, &cfg()));
+        let gate = InfoGate::new(&cfg());
         let ip: IpAddr = "10.0.0.1".parse().unwrap();
         let asks = (0..50).map(|_| {
-            let p = p.clone();
-            tokio::spawn(async move { p.ask(ip, &serde_json::json!({"type": "meta"})).await })
+            let (p, gate) = (p.clone(), gate.clone());
+            tokio::spawn(async move { p.ask(&gate, ip, &serde_json::json!({"type": "meta"})).await })
         });
         for a in futures_util::future::join_all(asks).await {
             assert_eq!(a.unwrap(), Answer { status: 200, json: Bytes::from_static(br#"{"n":1}"#) });
         }
         assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1, "one request reached the node");
-        assert_eq!(p.ips_tracked(), 0);
+        assert_eq!(gate.ips_tracked(), 0);
 
         let slow = Passthrough::new(&url, &ServerConfig { info_timeout_ms: 10, ..cfg() });
-        assert_eq!(slow.ask(ip, &serde_json::json!({"type": "meta"})).await.status, 504);
+        assert_eq!(slow.ask(&gate, ip, &serde_json::json!({"type": "meta"})).await.status, 504);
         let (big, _) = node(Duration::ZERO, 2_000).await;
         let capped = Passthrough::new(&big, &ServerConfig { info_max_response_bytes: 1_000, ..cfg() });
-        assert_eq!(capped.ask(ip, &serde_json::json!({"type": "meta"})).await.status, 502);
+        assert_eq!(capped.ask(&gate, ip, &serde_json::json!({"type": "meta"})).await.status, 502);
         assert!(capped.cache.lock().is_empty(), "failures are not kept");
     }
 
@@ -294,21 +234,23 @@ mod tests {
     async fn an_abandoned_request_leaves_no_ip_behind() {
         let (url, _) = node(Duration::from_secs(5), 0).await;
         let p = Passthrough::new(&url, &ServerConfig { info_cache_ms: 0, ..cfg() });
+        let gate = InfoGate::new(&cfg());
         let ip: IpAddr = "10.0.0.2".parse().unwrap();
         let meta = serde_json::json!({"type": "meta"});
-        let gave_up = tokio::time::timeout(Duration::from_millis(50), p.ask(ip, &meta));
+        let gave_up = tokio::time::timeout(Duration::from_millis(50), p.ask(&gate, ip, &meta));
         assert!(gave_up.await.is_err());
-        assert_eq!(p.ips_tracked(), 0);
+        assert_eq!(gate.ips_tracked(), 0);
     }
 
     #[tokio::test]
     async fn an_unreachable_node_is_a_502_that_is_not_cached_and_leaves_no_ip_behind() {
         // Port 9 (discard) is closed on loopback here: the connection is refused at once.
         let p = Passthrough::new("http://127.0.0.1:9/info", &cfg());
+        let gate = InfoGate::new(&cfg());
         let ip: IpAddr = "10.1.2.3".parse().unwrap();
-        let a = p.ask(ip, &serde_json::json!({"type": "meta"})).await;
+        let a = p.ask(&gate, ip, &serde_json::json!({"type": "meta"})).await;
         assert_eq!(a.status, 502, "{a:?}");
         assert!(p.cache.lock().is_empty());
-        assert_eq!(p.ips_tracked(), 0);
+        assert_eq!(gate.ips_tracked(), 0);
     }
 }

@@ -1,0 +1,187 @@
+//! Per-client admission for info requests (HTTP `POST /info` and the socket's `post`), whatever answers them.
+//!
+//! Every info type costs us something: passed-through ones a request at the node, `l2Book` and `openOrders` a walk
+//! of the books under their read lock, `candleSnapshot` a read of the node's fills files. So one client IP gets
+//! at most `info_max_in_flight_per_ip` requests being worked on at once and `info_max_queued_per_ip` waiting for
+//! one of those places; beyond that it gets 429 at once, and a request that waits longer than `info_timeout_ms`
+//! for its place gets 504. The global caps (per answer kind) stay with each answerer. An IP's entry lives only
+//! while it has requests in flight or waiting, so IPs that came and went cost nothing.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::passthrough::Answer;
+use crate::config::ServerConfig;
+
+#[derive(Debug)]
+pub struct InfoGate {
+    ips: Mutex<FxHashMap<IpAddr, Arc<IpQueue>>>,
+    places_per_ip: usize,
+    max_waiting_per_ip: usize,
+    wait_at_most: Duration,
+    /// Requests that found no free place and waited for one.
+    pub waited: AtomicU64,
+    /// Requests refused: their IP's queue was full (429) or they waited too long (504).
+    pub refused: AtomicU64,
+}
+
+/// One client IP's places and how many of its requests wait for one.
+#[derive(Debug)]
+struct IpQueue {
+    places: Arc<Semaphore>,
+    waiting: AtomicUsize,
+}
+
+/// A request's hold on its IP's entry; dropping it (also when the request is abandoned midway) removes the entry
+/// once nobody uses it.
+#[derive(Debug)]
+struct Entry {
+    gate: Arc<InfoGate>,
+    ip: IpAddr,
+    queue: Option<Arc<IpQueue>>,
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        let mut ips = self.gate.ips.lock();
+        self.queue = None;
+        if ips.get(&self.ip).is_some_and(|q| Arc::strong_count(q) == 1) {
+            ips.remove(&self.ip);
+        }
+    }
+}
+
+/// Counts a request as waiting until dropped (also when the wait times out or is abandoned).
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
+/// An admitted request's place; hold it until the work is done (move it into a blocking task if the work runs
+/// there), dropping it frees the place.
+#[derive(Debug)]
+pub struct Place {
+    // Field order is drop order: the place is given back before the entry may be removed.
+    _permit: OwnedSemaphorePermit,
+    _entry: Entry,
+}
+
+impl InfoGate {
+    pub fn new(c: &ServerConfig) -> Arc<InfoGate> {
+        Arc::new(InfoGate {
+            ips: Mutex::new(FxHashMap::default()),
+            places_per_ip: c.info_max_in_flight_per_ip,
+            max_waiting_per_ip: c.info_max_queued_per_ip,
+            wait_at_most: Duration::from_millis(c.info_timeout_ms),
+            waited: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+        })
+    }
+
+    /// A place for a request from `ip`, or the answer refusing it (429 when too many wait, 504 after waiting too
+    /// long).
+    pub async fn enter(self: &Arc<Self>, ip: IpAddr) -> Result<Place, Answer> {
+        let Some(entry) = self.queue_up(ip) else {
+            self.refused.fetch_add(1, Relaxed);
+            let limit = self.max_waiting_per_ip;
+            let text = format!("too many info requests from {ip} waiting (server.info_max_queued_per_ip {limit})");
+            return Err(Answer::text(429, &text));
+        };
+        let queue = entry.queue.clone().expect("held until dropped");
+        let waiting = Waiting(&queue.waiting);
+        if let Ok(permit) = queue.places.clone().try_acquire_owned() {
+            drop(waiting);
+            return Ok(Place { _permit: permit, _entry: entry });
+        }
+        self.waited.fetch_add(1, Relaxed);
+        let waited = tokio::time::timeout(self.wait_at_most, queue.places.clone().acquire_owned()).await;
+        drop(waiting);
+        match waited {
+            Ok(Ok(permit)) => Ok(Place { _permit: permit, _entry: entry }),
+            Ok(Err(_)) => Err(Answer::text(503, "shutting down")),
+            Err(_) => {
+                self.refused.fetch_add(1, Relaxed);
+                let ms = self.wait_at_most.as_millis();
+                Err(Answer::text(504, &format!("waited {ms} ms for a place among this client's info requests")))
+            }
+        }
+    }
+
+    /// Registers one more waiting request for `ip`, or None when its queue is full.
+    fn queue_up(self: &Arc<Self>, ip: IpAddr) -> Option<Entry> {
+        let mut ips = self.ips.lock();
+        let q = ips.entry(ip).or_insert_with(|| {
+            Arc::new(IpQueue { places: Arc::new(Semaphore::new(self.places_per_ip)), waiting: AtomicUsize::new(0) })
+        });
+        if q.waiting.load(Relaxed) >= self.max_waiting_per_ip {
+            let idle = Arc::strong_count(q) == 1;
+            if idle {
+                ips.remove(&ip);
+            }
+            return None;
+        }
+        q.waiting.fetch_add(1, Relaxed);
+        Some(Entry { gate: self.clone(), ip, queue: Some(q.clone()) })
+    }
+
+    /// Client IPs with requests in flight or waiting.
+    pub fn ips_tracked(&self) -> usize {
+        self.ips.lock().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gate(places: usize, waiting: usize, wait_ms: u64) -> Arc<InfoGate> {
+        InfoGate::new(&ServerConfig {
+            info_max_in_flight_per_ip: places,
+            info_max_queued_per_ip: waiting,
+            info_timeout_ms: wait_ms,
+            ..ServerConfig::default()
+        })
+    }
+
+    #[tokio::test]
+    async fn an_ip_gets_its_places_then_a_bounded_queue_then_429() {
+        let g = gate(2, 1, 10_000);
+        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let p1 = g.enter(a).await.unwrap();
+        let _p2 = g.enter(a).await.unwrap();
+        let g2 = g.clone();
+        let third = tokio::spawn(async move { g2.enter(a).await.map(|_| ()) });
+        while g.ips.lock()[&a].waiting.load(Relaxed) == 0 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(g.enter(a).await.unwrap_err().status, 429, "the queue holds one");
+        assert!(g.enter(b).await.is_ok(), "another IP is not held back");
+        drop(p1);
+        assert!(third.await.unwrap().is_ok(), "the waiting request gets the freed place");
+    }
+
+    #[tokio::test]
+    async fn a_long_wait_is_a_504_and_nothing_is_left_behind() {
+        let g = gate(1, 8, 20);
+        let ip: IpAddr = "10.0.0.3".parse().unwrap();
+        let held = g.enter(ip).await.unwrap();
+        assert_eq!(g.enter(ip).await.unwrap_err().status, 504);
+        let abandoned = tokio::time::timeout(Duration::from_millis(5), g.enter(ip)).await;
+        assert!(abandoned.is_err());
+        assert_eq!(g.ips.lock()[&ip].waiting.load(Relaxed), 0, "timed-out and abandoned waits are not counted");
+        drop(held);
+        assert_eq!(g.ips_tracked(), 0);
+        let full = gate(1, 0, 20);
+        assert_eq!(full.enter(ip).await.unwrap_err().status, 429);
+        assert_eq!(full.ips_tracked(), 0, "a refused IP leaves no entry");
+    }
+}
