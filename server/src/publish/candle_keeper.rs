@@ -8,18 +8,25 @@
 //! coin traded goes in the block's feed tick, and the newest frame of each key is kept (`CandleFrames`) for new
 //! subscribers, with whether the files reached back to its bucket's start. With no key wanted, a fills step costs
 //! one emptiness check.
+//!
+//! Backfills wait in a bounded queue (`BACKFILL_QUEUE` requests; a key that finds it full stays new and is tried
+//! again at the next pass), and the thread skips any key nobody wants any more before reading a file, so clients
+//! that subscribe and unsubscribe in a loop cannot grow the queue or make the server re-read the files for them.
 
 use std::sync::Arc;
 use std::sync::mpsc;
 
 use parking_lot::Mutex;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::candle_history::{Backfill, latest};
 use super::candles::{Candle, Interval, Trade, block_trades, candle_frame, push};
 use super::frame::{Audit, Frame};
 use super::hub::Hub;
 use crate::node::{Coin, Fill};
+
+/// Backfill requests (one per coin and pass) waiting for the backfill thread at most.
+const BACKFILL_QUEUE: usize = 64;
 
 /// One candle subscription key.
 pub type CandleKey = (Coin, Interval);
@@ -39,6 +46,8 @@ pub struct Latest {
 pub struct CandleFrames {
     latest: Mutex<FxHashMap<CandleKey, Latest>>,
     inbox: Mutex<Vec<Done>>,
+    /// The keys whose backfill (below the height given) is still wanted: the thread reads only for these.
+    backfilling: Mutex<FxHashSet<(CandleKey, u64)>>,
 }
 
 impl CandleFrames {
@@ -99,7 +108,7 @@ impl State {
 #[derive(Debug, Default)]
 pub struct Keeper {
     coins: FxHashMap<Coin, Vec<State>>,
-    worker: Option<mpsc::Sender<Request>>,
+    worker: Option<mpsc::SyncSender<Request>>,
 }
 
 impl Keeper {
@@ -121,25 +130,42 @@ impl Keeper {
         }
         let coins = &self.coins;
         hub.candles.latest.lock().retain(|(c, i), _| coins.get(c).is_some_and(|s| s.iter().any(|s| s.interval == *i)));
+        hub.candles.backfilling.lock().retain(|((c, i), b)| {
+            let of_key =
+                |s: &State| s.interval == *i && matches!(s.phase, Phase::Backfilling { before } if before == *b);
+            coins.get(c).is_some_and(|s| s.iter().any(of_key))
+        });
     }
 
     pub fn is_empty(&self) -> bool {
         self.coins.is_empty()
     }
 
-    /// Starts the backfill of every `New` key, of the blocks below `before` (the first fills step not yet seen).
+    /// Starts the backfill of every `New` key, of the blocks below `before` (the first fills step not yet seen);
+    /// a coin whose request finds the queue full stays `New` until a later pass.
     pub fn start_backfills(&mut self, hub: &Arc<Hub>, before: u64) {
         for (coin, states) in &mut self.coins {
-            let mut intervals = Vec::new();
-            for s in states.iter_mut().filter(|s| matches!(s.phase, Phase::New)) {
-                s.phase = Phase::Backfilling { before };
-                intervals.push(s.interval);
-            }
+            let intervals: Vec<Interval> =
+                states.iter().filter(|s| matches!(s.phase, Phase::New)).map(|s| s.interval).collect();
             if intervals.is_empty() {
                 continue;
             }
             let worker = self.worker.get_or_insert_with(|| spawn_worker(hub.clone()));
-            let _ = worker.send(Request { coin: coin.clone(), intervals, before });
+            let mut backfilling = hub.candles.backfilling.lock();
+            backfilling.extend(intervals.iter().map(|&i| ((coin.clone(), i), before)));
+            if let Err(e) = worker.try_send(Request { coin: coin.clone(), intervals, before }) {
+                let r = match e {
+                    mpsc::TrySendError::Full(r) | mpsc::TrySendError::Disconnected(r) => r,
+                };
+                for i in r.intervals {
+                    backfilling.remove(&((r.coin.clone(), i), before));
+                }
+                hub.counters.candle_backfills_deferred.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                continue;
+            }
+            for s in states.iter_mut().filter(|s| matches!(s.phase, Phase::New)) {
+                s.phase = Phase::Backfilling { before };
+            }
         }
     }
 
@@ -160,6 +186,7 @@ impl Keeper {
                     (old, live) => live.or(old),
                 };
                 (s.phase, s.covered_from_ms) = (Phase::Live, b.covered_from_ms);
+                hub.candles.backfilling.lock().remove(&((d.coin.clone(), interval), d.before));
                 if let Some(c) = s.candle {
                     let frame = Arc::new(Frame::new(seq, candle_frame(&d.coin, interval, &c), audit));
                     hub.candles.set((d.coin.clone(), interval), s.latest(frame, &c));
@@ -198,25 +225,33 @@ impl Keeper {
     }
 }
 
-/// The thread that reads backfills from the node's files, one request (a coin's new keys) at a time; it ends
-/// with the publisher.
-fn spawn_worker(hub: Arc<Hub>) -> mpsc::Sender<Request> {
-    let (tx, rx) = mpsc::channel::<Request>();
-    let spawned = std::thread::Builder::new().name("hlbook-candles".into()).spawn(move || {
-        for r in rx {
-            let results = match hub.fills_dir.get() {
-                Some(dir) => latest(dir, &r.coin, &r.intervals, r.before),
-                None => r.intervals.iter().map(|_| Backfill { candle: None, covered_from_ms: i64::MAX }).collect(),
-            };
-            let results = r.intervals.into_iter().zip(results).collect();
-            hub.candles.inbox.lock().push(Done { coin: r.coin, before: r.before, results });
-            hub.shared.signal_change();
-        }
-    });
+/// The thread that reads backfills from the node's files; it ends with the publisher.
+fn spawn_worker(hub: Arc<Hub>) -> mpsc::SyncSender<Request> {
+    let (tx, rx) = mpsc::sync_channel::<Request>(BACKFILL_QUEUE);
+    let spawned = std::thread::Builder::new().name("hlbook-candles".into()).spawn(move || serve_backfills(&hub, &rx));
     if let Err(e) = spawned {
         tracing::error!("cannot start the candle backfill thread: {e}");
     }
     tx
+}
+
+/// Reads one request (a coin's new keys) at a time, each only for the keys still wanted, until the sender goes.
+fn serve_backfills(hub: &Hub, rx: &mpsc::Receiver<Request>) {
+    for mut r in rx {
+        let wanted = |i: &Interval| hub.candles.backfilling.lock().contains(&((r.coin.clone(), *i), r.before));
+        r.intervals.retain(wanted);
+        if r.intervals.is_empty() {
+            hub.counters.candle_backfills_skipped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            continue;
+        }
+        let results = match hub.fills_dir.get() {
+            Some(dir) => latest(dir, &r.coin, &r.intervals, r.before),
+            None => r.intervals.iter().map(|_| Backfill { candle: None, covered_from_ms: i64::MAX }).collect(),
+        };
+        let results = r.intervals.into_iter().zip(results).collect();
+        hub.candles.inbox.lock().push(Done { coin: r.coin, before: r.before, results });
+        hub.shared.signal_change();
+    }
 }
 
 #[cfg(test)]

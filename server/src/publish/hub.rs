@@ -202,6 +202,10 @@ pub struct PublishCounters {
     pub l4_snapshots: AtomicU64,
     /// Passes that found the books reloaded or blocks missing from the recent ring.
     pub discontinuities: AtomicU64,
+    /// Candle backfills put off to a later pass because the backfill queue was full.
+    pub candle_backfills_deferred: AtomicU64,
+    /// Candle backfills dropped unread because nobody wanted their keys any more.
+    pub candle_backfills_skipped: AtomicU64,
 }
 
 impl PublishCounters {
@@ -216,6 +220,8 @@ impl PublishCounters {
             ("l4_frames", &self.l4_frames),
             ("l4_snapshots", &self.l4_snapshots),
             ("discontinuities", &self.discontinuities),
+            ("candle_backfills_deferred", &self.candle_backfills_deferred),
+            ("candle_backfills_skipped", &self.candle_backfills_skipped),
         ]
         .into_iter()
         .map(|(k, v)| (k, v.load(Relaxed)))

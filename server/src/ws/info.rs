@@ -4,10 +4,10 @@
 //! with its type named, so no client can make the node write or do work it was not meant to do for strangers.
 //! Every request first takes one of its client's places (`info_gate`).
 
-use std::net::IpAddr;
-use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::Value;
+use std::net::IpAddr;
+use std::sync::Arc;
 
 pub use super::passthrough::{Answer, Passthrough};
 use crate::book::buckets::l2_levels;
@@ -36,7 +36,7 @@ pub async fn answer(ctx: &WsContext, ip: IpAddr, body: &Value) -> Answer {
             Err(refused) => refused,
         },
         Some("l2Book") => match gate.enter(ip).await {
-            Ok(place) => local(place).run(&L2_BOOKS, "l2Book", |shared, body| l2_book(shared, body)).await,
+            Ok(place) => local(place).run(&L2_BOOKS, "l2Book", l2_book).await,
             Err(refused) => refused,
         },
         Some(kind @ ("openOrders" | "frontendOpenOrders")) => match gate.enter(ip).await {
