@@ -81,6 +81,7 @@ fn coins(n: usize) -> Vec<String> {
 
 struct Sample {
     server: u64,
+    server_sys: u64,
     client: u64,
     sim: u64,
     health: serde_json::Value,
@@ -90,6 +91,7 @@ struct Sample {
 fn sample(server: &Proc, client: &Proc, sim: &Proc, addr: &str) -> Sample {
     Sample {
         server: procs::cpu_us(server.pid()),
+        server_sys: procs::cpu_split_us(server.pid()).1,
         client: procs::cpu_us(client.pid()),
         sim: procs::cpu_us(sim.pid()),
         health: procs::health(addr).unwrap_or_default(),
@@ -163,6 +165,15 @@ fn run(index: usize, case: Case, secs: u64, threads: usize) -> Row {
     println!("  ws counters since start: {}", s1.health["ws"]);
     println!("  lag_ms at the end: {}", s1.health["lag_ms"]);
     println!("  ingest counters moved: {:?}", deltas(&s0.health, &s1.health, "counters"));
+    let per = blocks.max(1);
+    let writes = deltas(&s0.health, &s1.health, "ws").get("writes").copied().unwrap_or(0);
+    let (cpu, sys) = (s1.server - s0.server, s1.server_sys - s0.server_sys);
+    println!(
+        "  server CPU per block: {} µs, of it in the kernel {} µs; socket writes per block per connection {:.2}",
+        cpu / per,
+        sys / per,
+        writes as f64 / per as f64 / case.conns.max(1) as f64
+    );
     let c = &result;
     println!(
         "  client: {} frames ({} by sinks), {} timed connections, {} MB on the wire, errors {}, closed early {}, \

@@ -238,6 +238,18 @@ fn bad_requests_get_parse_errors_and_keep_the_connection() {
     });
 }
 
+/// The server reads a client socket a few KiB at a time (`ws::upgrade`): a message many reads long still arrives
+/// whole.
+#[test]
+fn a_message_many_reads_long_arrives_whole() {
+    let rig = rig("");
+    run(async {
+        let mut c = Client::connect(&rig.ws("")).await;
+        c.send(&format!(r#"{{"method":"ping","pad":"{}"}}"#, "x".repeat(200_000))).await;
+        assert_eq!(c.next().await, json!({"channel": "pong"}));
+    });
+}
+
 #[test]
 fn oversize_frame_closes_only_that_connection() {
     let rig = rig("max_frame_bytes = 4096");

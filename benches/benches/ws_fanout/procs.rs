@@ -159,11 +159,18 @@ pub fn get_json(addr: &str, path: &str) -> Option<serde_json::Value> {
 
 /// CPU time (user + system) of a process so far, in µs.
 pub fn cpu_us(pid: u32) -> u64 {
+    let (user, sys) = cpu_split_us(pid);
+    user + sys
+}
+
+/// User and kernel CPU of a process so far, µs.
+pub fn cpu_split_us(pid: u32) -> (u64, u64) {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Fields after the command name (which may hold spaces) start at field 3; utime and stime are 14 and 15.
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
     let f: Vec<u64> = rest.split_whitespace().skip(11).take(2).filter_map(|x| x.parse().ok()).collect();
-    f.iter().sum::<u64>() * 1_000_000 / clock_ticks()
+    let us = |i: usize| f.get(i).copied().unwrap_or(0) * 1_000_000 / clock_ticks();
+    (us(0), us(1))
 }
 
 fn clock_ticks() -> u64 {

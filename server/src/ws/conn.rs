@@ -587,6 +587,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         let c = &self.ctx.counters;
         c.frames_sent.fetch_add(n, Relaxed);
         c.bytes_sent.fetch_add(bytes, Relaxed);
+        c.writes.fetch_add(1, Relaxed);
         Ok(())
     }
 

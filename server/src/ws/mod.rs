@@ -60,6 +60,8 @@ pub struct WsCounters {
     pub protocol_errors: AtomicU64,
     pub frames_sent: AtomicU64,
     pub bytes_sent: AtomicU64,
+    /// Batches written to sockets: one per connection woken with something due.
+    pub writes: AtomicU64,
     /// L2/bbo/allMids frames a slow connection skipped because a newer one replaced them.
     pub conflated: AtomicU64,
     /// Loss notices: a connection fell further behind on an ordered stream than its backlog allows.
@@ -135,6 +137,7 @@ impl WsCounters {
             ("protocol_errors", &self.protocol_errors),
             ("frames_sent", &self.frames_sent),
             ("bytes_sent", &self.bytes_sent),
+            ("writes", &self.writes),
             ("conflated", &self.conflated),
             ("overflows", &self.overflows),
             ("closed_idle", &self.closed_idle),

@@ -23,6 +23,9 @@ use super::WsContext;
 use super::conn::{Conn, Options};
 use super::deflate::{InflateLayer, Inflater, negotiate};
 
+/// Bytes tungstenite reads (and zeroes beforehand) per poll of a client socket.
+const READ_BUFFER: usize = 4 << 10;
+
 #[derive(Debug, Default, Deserialize)]
 pub struct WsQuery {
     /// `1`: add stage timestamps to every data frame (docs/api.md).
@@ -100,7 +103,11 @@ pub async fn ws(
             Err(e) => return tracing::debug!(%peer, "upgrade failed: {e}"),
         };
         let io = InflateLayer::new(TokioIo::new(upgraded), inflater);
+        // tungstenite zeroes up to `read_buffer_size` bytes of its read buffer on every poll of the socket, and
+        // each connection is polled once per block: the default 128 KiB cost 40% of the server's CPU with 1,000
+        // connections (docs/benchmarks.md). Client messages are small; a larger one still grows the buffer.
         let config = WebSocketConfig::default()
+            .read_buffer_size(READ_BUFFER)
             .max_frame_size(Some(max))
             .max_message_size(Some(max))
             .write_buffer_size(256 << 10)
