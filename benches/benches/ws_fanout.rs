@@ -169,10 +169,10 @@ fn run(index: usize, case: Case, secs: u64, threads: usize) -> Row {
     let writes = deltas(&s0.health, &s1.health, "ws").get("writes").copied().unwrap_or(0);
     let (cpu, sys) = (s1.server - s0.server, s1.server_sys - s0.server_sys);
     println!(
-        "  server CPU per block: {} µs, of it in the kernel {} µs; socket writes per block per connection {:.2}",
+        "  server CPU per block: {} µs, of it in the kernel {} µs; socket writes per block per connection {}",
         cpu / per,
         sys / per,
-        writes as f64 / per as f64 / case.conns.max(1) as f64
+        ratio(writes as u64, per * case.conns.max(1) as u64).trim_end_matches('×')
     );
     let c = &result;
     println!(
