@@ -251,7 +251,6 @@ fn the_close_handshake_completes_whatever_is_queued() {
             // Close without having read anything, then read (and drop) whatever comes until the server's close.
             let frame = CloseFrame { code: CloseCode::Normal, reason: "bye".into() };
             ws.send(Message::Close(Some(frame))).await.unwrap();
-            let sent = Instant::now();
             let answer = loop {
                 match next_json(&mut ws, Duration::from_secs(10)).await {
                     Read::Json(_) => {}
@@ -259,9 +258,9 @@ fn the_close_handshake_completes_whatever_is_queued() {
                     Read::Timeout => panic!("{coin}: no close frame within 10 s"),
                 }
             };
-            let took = sent.elapsed();
+            // The answer to the client's close echoes its frame; a close the server started itself has its own reason.
             assert!(answer.contains("close frame Some"), "{coin}: the server answers with a close frame: {answer}");
-            assert!(took < Duration::from_millis(500), "{coin}: the close took {took:?}");
+            assert!(answer.contains("\"bye\""), "{coin}: the close answered is the client's: {answer}");
             assert!(matches!(ws.next().await, None | Some(Err(_))), "the connection ends after the handshake");
         }
     });
