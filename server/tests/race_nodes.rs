@@ -9,10 +9,9 @@ mod procs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use hlbook::book::Books;
 use procs::{
-    CHECKED_MARKET, HLBOOK, Proc, books_from_snapshot, counter, get_bytes, get_json, start_serve, start_sim,
-    wait_health,
+    CHECKED_MARKET, HLBOOK, Proc, assert_same_books, books_from_snapshot, counter, get_bytes, get_json, sim_books_at,
+    start_serve, start_sim, wait_health,
 };
 
 const START: u64 = 1_000_000_000;
@@ -68,19 +67,6 @@ fn start_in(b: Option<&Path>, blocks: u64, sim_extra: &[&str], b_spec: &str, sou
     Run { sim, server, base, admin, info_url, tmp, last: START + blocks - 1 }
 }
 
-/// Asks the simulator for a snapshot and reads it.
-fn sim_books(run: &Run) -> Books {
-    let path = run.dir(&format!("sim-{}.json", Instant::now().elapsed().as_nanos()));
-    let body = serde_json::json!({
-        "type": "fileSnapshot",
-        "request": {"type": "l4Snapshots", "includeUsers": true, "includeTriggerOrders": false},
-        "outPath": path, "includeHeightInOutput": true,
-    });
-    let resp = reqwest::blocking::Client::new().post(&run.info_url).json(&body).send().unwrap();
-    assert!(resp.status().is_success(), "fileSnapshot: {}", resp.status());
-    books_from_snapshot(&std::fs::read(&path).unwrap())
-}
-
 /// Samples `/health` until the server has applied `until`, returning every state seen from the first `live` on.
 fn states_until(run: &Run, until: u64) -> Vec<String> {
     wait_health(&run.base, Duration::from_secs(60), |h| h["state"] == "live");
@@ -100,19 +86,11 @@ fn states_until(run: &Run, until: u64) -> Vec<String> {
 /// Waits for the last block, compares every order with the simulator's books, and checks that every block after
 /// the bootstrap snapshot was applied exactly once. Returns the final `/health`.
 fn finish(mut run: Run) -> serde_json::Value {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let theirs = loop {
-        let b = sim_books(&run);
-        if b.height() == run.last {
-            break b;
-        }
-        assert!(Instant::now() < deadline, "simulator stuck at {}", b.height());
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let theirs = sim_books_at(&run.info_url, &run.dir(""), run.last);
     let h = wait_health(&run.base, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(run.last));
     let ours = books_from_snapshot(&get_bytes(&format!("{}/l4snapshot", run.admin)).unwrap());
     assert_eq!(ours.height(), run.last);
-    assert_same(&ours, &theirs);
+    assert_same_books(&ours, &theirs);
     let boot = bootstrap_height(&run.serve_log());
     assert_eq!(counter(&h, "blocks_applied"), run.last - boot, "every block after {boot} applied once: {h}");
     for zero in ["gaps", "broken_blocks", "blocks_already_applied"] {
@@ -130,18 +108,6 @@ fn bootstrap_height(log: &str) -> u64 {
     let at = log.find("snapshot at height ").expect("the log names the bootstrap snapshot");
     let digits: String = log[at + 19..].chars().take_while(char::is_ascii_digit).collect();
     digits.parse().unwrap()
-}
-
-fn assert_same(ours: &Books, theirs: &Books) {
-    assert_eq!(ours.coin_names(), theirs.coin_names());
-    for coin in theirs.coin_names() {
-        let (a, b) = (ours.coin(&coin).unwrap(), theirs.coin(&coin).unwrap());
-        for side in [hlbook::node::Side::Bid, hlbook::node::Side::Ask] {
-            let key = |o: &hlbook::book::RestingOrder| (o.oid, o.user, o.side, o.px, o.sz);
-            let (x, y): (Vec<_>, Vec<_>) = (a.orders(side).map(key).collect(), b.orders(side).map(key).collect());
-            assert!(x == y, "{coin} {side:?}: {} vs {} orders differ", x.len(), y.len());
-        }
-    }
 }
 
 /// The `/health` entry of the source whose name ends with `suffix`.

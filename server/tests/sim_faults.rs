@@ -5,11 +5,13 @@
 
 mod procs;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use hlbook::book::Books;
 use hlbook::node::Mode;
-use procs::{CHECKED_MARKET, Proc, books_from_snapshot, counter, get_bytes, start_serve, start_sim, wait_health};
+use procs::{
+    CHECKED_MARKET, Proc, assert_same_books, books_from_snapshot, counter, get_bytes, sim_books_at, start_serve,
+    start_sim, wait_health,
+};
 
 const START: u64 = 1_000_000_000;
 
@@ -44,32 +46,11 @@ fn start(mode: Mode, blocks: u64, fault: &[&str], serve_extra: &[&str]) -> Run {
     Run { sim, server, base, admin, info_url, out, _logs: logs, mode, last: START + blocks - 1 }
 }
 
-/// Asks the simulator for a snapshot and reads it.
-fn sim_books(run: &Run) -> Books {
-    let path = run.out.path().join(format!("sim-{}.json", Instant::now().elapsed().as_nanos()));
-    let body = serde_json::json!({
-        "type": "fileSnapshot",
-        "request": {"type": "l4Snapshots", "includeUsers": true, "includeTriggerOrders": false},
-        "outPath": path, "includeHeightInOutput": true,
-    });
-    let resp = reqwest::blocking::Client::new().post(&run.info_url).json(&body).send().unwrap();
-    assert!(resp.status().is_success(), "fileSnapshot: {}", resp.status());
-    books_from_snapshot(&std::fs::read(&path).unwrap())
-}
-
 /// Waits for the simulator's last block, then compares every order of every book. In streaming mode the last
 /// block stays incomplete for the server (no later block number ever appears), so the server's books are brought
 /// to the end by replaying the remaining lines of the files, which finishes it.
 fn finish(mut run: Run) -> serde_json::Value {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let theirs = loop {
-        let b = sim_books(&run);
-        if b.height() == run.last {
-            break b;
-        }
-        assert!(Instant::now() < deadline, "simulator stuck at {}", b.height());
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let theirs = sim_books_at(&run.info_url, run.out.path(), run.last);
     let target = if run.mode == Mode::Streaming { run.last - 1 } else { run.last };
     let health = wait_health(&run.base, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(target));
     let mut ours = books_from_snapshot(&get_bytes(&format!("{}/l4snapshot", run.admin)).unwrap());
@@ -77,27 +58,11 @@ fn finish(mut run: Run) -> serde_json::Value {
         hlbook::ingest::replay::replay(&mut ours, &run.out.path().join("data"), run.mode, |_| {}).unwrap();
     }
     assert_eq!(ours.height(), run.last);
-    assert_same(&ours, &theirs);
+    assert_same_books(&ours, &theirs);
     assert!(run.server.running(), "the server never exits on bad input");
     assert!(run.server.stop().success(), "SIGTERM exits 0");
     run.sim.stop();
     health
-}
-
-/// Every coin, level and order (oid, user, side, price, size, place in its level) equal.
-fn assert_same(ours: &Books, theirs: &Books) {
-    assert_eq!(ours.coin_names(), theirs.coin_names());
-    for coin in theirs.coin_names() {
-        let (a, b) = (ours.coin(&coin).unwrap(), theirs.coin(&coin).unwrap());
-        for side in [hlbook::node::Side::Bid, hlbook::node::Side::Ask] {
-            let key = |o: &hlbook::book::RestingOrder| (o.oid, o.user, o.side, o.px, o.sz);
-            let (x, y): (Vec<_>, Vec<_>) = (a.orders(side).map(key).collect(), b.orders(side).map(key).collect());
-            if x != y {
-                let at = x.iter().zip(&y).position(|(p, q)| p != q).unwrap_or(x.len().min(y.len()));
-                panic!("{coin} {side:?}: {} vs {} orders, first difference at #{at}", x.len(), y.len());
-            }
-        }
-    }
 }
 
 #[test]

@@ -200,3 +200,43 @@ pub fn books_from_snapshot(bytes: &[u8]) -> hlbook::book::Books {
 pub fn counter(h: &serde_json::Value, name: &str) -> u64 {
     h["counters"][name].as_u64().unwrap_or_else(|| panic!("no counter {name} in {h}"))
 }
+
+/// The simulator's books once it has written its last block `last`: its own `fileSnapshot` (written under `dir`),
+/// asked until it reaches that height (at most 120 s).
+pub fn sim_books_at(info_url: &str, dir: &Path, last: u64) -> hlbook::book::Books {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for n in 0.. {
+        let path = dir.join(format!("sim-books-{n}.json"));
+        let body = serde_json::json!({
+            "type": "fileSnapshot",
+            "request": {"type": "l4Snapshots", "includeUsers": true, "includeTriggerOrders": false},
+            "outPath": path, "includeHeightInOutput": true,
+        });
+        let resp = reqwest::blocking::Client::new().post(info_url).json(&body).send().unwrap();
+        assert!(resp.status().is_success(), "fileSnapshot: {}", resp.status());
+        let books = books_from_snapshot(&std::fs::read(&path).unwrap());
+        let _ = std::fs::remove_file(&path);
+        if books.height() == last {
+            return books;
+        }
+        assert!(Instant::now() < deadline, "simulator stuck at {}", books.height());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    unreachable!()
+}
+
+/// Every coin, level and order (oid, user, side, price, size, place in its level) equal.
+pub fn assert_same_books(ours: &hlbook::book::Books, theirs: &hlbook::book::Books) {
+    assert_eq!(ours.coin_names(), theirs.coin_names());
+    for coin in theirs.coin_names() {
+        let (a, b) = (ours.coin(&coin).unwrap(), theirs.coin(&coin).unwrap());
+        for side in [hlbook::node::Side::Bid, hlbook::node::Side::Ask] {
+            let key = |o: &hlbook::book::RestingOrder| (o.oid, o.user, o.side, o.px, o.sz);
+            let (x, y): (Vec<_>, Vec<_>) = (a.orders(side).map(key).collect(), b.orders(side).map(key).collect());
+            if x != y {
+                let at = x.iter().zip(&y).position(|(p, q)| p != q).unwrap_or(x.len().min(y.len()));
+                panic!("{coin} {side:?}: {} vs {} orders, first difference at #{at}", x.len(), y.len());
+            }
+        }
+    }
+}
