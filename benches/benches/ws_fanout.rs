@@ -210,18 +210,20 @@ fn run(index: usize, case: Case, secs: u64, threads: usize) -> Row {
             ms(p.max)
         );
     }
-    // The server's own split of each block's time (its audit stages, over its last minute).
-    // Of the diffs line: the l2Book frames' own stages (the status line's have no writes without l4Book).
-    println!("  server stages of the diffs line over its last {} s (p50 / p99 ms):", status["window_s"]);
-    for st in status["stages_by_line"]["diffs"].as_array().into_iter().flatten() {
-        let at = |k: &str| ms(st[k].as_u64().unwrap_or(0));
-        println!(
-            "    {:<25} n={:<6} {:>8} / {:>8}",
-            st["stage"].as_str().unwrap_or("?"),
-            st["count"],
-            at("p50_us"),
-            at("p99_us")
-        );
+    // The server's own split of each block's time (its audit stages, over its last minute), per line: the diffs
+    // line's are the l2Book frames', the fills line's the trades' (the status line's have no writes without l4Book).
+    for line in ["diffs", "fills"] {
+        println!("  server stages of the {line} line over its last {} s (p50 / p99 ms):", status["window_s"]);
+        for st in status["stages_by_line"][line].as_array().into_iter().flatten() {
+            let at = |k: &str| ms(st[k].as_u64().unwrap_or(0));
+            println!(
+                "    {:<25} n={:<6} {:>8} / {:>8}",
+                st["stage"].as_str().unwrap_or("?"),
+                st["count"],
+                at("p50_us"),
+                at("p99_us")
+            );
+        }
     }
     let problems = procs::log_problems(dir.path());
     println!("  server log: {} WARN/ERROR lines", problems.len());
