@@ -7,7 +7,7 @@
 //! per line or in 64 kB pieces (as a buffered writer flushes), and records when its last `write` call started and
 //! returned. The reader runs `FileSource` as `hlbook serve` does and records when each line came out. Optionally two
 //! other processes burn CPU on the same cores for the whole case (a busy writer and a busy client). Per case it
-//! prints, for the diffs line and the statuses line, p50 / p99 / max from the start of the line's last `write` (a
+//! prints, for each of the three lines, p50 / p99 / max from the start of the line's last `write` (a
 //! reference the reader can never beat) and p50 / p99 from its return (which a reader scheduled ahead of the
 //! writer, between the kernel's copy and the writer reading its clock, does beat: counted as 0). `HLBOOK_BENCH_SECS` sets the time per case
 //! (default 10 s, 500 blocks), `HLBOOK_BENCH_CASES` picks cases by index.
@@ -131,20 +131,20 @@ fn run(case: &Case, secs: u64) {
     stop.store(true, Relaxed);
     let written = writer.join().unwrap();
     let new = || Histogram::<u64>::new(3).unwrap();
-    let mut hist = [[new(), new()], [new(), new()]];
+    let mut hist = [[new(), new()], [new(), new()], [new(), new()]];
     // The first blocks are warm-up (the reader opening its files).
     for (s, b, t) in read.into_iter().filter(|r| r.1 > 10) {
         let i = match s {
-            Stream::Diffs => 0,
-            Stream::Statuses => 1,
-            Stream::Fills => continue,
+            Stream::Fills => 0,
+            Stream::Diffs => 1,
+            Stream::Statuses => 2,
         };
         if let Some(&(started, returned)) = written.get(&(s, b)) {
             hist[i][0].record(((t - started).max(0) / 1000) as u64).unwrap();
             hist[i][1].record(((t - returned).max(0) / 1000) as u64).unwrap();
         }
     }
-    for (name, [from_start, from_end]) in ["diffs", "statuses"].iter().zip(&hist) {
+    for (name, [from_start, from_end]) in ["fills", "diffs", "statuses"].iter().zip(&hist) {
         println!(
             "status={:>7} B {:<9} busy={:<5} {name:<8} n={:<4} from write start: p50={:>6} p99={:>6} max={:>6} µs; \
              from return: p50={:>6} p99={:>6} µs",
