@@ -121,7 +121,10 @@ fn every_info_type_waits_for_its_clients_place_and_a_full_queue_is_refused() {
     // client (behind the trusted balancer) is answered meanwhile.
     let feed = Feed::start_with(
         &[("--info-delay-ms", "1000")],
-        "info_max_in_flight_per_ip = 1\ninfo_max_queued_per_ip = 1\ninfo_cache_ms = 0\ntrusted_proxies = [\"127.0.0.1\"]",
+        concat!(
+            "info_max_in_flight_per_ip = 1\ninfo_max_queued_per_ip = 1\ninfo_cache_ms = 0\n",
+            "trusted_proxies = [\"127.0.0.1\"]",
+        ),
     );
     let url = format!("{}/info", feed.base);
     let waited = || procs::get_json(&format!("{}/health", feed.base)).unwrap()["ws"]["info_waited"].as_u64().unwrap();

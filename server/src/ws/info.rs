@@ -4,10 +4,12 @@
 //! with its type named, so no client can make the node write or do work it was not meant to do for strangers.
 //! Every request first takes one of its client's places (`info_gate`).
 
-use bytes::Bytes;
-use serde_json::Value;
 use std::net::IpAddr;
 use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::sync::Semaphore;
 
 pub use super::passthrough::{Answer, Passthrough};
 use crate::book::buckets::l2_levels;
@@ -18,10 +20,10 @@ use crate::state::Shared;
 use crate::ws::WsContext;
 use crate::ws::info_gate::Place;
 use crate::ws::protocol::DEFAULT_LEVELS;
-use tokio::sync::Semaphore;
 
-/// Local answers computed at once, per kind, whoever asks: each walks the books under their read lock (or reads
-/// fills files), so a flood of them cannot hold ingest's write lock back or fill the blocking pool.
+/// Local answers computed at once, per kind, whoever asks: each walks the books under their read lock, so a flood
+/// of them cannot hold ingest's write lock back or fill the blocking pool (candleSnapshot has its own, in
+/// `candle_info`).
 static L2_BOOKS: Semaphore = Semaphore::const_new(2);
 static OPEN_ORDERS: Semaphore = Semaphore::const_new(2);
 

@@ -2,11 +2,10 @@
 //! frames.
 //!
 //! `upgrade` admits a client and negotiates compression, `conn` runs one task per connection, `protocol` knows the
-//! official request and response texts, `info` answers info requests (`info_gate` admits each client's, `passthrough` guards the way to
-//! the node),
-//! `deflate` compresses frames once and inflates what clients compress, `wire` frames each message once and writes
-//! it beneath tungstenite, `limits` keeps abusers to themselves, `auth` checks the optional token, `http` holds the
-//! public endpoints and `admin` the operator's.
+//! official request and response texts, `info` answers info requests (`info_gate` admits each client's,
+//! `passthrough` guards the way to the node), `deflate` compresses frames once and inflates what clients compress,
+//! `wire` frames each message once and writes it beneath tungstenite, `limits` keeps abusers to themselves, `auth`
+//! checks the optional token, `http` holds the public endpoints and `admin` the operator's.
 
 pub mod admin;
 pub mod auth;

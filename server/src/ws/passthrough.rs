@@ -3,8 +3,9 @@
 //! The node's info server is the node's own: a client must never make it write (`fileSnapshot` writes hundreds of
 //! MB to any path it is given) nor crowd out the requests the node and hlbook need. So only the configured
 //! read-only types pass (`server.info_types`), at most `info_max_in_flight` at once (and one client only through
-//! its places at the `InfoGate`), each within a timeout and a response size cap. Identical requests share one answer for `info_cache_ms`: a
-//! thousand bots starting at once ask the node for `meta` once, the others wait for that answer.
+//! its places at the `InfoGate`), each within a timeout and a response size cap. Identical requests share one
+//! answer for `info_cache_ms`: a thousand bots starting at once ask the node for `meta` once, the others wait for
+//! that answer.
 //! hlbook's own snapshot requests (`ingest::info`) do not come this way.
 
 use std::net::IpAddr;
