@@ -14,6 +14,7 @@
 //! that subscribe and unsubscribe in a loop cannot grow the queue or make the server re-read the files for them.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc;
 
 use parking_lot::Mutex;
@@ -151,18 +152,13 @@ impl Keeper {
                 continue;
             }
             let worker = self.worker.get_or_insert_with(|| spawn_worker(hub.clone()));
+            // Held across the send, so the thread cannot look the keys up before they are marked wanted.
             let mut backfilling = hub.candles.backfilling.lock();
-            backfilling.extend(intervals.iter().map(|&i| ((coin.clone(), i), before)));
-            if let Err(e) = worker.try_send(Request { coin: coin.clone(), intervals, before }) {
-                let r = match e {
-                    mpsc::TrySendError::Full(r) | mpsc::TrySendError::Disconnected(r) => r,
-                };
-                for i in r.intervals {
-                    backfilling.remove(&((r.coin.clone(), i), before));
-                }
-                hub.counters.candle_backfills_deferred.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if worker.try_send(Request { coin: coin.clone(), intervals: intervals.clone(), before }).is_err() {
+                hub.counters.candle_backfills_deferred.fetch_add(1, Relaxed);
                 continue;
             }
+            backfilling.extend(intervals.into_iter().map(|i| ((coin.clone(), i), before)));
             for s in states.iter_mut().filter(|s| matches!(s.phase, Phase::New)) {
                 s.phase = Phase::Backfilling { before };
             }
@@ -241,7 +237,7 @@ fn serve_backfills(hub: &Hub, rx: &mpsc::Receiver<Request>) {
         let wanted = |i: &Interval| hub.candles.backfilling.lock().contains(&((r.coin.clone(), *i), r.before));
         r.intervals.retain(wanted);
         if r.intervals.is_empty() {
-            hub.counters.candle_backfills_skipped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            hub.counters.candle_backfills_skipped.fetch_add(1, Relaxed);
             continue;
         }
         let results = match hub.fills_dir.get() {

@@ -62,15 +62,11 @@ pub async fn candle_snapshot(hub: &Arc<Hub>, body: &Value, place: Place) -> Answ
     let Some(dir) = hub.fills_dir.get().cloned() else {
         return Answer { status: 200, json: Bytes::from_static(b"[]") };
     };
-    let Ok(turn) = CANDLE_SNAPSHOTS.acquire().await else { return Answer::text(503, "shutting down") };
-    // The turn and the place go with the read, so a client that goes away cannot start another one beside it.
-    let read = tokio::task::spawn_blocking(move || {
-        let _held = (turn, place);
-        let candles = between(&dir, &r.coin, r.interval, r.start, r.end, MAX_SNAPSHOT_CANDLES);
-        Value::Array(candles.iter().map(|c| candle_object(&r.coin, r.interval, c)).collect()).to_string()
-    });
-    match read.await {
-        Ok(json) => Answer { status: 200, json: Bytes::from(json) },
-        Err(e) => Answer::text(500, &format!("candleSnapshot failed: {e}")),
-    }
+    place
+        .work_blocking(&CANDLE_SNAPSHOTS, "candleSnapshot", move || {
+            let candles = between(&dir, &r.coin, r.interval, r.start, r.end, MAX_SNAPSHOT_CANDLES);
+            let json = Value::Array(candles.iter().map(|c| candle_object(&r.coin, r.interval, c)).collect());
+            Answer { status: 200, json: Bytes::from(json.to_string()) }
+        })
+        .await
 }

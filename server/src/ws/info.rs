@@ -15,6 +15,7 @@ pub use super::passthrough::{Answer, Passthrough};
 use crate::book::buckets::l2_levels;
 use crate::book::l2::L2Params;
 use crate::node::time::nanos_to_millis;
+use crate::publish::Hub;
 use crate::publish::json::l2_book_data;
 use crate::state::Shared;
 use crate::ws::WsContext;
@@ -30,31 +31,15 @@ static OPEN_ORDERS: Semaphore = Semaphore::const_new(2);
 /// Answers one info request body from a client at `ip`. Every type passes the client's places at the gate
 /// first (a passed-through one only when it goes to the node), so no type lets one client queue unbounded work.
 pub async fn answer(ctx: &WsContext, ip: IpAddr, body: &Value) -> Answer {
-    let (hub, gate) = (&ctx.hub, &ctx.info_gate);
-    let local = |place| Local { place, shared: hub.shared.clone(), body: body.clone() };
     match body.get("type").and_then(Value::as_str) {
-        Some("candleSnapshot") => match gate.enter(ip).await {
-            Ok(place) => super::candle_info::candle_snapshot(hub, body, place).await,
-            Err(refused) => refused,
-        },
-        Some("l2Book") => match gate.enter(ip).await {
-            Ok(place) => local(place).run(&L2_BOOKS, "l2Book", l2_book).await,
-            Err(refused) => refused,
-        },
-        Some(kind @ ("openOrders" | "frontendOpenOrders")) => match gate.enter(ip).await {
-            Ok(place) => {
-                let frontend = kind == "frontendOpenOrders";
-                local(place)
-                    .run(&OPEN_ORDERS, kind, move |shared, body| {
-                        let (status, v) = super::user_info::open_orders(shared, body, frontend);
-                        Answer { status, json: Bytes::from(v.to_string()) }
-                    })
-                    .await
+        Some(kind @ ("candleSnapshot" | "l2Book" | "openOrders" | "frontendOpenOrders")) => {
+            match ctx.info_gate.enter(ip).await {
+                Ok(place) => local(&ctx.hub, kind, body, place).await,
+                Err(refused) => refused,
             }
-            Err(refused) => refused,
-        },
+        }
         Some(kind) => match &ctx.passthrough {
-            Some(p) if p.allows(kind) => p.ask(gate, ip, body).await,
+            Some(p) if p.allows(kind) => p.ask(&ctx.info_gate, ip, body).await,
             Some(_) => Answer::text(400, &refused(kind, "it is not one of server.info_types")),
             None => Answer::text(400, &refused(kind, "no node info server is configured")),
         },
@@ -62,29 +47,21 @@ pub async fn answer(ctx: &WsContext, ip: IpAddr, body: &Value) -> Answer {
     }
 }
 
-/// A locally answered request that holds its client's place.
-struct Local {
-    place: Place,
-    shared: Arc<Shared>,
-    body: Value,
-}
-
-impl Local {
-    /// Runs `work` on the blocking pool once `turns` allows; the turn and the client's place are held until the
-    /// work ends, even if the client goes away first.
-    async fn run(
-        self,
-        turns: &'static Semaphore,
-        kind: &str,
-        work: impl FnOnce(&Shared, &Value) -> Answer + Send + 'static,
-    ) -> Answer {
-        let Ok(turn) = turns.acquire().await else { return Answer::text(503, "shutting down") };
-        let Local { place, shared, body } = self;
-        let done = tokio::task::spawn_blocking(move || {
-            let _held = (turn, place);
-            work(&shared, &body)
-        });
-        done.await.unwrap_or_else(|e| Answer::text(500, &format!("{kind} failed: {e}")))
+/// Answers a type served here, holding the client's `place` until the work ends.
+async fn local(hub: &Arc<Hub>, kind: &str, body: &Value, place: Place) -> Answer {
+    let (shared, owned) = (hub.shared.clone(), body.clone());
+    match kind {
+        "candleSnapshot" => super::candle_info::candle_snapshot(hub, body, place).await,
+        "l2Book" => place.work_blocking(&L2_BOOKS, kind, move || l2_book(&shared, &owned)).await,
+        _ => {
+            let frontend = kind == "frontendOpenOrders";
+            place
+                .work_blocking(&OPEN_ORDERS, kind, move || {
+                    let (status, v) = super::user_info::open_orders(&shared, &owned, frontend);
+                    Answer { status, json: Bytes::from(v.to_string()) }
+                })
+                .await
+        }
     }
 }
 

@@ -75,6 +75,25 @@ pub struct Place {
     _entry: Entry,
 }
 
+impl Place {
+    /// Runs `work` on the blocking pool once one of `turns` (a global cap per kind of answer) is free; the turn and
+    /// this place are held until the work ends, even if the client goes away first, so an abandoned request cannot
+    /// start another one beside it.
+    pub async fn work_blocking(
+        self,
+        turns: &'static Semaphore,
+        kind: &str,
+        work: impl FnOnce() -> Answer + Send + 'static,
+    ) -> Answer {
+        let Ok(turn) = turns.acquire().await else { return Answer::text(503, "shutting down") };
+        let done = tokio::task::spawn_blocking(move || {
+            let _held = (turn, self);
+            work()
+        });
+        done.await.unwrap_or_else(|e| Answer::text(500, &format!("{kind} failed: {e}")))
+    }
+}
+
 impl InfoGate {
     pub fn new(c: &ServerConfig) -> Arc<InfoGate> {
         Arc::new(InfoGate {

@@ -205,8 +205,8 @@ pub fn counter(h: &serde_json::Value, name: &str) -> u64 {
 /// asked until it reaches that height (at most 120 s).
 pub fn sim_books_at(info_url: &str, dir: &Path, last: u64) -> hlbook::book::Books {
     let deadline = Instant::now() + Duration::from_secs(120);
-    for n in 0.. {
-        let path = dir.join(format!("sim-books-{n}.json"));
+    let path = dir.join("sim-books.json");
+    loop {
         let body = serde_json::json!({
             "type": "fileSnapshot",
             "request": {"type": "l4Snapshots", "includeUsers": true, "includeTriggerOrders": false},
@@ -222,7 +222,6 @@ pub fn sim_books_at(info_url: &str, dir: &Path, last: u64) -> hlbook::book::Book
         assert!(Instant::now() < deadline, "simulator stuck at {}", books.height());
         std::thread::sleep(Duration::from_millis(200));
     }
-    unreachable!()
 }
 
 /// Every coin, level and order (oid, user, side, price, size, place in its level) equal.
