@@ -180,12 +180,24 @@ impl Shared {
     /// whether the ring still reaches back to `after + 1`.
     pub fn blocks_after(&self, after: u64, up_to: u64) -> Vec<Arc<Block>> {
         let recent = self.recent.lock();
-        recent.iter().filter(|b| b.height > after && b.height <= up_to).cloned().collect()
+        // Kept in height order (an install clears them): walk back from the newest and stop at `after`, so a pass
+        // reads the few blocks it publishes, not every kept block's allocation.
+        let mut out: Vec<_> =
+            recent.iter().rev().skip_while(|b| b.height > up_to).take_while(|b| b.height > after).cloned().collect();
+        out.reverse();
+        out
     }
 
     /// Queues a step for the publisher.
+    /// Steps stay in height order: a step below the newest ones (after an install behind them) drops the steps of
+    /// its height and above, blocks the new books have not applied yet.
     pub(crate) fn push_step(&self, step: Step) {
         let mut s = self.steps.lock();
+        if s.back().is_some_and(|last| last.height > step.height) {
+            while s.back().is_some_and(|last| last.height >= step.height) {
+                s.pop_back();
+            }
+        }
         if s.len() == KEPT_STEPS {
             s.pop_front();
         }
@@ -193,15 +205,99 @@ impl Shared {
     }
 
     /// Diffs steps in (`diffs_after`, `diffs_up_to`] and fills steps above `fills_after`, oldest first.
+    /// Walks back from the newest step and stops below both floors (the steps are in height order), so a pass
+    /// reads the steps of the last block or two, not all `KEPT_STEPS` allocations under the lock ingest pushes to.
     pub fn steps_after(&self, diffs_after: u64, diffs_up_to: u64, fills_after: u64) -> StepsSince {
         let mut out = StepsSince::default();
-        for s in self.steps.lock().iter() {
+        let floor = diffs_after.min(fills_after);
+        for s in self.steps.lock().iter().rev().take_while(|s| s.height > floor) {
             match s.data {
                 StepData::Diffs(_) if s.height > diffs_after && s.height <= diffs_up_to => out.diffs.push(s.clone()),
                 StepData::Fills { .. } if s.height > fills_after => out.fills.push(s.clone()),
                 _ => {}
             }
         }
+        out.diffs.reverse();
+        out.fills.reverse();
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared() -> Shared {
+        Shared::new(Books::default(), Duration::from_secs(5))
+    }
+
+    fn fills(h: u64) -> Step {
+        Step {
+            height: h,
+            block_time: 0,
+            data: StepData::Fills { fills: Vec::new(), users: Vec::new(), generation: None },
+        }
+    }
+
+    fn diffs(h: u64) -> Step {
+        Step { height: h, block_time: 0, data: StepData::Diffs(Vec::new()) }
+    }
+
+    fn heights(steps: &[Arc<Step>]) -> Vec<u64> {
+        steps.iter().map(|s| s.height).collect()
+    }
+
+    #[test]
+    fn steps_after_returns_each_kind_above_its_floor_oldest_first() {
+        let s = shared();
+        for h in 1..=6 {
+            s.push_step(fills(h));
+            s.push_step(diffs(h));
+        }
+        s.push_step(fills(7));
+        let got = s.steps_after(3, 5, 4);
+        assert_eq!(heights(&got.diffs), [4, 5]);
+        assert_eq!(heights(&got.fills), [5, 6, 7]);
+        let got = s.steps_after(6, 6, 7);
+        assert!(got.diffs.is_empty() && got.fills.is_empty());
+        let got = s.steps_after(0, 6, 0);
+        assert_eq!((heights(&got.diffs), heights(&got.fills)), ((1..=6).collect(), (1..=7).collect()));
+    }
+
+    #[test]
+    fn a_step_below_the_newest_drops_the_steps_above_it() {
+        let s = shared();
+        for h in 1..=5 {
+            s.push_step(fills(h));
+            s.push_step(diffs(h));
+        }
+        // An install behind them: ingest goes on from height 3.
+        s.push_step(fills(3));
+        let got = s.steps_after(0, 10, 0);
+        assert_eq!(heights(&got.fills), [1, 2, 3]);
+        assert_eq!(heights(&got.diffs), [1, 2]);
+    }
+
+    #[test]
+    fn blocks_after_returns_the_kept_blocks_in_the_range_oldest_first() {
+        let s = shared();
+        for h in 1..=10 {
+            s.remember(Arc::new(Block { height: h, ..Block::default() }));
+        }
+        let got: Vec<u64> = s.blocks_after(3, 7).iter().map(|b| b.height).collect();
+        assert_eq!(got, [4, 5, 6, 7]);
+        assert!(s.blocks_after(10, 12).is_empty());
+        assert_eq!(s.blocks_after(0, 1).len(), 1);
+    }
+
+    #[test]
+    fn only_the_newest_kept_steps_remain() {
+        let s = shared();
+        for h in 1..=KEPT_STEPS as u64 + 10 {
+            s.push_step(diffs(h));
+        }
+        let got = s.steps_after(0, u64::MAX, 0);
+        assert_eq!(got.diffs.len(), KEPT_STEPS);
+        assert_eq!(got.diffs.first().map(|s| s.height), Some(11));
     }
 }
