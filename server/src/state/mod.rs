@@ -189,6 +189,7 @@ impl Shared {
     }
 
     /// Queues a step for the publisher.
+    ///
     /// Steps stay in height order: a step below the newest ones (after an install behind them) drops the steps of
     /// its height and above, blocks the new books have not applied yet.
     pub(crate) fn push_step(&self, step: Step) {
@@ -205,6 +206,7 @@ impl Shared {
     }
 
     /// Diffs steps in (`diffs_after`, `diffs_up_to`] and fills steps above `fills_after`, oldest first.
+    ///
     /// Walks back from the newest step and stops below both floors (the steps are in height order), so a pass
     /// reads the steps of the last block or two, not all `KEPT_STEPS` allocations under the lock ingest pushes to.
     pub fn steps_after(&self, diffs_after: u64, diffs_up_to: u64, fills_after: u64) -> StepsSince {
@@ -265,7 +267,7 @@ mod tests {
     }
 
     #[test]
-    fn a_step_below_the_newest_drops_the_steps_above_it() {
+    fn a_step_below_the_newest_drops_the_steps_from_its_height_up() {
         let s = shared();
         for h in 1..=5 {
             s.push_step(fills(h));
