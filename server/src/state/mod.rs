@@ -249,13 +249,19 @@ mod tests {
         steps.iter().map(|s| s.height).collect()
     }
 
-    #[test]
-    fn steps_after_returns_each_kind_above_its_floor_oldest_first() {
+    /// State with the fills and diffs steps of blocks 1 to `n`, as ingest pushes them.
+    fn with_blocks(n: u64) -> Shared {
         let s = shared();
-        for h in 1..=6 {
+        for h in 1..=n {
             s.push_step(fills(h));
             s.push_step(diffs(h));
         }
+        s
+    }
+
+    #[test]
+    fn steps_after_returns_each_kind_above_its_floor_oldest_first() {
+        let s = with_blocks(6);
         s.push_step(fills(7));
         let got = s.steps_after(3, 5, 4);
         assert_eq!(heights(&got.diffs), [4, 5]);
@@ -268,11 +274,7 @@ mod tests {
 
     #[test]
     fn a_step_below_the_newest_drops_the_steps_from_its_height_up() {
-        let s = shared();
-        for h in 1..=5 {
-            s.push_step(fills(h));
-            s.push_step(diffs(h));
-        }
+        let s = with_blocks(5);
         // An install behind them: ingest goes on from height 3.
         s.push_step(fills(3));
         let got = s.steps_after(0, 10, 0);
