@@ -4,8 +4,10 @@
 //! line of each block was written), the release `hlbook serve`, and the load generator, which is this binary run
 //! again (`client::CLIENT_ENV`) so its CPU is not the server's. The client opens N connections, each subscribing
 //! l2Book + trades for its coins, stamps every frame as soon as it is read (and inflated), and joins the stamps
-//! with the timing CSV after the run (`stats`). The parent samples the server's CPU (/proc) and blocks applied
-//! (/health) over the measured window, which starts after a warm-up once every connection is subscribed.
+//! with the timing CSV after the run (`stats`); audit frames are also timed from their line's `local_time`
+//! ("←start" rows), which a server thread that preempts the simulator after its write cannot shorten. The parent
+//! samples the server's CPU (/proc) and blocks applied (/health) over the measured window, which starts after a
+//! warm-up once every connection is subscribed.
 //!
 //! Needs the release binaries beside this one (`make bench` builds them). `HLBOOK_BENCH_SECS` sets the measured
 //! time per case (default 60 s), `HLBOOK_BENCH_CASES` picks cases by index (e.g. `0,1,2`),
@@ -197,6 +199,8 @@ fn run(index: usize, case: Case, secs: u64, threads: usize) -> Row {
         ("last-subscriber", c.last_sub),
         ("l2Book←diffs", c.l2_from_diffs),
         ("trades←fills", c.trades_from_fills),
+        ("l2Book←start", c.l2_from_line_start),
+        ("trades←start", c.trades_from_line_start),
         ("socket→client", c.wire),
         ("userFills", c.user_fills),
         ("userFills←fills", c.user_fills_from_fills),

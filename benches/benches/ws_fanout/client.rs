@@ -64,6 +64,9 @@ pub struct Rec {
     pub channel: u8,
     /// With audit: when the server wrote the frame to this socket (0 without).
     pub sent_ns: i64,
+    /// With audit: the `local_time` of the line the frame was built from, which the simulator stamps before it
+    /// writes the line (0 without).
+    pub node_ns: i64,
 }
 
 /// What one connection saw.
@@ -343,8 +346,9 @@ fn on_text(t: &[u8], recv_ns: i64, audit: bool, log: &mut ConnLog) {
     let key = if audit { audit_height(t) } else { first_number_after(t, b"\"time\":") };
     match key {
         Some(key) => {
-            let sent_ns = if audit { audit_number(t, b"\"sent_ns\":").unwrap_or(0) as i64 } else { 0 };
-            log.recs.push(Rec { key, recv_ns, channel, sent_ns });
+            let stamp = |name: &[u8]| if audit { audit_number(t, name).unwrap_or(0) as i64 } else { 0 };
+            let (sent_ns, node_ns) = (stamp(b"\"sent_ns\":"), stamp(b"\"node_ns\":"));
+            log.recs.push(Rec { key, recv_ns, channel, sent_ns, node_ns });
         }
         None => log.unparsed += 1,
     }

@@ -53,6 +53,13 @@ pub struct ClientResult {
     /// l2Book from its block's diffs line's write; trades from the fills line's.
     pub l2_from_diffs: Pct,
     pub trades_from_fills: Pct,
+    /// With audit, from the line's `local_time` (stamped before its write begins): the same two, measured from a
+    /// time the server cannot run ahead of. A woken server thread can preempt the simulator between its write's
+    /// return and its clock read, which makes the two above look shorter than they were.
+    #[serde(default)]
+    pub l2_from_line_start: Pct,
+    #[serde(default)]
+    pub trades_from_line_start: Pct,
     /// With audit: the server's socket write → this client's read, over every frame (the loopback and the
     /// client's own scheduling, which the server's stages cannot see).
     pub wire: Pct,
@@ -120,6 +127,7 @@ pub fn summarize(spec: &Spec, logs: &[ConnLog], t0: i64, t1: i64, sink_frames: u
     let mut r = ClientResult { window_ns: t1 - t0, frames: sink_frames, sink_frames, ..ClientResult::default() };
     let (mut all, mut l2, mut trades) = (hist(), hist(), hist());
     let (mut l2_diffs, mut trades_fills, mut wire) = (hist(), hist(), hist());
+    let (mut l2_start, mut trades_start) = (hist(), hist());
     let (mut users, mut users_fills) = (hist(), hist());
     // Blocks for last-subscriber latency: written in the window, early enough for every frame to arrive.
     let measured: Vec<u64> = {
@@ -154,10 +162,16 @@ pub fn summarize(spec: &Spec, logs: &[ConnLog], t0: i64, t1: i64, sink_frames: u
                     L2 => {
                         l2.record(lat).expect("record");
                         l2_diffs.record(us(rec.recv_ns - w.diffs)).expect("record");
+                        if rec.node_ns > 0 {
+                            l2_start.record(us(rec.recv_ns - rec.node_ns)).expect("record");
+                        }
                     }
                     TRADES => {
                         trades.record(lat).expect("record");
                         trades_fills.record(us(rec.recv_ns - w.fills)).expect("record");
+                        if rec.node_ns > 0 {
+                            trades_start.record(us(rec.recv_ns - rec.node_ns)).expect("record");
+                        }
                     }
                     USER_FILLS => {
                         users.record(lat).expect("record");
@@ -200,6 +214,7 @@ pub fn summarize(spec: &Spec, logs: &[ConnLog], t0: i64, t1: i64, sink_frames: u
     (r.all, r.l2, r.trades, r.last_sub) = (Pct::of(&all), Pct::of(&l2), Pct::of(&trades), Pct::of(&last_sub));
     (r.l2_from_diffs, r.trades_from_fills) = (Pct::of(&l2_diffs), Pct::of(&trades_fills));
     r.wire = Pct::of(&wire);
+    (r.l2_from_line_start, r.trades_from_line_start) = (Pct::of(&l2_start), Pct::of(&trades_start));
     (r.user_fills, r.user_fills_from_fills) = (Pct::of(&users), Pct::of(&users_fills));
     r
 }
