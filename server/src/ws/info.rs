@@ -49,20 +49,21 @@ pub async fn answer(ctx: &WsContext, ip: IpAddr, body: &Value) -> Answer {
 
 /// Answers a type served here, holding the client's `place` until the work ends.
 async fn local(hub: &Arc<Hub>, kind: &str, body: &Value, place: Place) -> Answer {
-    let (shared, owned) = (hub.shared.clone(), body.clone());
-    match kind {
-        "candleSnapshot" => super::candle_info::candle_snapshot(hub, body, place).await,
-        "l2Book" => place.work_blocking(&L2_BOOKS, kind, move || l2_book(&shared, &owned)).await,
-        _ => {
-            let frontend = kind == "frontendOpenOrders";
-            place
-                .work_blocking(&OPEN_ORDERS, kind, move || {
-                    let (status, v) = super::user_info::open_orders(&shared, &owned, frontend);
-                    Answer { status, json: Bytes::from(v.to_string()) }
-                })
-                .await
-        }
+    if kind == "candleSnapshot" {
+        return super::candle_info::candle_snapshot(hub, body, place).await;
     }
+    // The blocking work gets its own copies: it runs on even if the client goes away.
+    let (shared, owned) = (hub.shared.clone(), body.clone());
+    if kind == "l2Book" {
+        return place.work_blocking(&L2_BOOKS, kind, move || l2_book(&shared, &owned)).await;
+    }
+    let frontend = kind == "frontendOpenOrders";
+    place
+        .work_blocking(&OPEN_ORDERS, kind, move || {
+            let (status, v) = super::user_info::open_orders(&shared, &owned, frontend);
+            Answer { status, json: Bytes::from(v.to_string()) }
+        })
+        .await
 }
 
 /// Why a type is not answered, naming it.
