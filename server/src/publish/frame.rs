@@ -32,7 +32,7 @@ impl Audit {
 
 #[derive(Debug)]
 pub struct Frame {
-    /// The publish pass (L2, bbo, allMids) or feed tick (trades, l4Book) that made it.
+    /// Its number in its slot (L2, bbo, allMids: see `Slot`) or the feed tick that holds it (trades, l4Book, ...).
     pub seq: u64,
     /// `{"channel":…,"data":…}`.
     pub json: Bytes,

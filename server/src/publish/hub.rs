@@ -18,7 +18,7 @@ use tokio::sync::{oneshot, watch};
 
 use super::candle_keeper::{CandleFrames, CandleKey};
 use super::candles::Interval;
-use super::frame::Frame;
+use super::frame::{Audit, Frame};
 use super::user_history::FillsDir;
 use super::users::{UserChannel, UserFrames, UserSubs};
 use crate::book::l2::L2Params;
@@ -36,6 +36,18 @@ pub struct L2Key {
 #[derive(Debug, Default)]
 pub struct Slot {
     pub frame: ArcSwapOption<Frame>,
+    /// Frames stored so far: each frame's `seq` is its number in this slot, so a reader that sent frame `s` and
+    /// now finds `t` knows exactly `t - s - 1` frames were replaced before it could send them. (The publish pass
+    /// number would not do: a pass that leaves this shape unchanged stores nothing here.)
+    stored: AtomicU64,
+}
+
+impl Slot {
+    /// Stores the shape's next frame (the publisher is the only writer).
+    pub fn put(&self, json: Vec<u8>, audit: Audit) {
+        let seq = self.stored.fetch_add(1, Relaxed) + 1;
+        self.frame.store(Some(Arc::new(Frame::new(seq, json, audit))));
+    }
 }
 
 /// One block's (or one reset's) frames of the ordered streams.
@@ -539,5 +551,15 @@ mod tests {
         assert_eq!((hub.coins_wanted(), hub.wanted().coins.len()), (0, 0), "nothing is kept for coins nobody wants");
         hub.remove(&wants[3]);
         assert_eq!(hub.coins_wanted(), 0, "removing what is not there changes nothing");
+    }
+
+    #[test]
+    fn a_slots_frames_are_numbered_in_the_slot_so_a_gap_is_a_replaced_frame() {
+        let (a, b) = (Slot::default(), Slot::default());
+        let seq = |s: &Slot| s.frame.load().as_ref().map(|f| f.seq);
+        a.put(b"{}".to_vec(), Audit::default());
+        b.put(b"{}".to_vec(), Audit::default());
+        a.put(b"{}".to_vec(), Audit::default());
+        assert_eq!((seq(&a), seq(&b)), (Some(2), Some(1)), "another slot's frames leave no gap in this one");
     }
 }

@@ -217,7 +217,7 @@ impl Publisher {
                         continue;
                     }
                     let audit = Audit { published: now_nanos(), ..audit };
-                    slot.frame.store(Some(Arc::new(Frame::new(self.pass, json, audit))));
+                    slot.put(json, audit);
                     self.hub.counters.l2_frames.fetch_add(1, Relaxed);
                 }
             }
@@ -234,7 +234,7 @@ impl Publisher {
                 if (last != Some(&b.bbo) || never) && (b.exists || !never) {
                     let audit = Audit { published: now_nanos(), ..audit };
                     let json = json::bbo(&b.coin, time, &b.bbo);
-                    slot.frame.store(Some(Arc::new(Frame::new(self.pass, json, audit))));
+                    slot.put(json, audit);
                     self.hub.counters.bbo_frames.fetch_add(1, Relaxed);
                 }
             }
@@ -269,7 +269,7 @@ impl Publisher {
             let list = self.mids.iter().filter(|(c, _)| of_dex(c)).map(|(c, m)| (&**c, m.as_str()));
             let json = json::all_mids(dex.as_deref(), list);
             let audit = Audit { published: now_nanos(), ..audit };
-            slot.frame.store(Some(Arc::new(Frame::new(self.pass, json, audit))));
+            slot.put(json, audit);
             self.hub.counters.mids_frames.fetch_add(1, Relaxed);
         }
     }
