@@ -51,9 +51,11 @@ struct OwnedOrder {
 
 fn bench(c: &mut Criterion) {
     let Some(cap) = common::unpack() else { return };
-    for (stream, dir) in
-        [(Stream::Statuses, "node_order_statuses_by_block"), (Stream::Diffs, "node_raw_book_diffs_by_block")]
-    {
+    for (stream, dir) in [
+        (Stream::Statuses, "node_order_statuses_by_block"),
+        (Stream::Diffs, "node_raw_book_diffs_by_block"),
+        (Stream::Fills, "node_fills_by_block"),
+    ] {
         let text = std::fs::read_to_string(cap.node_dir.join(dir).join("hourly/20260505/17")).expect("capture file");
         let lines: Vec<&str> = text.lines().collect();
         let mut g = c.benchmark_group(format!("parse_{}", stream.name()));
