@@ -31,7 +31,7 @@ impl RecentTrades {
             return;
         }
         // Counted first, so each coin's list is allocated once: grown fill by fill, its reallocations were most of
-        // this function's time in a profile of the publisher, and they delay the block's trades frames.
+        // this function's time in a profile of the publisher (which runs it before the block's trades go out).
         let mut counts: FxHashMap<&Coin, usize> = FxHashMap::default();
         for f in fills {
             *counts.entry(&f.coin).or_default() += 1;
