@@ -55,10 +55,24 @@ pub type TxHash = HexBytes<32>;
 impl<const N: usize> HexBytes<N> {
     /// Parses `0x` followed by exactly `2N` hex digits.
     pub fn parse(s: &str) -> Option<Self> {
-        let hex = s.strip_prefix("0x")?;
+        let hex = s.strip_prefix("0x")?.as_bytes();
+        if hex.len() != 2 * N {
+            return None;
+        }
         let mut out = [0u8; N];
-        hex::decode_to_slice(hex, &mut out).ok()?;
+        // Every diff, fill and kept status carries at least one address: `faster_hex` decodes them several times
+        // faster than `hex`, which was a sixth of a diffs line's parse.
+        faster_hex::hex_decode(hex, &mut out).ok()?;
         Some(HexBytes(out))
+    }
+
+    /// `0x` and lower-case hex, written into `buf` (large enough for the 32-byte hashes).
+    fn encode<'b>(&self, buf: &'b mut [u8; 66]) -> &'b str {
+        const { assert!(N <= 32, "HexBytes::encode's buffer holds at most 32 bytes") };
+        buf[..2].copy_from_slice(b"0x");
+        let digits = &mut buf[2..2 + 2 * N];
+        faster_hex::hex_encode(&self.0, digits).expect("the buffer holds two digits a byte");
+        std::str::from_utf8(&buf[..2 + 2 * N]).expect("hex digits are ASCII")
     }
 }
 
@@ -71,11 +85,7 @@ impl<const N: usize> Default for HexBytes<N> {
 
 impl<const N: usize> fmt::Display for HexBytes<N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("0x")?;
-        for b in self.0 {
-            write!(f, "{b:02x}")?;
-        }
-        Ok(())
+        f.write_str(self.encode(&mut [0; 66]))
     }
 }
 
@@ -87,11 +97,7 @@ impl<const N: usize> fmt::Debug for HexBytes<N> {
 
 impl<const N: usize> serde::Serialize for HexBytes<N> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut buf = [0u8; 130];
-        buf[..2].copy_from_slice(b"0x");
-        let out = &mut buf[..2 + 2 * N];
-        hex::encode_to_slice(self.0, &mut out[2..]).map_err(serde::ser::Error::custom)?;
-        s.serialize_str(std::str::from_utf8(out).map_err(serde::ser::Error::custom)?)
+        s.serialize_str(self.encode(&mut [0; 66]))
     }
 }
 
@@ -224,6 +230,9 @@ mod tests {
         assert!(Address::parse("5eaac7c475b1fad85701f02c4e9e796a53f94bd5").is_none());
         assert!(Address::parse("0x5eaa").is_none());
         assert!(Address::parse("0xzzaac7c475b1fad85701f02c4e9e796a53f94bd5").is_none());
+        assert!(Address::parse("0x5eaac7c475b1fad85701f02c4e9e796a53f94bd500").is_none(), "two digits too many");
+        assert!(Address::parse("0x5eaac7c475b1fad85701f02c4e9e796a53f94bd").is_none(), "an odd digit count");
+        assert_eq!(Address::parse("0x5EAAC7C475B1FAD85701F02C4E9E796A53F94BD5"), Some(a), "upper case is read too");
         assert_eq!(SYSTEM_USERS[0].to_string(), format!("0x{}", "f".repeat(40)));
     }
 

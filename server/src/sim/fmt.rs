@@ -95,7 +95,7 @@ fn civil(days: i64) -> (i64, u64, u64) {
 
 /// `0x` + lowercase hex of `bytes`.
 pub fn hex_string(bytes: &[u8]) -> String {
-    format!("0x{}", hex::encode(bytes))
+    format!("0x{}", faster_hex::hex_string(bytes))
 }
 
 #[cfg(test)]
