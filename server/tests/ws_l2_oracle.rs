@@ -1,7 +1,8 @@
 //! l2Book frames against the replay oracle, with the real binaries: `hlsim` writes a small market, `hlbook serve`
 //! follows it, one `?audit=1` connection per L2 variant subscribes a few coins, and afterwards `hlbook replay`
 //! rebuilds the same books from a simulator snapshot taken before the server started. Every frame must carry
-//! exactly the replay's book (coin, time, levels) at the frame's audit height.
+//! exactly the replay's book (coin, time, levels) at the frame's audit height, including the frames sent between
+//! the two parts of a split diffs step (the watched coins' diffs first, `book::first`).
 //!
 //! One connection per variant, because an l2Book frame names its coin but not its aggregation: two variants of one
 //! coin on one connection could not be told apart (the official API has the same property).
@@ -15,7 +16,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use hlbook::node::Mode;
-use procs::{HLBOOK, Proc, start_sim, wait_health};
+use procs::{HLBOOK, Proc, counter, start_sim, wait_health};
 use serde_json::{Value, json};
 use wsload::{audit_height, channel};
 
@@ -133,7 +134,12 @@ fn oracle(mode: Mode, blocks: u64, variants: &[Variant]) {
     // The simulator's last block: in streaming mode the server never completes it (no later block appears).
     let last = 1_000_000_000 + blocks - 1;
     let target = if mode == Mode::Streaming { last - 1 } else { last };
-    wait_health(&base, Duration::from_secs(120), |h| h["height"].as_u64() >= Some(target));
+    let health = wait_health(&base, Duration::from_secs(120), |h| h["height"].as_u64() >= Some(target));
+    // Nobody watches xyz:GOLD, so by-block, a diffs line with its diffs and a watched coin's is applied watched
+    // coins first, and their frames go out before the rest is applied (`book::first`): the frames below include
+    // those. Streaming mode applies whole blocks.
+    let split = counter(&health, "split_diff_steps");
+    assert_eq!(split > 0, mode == Mode::ByBlock, "diffs lines applied in two steps: {split}");
     // One more publish pass reaches the connections.
     std::thread::sleep(Duration::from_millis(500));
     stop_tx.send(true).unwrap();

@@ -9,10 +9,14 @@
 //! fully determines the L2 levels; `apply_statuses` then fills in the new orders' fields from their opening
 //! statuses and reports a `new` without one. Between the two the books are half-applied: `diffs_height` is one
 //! above `height`, and whatever needs whole orders (validation, snapshots, l4Book) waits for `is_complete`.
+//!
+//! The diffs step itself may be split in two (`first`): the coins someone watches first, the rest after, so their
+//! L2 frames need not wait for every other coin's diffs.
 
 pub mod buckets;
 pub mod coin;
 pub mod export;
+mod first;
 pub mod l2;
 pub mod snapshot;
 
@@ -21,6 +25,7 @@ use std::sync::Arc;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 pub use coin::{CoinBook, Details, Level, Misfit, Placement, RestingOrder};
+pub use first::{FirstView, splits};
 
 use crate::node::event::{SYSTEM_USERS, is_spot};
 use crate::node::{Block, Coin, Diff, DiffKind, OrderFlavor, OrderStatus, UnixNanos, time::nanos_to_millis};
@@ -95,6 +100,8 @@ pub struct Books {
     coins: FxHashMap<Coin, CoinBook>,
     untrusted: FxHashSet<Coin>,
     counters: BookCounters,
+    /// A diffs step half done: its first coins are at its height, every other coin still at `diffs_height`.
+    first: Option<first::FirstPart>,
 }
 
 impl Books {
@@ -114,19 +121,20 @@ impl Books {
         self.block_time
     }
 
-    /// Height of the last block whose diffs are applied: what the L2 levels show.
+    /// Height of the last block whose diffs are applied to every coin: what the L2 levels show (the coins of a
+    /// first part, `first_part`, may be one block ahead).
     pub fn diffs_height(&self) -> u64 {
         self.diffs_height
     }
 
     /// Block time of `diffs_height`.
     pub fn diffs_block_time(&self) -> UnixNanos {
-        if self.is_complete() { self.block_time } else { self.diffs_block_time }
+        if self.diffs_height == self.height { self.block_time } else { self.diffs_block_time }
     }
 
     /// No block is half-applied: every resting order has its fields.
     pub fn is_complete(&self) -> bool {
-        self.diffs_height == self.height
+        self.diffs_height == self.height && self.first.is_none()
     }
 
     pub fn coin(&self, coin: &str) -> Option<&CoinBook> {
@@ -204,28 +212,44 @@ impl Books {
     /// Step one: the next block's diffs. Every order is placed (L2 is final for the block); `new` orders wait for
     /// their statuses. The outcome reports the changed coins and the diffs that did not fit.
     pub fn apply_diffs(&mut self, height: u64, block_time: UnixNanos, diffs: &[Diff]) -> Outcome {
+        if let Some(refused) = self.refuse_diffs(height) {
+            return refused;
+        }
+        let out = self.apply_some(height, block_time, diffs.iter());
+        self.diffs_height = height;
+        self.diffs_block_time = block_time;
+        Outcome::Applied(out)
+    }
+
+    /// Why block `height`'s diffs cannot be applied now, if they cannot.
+    fn refuse_diffs(&mut self, height: u64) -> Option<Outcome> {
         if height <= self.diffs_height {
             self.counters.already_applied += 1;
-            return Outcome::AlreadyApplied { height, current: self.diffs_height };
+            return Some(Outcome::AlreadyApplied { height, current: self.diffs_height });
         }
         if height > self.diffs_height + 1 || !self.is_complete() {
             self.counters.gaps += 1;
-            return Outcome::Gap { expected: self.height + 1, got: height };
+            return Some(Outcome::Gap { expected: self.height + 1, got: height });
         }
+        None
+    }
+
+    /// Applies `diffs` of block `height` and counts them; the caller moves `diffs_height`.
+    fn apply_some<'d>(&mut self, height: u64, block_time: UnixNanos, diffs: impl Iterator<Item = &'d Diff>) -> Applied {
         let mut out = Applied { height, ..Applied::default() };
         let mut seen = FxHashSet::default();
+        let mut n = 0;
         for diff in diffs {
             if out.changed.last() != Some(&diff.coin) && seen.insert(diff.coin.clone()) {
                 out.changed.push(diff.coin.clone());
             }
             self.apply_diff(diff, block_time, &mut out);
+            n += 1;
         }
         self.distrust(&out);
-        self.diffs_height = height;
-        self.diffs_block_time = block_time;
         self.counters.anchors_missing += u64::from(out.anchors_missing);
-        self.counters.diffs_applied += diffs.len() as u64;
-        Outcome::Applied(out)
+        self.counters.diffs_applied += n;
+        out
     }
 
     /// Step two: the half-applied block's statuses fill in its new orders, which completes the block. A `new`
@@ -235,8 +259,8 @@ impl Books {
             self.counters.already_applied += 1;
             return Outcome::AlreadyApplied { height, current: self.height };
         }
-        if height != self.diffs_height {
-            // The block's diffs were never applied: nothing to complete.
+        if height != self.diffs_height || self.first.is_some() {
+            // The block's diffs were never applied (or only some of them): nothing to complete.
             self.counters.gaps += 1;
             return Outcome::Gap { expected: self.diffs_height, got: height };
         }

@@ -91,6 +91,10 @@ pub struct IngestCounters {
     pub stale_lines: AtomicU64,
     /// Racing sources: a later copy of a line whose events differ from the applied one's.
     pub disagreements: AtomicU64,
+    /// Diffs lines applied in two steps, the watched coins first (`book::first`).
+    pub split_diff_steps: AtomicU64,
+    /// Split diffs steps whose rest went ahead before the publisher had taken up the first part (1 ms).
+    pub first_waits_timed_out: AtomicU64,
 }
 
 impl IngestCounters {
@@ -120,6 +124,8 @@ impl IngestCounters {
             ("repairs", self.repairs.load(Relaxed)),
             ("stale_lines", self.stale_lines.load(Relaxed)),
             ("disagreements", self.disagreements.load(Relaxed)),
+            ("split_diff_steps", self.split_diff_steps.load(Relaxed)),
+            ("first_waits_timed_out", self.first_waits_timed_out.load(Relaxed)),
         ]
         .into_iter()
         .collect()

@@ -210,7 +210,7 @@ impl Ingest {
                 steps::hand_fills(&self.shared, &mut self.fills_handed, block, read);
                 None
             }
-            Stream::Diffs => steps::apply_diffs(&self.shared, block, read),
+            Stream::Diffs => steps::apply_diffs(&self.shared, block, read, true),
             Stream::Statuses => None,
         };
         if let Some(o) = outcome {
@@ -222,7 +222,7 @@ impl Ingest {
     fn apply(&mut self, block: Block) {
         let block = Arc::new(block);
         steps::hand_fills(&self.shared, &mut self.fills_handed, &block, block.read_at);
-        if let Some(o) = steps::apply_diffs(&self.shared, &block, block.read_at)
+        if let Some(o) = steps::apply_diffs(&self.shared, &block, block.read_at, false)
             && !matches!(o, Outcome::Applied(_))
         {
             self.after(&o);

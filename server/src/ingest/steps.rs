@@ -9,10 +9,19 @@
 
 use std::sync::Arc;
 
-use crate::book::{Applied, Outcome};
+use crate::book::{self, Applied, Outcome};
 use crate::node::time::now_nanos;
 use crate::node::{Block, Stream, UnixNanos};
 use crate::state::{BlockTimes, Shared, Step, StepData};
+
+/// How long ingest holds back the rest of a split diffs step for the publisher to take up its first part. The rest
+/// holds only coins nobody watches the books of (allMids, and the block's statuses, wait for it), and the
+/// publisher normally takes the first part within a few tens of µs.
+const FIRST_WAIT: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// A diffs line read later than this after the node wrote it is being caught up on, and is applied whole: a trader
+/// gains nothing from its first part, and the wait would slow catching up.
+const FRESH_NANOS: UnixNanos = 250_000_000;
 
 /// Hands block `b`'s fills to the publisher, once per height: `handed` is the highest height handed so far (a
 /// resync to an older snapshot re-applies blocks whose trades were already published).
@@ -28,29 +37,58 @@ pub fn hand_fills(shared: &Shared, handed: &mut u64, b: &Block, read: UnixNanos)
 }
 
 /// Applies block `b`'s diffs under the write lock, unless they already are. `None` when there was nothing to do.
-pub fn apply_diffs(shared: &Shared, b: &Block, read: UnixNanos) -> Option<Outcome> {
+///
+/// With `split` (a line just read live), when some client watches the books of a few coins and the line also
+/// has other coins' diffs, the watched coins' diffs go first, in a step of their own, and the lock is let go
+/// until the publisher has taken them up; the rest are applied while it sends their frames (`book::first`).
+/// Whole blocks (streaming mode, cached blocks) and lines read long after their write (catching up) are not split.
+pub fn apply_diffs(shared: &Shared, b: &Block, read: UnixNanos, split: bool) -> Option<Outcome> {
+    let fresh = b.node_written[Stream::Diffs.index()].is_some_and(|w| read.saturating_sub(w) < FRESH_NANOS);
+    let first = shared.first_coins();
+    let first = (split && fresh && book::splits(&b.diffs, &first)).then_some(first);
     let outcome = {
         let mut books = shared.books_mut();
         if books.diffs_height() >= b.height && books.height() < b.height {
             return None; // Handed out as a line before: only the statuses are missing.
         }
-        let outcome = books.apply_diffs(b.height, b.block_time, &b.diffs);
+        let outcome = match &first {
+            Some(first) => books.apply_first_diffs(b.height, b.block_time, &b.diffs, first.clone()),
+            None => books.apply_diffs(b.height, b.block_time, &b.diffs),
+        };
         if let Outcome::Applied(a) = &outcome {
             // Recorded under the write lock, so a reader of the books at this height also finds its times.
             shared.record(times(b, Stream::Diffs, read));
-            shared.push_step(Step {
-                height: b.height,
-                block_time: b.block_time,
-                data: StepData::Diffs(a.changed.clone()),
-            });
+            shared.push_step(diffs_step(b, a));
         }
         outcome
     };
-    if let Outcome::Applied(a) = &outcome {
+    let Outcome::Applied(a) = &outcome else { return Some(outcome) };
+    report(shared, a);
+    shared.signal_change();
+    if first.is_none() {
+        return Some(outcome);
+    }
+    if !shared.wait_first_taken(b.height, FIRST_WAIT) {
+        shared.health().counters.first_waits_timed_out.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    let rest = {
+        let mut books = shared.books_mut();
+        let rest = books.apply_rest_diffs(b.height, &b.diffs);
+        if let Outcome::Applied(a) = &rest {
+            shared.push_step(diffs_step(b, a));
+        }
+        rest
+    };
+    if let Outcome::Applied(a) = &rest {
+        shared.health().counters.split_diff_steps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         report(shared, a);
         shared.signal_change();
     }
-    Some(outcome)
+    Some(rest)
+}
+
+fn diffs_step(b: &Block, a: &Applied) -> Step {
+    Step { height: b.height, block_time: b.block_time, data: StepData::Diffs(a.changed.clone()) }
 }
 
 /// Applies block `b`'s statuses (its diffs must be applied), completing it.
@@ -93,5 +131,78 @@ fn report(shared: &Shared, a: &Applied) {
     c.inconsistencies.fetch_add(a.inconsistencies.len() as u64, std::sync::atomic::Ordering::Relaxed);
     for i in &a.inconsistencies {
         tracing::warn!(coin = %i.coin, oid = i.oid, height = a.height, "inconsistency: {:?}", i.kind);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::book::Books;
+    use crate::node::event::{HexBytes, Side};
+    use crate::node::{Coin, Diff, DiffKind, Fixed};
+
+    const WRITTEN: UnixNanos = 1_778_002_753_100_000_000;
+
+    /// Block 11: a new order on BTC, one on ETH, one more on BTC.
+    fn block() -> Block {
+        let new = |coin: &Coin, oid| Diff {
+            coin: coin.clone(),
+            user: HexBytes([1; 20]),
+            oid,
+            side: Side::Bid,
+            px: Fixed::parse("10.0").unwrap(),
+            kind: DiffKind::New { sz: Fixed::parse("1.0").unwrap(), insert_before: None },
+        };
+        let (btc, eth): (Coin, Coin) = ("BTC".into(), "ETH".into());
+        let mut b = Block { height: 11, block_time: WRITTEN, ..Block::default() };
+        b.diffs = vec![new(&btc, 1), new(&eth, 2), new(&btc, 3)];
+        b.node_written[Stream::Diffs.index()] = Some(WRITTEN);
+        b
+    }
+
+    /// Books at 10 with a client watching BTC's book.
+    fn shared() -> Shared {
+        let shared = Shared::new(Books::new(10, []), Duration::from_secs(10));
+        shared.set_first_coins(std::iter::once(Coin::from("BTC")).collect());
+        shared
+    }
+
+    /// The diffs steps queued for block 11, as the coins each one changed.
+    fn steps(shared: &Shared) -> Vec<Vec<String>> {
+        let steps = shared.steps_after(10, 11, u64::MAX).diffs;
+        let coins = |s: &Arc<Step>| match &s.data {
+            StepData::Diffs(c) => c.iter().map(ToString::to_string).collect(),
+            StepData::Fills { .. } => Vec::new(),
+        };
+        steps.iter().map(coins).collect()
+    }
+
+    #[test]
+    fn a_fresh_line_applies_the_watched_coins_first_then_the_rest() {
+        let shared = shared();
+        let outcome = apply_diffs(&shared, &block(), WRITTEN + 300_000, true);
+        assert!(matches!(outcome, Some(Outcome::Applied(_))), "{outcome:?}");
+        assert_eq!(steps(&shared), [vec!["BTC"], vec!["ETH"]]);
+        let books = shared.books();
+        assert_eq!((books.diffs_height(), books.first_part().is_none()), (11, true));
+        assert_eq!(books.coin("BTC").map(crate::book::CoinBook::len), Some(2));
+        let c = &shared.health().counters;
+        assert_eq!(c.split_diff_steps.load(Relaxed), 1);
+        // No publisher runs here, so nobody took the first part up: the rest went ahead after the wait.
+        assert_eq!(c.first_waits_timed_out.load(Relaxed), 1);
+    }
+
+    #[test]
+    fn a_line_read_long_after_its_write_or_a_whole_block_is_applied_in_one_step() {
+        for (read, split) in [(WRITTEN + FRESH_NANOS, true), (WRITTEN + 300_000, false)] {
+            let shared = shared();
+            apply_diffs(&shared, &block(), read, split);
+            assert_eq!(steps(&shared), [vec!["BTC", "ETH"]], "read {read}, split {split}");
+            assert_eq!(shared.health().counters.split_diff_steps.load(Relaxed), 0);
+            assert_eq!(shared.books().diffs_height(), 11);
+        }
     }
 }

@@ -214,6 +214,8 @@ pub struct PublishCounters {
     pub l4_snapshots: AtomicU64,
     /// Passes that found the books reloaded or blocks missing from the recent ring.
     pub discontinuities: AtomicU64,
+    /// Passes that published a split diffs step's first part ahead of its other coins (`book::first`).
+    pub first_parts: AtomicU64,
     /// Candle backfills put off to a later pass because the backfill queue was full.
     pub candle_backfills_deferred: AtomicU64,
     /// Candle backfills dropped unread because nobody wanted their keys any more.
@@ -232,6 +234,7 @@ impl PublishCounters {
             ("l4_frames", &self.l4_frames),
             ("l4_snapshots", &self.l4_snapshots),
             ("discontinuities", &self.discontinuities),
+            ("first_parts", &self.first_parts),
             ("candle_backfills_deferred", &self.candle_backfills_deferred),
             ("candle_backfills_skipped", &self.candle_backfills_skipped),
         ]
@@ -423,6 +426,10 @@ impl Hub {
                 }
             },
             None => w.mids = r.mids.iter().map(|(d, (_, s))| (d.clone(), s.clone())).collect(),
+        }
+        if coin.is_some() {
+            let books = r.coins.iter().filter(|(_, s)| !s.l2.is_empty() || s.bbo.is_some());
+            self.shared.set_first_coins(books.map(|(c, _)| c.clone()).collect());
         }
         self.wanted.store(Arc::new(w));
         self.shared.signal_change();

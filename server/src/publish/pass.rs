@@ -52,6 +52,8 @@ pub struct Publisher {
     diffs_height: u64,
     /// The last block whose fills were published (trades).
     fills_height: u64,
+    /// The last block whose first part (`book::first`) was published ahead of its other coins.
+    first_height: u64,
     /// l4Book snapshot requests waiting for the books to be complete.
     held: Vec<SnapshotRequest>,
     installs: u64,
@@ -72,6 +74,7 @@ impl Publisher {
             height: 0,
             diffs_height: 0,
             fills_height: 0,
+            first_height: 0,
             held: Vec::new(),
             installs: 0,
             wanted_version: 0,
@@ -89,6 +92,12 @@ impl Publisher {
         self.held.extend(hub.take_requests());
         let books = hub.shared.books();
         let (h, dh, installs) = (books.height(), books.diffs_height(), hub.shared.installs());
+        // A diffs step half applied: the coins it changed are a block ahead of `dh`, and go out on their own.
+        let first = books.first_part();
+        let first_due = first.filter(|f| f.height != self.first_height);
+        if let Some(f) = first {
+            hub.shared.first_taken(f.height);
+        }
         // Read under the books' lock: ingest records a diffs step under its write lock, so every step up to `dh`
         // is here.
         let StepsSince { diffs: diff_steps, fills: fill_steps } =
@@ -102,7 +111,7 @@ impl Publisher {
         }
         let serve = books.is_complete() && !self.held.is_empty();
         let same = (h, dh, fh, installs) == (self.height, self.diffs_height, self.fills_height, self.installs);
-        if same && !new_shapes && repaired.is_empty() && !serve && !hub.candles.has_inbox() {
+        if same && first_due.is_none() && !new_shapes && repaired.is_empty() && !serve && !hub.candles.has_inbox() {
             return;
         }
         self.pass += 1;
@@ -110,8 +119,15 @@ impl Publisher {
         let reloaded = installs != self.installs
             || (h > self.height && blocks.first().is_none_or(|b| b.height != self.height + 1))
             || (dh > self.diffs_height && diff_steps.first().is_none_or(|s| s.height != self.diffs_height + 1));
-        let targets = Self::targets(&wanted, &books, &diff_steps, &repaired, reloaded || new_shapes);
+        let mut targets = Self::targets(&wanted, &books, &diff_steps, &repaired, reloaded || new_shapes);
+        if let Some(f) = first {
+            targets.retain(|c| !f.changed.contains(c));
+        }
         let built = build_all(&books, &wanted, &targets);
+        let early = first_due.map(|f| {
+            let coins: Vec<Coin> = f.changed.iter().filter(|c| wanted.coins.contains_key(*c)).cloned().collect();
+            (f.height, f.block_time, build_all(&books, &wanted, &coins))
+        });
         let requests = if serve { std::mem::take(&mut self.held) } else { Vec::new() };
         let snapshots: Vec<(Coin, Option<CoinBook>)> = distinct(requests.iter().map(|r| r.0.clone()))
             .into_iter()
@@ -126,15 +142,27 @@ impl Publisher {
         // Register the lines before any of their frames can be written, so every write is counted.
         let lines = fill_steps.iter().map(|s| (s.height, Stream::Fills));
         let lines = lines.chain(diff_steps.iter().map(|s| (s.height, Stream::Diffs)));
-        let lines: Vec<(u64, Stream)> = lines.chain(blocks.iter().map(|b| (b.height, Stream::Statuses))).collect();
+        let lines = lines.chain(blocks.iter().map(|b| (b.height, Stream::Statuses)));
+        let mut lines: Vec<(u64, Stream)> = lines.chain(early.iter().map(|e| (e.0, Stream::Diffs))).collect();
+        // A split diffs step is two steps of one line, and its first part's line was registered when published.
+        lines.retain(|&(height, line)| !(line == Stream::Diffs && height == self.first_height));
+        lines.sort_unstable();
+        lines.dedup();
         for &(height, line) in &lines {
             if let Some(t) = self.hub.shared.times_of(height, line) {
                 hub.stages.begin(t);
             }
         }
+        if let Some((height, time, built)) = &early {
+            let audit = self.audit_of(*height, *time, Stream::Diffs);
+            self.publish_l2(&wanted, built, *time, audit);
+            self.publish_bbo_and_mids(&wanted, built, *time, audit, None);
+            self.first_height = *height;
+            hub.counters.first_parts.fetch_add(1, Relaxed);
+        }
         let l2_audit = self.audit_of(dh, l2_time, Stream::Diffs);
         self.publish_l2(&wanted, &built, l2_time, l2_audit);
-        self.publish_bbo_and_mids(&wanted, &built, l2_time, l2_audit, reloaded || new_shapes);
+        self.publish_bbo_and_mids(&wanted, &built, l2_time, l2_audit, Some(reloaded || new_shapes));
         // Backfilled candles join the trades counted up to the last fills step published, before this pass's.
         let fills_audit = self.audit_of(self.fills_height, self.fills_block_time(), Stream::Fills);
         self.candles.finish_backfills(&hub, self.tick_seq, stamped(fills_audit));
@@ -147,6 +175,7 @@ impl Publisher {
             ticks.push(t);
         }
         if reloaded {
+            self.first_height = 0;
             hub.counters.discontinuities.fetch_add(1, Relaxed);
             tracing::info!(height = h, "publishing from reloaded books: every stream restarts from the new state");
         }
@@ -224,23 +253,36 @@ impl Publisher {
         }
     }
 
-    fn publish_bbo_and_mids(&mut self, wanted: &Wanted, built: &[Built], block_time: i64, audit: Audit, fresh: bool) {
-        let time = nanos_to_millis(block_time);
-        let mut mids_changed = fresh;
+    fn publish_bbo(&mut self, wanted: &Wanted, built: &[Built], time: i64, audit: Audit) {
         for b in built {
-            if let Some(slot) = wanted.coins.get(&b.coin).and_then(|w| w.bbo.as_ref()) {
-                let last = self.bbo_last.get(&b.coin);
-                let never = slot.frame.load().is_none();
-                if (last != Some(&b.bbo) || never) && (b.exists || !never) {
-                    let audit = Audit { published: now_nanos(), ..audit };
-                    let json = json::bbo(&b.coin, time, &b.bbo);
-                    slot.put(json, audit);
-                    self.hub.counters.bbo_frames.fetch_add(1, Relaxed);
-                }
+            let Some(slot) = wanted.coins.get(&b.coin).and_then(|w| w.bbo.as_ref()) else { continue };
+            let last = self.bbo_last.get(&b.coin);
+            let never = slot.frame.load().is_none();
+            if (last != Some(&b.bbo) || never) && (b.exists || !never) {
+                let audit = Audit { published: now_nanos(), ..audit };
+                slot.put(json::bbo(&b.coin, time, &b.bbo), audit);
+                self.hub.counters.bbo_frames.fetch_add(1, Relaxed);
             }
-            if wanted.coins.get(&b.coin).is_some_and(|w| w.bbo.is_some()) {
-                self.bbo_last.insert(b.coin.clone(), b.bbo);
-            }
+            self.bbo_last.insert(b.coin.clone(), b.bbo);
+        }
+    }
+
+    /// bbo frames of `built`, and allMids unless `mids` is `None` (a first part: allMids shows every coin at one
+    /// height); `Some(true)` republishes allMids even if no mid changed.
+    fn publish_bbo_and_mids(
+        &mut self,
+        wanted: &Wanted,
+        built: &[Built],
+        block_time: i64,
+        audit: Audit,
+        mids: Option<bool>,
+    ) {
+        let time = nanos_to_millis(block_time);
+        let Some(mut mids_changed) = mids else {
+            return self.publish_bbo(wanted, built, time, audit);
+        };
+        self.publish_bbo(wanted, built, time, audit);
+        for b in built {
             if !wanted.mids.is_empty() {
                 let mid = match b.bbo {
                     [Some(bid), Some(ask)] => Some(json::mid_text(bid.px, ask.px)),

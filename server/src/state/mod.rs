@@ -14,7 +14,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use rustc_hash::FxHashSet;
 
 pub use self::steps::{BlockTimes, KEPT_STEPS, Step, StepData, StepsSince};
 use crate::book::Books;
@@ -44,6 +46,11 @@ pub struct Shared {
     repaired: Mutex<Vec<Coin>>,
     /// Users some client follows: the parser keeps their rejections and fills (orderUpdates, userFills).
     watched: Arc<Watched>,
+    /// Coins whose l2Book or bbo some client wants: ingest applies their diffs first (`book::first`).
+    first_coins: ArcSwap<FxHashSet<Coin>>,
+    /// The height of the last first part the publisher has taken up, under the books' read lock.
+    first_taken: Mutex<u64>,
+    first_taken_cv: Condvar,
 }
 
 impl Shared {
@@ -58,6 +65,9 @@ impl Shared {
             steps: Mutex::new(VecDeque::with_capacity(KEPT_STEPS)),
             repaired: Mutex::new(Vec::new()),
             watched: Arc::default(),
+            first_coins: ArcSwap::default(),
+            first_taken: Mutex::new(0),
+            first_taken_cv: Condvar::new(),
         }
     }
 
@@ -114,6 +124,38 @@ impl Shared {
     /// Users some client follows (the publisher adds and drops them, the parser reads them).
     pub fn watched(&self) -> &Arc<Watched> {
         &self.watched
+    }
+
+    /// Coins whose books some client watches (the hub sets them as subscriptions change).
+    pub fn first_coins(&self) -> Arc<FxHashSet<Coin>> {
+        self.first_coins.load_full()
+    }
+
+    pub fn set_first_coins(&self, coins: FxHashSet<Coin>) {
+        self.first_coins.store(Arc::new(coins));
+    }
+
+    /// The publisher, holding the books' read lock, has seen the first part of block `height`.
+    pub fn first_taken(&self, height: u64) {
+        let mut taken = self.first_taken.lock();
+        if *taken != height {
+            *taken = height;
+            self.first_taken_cv.notify_all();
+        }
+    }
+
+    /// Waits up to `timeout` for the publisher to take up the first part of block `height`. Ingest takes the
+    /// write lock again straight after a first part, well before the publisher has woken, so without this wait
+    /// the publisher would find the whole step applied and nothing would go out early.
+    pub(crate) fn wait_first_taken(&self, height: u64, timeout: Duration) -> bool {
+        let mut taken = self.first_taken.lock();
+        let until = Instant::now() + timeout;
+        while *taken != height {
+            if self.first_taken_cv.wait_until(&mut taken, until).timed_out() {
+                return *taken == height;
+            }
+        }
+        true
     }
 
     /// How many changes the publisher has been told of.

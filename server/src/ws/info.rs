@@ -93,7 +93,7 @@ fn l2_book(shared: &Shared, body: &Value) -> Answer {
         // again by the publisher's next pass).
         l2_levels(book, &params, &mut sides);
         // The levels are at the diffs line's height, which may be ahead of the last complete block.
-        nanos_to_millis(books.diffs_block_time())
+        nanos_to_millis(books.l2_block_time_of(coin))
     };
     Answer { status: 200, json: Bytes::from(l2_book_data(coin, time, &sides[0], &sides[1])) }
 }
