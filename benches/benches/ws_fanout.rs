@@ -204,6 +204,7 @@ fn run(index: usize, case: Case, secs: u64, threads: usize) -> Row {
         ("socket→client", c.wire),
         ("userFills", c.user_fills),
         ("userFills←fills", c.user_fills_from_fills),
+        ("userFills←start", c.user_fills_from_line_start),
     ] {
         println!(
             "  {what:<15} n={:<9} p50={:>8} p99={:>8} p99.9={:>8} max={:>8} ms",

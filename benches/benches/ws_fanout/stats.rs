@@ -68,6 +68,9 @@ pub struct ClientResult {
     pub user_fills: Pct,
     #[serde(default)]
     pub user_fills_from_fills: Pct,
+    /// With audit, userFills from the fills line's `local_time`, as `trades_from_line_start`.
+    #[serde(default)]
+    pub user_fills_from_line_start: Pct,
     pub last_sub: Pct,
     /// Blocks written in the window with no l2Book frame of their own height (merged into a later publish pass,
     /// or nothing changed on the coins): their last-subscriber latency runs until the next frame.
@@ -128,7 +131,7 @@ pub fn summarize(spec: &Spec, logs: &[ConnLog], t0: i64, t1: i64, sink_frames: u
     let (mut all, mut l2, mut trades) = (hist(), hist(), hist());
     let (mut l2_diffs, mut trades_fills, mut wire) = (hist(), hist(), hist());
     let (mut l2_start, mut trades_start) = (hist(), hist());
-    let (mut users, mut users_fills) = (hist(), hist());
+    let (mut users, mut users_fills, mut users_start) = (hist(), hist(), hist());
     // Blocks for last-subscriber latency: written in the window, early enough for every frame to arrive.
     let measured: Vec<u64> = {
         let mut v: Vec<u64> =
@@ -176,6 +179,9 @@ pub fn summarize(spec: &Spec, logs: &[ConnLog], t0: i64, t1: i64, sink_frames: u
                     USER_FILLS => {
                         users.record(lat).expect("record");
                         users_fills.record(us(rec.recv_ns - w.fills)).expect("record");
+                        if rec.node_ns > 0 {
+                            users_start.record(us(rec.recv_ns - rec.node_ns)).expect("record");
+                        }
                     }
                     _ => {}
                 }
@@ -216,5 +222,6 @@ pub fn summarize(spec: &Spec, logs: &[ConnLog], t0: i64, t1: i64, sink_frames: u
     r.wire = Pct::of(&wire);
     (r.l2_from_line_start, r.trades_from_line_start) = (Pct::of(&l2_start), Pct::of(&trades_start));
     (r.user_fills, r.user_fills_from_fills) = (Pct::of(&users), Pct::of(&users_fills));
+    r.user_fills_from_line_start = Pct::of(&users_start);
     r
 }
