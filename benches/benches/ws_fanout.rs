@@ -13,7 +13,8 @@
 //! time per case (default 60 s), `HLBOOK_BENCH_CASES` picks cases by index (e.g. `0,1,2`),
 //! `HLBOOK_BENCH_CLIENT_THREADS` the client's tokio workers (default 2), `HLBOOK_BENCH_SIM_ARGS` adds simulator
 //! flags, `HLBOOK_BENCH_SERVER` names another build's `hlbook` to measure instead (old and new in one run;
-//! `HLBOOK_BENCH_NO_ADMIN=1` for a build without the admin listener). Results: docs/benchmarks.md, "Issue #4:
+//! `HLBOOK_BENCH_NO_ADMIN=1` for a build without the admin listener), `HLBOOK_BENCH_COINS` the coins each connection
+//! subscribes in every picked case with any (the first N of `coins`). Results: docs/benchmarks.md, "Issue #4:
 //! fan-out" and "Issue #16".
 
 #[path = "ws_fanout/client.rs"]
@@ -313,8 +314,14 @@ fn main() {
     let secs = env("HLBOOK_BENCH_SECS", 60);
     let threads = env("HLBOOK_BENCH_CLIENT_THREADS", 2) as usize;
     let pick = std::env::var("HLBOOK_BENCH_CASES").ok();
+    let coins = std::env::var("HLBOOK_BENCH_COINS").ok().and_then(|s| s.parse::<usize>().ok());
     let mut rows = Vec::new();
     for (i, &case) in CASES.iter().enumerate() {
+        // Fewer watched coins, a smaller share of each diffs line: what the watched coins' first part is worth.
+        let case = match coins {
+            Some(n) if case.coins > 0 => Case { coins: n.clamp(1, SIM_COINS), ..case },
+            _ => case,
+        };
         if pick.as_ref().is_none_or(|p| p.split(',').any(|x| x.trim() == i.to_string())) {
             rows.push(run(i, case, secs, threads));
         }
