@@ -8,6 +8,7 @@
 //! sync, or all three lines read at once) goes through the same steps in one go.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 
 use crate::book::{self, Applied, Outcome};
 use crate::node::time::now_nanos;
@@ -44,8 +45,7 @@ pub fn hand_fills(shared: &Shared, handed: &mut u64, b: &Block, read: UnixNanos)
 /// Whole blocks (streaming mode, cached blocks) and lines read long after their write (catching up) are not split.
 pub fn apply_diffs(shared: &Shared, b: &Block, read: UnixNanos, split: bool) -> Option<Outcome> {
     let fresh = b.node_written[Stream::Diffs.index()].is_some_and(|w| read.saturating_sub(w) < FRESH_NANOS);
-    let first = shared.first_coins();
-    let first = (split && fresh && book::splits(&b.diffs, &first)).then_some(first);
+    let first = (split && fresh).then(|| shared.first_coins()).filter(|first| book::splits(&b.diffs, first));
     let outcome = {
         let mut books = shared.books_mut();
         if books.diffs_height() >= b.height && books.height() < b.height {
@@ -69,7 +69,7 @@ pub fn apply_diffs(shared: &Shared, b: &Block, read: UnixNanos, split: bool) -> 
         return Some(outcome);
     }
     if !shared.wait_first_taken(b.height, FIRST_WAIT) {
-        shared.health().counters.first_waits_timed_out.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        shared.health().counters.first_waits_timed_out.fetch_add(1, Relaxed);
     }
     let rest = {
         let mut books = shared.books_mut();
@@ -80,7 +80,7 @@ pub fn apply_diffs(shared: &Shared, b: &Block, read: UnixNanos, split: bool) -> 
         rest
     };
     if let Outcome::Applied(a) = &rest {
-        shared.health().counters.split_diff_steps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        shared.health().counters.split_diff_steps.fetch_add(1, Relaxed);
         report(shared, a);
         shared.signal_change();
     }
@@ -128,7 +128,7 @@ fn report(shared: &Shared, a: &Applied) {
         return;
     }
     let c = &shared.health().counters;
-    c.inconsistencies.fetch_add(a.inconsistencies.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    c.inconsistencies.fetch_add(a.inconsistencies.len() as u64, Relaxed);
     for i in &a.inconsistencies {
         tracing::warn!(coin = %i.coin, oid = i.oid, height = a.height, "inconsistency: {:?}", i.kind);
     }

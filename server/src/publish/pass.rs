@@ -156,13 +156,14 @@ impl Publisher {
         if let Some((height, time, built)) = &early {
             let audit = self.audit_of(*height, *time, Stream::Diffs);
             self.publish_l2(&wanted, built, *time, audit);
-            self.publish_bbo_and_mids(&wanted, built, *time, audit, None);
+            // No allMids: it shows every coin at one height, so it waits for the rest of the step.
+            self.publish_bbo(&wanted, built, nanos_to_millis(*time), audit);
             self.first_height = *height;
             hub.counters.first_parts.fetch_add(1, Relaxed);
         }
         let l2_audit = self.audit_of(dh, l2_time, Stream::Diffs);
         self.publish_l2(&wanted, &built, l2_time, l2_audit);
-        self.publish_bbo_and_mids(&wanted, &built, l2_time, l2_audit, Some(reloaded || new_shapes));
+        self.publish_bbo_and_mids(&wanted, &built, l2_time, l2_audit, reloaded || new_shapes);
         // Backfilled candles join the trades counted up to the last fills step published, before this pass's.
         let fills_audit = self.audit_of(self.fills_height, self.fills_block_time(), Stream::Fills);
         self.candles.finish_backfills(&hub, self.tick_seq, stamped(fills_audit));
@@ -267,20 +268,10 @@ impl Publisher {
         }
     }
 
-    /// bbo frames of `built`, and allMids unless `mids` is `None` (a first part: allMids shows every coin at one
-    /// height); `Some(true)` republishes allMids even if no mid changed.
-    fn publish_bbo_and_mids(
-        &mut self,
-        wanted: &Wanted,
-        built: &[Built],
-        block_time: i64,
-        audit: Audit,
-        mids: Option<bool>,
-    ) {
+    /// bbo frames of `built`, then allMids; `fresh` republishes allMids even if no mid changed.
+    fn publish_bbo_and_mids(&mut self, wanted: &Wanted, built: &[Built], block_time: i64, audit: Audit, fresh: bool) {
         let time = nanos_to_millis(block_time);
-        let Some(mut mids_changed) = mids else {
-            return self.publish_bbo(wanted, built, time, audit);
-        };
+        let mut mids_changed = fresh;
         self.publish_bbo(wanted, built, time, audit);
         for b in built {
             if !wanted.mids.is_empty() {
