@@ -282,12 +282,20 @@ fn subscription_cap_refuses_the_1001st() {
         let mut c = Client::connect(&rig.ws("")).await;
         // 1,000 distinct real shapes: every depth of five aggregations of two coins.
         let shapes = [(None, None), (Some(5), None), (Some(5), Some(2)), (Some(4), None), (Some(3), None)];
-        for i in 0..1000 {
-            let ((sig, mantissa), coin) = (shapes[i / 100 % 5], ["BTC", "ETH"][i / 500]);
-            let sub = json!({"type": "l2Book", "coin": coin, "nSigFigs": sig, "mantissa": mantissa,
-                "nLevels": i % 100 + 1});
-            let ack = c.subscribe(sub.clone()).await;
-            assert_ack(&ack, "subscribe", &sub, &[]);
+        let subs: Vec<Value> = (0..1000)
+            .map(|i| {
+                let ((sig, mantissa), coin) = (shapes[i / 100 % 5], ["BTC", "ETH"][i / 500]);
+                json!({"type": "l2Book", "coin": coin, "nSigFigs": sig, "mantissa": mantissa, "nLevels": i % 100 + 1})
+            })
+            .collect();
+        // Sent back to back, then the acks read in order: waiting for each ack before the next request would let
+        // the book frames of every earlier subscription pile up in between, and reading them is most of the time.
+        for sub in &subs {
+            c.send_json(&json!({"method": "subscribe", "subscription": sub})).await;
+        }
+        for sub in &subs {
+            let ack = c.next_where("subscribe ack", |v| v["channel"] == "subscriptionResponse").await;
+            assert_ack(&ack, "subscribe", sub, &[]);
         }
         c.send_json(&json!({"method": "subscribe", "subscription": {"type": "bbo", "coin": "BTC"}})).await;
         let err = c.next_where("an error", |v| v["channel"] == "error" || v["channel"] == "subscriptionResponse").await;
