@@ -88,16 +88,21 @@ fn check_numbers(v: &serde_json::Value) -> usize {
 }
 
 #[test]
-fn status_fast_path_parses_every_capture_line_as_the_full_parse_does() {
+fn fast_paths_parse_every_capture_line_as_the_full_parse_does() {
+    use hlbook::node::Stream;
     let Some(cap) = common::unpack() else { return };
     let mut parser = hlbook::node::NodeParser::new();
     for mode in [Mode::ByBlock, Mode::Streaming] {
         let lines = common::lines_in_write_order(&cap.node_dir, mode);
-        let statuses: Vec<_> = lines.iter().filter(|(s, _, _)| *s == hlbook::node::Stream::Statuses).collect();
-        assert!(!statuses.is_empty());
-        for (stream, height, line) in statuses {
-            let full = parser.parse_in_full(*stream, line).expect("capture line parses");
-            assert_eq!(parser.parse(*stream, line).unwrap(), full, "{mode:?} block {height}");
+        for want in [Stream::Statuses, Stream::Diffs] {
+            let of_stream: Vec<_> = lines.iter().filter(|(s, _, _)| *s == want).collect();
+            assert!(!of_stream.is_empty());
+            for (stream, height, line) in of_stream {
+                let full = parser.parse_in_full(*stream, line).expect("capture line parses");
+                assert_eq!(parser.parse(*stream, line).unwrap(), full, "{mode:?} {stream} block {height}");
+            }
         }
     }
+    // Every diffs line of the capture is in the layout the fast path reads.
+    assert_eq!(parser.diffs_off_layout(), 0);
 }

@@ -8,6 +8,7 @@ use std::ops::Deref;
 
 use serde_json::value::RawValue;
 
+use super::diffs_fast;
 use super::event::{Diff, DiffKind, Fill, OrderFlavor, OrderInfo, OrderStatus};
 use super::intern::Interner;
 use super::status_split::{Split, StatusSplitter};
@@ -128,6 +129,8 @@ pub struct NodeParser {
     statuses: StatusSplitter,
     /// Users whose rejections and fills lines must carry; `None`: nobody ever asks (replay, tests).
     watched: Option<std::sync::Arc<Watched>>,
+    /// Diffs lines off the node's exact layout, read by serde instead of `diffs_fast`.
+    diffs_off_layout: u64,
 }
 
 impl NodeParser {
@@ -160,6 +163,12 @@ impl NodeParser {
             users.rejected = rejected;
             return Ok(Line { meta, events, users });
         }
+        if stream == Stream::Diffs {
+            if let Some((meta, diffs)) = diffs_fast::parse(line, |w| self.diff(w)) {
+                return Ok(Line { meta, events: Events::Diffs(diffs), users });
+            }
+            self.diffs_off_layout += 1;
+        }
         let line = std::str::from_utf8(line).map_err(|e| err(&e))?;
         if let Some(v) = watch {
             self.watched_in_full(stream, line, v, &mut users);
@@ -187,13 +196,24 @@ impl NodeParser {
         }
     }
 
-    /// `parse` without the status fast path: the reference it is tested against.
+    /// `parse` without the status and diffs fast paths: the reference they are tested against.
     pub fn parse_in_full(&mut self, stream: Stream, line: &str) -> Result<Line, LineError> {
-        if stream != Stream::Statuses {
-            return self.parse(stream, line);
-        }
-        let (meta, events) = self.statuses_in_full(line).map_err(|e| LineError { stream, message: e.to_string() })?;
+        let err = |e: serde_json::Error| LineError { stream, message: e.to_string() };
+        let (meta, events) = match stream {
+            Stream::Fills => return self.parse(stream, line),
+            Stream::Statuses => self.statuses_in_full(line).map_err(err)?,
+            Stream::Diffs => {
+                let env: Envelope<DiffWire<'_>> = serde_json::from_str(line).map_err(err)?;
+                (env.meta(), Events::Diffs(env.events.into_iter().map(|w| self.diff(w)).collect()))
+            }
+        };
         Ok(Line { meta, events, users: UserEvents::default() })
+    }
+
+    /// Diffs lines so far that were not in the node's exact layout, so took the slower serde parse (a node
+    /// version that changed its layout shows here).
+    pub fn diffs_off_layout(&self) -> u64 {
+        self.diffs_off_layout
     }
 
     /// The fast path: only the envelope head and the kept events go through serde. `None` if any of them does not

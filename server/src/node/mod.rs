@@ -3,6 +3,7 @@
 
 pub mod block;
 pub mod decimal;
+mod diffs_fast;
 pub mod event;
 pub mod intern;
 pub mod line;
