@@ -94,7 +94,7 @@ fn fast_paths_parse_every_capture_line_as_the_full_parse_does() {
     let mut parser = hlbook::node::NodeParser::new();
     for mode in [Mode::ByBlock, Mode::Streaming] {
         let lines = common::lines_in_write_order(&cap.node_dir, mode);
-        for want in [Stream::Statuses, Stream::Diffs] {
+        for want in Stream::ALL {
             let of_stream: Vec<_> = lines.iter().filter(|(s, _, _)| *s == want).collect();
             assert!(!of_stream.is_empty());
             for (stream, height, line) in of_stream {
@@ -103,6 +103,8 @@ fn fast_paths_parse_every_capture_line_as_the_full_parse_does() {
             }
         }
     }
-    // Every diffs line of the capture is in the layout the fast path reads.
-    assert_eq!(parser.diffs_off_layout(), 0);
+    // Every line of the capture is in the layout the fast paths read.
+    for stream in Stream::ALL {
+        assert_eq!(parser.off_layout(stream), 0, "{stream}");
+    }
 }

@@ -69,6 +69,9 @@ pub struct IngestCounters {
     pub lines: AtomicU64,
     pub bytes: AtomicU64,
     pub malformed_lines: AtomicU64,
+    /// Lines not in the node's exact layout, so read by the slower serde parse instead of a fast path (a node
+    /// version that changed how it writes a stream shows here).
+    pub lines_off_layout: AtomicU64,
     pub blocks_applied: AtomicU64,
     pub blocks_already_applied: AtomicU64,
     pub gaps: AtomicU64,
@@ -104,6 +107,7 @@ impl IngestCounters {
             ("lines", self.lines.load(Relaxed)),
             ("bytes", self.bytes.load(Relaxed)),
             ("malformed_lines", self.malformed_lines.load(Relaxed)),
+            ("lines_off_layout", self.lines_off_layout.load(Relaxed)),
             ("blocks_applied", self.blocks_applied.load(Relaxed)),
             ("blocks_already_applied", self.blocks_already_applied.load(Relaxed)),
             ("gaps", self.gaps.load(Relaxed)),

@@ -197,7 +197,12 @@ fn parse_line(
 ) -> Option<Line> {
     let c = &health.counters;
     c.lines.fetch_add(1, Relaxed);
-    match parser.parse_bytes(stream, bytes) {
+    let off_layout = parser.off_layout(stream);
+    let parsed = parser.parse_bytes(stream, bytes);
+    if parser.off_layout(stream) > off_layout {
+        c.lines_off_layout.fetch_add(1, Relaxed);
+    }
+    match parsed {
         Ok(line) => {
             entry.line(line.meta.height);
             Some(line)

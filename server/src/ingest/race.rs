@@ -50,6 +50,8 @@ pub struct Raced {
     pub digest: u64,
     pub read_at: i64,
     pub parsed: Parsed,
+    /// The line was not in the node's exact layout (read by the slower serde parse).
+    pub off_layout: bool,
 }
 
 #[derive(Debug)]
@@ -222,6 +224,9 @@ impl Race {
         health.counters.lines.fetch_add(1, Ordering::Relaxed);
         if matches!(l.parsed, Parsed::Malformed) {
             health.counters.malformed_lines.fetch_add(1, Ordering::Relaxed);
+        }
+        if l.off_layout {
+            health.counters.lines_off_layout.fetch_add(1, Ordering::Relaxed);
         }
         if !matches!(l.parsed, Parsed::Copy) {
             self.seen[src][i] = self.seen[src][i].max(l.height);
@@ -408,6 +413,7 @@ impl Reader {
     fn parse(&self, parser: &mut NodeParser, stream: Stream, bytes: &[u8], floor: u64) -> Raced {
         let read_at = now_nanos();
         let head = block_number(bytes);
+        let off_layout = parser.off_layout(stream);
         let parsed = if head.is_some_and(|h| h <= floor) {
             Parsed::Copy
         } else {
@@ -427,7 +433,8 @@ impl Reader {
         };
         self.entry.line(height);
         self.entry.touch(read_at);
-        Raced { stream, height, digest: digest(bytes), read_at, parsed }
+        let off_layout = parser.off_layout(stream) > off_layout;
+        Raced { stream, height, digest: digest(bytes), read_at, parsed, off_layout }
     }
 }
 

@@ -26,6 +26,7 @@ fn raced(bytes: &[u8], read_at: i64) -> Raced {
         digest: digest(bytes),
         read_at,
         parsed: Parsed::Line(line),
+        off_layout: false,
     }
 }
 

@@ -8,8 +8,8 @@ use std::ops::Deref;
 
 use serde_json::value::RawValue;
 
-use super::diffs_fast;
 use super::event::{Diff, DiffKind, Fill, OrderFlavor, OrderInfo, OrderStatus};
+use super::fast;
 use super::intern::Interner;
 use super::status_split::{Split, StatusSplitter};
 use super::time::UnixNanos;
@@ -129,8 +129,8 @@ pub struct NodeParser {
     statuses: StatusSplitter,
     /// Users whose rejections and fills lines must carry; `None`: nobody ever asks (replay, tests).
     watched: Option<std::sync::Arc<Watched>>,
-    /// Diffs lines off the node's exact layout, read by serde instead of `diffs_fast`.
-    diffs_off_layout: u64,
+    /// Lines of each stream off the node's exact layout, so read by serde instead of a fast path.
+    off_layout: [u64; 3],
 }
 
 impl NodeParser {
@@ -155,20 +155,36 @@ impl NodeParser {
         let view = self.watched.as_ref().filter(|_| stream != Stream::Diffs).map(|w| w.view());
         let watch = view.as_ref().filter(|v| !v.users.is_empty());
         let mut users = UserEvents { generation: view.as_ref().map(|v| v.generation), ..UserEvents::default() };
-        if stream == Stream::Statuses
-            && let Some(parsed) =
-                self.statuses.split(line, watch.map(|v| &*v.users)).and_then(|s| self.split_statuses(s))
-        {
-            let (meta, events, rejected) = parsed;
-            users.rejected = rejected;
-            return Ok(Line { meta, events, users });
-        }
-        if stream == Stream::Diffs {
-            if let Some((meta, diffs)) = diffs_fast::parse(line, |w| self.diff(w)) {
-                return Ok(Line { meta, events: Events::Diffs(diffs), users });
+        match stream {
+            Stream::Statuses => {
+                let split = self.statuses.split(line, watch.map(|v| &*v.users));
+                if let Some((meta, events, rejected)) = split.and_then(|s| self.split_statuses(s)) {
+                    users.rejected = rejected;
+                    return Ok(Line { meta, events, users });
+                }
             }
-            self.diffs_off_layout += 1;
+            Stream::Diffs => {
+                if let Some((meta, diffs)) = fast::diffs(line, |w| self.diff(w)) {
+                    return Ok(Line { meta, events: Events::Diffs(diffs), users });
+                }
+            }
+            Stream::Fills => {
+                let mut mine = Vec::new();
+                let parsed = fast::fills(line, |user, body, raw| {
+                    if watch.is_some_and(|v| v.users.contains(&user)) {
+                        mine.push((user, raw));
+                    }
+                    self.fill(FillWire(user, body))
+                });
+                // The fast path read every byte of the line as UTF-8 (or refused it), so the check cannot fail.
+                let verbatim = mine.into_iter().map(|(u, raw)| Some((u, Box::from(std::str::from_utf8(raw).ok()?))));
+                if let (Some((meta, fills)), Some(verbatim)) = (parsed, verbatim.collect::<Option<Vec<_>>>()) {
+                    users.fills = verbatim;
+                    return Ok(Line { meta, events: Events::Fills(fills), users });
+                }
+            }
         }
+        self.off_layout[stream.index()] += 1;
         let line = std::str::from_utf8(line).map_err(|e| err(&e))?;
         if let Some(v) = watch {
             self.watched_in_full(stream, line, v, &mut users);
@@ -196,11 +212,14 @@ impl NodeParser {
         }
     }
 
-    /// `parse` without the status and diffs fast paths: the reference they are tested against.
+    /// `parse` without the fast paths: the reference they are tested against.
     pub fn parse_in_full(&mut self, stream: Stream, line: &str) -> Result<Line, LineError> {
         let err = |e: serde_json::Error| LineError { stream, message: e.to_string() };
         let (meta, events) = match stream {
-            Stream::Fills => return self.parse(stream, line),
+            Stream::Fills => {
+                let env: Envelope<FillWire<'_>> = serde_json::from_str(line).map_err(err)?;
+                (env.meta(), Events::Fills(env.events.into_iter().map(|w| self.fill(w)).collect()))
+            }
             Stream::Statuses => self.statuses_in_full(line).map_err(err)?,
             Stream::Diffs => {
                 let env: Envelope<DiffWire<'_>> = serde_json::from_str(line).map_err(err)?;
@@ -210,10 +229,10 @@ impl NodeParser {
         Ok(Line { meta, events, users: UserEvents::default() })
     }
 
-    /// Diffs lines so far that were not in the node's exact layout, so took the slower serde parse (a node
+    /// Lines of `stream` so far that were not in the node's exact layout, so took the slower serde parse (a node
     /// version that changed its layout shows here).
-    pub fn diffs_off_layout(&self) -> u64 {
-        self.diffs_off_layout
+    pub fn off_layout(&self, stream: Stream) -> u64 {
+        self.off_layout[stream.index()]
     }
 
     /// The fast path: only the envelope head and the kept events go through serde. `None` if any of them does not

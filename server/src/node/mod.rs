@@ -3,8 +3,8 @@
 
 pub mod block;
 pub mod decimal;
-mod diffs_fast;
 pub mod event;
+mod fast;
 pub mod intern;
 pub mod line;
 pub mod paths;
