@@ -76,6 +76,22 @@ fn anything_off_the_layout_is_left_to_serde() {
     assert_eq!(p.off_layout(Stream::Diffs), 1);
 }
 
+/// `line` with each edit applied in turn: (place, 0 replace / 1 delete / 2 insert, byte).
+fn edited(line: String, edits: &[(usize, usize, u8)]) -> Vec<u8> {
+    let mut bytes = line.into_bytes();
+    for &(at, op, b) in edits {
+        let at = at % (bytes.len() + 1);
+        match op {
+            0 if at < bytes.len() => bytes[at] = b,
+            1 if at < bytes.len() => {
+                bytes.remove(at);
+            }
+            _ => bytes.insert(at, b),
+        }
+    }
+    bytes
+}
+
 proptest::proptest! {
     /// Wherever the fast path answers for a changed line, serde answers the same.
     #[test]
@@ -83,15 +99,7 @@ proptest::proptest! {
         edits in proptest::collection::vec((0usize..2000, 0usize..3, proptest::sample::select(
             b"\"\\{}[],:. 0129aAbBe-x\t\x80".to_vec())), 1..4),
     ) {
-        let mut bytes = line(&EVENTS).into_bytes();
-        for (at, op, b) in edits {
-            let at = at % (bytes.len() + 1);
-            match op {
-                0 if at < bytes.len() => bytes[at] = b,
-                1 if at < bytes.len() => { bytes.remove(at); }
-                _ => bytes.insert(at, b),
-            }
-        }
+        let bytes = edited(line(&EVENTS), &edits);
         let mut p = NodeParser::new();
         let answered = p.parse_bytes(Stream::Diffs, &bytes);
         if diffs(&bytes, |_| ()).is_some() {
@@ -179,15 +187,7 @@ proptest::proptest! {
         edits in proptest::collection::vec((0usize..3000, 0usize..3, proptest::sample::select(
             b"\"\\{}[],:. 0129aAbBe-xnult\t\x80".to_vec())), 1..4),
     ) {
-        let mut bytes = line(&FILLS).into_bytes();
-        for (at, op, b) in edits {
-            let at = at % (bytes.len() + 1);
-            match op {
-                0 if at < bytes.len() => bytes[at] = b,
-                1 if at < bytes.len() => { bytes.remove(at); }
-                _ => bytes.insert(at, b),
-            }
-        }
+        let bytes = edited(line(&FILLS), &edits);
         let (mut p, view) = watching_a();
         let answered = p.parse_bytes(Stream::Fills, &bytes);
         if fills(&bytes, |_, _, _| ()).is_some() {
