@@ -74,7 +74,7 @@ pub(crate) fn piece_user(piece: &[u8]) -> Option<Address> {
     if piece.get(at + 42) != Some(&b'"') {
         return None;
     }
-    Address::parse(std::str::from_utf8(hex).ok()?)
+    Address::parse_bytes(hex)
 }
 
 impl NodeParser {
