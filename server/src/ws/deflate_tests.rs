@@ -1,7 +1,8 @@
-use std::io::{Read, Write};
-use std::task::Waker;
+use std::io::{self, Read, Write};
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 
-use tokio::io::DuplexStream;
+use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
 use tokio_tungstenite::tungstenite::error::ProtocolError;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocket};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};

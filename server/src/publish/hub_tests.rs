@@ -1,0 +1,45 @@
+use super::*;
+use crate::book::Books;
+
+fn hub() -> Hub {
+    Hub::new(Arc::new(Shared::new(Books::default(), std::time::Duration::from_secs(10))), 16, 1 << 20)
+}
+
+fn l2(coin: &str, levels: usize) -> Want {
+    Want::L2(L2Key { coin: Coin::from(coin), params: L2Params::new(Some(3), None, levels).unwrap() })
+}
+
+#[test]
+fn wanted_follows_each_coins_own_subscriptions_and_forgets_the_last_one() {
+    let hub = hub();
+    let wants = [l2("BTC", 20), l2("BTC", 5), Want::Bbo("BTC".into()), Want::Trades("ETH".into())];
+    let slot = hub.add(&wants[0]).unwrap();
+    assert!(Arc::ptr_eq(&slot, &hub.add(&wants[0]).unwrap()), "one slot per shape, shared");
+    for w in &wants[1..] {
+        hub.add(w);
+    }
+    let w = hub.wanted();
+    let btc = &w.coins["BTC"];
+    assert_eq!(btc.l2.len(), 1, "one aggregation serves both depths");
+    assert_eq!(btc.l2[0].depths.iter().map(|d| d.n_levels).collect::<Vec<_>>(), [5, 20], "deepest last");
+    assert!(btc.bbo.is_some() && !btc.trades && w.coins["ETH"].trades);
+
+    hub.remove(&wants[0]);
+    assert_eq!(hub.wanted().coins["BTC"].l2[0].depths.len(), 2, "one subscriber of the 20-level shape is left");
+    for w in &wants {
+        hub.remove(w);
+    }
+    assert_eq!((hub.coins_wanted(), hub.wanted().coins.len()), (0, 0), "nothing is kept for coins nobody wants");
+    hub.remove(&wants[3]);
+    assert_eq!(hub.coins_wanted(), 0, "removing what is not there changes nothing");
+}
+
+#[test]
+fn a_slots_frames_are_numbered_in_the_slot_so_a_gap_is_a_replaced_frame() {
+    let (a, b) = (Slot::default(), Slot::default());
+    let seq = |s: &Slot| s.frame.load().as_ref().map(|f| f.seq);
+    a.put(b"{}".to_vec(), Audit::default());
+    b.put(b"{}".to_vec(), Audit::default());
+    a.put(b"{}".to_vec(), Audit::default());
+    assert_eq!((seq(&a), seq(&b)), (Some(2), Some(1)), "another slot's frames leave no gap in this one");
+}

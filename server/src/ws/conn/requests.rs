@@ -1,0 +1,182 @@
+//! A connection's requests: subscribe, unsubscribe and post, each answered into the connection's pending messages
+//! (written ahead of the data in its next batch), and the cap on messages a minute.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+use super::{Conn, Delivery, End, L4State, MAX_POSTS};
+use crate::publish::Want;
+use crate::ws::candle_stream::CandleState;
+use crate::ws::protocol::{self, Request, Subscription};
+use crate::ws::user_stream::{UserState, release_user};
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
+    /// Handles one client message; Err ends the connection.
+    pub(super) fn on_message(&mut self, m: Message) -> Result<(), End> {
+        self.last_traffic = Instant::now();
+        let text = match m {
+            Message::Text(t) => t.to_string(),
+            Message::Binary(b) => String::from_utf8_lossy(&b).into_owned(),
+            Message::Close(_) => return Err(End::ByClient),
+            _ => return Ok(()),
+        };
+        self.count_message()?;
+        self.ctx.counters.messages_received.fetch_add(1, Relaxed);
+        match protocol::parse(&text) {
+            Ok(Request::Ping) => self.pending.push(protocol::PONG.to_string()),
+            Ok(Request::Subscribe(s)) => self.subscribe(s),
+            Ok(Request::Unsubscribe(s)) => self.unsubscribe(s),
+            Ok(Request::Post { id, request }) => self.post(id, request),
+            Err(e) => {
+                self.ctx.counters.protocol_errors.fetch_add(1, Relaxed);
+                self.pending.push(protocol::error(&e));
+            }
+        }
+        Ok(())
+    }
+
+    fn count_message(&mut self) -> Result<(), End> {
+        let now = Instant::now();
+        if now.duration_since(self.window_start) >= Duration::from_secs(60) {
+            (self.window_start, self.window_messages) = (now, 0);
+        }
+        self.window_messages += 1;
+        let max = self.ctx.cfg.max_messages_per_minute;
+        if self.window_messages > max {
+            self.ctx.counters.closed_abuse.fetch_add(1, Relaxed);
+            return Err(End::ByUs(CloseCode::Policy, format!("more than {max} messages a minute")));
+        }
+        Ok(())
+    }
+
+    fn subscribe(&mut self, s: Subscription) {
+        if !self.exists(&s.want) {
+            // Nothing is kept for a name the books do not have, so made-up names cost no memory.
+            self.ctx.counters.protocol_errors.fetch_add(1, Relaxed);
+            self.pending.push(protocol::unknown_subject(&s.echo));
+            return;
+        }
+        if self.subs.contains_key(&s.want) {
+            self.pending.push(protocol::already_subscribed(&s.echo));
+            return;
+        }
+        let max = self.ctx.cfg.max_subscriptions;
+        if self.subs.len() >= max {
+            self.ctx.counters.protocol_errors.fetch_add(1, Relaxed);
+            let text = format!("Too many subscriptions: at most {max} per connection: {}", s.echo);
+            self.pending.push(protocol::error(&text));
+            return;
+        }
+        if let (Want::User { user, .. }, Some(ip)) = (&s.want, self.opts.ip) {
+            let max = self.ctx.cfg.max_users_per_ip;
+            if !self.ctx.user_cap.try_add(ip, *user, max) {
+                self.ctx.counters.protocol_errors.fetch_add(1, Relaxed);
+                self.pending.push(protocol::error(&crate::ws::user_cap::refusal(max, &s.echo)));
+                return;
+            }
+        }
+        let hub = &self.ctx.hub;
+        let slot = hub.add(&s.want);
+        // trades: the coin's recent trades right after the ack, as the official feed sends them.
+        let mut recent = None;
+        let sub = match (&s.want, slot) {
+            (Want::Trades(c), _) => {
+                let cursor = hub.feed_head();
+                recent = hub.recent_trades.frame(c, cursor);
+                Delivery::Trades { coin: self.shared_coin(c), cursor }
+            }
+            (Want::L4(c), _) => {
+                let coin = self.shared_coin(c);
+                Delivery::L4 { state: L4State::Waiting(hub.request_snapshot(coin.clone())), coin }
+            }
+            (Want::User { user, channel: ch, .. }, _) => Delivery::User {
+                user: *user,
+                ch: *ch,
+                generation: hub.shared.watched().view().generation,
+                state: UserState::Pending { cursor: hub.feed_head() },
+            },
+            (Want::Candle(c, i), _) => Delivery::Candle { key: (self.shared_coin(c), *i), state: CandleState::Waiting },
+            (_, Some(slot)) => Delivery::Conflated { slot, sent: 0 },
+            (_, None) => return,
+        };
+        self.pending.push(protocol::ack("subscribe", &s.echo));
+        // Not on `?audit=1` connections: each of their frames describes one block, and this one spans many.
+        if let Some(json) = recent.filter(|_| !self.opts.audit) {
+            self.pending.push(String::from_utf8_lossy(&json).into_owned());
+        }
+        self.ctx.counters.subscription_delta(s.channel(), 1);
+        self.subs.insert(s.want.clone(), (Box::new(s), sub));
+    }
+
+    /// The books' own copy of a coin's name, the one the publisher keys its ticks with. Every block, each
+    /// connection hashes its coins' names to find their frames: one shared copy stays in cache, where a thousand
+    /// connections' own copies miss it (a fifth of the time spent gathering frames, docs/benchmarks.md).
+    fn shared_coin(&self, coin: &crate::node::Coin) -> crate::node::Coin {
+        let books = self.ctx.hub.shared.books();
+        books.coin(coin).map_or_else(|| coin.clone(), |b| b.coin().clone())
+    }
+
+    /// Whether the books have the subscription's coin (or, for allMids, a coin of its dex): every coin of the
+    /// node's snapshot is in the books, and any coin that has had an order since.
+    fn exists(&self, want: &Want) -> bool {
+        let books = self.ctx.hub.shared.books();
+        match want {
+            Want::L2(k) => books.coin(&k.coin).is_some(),
+            Want::Bbo(c) | Want::Trades(c) | Want::L4(c) | Want::Candle(c, _) => books.coin(c).is_some(),
+            // Any well-formed address may be followed: a user with nothing yet simply gets nothing yet.
+            Want::Mids(None) | Want::User { .. } => true,
+            Want::Mids(Some(dex)) => books.books().any(|b| b.coin().split_once(':').is_some_and(|(d, _)| d == &**dex)),
+        }
+    }
+
+    fn unsubscribe(&mut self, s: Subscription) {
+        match self.subs.remove(&s.want) {
+            Some((mine, _)) => {
+                self.ctx.hub.remove(&mine.want);
+                release_user(&self.ctx, self.opts.ip, &mine.want);
+                self.ctx.counters.subscription_delta(mine.channel(), -1);
+                self.pending.push(protocol::ack("unsubscribe", &s.echo));
+            }
+            None => self.pending.push(protocol::already_unsubscribed(&s.echo)),
+        }
+    }
+
+    /// `post` info requests are answered as `POST /info` would: l2Book from our books, the allowed market types
+    /// through the node, anything else refused.
+    fn post(&mut self, id: serde_json::Value, request: serde_json::Value) {
+        let is_info = request.get("type").and_then(|t| t.as_str()) == Some("info");
+        let Some(payload) = request.get("payload").filter(|_| is_info) else {
+            let text = "hlbook serves market data: only info requests can be posted";
+            self.pending.push(protocol::post_error(&id, text));
+            return;
+        };
+        let Ok(place) = self.post_places.clone().try_acquire_owned() else {
+            let text = format!("too many post requests in flight on this connection (at most {MAX_POSTS})");
+            self.pending.push(protocol::post_error(&id, &text));
+            return;
+        };
+        let (ctx, payload, tx, ip) = (self.ctx.clone(), payload.clone(), self.post_tx.clone(), self.ip);
+        // Answered on its own task so a slow node never stalls this connection's data; the answer comes back
+        // through the connection's post queue.
+        tokio::spawn(async move {
+            let _place = place;
+            let a = crate::ws::info::answer(&ctx, ip, &payload).await;
+            let text = if a.status == 200 {
+                protocol::post_info_response(&id, payload.get("type").unwrap_or(&serde_json::Value::Null), &a.json)
+            } else {
+                let text = serde_json::from_slice::<serde_json::Value>(&a.json).ok();
+                let text = text
+                    .as_ref()
+                    .and_then(serde_json::Value::as_str)
+                    .map_or_else(|| String::from_utf8_lossy(&a.json).into_owned(), str::to_string);
+                protocol::post_error(&id, &text)
+            };
+            let _ = tx.send(text).await;
+        });
+    }
+}
