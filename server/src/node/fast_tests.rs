@@ -62,6 +62,8 @@ fn anything_off_the_layout_is_left_to_serde() {
         line(&[&ev.replace(r#""A""#, r#""a""#)]),
         line(&[&ev.replace("0.1804", "0.1804.")]),
         line(&[&ev.replace("0x5eaa", "0x5eaaff")]),
+        // An address a digit short, so its closing quote comes where a fixed-length one has its last digit.
+        line(&[&ev.replace("0x5eaa", "0x5ea")]),
         format!("{} x", line(&EVENTS)),
         line(&EVENTS)[..200].to_string(),
     ];
