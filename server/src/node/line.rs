@@ -189,17 +189,7 @@ impl NodeParser {
         if let Some(v) = watch {
             self.watched_in_full(stream, line, v, &mut users);
         }
-        let (meta, events) = match stream {
-            Stream::Diffs => {
-                let env: Envelope<DiffWire<'_>> = serde_json::from_str(line).map_err(|e| err(&e))?;
-                (env.meta(), Events::Diffs(env.events.into_iter().map(|w| self.diff(w)).collect()))
-            }
-            Stream::Statuses => self.statuses_in_full(line).map_err(|e| err(&e))?,
-            Stream::Fills => {
-                let env: Envelope<FillWire<'_>> = serde_json::from_str(line).map_err(|e| err(&e))?;
-                (env.meta(), Events::Fills(env.events.into_iter().map(|w| self.fill(w)).collect()))
-            }
-        };
+        let (meta, events) = self.events_in_full(stream, line).map_err(|e| err(&e))?;
         Ok(Line { meta, events, users })
     }
 
@@ -214,19 +204,24 @@ impl NodeParser {
 
     /// `parse` without the fast paths: the reference they are tested against.
     pub fn parse_in_full(&mut self, stream: Stream, line: &str) -> Result<Line, LineError> {
-        let err = |e: serde_json::Error| LineError { stream, message: e.to_string() };
-        let (meta, events) = match stream {
+        let (meta, events) =
+            self.events_in_full(stream, line).map_err(|e| LineError { stream, message: e.to_string() })?;
+        Ok(Line { meta, events, users: UserEvents::default() })
+    }
+
+    /// A line's events read by serde alone: the reference, and where a line off every fast path goes.
+    fn events_in_full(&mut self, stream: Stream, line: &str) -> Result<(LineMeta, Events), serde_json::Error> {
+        Ok(match stream {
             Stream::Fills => {
-                let env: Envelope<FillWire<'_>> = serde_json::from_str(line).map_err(err)?;
+                let env: Envelope<FillWire<'_>> = serde_json::from_str(line)?;
                 (env.meta(), Events::Fills(env.events.into_iter().map(|w| self.fill(w)).collect()))
             }
-            Stream::Statuses => self.statuses_in_full(line).map_err(err)?,
+            Stream::Statuses => self.statuses_in_full(line)?,
             Stream::Diffs => {
-                let env: Envelope<DiffWire<'_>> = serde_json::from_str(line).map_err(err)?;
+                let env: Envelope<DiffWire<'_>> = serde_json::from_str(line)?;
                 (env.meta(), Events::Diffs(env.events.into_iter().map(|w| self.diff(w)).collect()))
             }
-        };
-        Ok(Line { meta, events, users: UserEvents::default() })
+        })
     }
 
     /// Lines of `stream` so far that were not in the node's exact layout, so took the slower serde parse (a node
