@@ -80,6 +80,8 @@ fn run(case: &Case, secs: u64) {
         poll_interval: Duration::from_millis(100),
         stale_after: Duration::from_secs(10),
         snapshots: vec![SnapshotFrom::Info { url: url.clone(), dir: snaps.clone() }],
+
+        stream_lines: true,
     };
     let stop = Arc::new(AtomicBool::new(false));
     let ingest = Ingest::new(cfg, shared.clone());

@@ -34,6 +34,8 @@ pub struct IngestConfig {
     /// Racing: how long a line one source skipped may take to come from another before its block counts as
     /// broken (resync), in milliseconds.
     pub race_grace_ms: u64,
+    /// Streaming mode: publish each batch of lines as it lands (true), or each block once it is whole.
+    pub stream_lines: bool,
     /// The node's info server; empty: no snapshots (bootstrap needs `snapshot_file` then, and no resync).
     pub info_url: String,
     /// Where the node writes the snapshots we ask for: it must be able to write there, and we to read.
@@ -124,6 +126,7 @@ impl Default for IngestConfig {
             source: "file".into(),
             sources: Vec::new(),
             race_grace_ms: 1000,
+            stream_lines: true,
             info_url: "http://127.0.0.1:3001/info".into(),
             snapshot_dir: std::env::temp_dir().join("hlbook-snapshots"),
             snapshot_file: None,

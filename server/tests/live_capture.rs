@@ -24,6 +24,8 @@ fn start(dst: &Path, mode: Mode, snapshot: &Path) -> (Arc<Shared>, Arc<AtomicBoo
         stale_after: Duration::from_secs(30),
         // No node to resync from: a lost line leaves the books where they were, flagged resyncing.
         snapshots: Vec::new(),
+
+        stream_lines: true,
     };
     let stop = Arc::new(AtomicBool::new(false));
     let (s2, stop2) = (shared.clone(), stop.clone());

@@ -138,7 +138,9 @@ impl Stages {
                     break;
                 }
                 pending.pop_front();
-                if e.key.load(Relaxed) == k {
+                // Streaming publishes a block's line in parts, each `begin`ning the same entry again: it settles
+                // once, with the newest part's times.
+                if e.key.compare_exchange(k, 0, Relaxed, Relaxed).is_ok() {
                     settled.push(finalize(e));
                 }
             }

@@ -92,6 +92,9 @@ pub struct CoinBook {
     /// Raw `children` JSON of the few orders that have TP/SL children attached.
     children: FxHashMap<u64, Box<str>>,
     buckets: Buckets,
+    /// Resting orders of size 0: an `update` to 0 keeps the order until its `remove`, which in streaming mode may
+    /// come on a later line. While any rests, the book is between two of the engine's events (`is_sane`).
+    zero_sized: u32,
 }
 
 impl CoinBook {
@@ -103,7 +106,15 @@ impl CoinBook {
             levels: [BTreeMap::new(), BTreeMap::new()],
             children: FxHashMap::default(),
             buckets: Buckets::default(),
+            zero_sized: 0,
         }
+    }
+
+    /// Whether a trader would accept this book as it is: not crossed (best bid below best ask) and no order of
+    /// size 0 resting. Every complete block's book is; a book between two lines of one block may not be.
+    pub fn is_sane(&self) -> bool {
+        let crossed = matches!((self.best(Side::Bid), self.best(Side::Ask)), (Some((b, _)), Some((a, _))) if b >= a);
+        self.zero_sized == 0 && !crossed
     }
 
     pub fn coin(&self) -> &Coin {
@@ -162,6 +173,7 @@ impl CoinBook {
             self.levels[side.index()].entry(px).or_insert(Level { sz: FixedSum::ZERO, n: 0, head: NIL, tail: NIL });
         level.sz.add(sz);
         level.n += 1;
+        self.zero_sized += u32::from(sz == Fixed::ZERO);
         self.buckets.add(side, px, sz);
         let placement = if let Some(a) = anchor {
             link_before(&mut self.slab, level, key, a);
@@ -196,6 +208,7 @@ impl CoinBook {
         }
         let old = std::mem::replace(&mut order.sz, new_sz);
         let (side, px) = (order.side, order.px);
+        self.zero_sized = self.zero_sized + u32::from(new_sz == Fixed::ZERO) - u32::from(old == Fixed::ZERO);
         if let Some(level) = self.levels[side.index()].get_mut(&px) {
             level.sz.sub(old);
             level.sz.add(new_sz);
@@ -226,6 +239,7 @@ impl CoinBook {
             unlink(&mut self.slab, level, key);
             level.sz.sub(sz);
             level.n -= 1;
+            self.zero_sized -= u32::from(sz == Fixed::ZERO);
             if level.n == 0 {
                 levels.remove(&px);
             }

@@ -125,3 +125,20 @@ fn children_follow_their_order() {
     b.remove(1, Side::Bid, px("1.0")).unwrap();
     assert_eq!(b.children(1), None);
 }
+
+#[test]
+fn a_book_is_sane_unless_crossed_or_holding_an_order_of_size_zero() {
+    let mut b = book();
+    b.insert(order(1, Side::Bid, "100.0", "1.0"), None, None);
+    b.insert(order(2, Side::Ask, "101.0", "1.0"), None, None);
+    assert!(b.is_sane());
+    // An update to 0 keeps the order until its remove.
+    b.update(1, Side::Bid, px("100.0"), px("1.0"), Fixed::ZERO).unwrap();
+    assert!(!b.is_sane());
+    b.remove(1, Side::Bid, px("100.0")).unwrap();
+    assert!(b.is_sane());
+    b.insert(order(3, Side::Bid, "101.0", "1.0"), None, None);
+    assert!(!b.is_sane(), "crossed: best bid at the best ask");
+    b.remove(3, Side::Bid, px("101.0")).unwrap();
+    assert!(b.is_sane());
+}

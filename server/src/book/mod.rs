@@ -221,6 +221,18 @@ impl Books {
         Outcome::Applied(out)
     }
 
+    /// Streaming mode: the diffs of block `height` that the lines read since the last part brought. The first part
+    /// opens the block as `apply_diffs` does; each later one continues it, until `apply_statuses` completes it.
+    /// Between parts the books are the engine's own state after that line, in order (`CoinBook::is_sane` says
+    /// whether a coin is between two events of one order).
+    pub fn apply_diffs_part(&mut self, height: u64, block_time: UnixNanos, diffs: &[Diff]) -> Outcome {
+        let open = height == self.diffs_height && height == self.height + 1 && self.first.is_none();
+        if !open {
+            return self.apply_diffs(height, block_time, diffs);
+        }
+        Outcome::Applied(self.apply_some(height, block_time, diffs.iter()))
+    }
+
     /// Why block `height`'s diffs cannot be applied now, if they cannot.
     fn refuse_diffs(&mut self, height: u64) -> Option<Outcome> {
         if height <= self.diffs_height {

@@ -138,6 +138,7 @@ fn live_config(c: &Config) -> anyhow::Result<LiveConfig> {
         poll_interval: Duration::from_millis(c.ingest.poll_interval_ms),
         stale_after: c.stale_after(),
         snapshots,
+        stream_lines: c.ingest.stream_lines,
     })
 }
 

@@ -11,6 +11,18 @@
 //!
 //! Live by-block ingest also asks for the next block's fills and diffs lines as soon as each is read (`split`):
 //! trades and L2 need nothing else, and the status line that completes the block is by far the longest.
+//!
+//! Live streaming ingest asks for lines too (`streaming_lines`): the open block's diffs lines as they come (the
+//! books step through the engine's states line by line), and every fills line as it comes, whatever block it is
+//! in, since trades need no book. Fills lines then never wait in a block: each is handed out once, counted per
+//! height, so a source that starts over never hands a trade twice.
+//!
+//! What closes a streaming block: the format has no end marker, but the node writes every line of a block, in all
+//! three streams, before any line of the next (checked on the capture: no overlap in 51 blocks). So block `h` is
+//! whole once (a) the diff and status streams both showed a later block, or (b) any stream showed one and then a
+//! whole pass read every stream to its end (`drained`, from sources that read in passes): every line of `h` was
+//! written before that later line, so the pass found it. (b) is what ends a block as soon as the next one starts,
+//! whichever stream the node writes first and whichever reader ran ahead; (a) serves sources without passes.
 
 use std::collections::BTreeMap;
 
@@ -31,6 +43,8 @@ pub enum Assembled {
         height: u64,
         missing: Vec<Stream>,
     },
+    /// Streaming with `streaming_lines`: a fills line, handed out once as soon as it is read (it is in no block).
+    Fills(Line),
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -45,8 +59,23 @@ pub struct AssemblerCounters {
 struct Pending {
     block: Block,
     got: [bool; 3],
-    /// Lines already handed out as `Assembled::Line`.
-    handed: [bool; 3],
+    /// Lines pushed, and lines already handed out as `Assembled::Line`, per stream.
+    lines: [u32; 3],
+    handed: [u32; 3],
+}
+
+impl Pending {
+    fn new(h: u64, block_time: i64) -> Pending {
+        Pending { block: Block::new(h, block_time), got: [false; 3], lines: [0; 3], handed: [0; 3] }
+    }
+}
+
+/// Streaming lines: the fills lines of the newest height handed out, and how many of them came since a restart.
+#[derive(Debug, Default)]
+struct FillsMark {
+    height: u64,
+    handed: u32,
+    seen: u32,
 }
 
 #[derive(Debug)]
@@ -66,6 +95,15 @@ pub struct Assembler {
     /// Lines come from several racing sources (`ingest::race`), each at most once per stream and height but not
     /// in height order: only the race knows when a line is lost (`give_up`).
     raced: bool,
+    /// Streaming: hand out the open block's diffs lines and every fills line as they come.
+    lines: bool,
+    fills_out: std::collections::VecDeque<Line>,
+    fills_mark: FillsMark,
+    /// Rule (b) of the module doc: the highest height any stream showed, that height as of the last drained pass,
+    /// and the blocks known whole through a drained pass.
+    seen_any: u64,
+    seen_at_drain: u64,
+    drained_through: u64,
 }
 
 impl Assembler {
@@ -82,7 +120,27 @@ impl Assembler {
             finished: false,
             counters: AssemblerCounters::default(),
             raced: false,
+            lines: false,
+            fills_out: std::collections::VecDeque::new(),
+            fills_mark: FillsMark::default(),
+            seen_any: 0,
+            seen_at_drain: 0,
+            drained_through: 0,
         }
+    }
+
+    /// Streaming: hands out the open block's diffs lines (`Assembled::Line`) and every fills line
+    /// (`Assembled::Fills`) as soon as each is read.
+    #[must_use]
+    pub fn streaming_lines(mut self) -> Assembler {
+        self.lines = self.mode == Mode::Streaming;
+        self
+    }
+
+    /// The source read every stream to its end since the last call (a whole pass): rule (b) of the module doc.
+    pub fn drained(&mut self) {
+        self.drained_through = self.drained_through.max(self.seen_at_drain.saturating_sub(1));
+        self.seen_at_drain = self.seen_any;
     }
 
     /// Lines come from racing sources: no ordering per stream is assumed, and a line is lost only when the race
@@ -147,22 +205,42 @@ impl Assembler {
             return;
         }
         self.seen[i] = Some(self.seen[i].map_or(h, |s| s.max(h)));
+        self.seen_any = self.seen_any.max(h);
+        if self.lines && stream == Stream::Fills {
+            return self.push_fills(line);
+        }
         if h <= self.emitted {
             self.counters.stale_lines += 1;
             return;
         }
-        let p = self.pending.entry(h).or_insert_with(|| Pending {
-            block: Block::new(h, line.meta.block_time),
-            got: [false; 3],
-            handed: [false; 3],
-        });
+        let p = self.pending.entry(h).or_insert_with(|| Pending::new(h, line.meta.block_time));
         if self.mode == Mode::ByBlock && p.got[stream.index()] {
             // A second by-block line for one height: the node restarted mid-block. Keep the first.
             self.counters.stale_lines += 1;
             return;
         }
         p.got[stream.index()] = true;
+        p.lines[stream.index()] += 1;
         p.block.push(stream, line);
+    }
+
+    /// Streaming lines: a fills line goes out unless it was handed out before a restart.
+    fn push_fills(&mut self, line: Line) {
+        let (h, m) = (line.meta.height, &mut self.fills_mark);
+        if h < m.height {
+            self.counters.stale_lines += 1;
+            return;
+        }
+        if h > m.height {
+            *m = FillsMark { height: h, handed: 0, seen: 0 };
+        }
+        m.seen += 1;
+        if m.seen <= m.handed {
+            self.counters.stale_lines += 1;
+            return;
+        }
+        m.handed += 1;
+        self.fills_out.push_back(line);
     }
 
     fn push_raced(&mut self, stream: Stream, line: Line) {
@@ -171,13 +249,10 @@ impl Assembler {
             self.counters.stale_lines += 1;
             return;
         }
-        let p = self.pending.entry(h).or_insert_with(|| Pending {
-            block: Block::new(h, line.meta.block_time),
-            got: [false; 3],
-            handed: [false; 3],
-        });
+        let p = self.pending.entry(h).or_insert_with(|| Pending::new(h, line.meta.block_time));
         if !p.got[stream.index()] {
             p.got[stream.index()] = true;
+            p.lines[stream.index()] += 1;
             p.block.push(stream, line);
         }
     }
@@ -188,6 +263,10 @@ impl Assembler {
         self.pending.clear();
         self.seen = [None; 3];
         self.replaying = [None; 3];
+        // Lines come again: what was seen before proves nothing about them. The fills mark stays, so the fills
+        // lines handed out already are known when they come again.
+        (self.seen_any, self.seen_at_drain, self.drained_through) = (0, 0, 0);
+        self.fills_mark.seen = 0;
     }
 
     /// No more input will come (end of a finished capture): every pending block is now decided.
@@ -197,6 +276,9 @@ impl Assembler {
 
     /// The next block in height order, once it is decided (or, with `split`, its next line read early).
     pub fn next_block(&mut self) -> Option<Assembled> {
+        if let Some(line) = self.fills_out.pop_front() {
+            return Some(Assembled::Fills(line));
+        }
         if self.finished && self.pending.is_empty() {
             return None;
         }
@@ -220,11 +302,13 @@ impl Assembler {
         Some(out)
     }
 
-    /// With `split`: block `h`'s fills or diffs line, once read and not yet handed out.
+    /// With `split`: block `h`'s fills or diffs line, once read and not yet handed out. With `streaming_lines`:
+    /// block `h` has diffs lines not handed out yet (`pending` has them all; the taker keeps its own place).
     fn next_line(&mut self, h: u64) -> Option<Assembled> {
-        let p = self.pending.get_mut(&h).filter(|_| self.split)?;
-        let stream = [Stream::Fills, Stream::Diffs].into_iter().find(|s| p.got[s.index()] && !p.handed[s.index()])?;
-        p.handed[stream.index()] = true;
+        let p = self.pending.get_mut(&h).filter(|_| self.split || self.lines)?;
+        let streams: &[Stream] = if self.lines { &[Stream::Diffs] } else { &[Stream::Fills, Stream::Diffs] };
+        let stream = streams.iter().copied().find(|s| p.lines[s.index()] > p.handed[s.index()])?;
+        p.handed[stream.index()] = p.lines[stream.index()];
         Some(Assembled::Line { height: h, stream })
     }
 
@@ -246,7 +330,8 @@ impl Assembler {
     }
 
     fn next_streaming(&mut self, h: u64) -> Option<Assembled> {
-        if !(self.passed(Stream::Diffs, h) && self.passed(Stream::Statuses, h)) {
+        let both_passed = self.passed(Stream::Diffs, h) && self.passed(Stream::Statuses, h);
+        if !both_passed && h > self.drained_through {
             return None;
         }
         let block = match self.pending.remove(&h) {

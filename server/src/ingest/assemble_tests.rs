@@ -16,7 +16,7 @@ fn drain(a: &mut Assembler) -> Vec<(u64, bool)> {
         .map(|x| match x {
             Assembled::Block(b) => (b.height, true),
             Assembled::Broken { height, .. } => (height, false),
-            Assembled::Line { .. } => panic!("lines are handed out only with split"),
+            Assembled::Line { .. } | Assembled::Fills(_) => panic!("lines are handed out only with split"),
         })
         .collect()
 }
@@ -143,3 +143,6 @@ fn streaming_re_emission_of_pending_blocks_is_skipped() {
     assert_eq!(b13.rejected_statuses, 4, "13's two status lines once, not twice");
     assert_eq!(a.counters().stale_lines, 8);
 }
+
+#[path = "assemble_lines_tests.rs"]
+mod lines;

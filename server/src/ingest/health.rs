@@ -98,6 +98,8 @@ pub struct IngestCounters {
     pub split_diff_steps: AtomicU64,
     /// Split diffs steps whose rest went ahead before the publisher had taken up the first part (1 ms).
     pub first_waits_timed_out: AtomicU64,
+    /// Streaming: parts of a block's diffs applied as their lines were read, before the block was whole.
+    pub diff_parts: AtomicU64,
 }
 
 impl IngestCounters {
@@ -130,6 +132,7 @@ impl IngestCounters {
             ("disagreements", self.disagreements.load(Relaxed)),
             ("split_diff_steps", self.split_diff_steps.load(Relaxed)),
             ("first_waits_timed_out", self.first_waits_timed_out.load(Relaxed)),
+            ("diff_parts", self.diff_parts.load(Relaxed)),
         ]
         .into_iter()
         .collect()

@@ -37,6 +37,8 @@ pub enum InputEvent {
     LostLine,
     /// The one source lost its place and resumes after the last block handed out: drop partial blocks.
     Restart,
+    /// The one source read every stream to its end (`SourceEvent::Drained`).
+    Drained,
 }
 
 #[derive(Debug)]
@@ -166,6 +168,7 @@ impl One {
                 entry.restarts.fetch_add(1, Relaxed);
                 on(InputEvent::Restart);
             }
+            SourceEvent::Drained => on(InputEvent::Drained),
         });
         if let Err(e) = &polled {
             health.counters.io_errors.fetch_add(1, Relaxed);

@@ -22,7 +22,7 @@ pub use super::sources::SourceSpec;
 use super::steps;
 use crate::book::{Books, Outcome};
 use crate::node::time::now_nanos;
-use crate::node::{Block, Mode, Stream};
+use crate::node::{Block, Line, Mode, Stream};
 use crate::state::Shared;
 
 #[derive(Clone, Debug)]
@@ -38,6 +38,8 @@ pub struct LiveConfig {
     pub stale_after: Duration,
     /// Where snapshots come from when the books need one. `None`: keep the books given, never resync.
     pub snapshots: Vec<SnapshotFrom>,
+    /// Streaming mode: publish each read batch of lines as it lands (true), or each block once it is whole.
+    pub stream_lines: bool,
 }
 
 /// A sync whose cache grows past this many blocks gives up and starts again.
@@ -79,6 +81,13 @@ pub struct Ingest {
     failures: u32,
     /// The highest height whose fills were handed to the publisher.
     fills_handed: u64,
+    /// Streaming lines: the open block and how many of its diffs are applied.
+    open: Option<(u64, usize)>,
+    /// Streaming lines read since the last flush: the open block has new diffs lines, and fills lines to hand on.
+    diffs_due: bool,
+    fills_due: Vec<Line>,
+    /// The stream of the last line read: lines of one stream come in runs (a tail read), and a run is a batch.
+    last_stream: Option<Stream>,
 }
 
 impl std::fmt::Debug for Ingest {
@@ -93,6 +102,9 @@ impl Ingest {
         let height = shared.books().height();
         let input = Input::new(&cfg, height, shared.health(), shared.watched());
         let mut assembler = Assembler::new(cfg.mode, height).split_lines();
+        if cfg.stream_lines {
+            assembler = assembler.streaming_lines();
+        }
         if matches!(input, Input::Race(_)) {
             assembler = assembler.raced();
         }
@@ -107,7 +119,15 @@ impl Ingest {
             next_snapshot: 0,
             failures: 0,
             fills_handed: height,
+            open: None,
+            diffs_due: false,
+            fills_due: Vec::new(),
+            last_stream: None,
         }
+    }
+
+    fn lines(&self) -> bool {
+        self.cfg.stream_lines && self.cfg.mode == Mode::Streaming
     }
 
     /// Runs until `stop` is set. Never exits on silence or bad input.
@@ -137,13 +157,22 @@ impl Ingest {
                 if let Some(at) = read_at {
                     self.raced_read[stream.index()] = (line.meta.height, at);
                 }
+                if self.last_stream.replace(stream) != Some(stream) {
+                    self.flush_lines();
+                }
                 self.assembler.push(stream, line);
                 self.take_assembled();
             }
             InputEvent::LostLine => self.lost("a malformed streaming line"),
             InputEvent::Restart => self.assembler.restart(self.assembler.emitted()),
+            InputEvent::Drained => {
+                self.flush_lines();
+                self.assembler.drained();
+                self.take_assembled();
+            }
         });
         self.input = input;
+        self.flush_lines();
         // Racing: a line that every source skipped, or that none supplied within the grace, is lost.
         let next = self.assembler.emitted() + 1;
         for stream in self.input.lost(next, self.assembler.has(next)) {
@@ -160,7 +189,10 @@ impl Ingest {
     fn take_assembled(&mut self) {
         while let Some(next) = self.assembler.next_block() {
             match next {
+                // Streaming lines: applied per batch (`flush_lines`), not per line.
+                Assembled::Line { .. } if self.lines() => self.diffs_due = true,
                 Assembled::Line { height, stream } => self.take_line(height, stream),
+                Assembled::Fills(line) => self.fills_due.push(line),
                 Assembled::Block(block) => self.take(block),
                 Assembled::Broken { height, missing } => {
                     self.shared.health().counters.broken_blocks.fetch_add(1, Relaxed);
@@ -218,10 +250,57 @@ impl Ingest {
         }
     }
 
+    /// Streaming lines: hands on the fills lines read since the last flush (a step per height) and applies the
+    /// open block's new diffs as one part. Called when a run of one stream's lines ends and after each read.
+    fn flush_lines(&mut self) {
+        if !self.lines() {
+            return;
+        }
+        let read = now_nanos();
+        let mut fills = std::mem::take(&mut self.fills_due).into_iter().peekable();
+        while let Some(first) = fills.next() {
+            let mut b = Block::new(first.meta.height, first.meta.block_time);
+            b.push(Stream::Fills, first);
+            while let Some(line) = fills.next_if(|l| l.meta.height == b.height) {
+                b.push(Stream::Fills, line);
+            }
+            steps::hand_fills_of(&self.shared, &b, read);
+        }
+        if !std::mem::take(&mut self.diffs_due) || !matches!(self.phase, Phase::Live) {
+            return;
+        }
+        let h = self.assembler.emitted() + 1;
+        let Some(block) = self.assembler.pending(h) else { return };
+        let from = match self.open {
+            Some((open, taken)) if open == h => taken,
+            _ => 0,
+        };
+        let outcome = steps::apply_diffs_part(&self.shared, block, from, read);
+        self.open = Some((h, block.diffs.len()));
+        if let Some(o) = outcome {
+            self.after(&o);
+        }
+    }
+
     /// Applies a whole block: the steps its lines did not already take.
     fn apply(&mut self, block: Block) {
         let block = Arc::new(block);
-        steps::hand_fills(&self.shared, &mut self.fills_handed, &block, block.read_at);
+        if let Some((h, taken)) = self.open.take_if(|o| o.0 == block.height) {
+            // Streaming lines: the rest of the open block's diffs, then its statuses.
+            debug_assert_eq!(h, block.height);
+            if let Some(o) = steps::apply_diffs_part(&self.shared, &block, taken, block.read_at)
+                && !matches!(o, Outcome::Applied(_))
+            {
+                self.after(&o);
+                return;
+            }
+            let o = steps::complete(&self.shared, block.clone(), block.read_at);
+            self.after(&o);
+            return;
+        }
+        if !self.lines() {
+            steps::hand_fills(&self.shared, &mut self.fills_handed, &block, block.read_at);
+        }
         if let Some(o) = steps::apply_diffs(&self.shared, &block, block.read_at, false)
             && !matches!(o, Outcome::Applied(_))
         {
@@ -315,6 +394,7 @@ impl Ingest {
         tracing::info!("snapshot at height {h}; reading blocks after it while it loads");
         self.input.restart_after(h);
         self.assembler.restart(h);
+        self.open = None;
         if let Phase::Syncing { height, cache, .. } = &mut self.phase {
             *height = Some(h);
             cache.clear();
@@ -330,6 +410,7 @@ impl Ingest {
         }
         let orders = books.order_count();
         self.shared.install(books);
+        self.open = None;
         tracing::info!("books loaded at height {h} ({orders} orders); applying {} cached blocks", cache.len());
         self.failures = 0;
         for block in cache {

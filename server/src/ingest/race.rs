@@ -382,6 +382,8 @@ impl Reader {
                     gone |= !gone && self.tx.send(Msg::Line(self.src, line)).is_err();
                 }
                 SourceEvent::Restart => restarted = true,
+                // Racing is by-block: a block is whole when each stream gave its one line.
+                SourceEvent::Drained => {}
             });
             if gone {
                 return;

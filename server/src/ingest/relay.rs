@@ -93,7 +93,7 @@ fn serve_client(sock: TcpStream, cfg: &RelayConfig, stop: &AtomicBool) -> io::Re
             SourceEvent::Line(stream, line) if result.is_ok() => {
                 result = write_frame(&mut out, stream, block_number(line).unwrap_or(0), line);
             }
-            SourceEvent::Line(..) => {}
+            SourceEvent::Line(..) | SourceEvent::Drained => {}
             SourceEvent::Restart => restarted = true,
         })?;
         result?;

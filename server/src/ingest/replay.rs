@@ -76,8 +76,8 @@ fn apply(books: &mut Books, next: Assembled, on_step: &mut impl FnMut(Step<'_>))
             let missing = missing.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ");
             return Err(ReplayError::Broken { height, missing });
         }
-        // Replay assembles whole blocks only (its assembler does not split).
-        Assembled::Line { .. } => return Ok(()),
+        // Replay assembles whole blocks only (its assembler hands out no lines).
+        Assembled::Line { .. } | Assembled::Fills(_) => return Ok(()),
     };
     let outcome = books.apply(&block);
     on_step(Step { block: &block, outcome: &outcome, books });

@@ -19,6 +19,9 @@ pub enum SourceEvent<'a> {
     Line(Stream, &'a [u8]),
     /// The source lost its place and resumes after the height it was last given: drop partial blocks.
     Restart,
+    /// Every stream was just read to its end, in a pass that began after the previous `Drained` (sources that read
+    /// in passes: the node's files). What closes a streaming block (`ingest::assemble`) builds on it.
+    Drained,
 }
 
 /// Running totals of a source, for health and metrics.
@@ -131,6 +134,9 @@ impl FileSource {
             self.restart_after(self.resume_after);
             on(SourceEvent::Restart);
             any = true;
+        }
+        if first_err.is_none() {
+            on(SourceEvent::Drained);
         }
         first_err.map_or(Ok(any), Err)
     }

@@ -31,10 +31,37 @@ pub fn hand_fills(shared: &Shared, handed: &mut u64, b: &Block, read: UnixNanos)
         return;
     }
     *handed = b.height;
+    hand_fills_of(shared, b, read);
+}
+
+/// Hands the fills `b` holds to the publisher: a whole block's, or (streaming) the fills lines of one height read
+/// in one batch, each handed once by the assembler.
+pub fn hand_fills_of(shared: &Shared, b: &Block, read: UnixNanos) {
     shared.record(times(b, Stream::Fills, read));
     let data = StepData::Fills { fills: b.fills.clone(), users: b.users.fills.clone(), generation: b.users.generation };
-    shared.push_step(Step { height: b.height, block_time: b.block_time, data });
+    shared.push_step(Step { seq: 0, height: b.height, block_time: b.block_time, data });
     shared.signal_change();
+}
+
+/// Streaming: applies the diffs of the open block `b` from index `from` on (the lines read since the last part),
+/// opening the block with its first part. `None` when there was nothing new.
+pub fn apply_diffs_part(shared: &Shared, b: &Block, from: usize, read: UnixNanos) -> Option<Outcome> {
+    let diffs = b.diffs.get(from..).filter(|d| !d.is_empty())?;
+    let outcome = {
+        let mut books = shared.books_mut();
+        let outcome = books.apply_diffs_part(b.height, b.block_time, diffs);
+        if let Outcome::Applied(a) = &outcome {
+            shared.record(times(b, Stream::Diffs, read));
+            shared.push_step(diffs_step(b, a));
+        }
+        outcome
+    };
+    if let Outcome::Applied(a) = &outcome {
+        report(shared, a);
+        shared.health().counters.diff_parts.fetch_add(1, Relaxed);
+        shared.signal_change();
+    }
+    Some(outcome)
 }
 
 /// Applies block `b`'s diffs under the write lock, unless they already are. `None` when there was nothing to do.
@@ -88,7 +115,7 @@ pub fn apply_diffs(shared: &Shared, b: &Block, read: UnixNanos, split: bool) -> 
 }
 
 fn diffs_step(b: &Block, a: &Applied) -> Step {
-    Step { height: b.height, block_time: b.block_time, data: StepData::Diffs(a.changed.clone()) }
+    Step { seq: 0, height: b.height, block_time: b.block_time, data: StepData::Diffs(a.changed.clone()) }
 }
 
 /// Applies block `b`'s statuses (its diffs must be applied), completing it.
@@ -99,6 +126,7 @@ pub fn complete(shared: &Shared, b: Arc<Block>, read: UnixNanos) -> Outcome {
         if let Outcome::Applied(_) = outcome {
             shared.record(times(&b, Stream::Statuses, read));
             shared.remember(b.clone());
+            shared.completed(&books);
         }
         outcome
     };
@@ -172,7 +200,7 @@ mod tests {
 
     /// The diffs steps queued for block 11, as the coins each one changed.
     fn steps(shared: &Shared) -> Vec<Vec<String>> {
-        let steps = shared.steps_after(10, 11, u64::MAX).diffs;
+        let steps = shared.steps_after(0, 11, u64::MAX).diffs;
         let coins = |s: &Arc<Step>| match &s.data {
             StepData::Diffs(c) => c.iter().map(ToString::to_string).collect(),
             StepData::Fills { .. } => Vec::new(),

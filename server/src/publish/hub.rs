@@ -216,6 +216,9 @@ pub struct PublishCounters {
     pub discontinuities: AtomicU64,
     /// Passes that published a split diffs step's first part ahead of its other coins (`book::first`).
     pub first_parts: AtomicU64,
+    /// Streaming: a coin's L2 and bbo held back for a pass because its book was between two events of one order
+    /// (crossed, or an order of size 0 resting; `CoinBook::is_sane`).
+    pub l2_withheld: AtomicU64,
     /// Candle backfills put off to a later pass because the backfill queue was full.
     pub candle_backfills_deferred: AtomicU64,
     /// Candle backfills dropped unread because nobody wanted their keys any more.
@@ -235,6 +238,7 @@ impl PublishCounters {
             ("l4_snapshots", &self.l4_snapshots),
             ("discontinuities", &self.discontinuities),
             ("first_parts", &self.first_parts),
+            ("l2_withheld", &self.l2_withheld),
             ("candle_backfills_deferred", &self.candle_backfills_deferred),
             ("candle_backfills_skipped", &self.candle_backfills_skipped),
         ]

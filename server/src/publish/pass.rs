@@ -54,6 +54,11 @@ pub struct Publisher {
     fills_height: u64,
     /// The last block whose first part (`book::first`) was published ahead of its other coins.
     first_height: u64,
+    /// Where this publisher is in the state's queue of steps (`Step::seq`), per kind.
+    diffs_seq: u64,
+    fills_seq: u64,
+    /// Coins changed in a pass whose books were not sane then (`CoinBook::is_sane`): built by a later pass.
+    withheld: FxHashSet<Coin>,
     /// l4Book snapshot requests waiting for the books to be complete.
     held: Vec<SnapshotRequest>,
     installs: u64,
@@ -75,6 +80,9 @@ impl Publisher {
             diffs_height: 0,
             fills_height: 0,
             first_height: 0,
+            diffs_seq: 0,
+            fills_seq: 0,
+            withheld: FxHashSet::default(),
             held: Vec::new(),
             installs: 0,
             wanted_version: 0,
@@ -100,8 +108,8 @@ impl Publisher {
         }
         // Read under the books' lock: ingest records a diffs step under its write lock, so every step up to `dh`
         // is here.
-        let StepsSince { diffs: diff_steps, fills: fill_steps } =
-            hub.shared.steps_after(self.diffs_height, dh, self.fills_height);
+        let StepsSince { diffs: diff_steps, fills: fill_steps, diffs_seq, fills_seq, lost } =
+            hub.shared.steps_after(self.diffs_seq, dh, self.fills_seq);
         let fh = fill_steps.last().map_or(self.fills_height, |s| s.height);
         let new_shapes = wanted.version != self.wanted_version;
         if new_shapes {
@@ -110,19 +118,25 @@ impl Publisher {
             self.candles.sync(&hub, &candle_wants(&wanted));
         }
         let serve = books.is_complete() && !self.held.is_empty();
-        let same = (h, dh, fh, installs) == (self.height, self.diffs_height, self.fills_height, self.installs);
+        let same = (h, dh, installs) == (self.height, self.diffs_height, self.installs)
+            && diff_steps.is_empty()
+            && fill_steps.is_empty();
         if same && first_due.is_none() && !new_shapes && repaired.is_empty() && !serve && !hub.candles.has_inbox() {
             return;
         }
         self.pass += 1;
         let blocks = hub.shared.blocks_after(self.height, h);
+        // Streaming mode steps through one block's diffs in parts, so a pass may start inside the block it ended in.
+        let next = self.diffs_height..=self.diffs_height + 1;
         let reloaded = installs != self.installs
+            || lost
             || (h > self.height && blocks.first().is_none_or(|b| b.height != self.height + 1))
-            || (dh > self.diffs_height && diff_steps.first().is_none_or(|s| s.height != self.diffs_height + 1));
+            || (dh > self.diffs_height && diff_steps.first().is_none_or(|s| !next.contains(&s.height)));
         let mut targets = Self::targets(&wanted, &books, &diff_steps, &repaired, reloaded || new_shapes);
         if let Some(f) = first {
             targets.retain(|c| !f.changed.contains(c));
         }
+        self.withhold_insane(&books, &mut targets);
         let built = build_all(&books, &wanted, &targets);
         let early = first_due.map(|f| {
             let coins: Vec<Coin> = f.changed.iter().filter(|c| wanted.coins.contains_key(*c)).cloned().collect();
@@ -188,6 +202,7 @@ impl Publisher {
         }
         hub.stages.settle(published);
         (self.height, self.diffs_height, self.fills_height) = (h, dh, fh);
+        (self.diffs_seq, self.fills_seq) = (diffs_seq, fills_seq);
         if fh > 0 {
             self.candles.start_backfills(&hub, fh + 1);
         }
@@ -221,6 +236,27 @@ impl Publisher {
             .cloned()
             .chain(repaired.iter().cloned());
         distinct(changed).into_iter().filter(|c| mids || wanted.coins.contains_key(c)).collect()
+    }
+
+    /// Between two lines of one block (streaming), a coin's book may be between two events of one order: such a
+    /// coin is left out of this pass and built by the first pass that finds it sane or its block complete (every
+    /// complete block's book is the engine's own state).
+    fn withhold_insane(&mut self, books: &Books, targets: &mut Vec<Coin>) {
+        let carried: Vec<Coin> = self.withheld.drain().filter(|c| !targets.contains(c)).collect();
+        targets.extend(carried);
+        if books.is_complete() {
+            return;
+        }
+        let mut held = 0;
+        targets.retain(|c| {
+            let sane = books.coin(c).is_none_or(CoinBook::is_sane);
+            if !sane {
+                self.withheld.insert(c.clone());
+                held += 1;
+            }
+            sane
+        });
+        self.hub.counters.l2_withheld.fetch_add(held, Relaxed);
     }
 
     /// The block time of the last fills step published (0 when unknown).

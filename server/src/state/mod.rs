@@ -51,6 +51,17 @@ pub struct Shared {
     /// The height of the last first part the publisher has taken up, under the books' read lock.
     first_taken: Mutex<u64>,
     first_taken_cv: Condvar,
+    /// Called with the books each time a block completes (tests compare every block end).
+    on_complete: std::sync::OnceLock<CompleteHook>,
+}
+
+/// A function shown the books at each block end, under the write lock that completed the block.
+pub struct CompleteHook(Box<dyn Fn(&Books) + Send + Sync>);
+
+impl std::fmt::Debug for CompleteHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CompleteHook")
+    }
 }
 
 impl Shared {
@@ -68,6 +79,19 @@ impl Shared {
             first_coins: ArcSwap::default(),
             first_taken: Mutex::new(0),
             first_taken_cv: Condvar::new(),
+            on_complete: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Shows `f` the books at every block end from now on (once per state; for tests that check each block).
+    pub fn on_complete(&self, f: impl Fn(&Books) + Send + Sync + 'static) {
+        let _ = self.on_complete.set(CompleteHook(Box::new(f)));
+    }
+
+    /// Ingest completed a block: `books` is under its write lock.
+    pub(crate) fn completed(&self, books: &Books) {
+        if let Some(CompleteHook(f)) = self.on_complete.get() {
+            f(books);
         }
     }
 
@@ -230,39 +254,48 @@ impl Shared {
         out
     }
 
-    /// Queues a step for the publisher.
-    ///
-    /// Steps stay in height order: a step below the newest ones (after an install behind them) drops the steps of
-    /// its height and above, blocks the new books have not applied yet.
-    pub(crate) fn push_step(&self, step: Step) {
+    /// Queues a step for the publisher, numbering it after the last one.
+    pub(crate) fn push_step(&self, mut step: Step) {
         let mut s = self.steps.lock();
-        if s.back().is_some_and(|last| last.height > step.height) {
-            while s.back().is_some_and(|last| last.height >= step.height) {
-                s.pop_back();
-            }
-        }
+        step.seq = s.back().map_or(1, |last| last.seq + 1);
         if s.len() == KEPT_STEPS {
             s.pop_front();
         }
         s.push_back(Arc::new(step));
     }
 
-    /// Diffs steps in (`diffs_after`, `diffs_up_to`] and fills steps above `fills_after`, oldest first.
+    /// Diffs steps after `diffs_seq` whose height is at most `diffs_up_to`, and fills steps after `fills_seq`,
+    /// oldest first.
     ///
-    /// Walks back from the newest step and stops below both floors (the steps are in height order), so a pass
-    /// reads the steps of the last block or two, not all `KEPT_STEPS` allocations under the lock ingest pushes to.
-    pub fn steps_after(&self, diffs_after: u64, diffs_up_to: u64, fills_after: u64) -> StepsSince {
-        let mut out = StepsSince::default();
-        let floor = diffs_after.min(fills_after);
-        for s in self.steps.lock().iter().rev().take_while(|s| s.height > floor) {
+    /// A diffs step above `diffs_up_to` (a first part whose rest is not applied yet, `book::first`) is the newest
+    /// diffs step, so it and everything after it wait for a later pass. Walks back from the newest step and stops
+    /// at both floors, so a pass reads the steps of the last block or two, not all `KEPT_STEPS` allocations under
+    /// the lock ingest pushes to.
+    pub fn steps_after(&self, diffs_seq: u64, diffs_up_to: u64, fills_seq: u64) -> StepsSince {
+        let mut out = StepsSince { diffs_seq, fills_seq, ..StepsSince::default() };
+        let steps = self.steps.lock();
+        let floor = diffs_seq.min(fills_seq);
+        out.lost = steps.front().is_some_and(|first| first.seq > floor + 1);
+        let newest = steps.back().map_or(floor, |s| s.seq);
+        // Every step of a kind above its floor is taken, so the next floor is the newest step, except for diffs
+        // held back: they stay above it.
+        let mut held: Option<u64> = None;
+        for s in steps.iter().rev().take_while(|s| s.seq > floor) {
             match s.data {
-                StepData::Diffs(_) if s.height > diffs_after && s.height <= diffs_up_to => out.diffs.push(s.clone()),
-                StepData::Fills { .. } if s.height > fills_after => out.fills.push(s.clone()),
+                // Walking back: a step above `diffs_up_to` holds back itself and every newer one taken so far.
+                StepData::Diffs(_) if s.seq > diffs_seq && s.height > diffs_up_to => {
+                    out.diffs.clear();
+                    held = Some(s.seq);
+                }
+                StepData::Diffs(_) if s.seq > diffs_seq => out.diffs.push(s.clone()),
+                StepData::Fills { .. } if s.seq > fills_seq => out.fills.push(s.clone()),
                 _ => {}
             }
         }
         out.diffs.reverse();
         out.fills.reverse();
+        out.diffs_seq = held.map_or(newest.max(diffs_seq), |h| h - 1);
+        out.fills_seq = newest.max(fills_seq);
         out
     }
 }
@@ -277,6 +310,7 @@ mod tests {
 
     fn fills(h: u64) -> Step {
         Step {
+            seq: 0,
             height: h,
             block_time: 0,
             data: StepData::Fills { fills: Vec::new(), users: Vec::new(), generation: None },
@@ -284,14 +318,14 @@ mod tests {
     }
 
     fn diffs(h: u64) -> Step {
-        Step { height: h, block_time: 0, data: StepData::Diffs(Vec::new()) }
+        Step { seq: 0, height: h, block_time: 0, data: StepData::Diffs(Vec::new()) }
     }
 
     fn heights(steps: &[Arc<Step>]) -> Vec<u64> {
         steps.iter().map(|s| s.height).collect()
     }
 
-    /// State with the fills and diffs steps of blocks 1 to `n`, as ingest pushes them.
+    /// State with the fills and diffs steps of blocks 1 to `n`, as ingest pushes them (seqs 1 to 2n).
     fn with_blocks(n: u64) -> Shared {
         let s = shared();
         for h in 1..=n {
@@ -305,23 +339,42 @@ mod tests {
     fn steps_after_returns_each_kind_above_its_floor_oldest_first() {
         let s = with_blocks(6);
         s.push_step(fills(7));
-        let got = s.steps_after(3, 5, 4);
+        // Diffs of block 3 is seq 6, fills of block 4 is seq 7.
+        let got = s.steps_after(6, 5, 7);
         assert_eq!(heights(&got.diffs), [4, 5]);
         assert_eq!(heights(&got.fills), [5, 6, 7]);
-        let got = s.steps_after(6, 6, 7);
+        assert_eq!((got.diffs_seq, got.fills_seq, got.lost), (13, 13, false));
+        let got = s.steps_after(13, 6, 13);
         assert!(got.diffs.is_empty() && got.fills.is_empty());
+        assert_eq!((got.diffs_seq, got.fills_seq), (13, 13));
         let got = s.steps_after(0, 6, 0);
         assert_eq!((heights(&got.diffs), heights(&got.fills)), ((1..=6).collect(), (1..=7).collect()));
     }
 
     #[test]
-    fn a_step_below_the_newest_drops_the_steps_from_its_height_up() {
-        let s = with_blocks(5);
-        // An install behind them: ingest goes on from height 3.
+    fn many_steps_of_one_height_are_each_taken_once() {
+        let s = shared();
+        for _ in 0..3 {
+            s.push_step(diffs(5));
+            s.push_step(fills(5));
+        }
+        let got = s.steps_after(0, 5, 0);
+        assert_eq!((heights(&got.diffs), heights(&got.fills)), (vec![5, 5, 5], vec![5, 5, 5]));
+        s.push_step(diffs(5));
+        let again = s.steps_after(got.diffs_seq, 5, got.fills_seq);
+        assert_eq!((heights(&again.diffs), again.fills.len()), (vec![5], 0));
+    }
+
+    #[test]
+    fn a_diffs_step_above_the_books_height_waits_with_every_newer_one() {
+        let s = with_blocks(2);
+        s.push_step(diffs(3)); // a first part: the books' diffs height is still 2
         s.push_step(fills(3));
-        let got = s.steps_after(0, 10, 0);
-        assert_eq!(heights(&got.fills), [1, 2, 3]);
-        assert_eq!(heights(&got.diffs), [1, 2]);
+        let got = s.steps_after(0, 2, 0);
+        assert_eq!((heights(&got.diffs), heights(&got.fills)), (vec![1, 2], vec![1, 2, 3]));
+        s.push_step(diffs(3)); // its rest
+        let got = s.steps_after(got.diffs_seq, 3, got.fills_seq);
+        assert_eq!(heights(&got.diffs), [3, 3]);
     }
 
     #[test]
@@ -337,7 +390,7 @@ mod tests {
     }
 
     #[test]
-    fn only_the_newest_kept_steps_remain() {
+    fn only_the_newest_kept_steps_remain_and_a_floor_behind_them_is_lost() {
         let s = shared();
         for h in 1..=KEPT_STEPS as u64 + 10 {
             s.push_step(diffs(h));
@@ -345,5 +398,7 @@ mod tests {
         let got = s.steps_after(0, u64::MAX, 0);
         assert_eq!(got.diffs.len(), KEPT_STEPS);
         assert_eq!(got.diffs.first().map(|s| s.height), Some(11));
+        assert!(got.lost);
+        assert!(!s.steps_after(10, u64::MAX, 10).lost);
     }
 }

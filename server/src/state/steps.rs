@@ -8,6 +8,9 @@ use crate::node::{Address, Coin, Fill, Stream, UnixNanos};
 /// What one step handed to the publisher, in the order they happened.
 #[derive(Debug)]
 pub struct Step {
+    /// Its place in the order ingest pushed steps (set by `Shared::push_step`). Streaming mode hands many steps of
+    /// one height (a step per read batch of lines), so the publisher keeps its place by this, not by height.
+    pub seq: u64,
     pub height: u64,
     pub block_time: UnixNanos,
     pub data: StepData,
@@ -27,6 +30,11 @@ pub enum StepData {
 pub struct StepsSince {
     pub diffs: Vec<Arc<Step>>,
     pub fills: Vec<Arc<Step>>,
+    /// The floors to ask from next time: the newest `seq` taken of each kind (or the floor asked with).
+    pub diffs_seq: u64,
+    pub fills_seq: u64,
+    /// Steps above a floor were dropped from the queue before the publisher took them: it must rebuild.
+    pub lost: bool,
 }
 
 /// How many steps are kept for the publisher (it normally takes them within a block).

@@ -74,6 +74,28 @@ pub fn lines_in_write_order(src: &Path, mode: Mode) -> Vec<(Stream, u64, String)
     all
 }
 
+/// Every streaming line of the capture in the order the node wrote them (by `local_time`, then file order), with
+/// its stream and `local_time` (ns since the day began).
+pub fn lines_by_local_time(src: &Path) -> Vec<(Stream, i64, String)> {
+    let mut all = Vec::new();
+    for s in Stream::ALL {
+        let text = std::fs::read_to_string(src.join(s.dir(Mode::Streaming)).join(REL)).expect("capture file");
+        for l in text.lines() {
+            // `{"local_time":"2026-05-05T17:39:15.992777117",...`: the clock part as ns (the node drops trailing
+            // zeros of the fraction).
+            let clock = l[26..].split('"').next().expect("local_time");
+            let (hms, frac) = clock.split_once('.').unwrap_or((clock, "0"));
+            let n = |x: &str| x.parse::<i64>().expect("local_time");
+            let mut parts = hms.split(':').map(n);
+            let (h, m, sec) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
+            let at = ((h * 60 + m) * 60 + sec) * 1_000_000_000 + n(&format!("{frac:0<9}"));
+            all.push((s, at, l.to_string()));
+        }
+    }
+    all.sort_by_key(|(_, t, _)| *t);
+    all
+}
+
 /// Writes the capture into `dst` at a steady pace (`pace` per block), each line split across two writes; `corrupt` replaces one (stream, height) line with garbage.
 pub fn write_capture(src: &Path, dst: &Path, mode: Mode, corrupt: Option<(Stream, u64)>, pace: Duration) {
     let mut files = std::collections::HashMap::new();
