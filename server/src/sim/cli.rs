@@ -118,6 +118,10 @@ pub struct SimArgs {
     /// --pause-at still pauses the whole producer).
     #[arg(long)]
     pub write_delay: Option<String>,
+    /// Write each block's lines in one burst, instead of spread over a processing span drawn from the mainnet
+    /// capture's (p50 14.7 ms, at most 60% of --block-ms): streaming lines across the span, by-block lines at its end.
+    #[arg(long)]
+    pub burst: bool,
     /// The first `--snapshot-mismatch-count` fileSnapshot answers are wrong for this coin.
     #[arg(long)]
     pub snapshot_mismatch: Option<String>,

@@ -19,6 +19,7 @@ pub mod info;
 pub mod market;
 pub mod nodes;
 pub mod orders;
+pub mod span;
 pub mod writer;
 
 #[cfg(test)]
@@ -103,6 +104,9 @@ impl Sim {
         if let Some(t) = &args.timing {
             writer.timing(t)?;
         }
+        if !args.burst {
+            writer.spread(span::Spans::new(args.block_ms, args.seed));
+        }
         let mut nodes = Vec::new();
         let mut writer = Some(writer);
         if let Some(d) = &args.write_delay {
@@ -114,7 +118,10 @@ impl Sim {
         }
         for (i, spec) in args.nodes.iter().enumerate() {
             let n = NodeSpec::parse(spec, i + 2).map_err(anyhow::Error::msg)?;
-            let w = nodes::writer(&n.dir, args.mode, args.rollover_secs, args.prune_keep, &n.faults);
+            let mut w = nodes::writer(&n.dir, args.mode, args.rollover_secs, args.prune_keep, &n.faults);
+            if !args.burst {
+                w.spread(span::Spans::new(args.block_ms, n.seed));
+            }
             nodes.push(NodeThread::start(w, n.faults, n.delay, n.seed, format!("hlsim-node{}", i + 2)));
         }
         let state = State {

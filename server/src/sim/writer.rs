@@ -70,6 +70,8 @@ pub struct Writer {
     line: Vec<u8>,
     /// Whether the previous block left a fragment (stop-mid-line): its rest of the block's diffs is lost.
     cut: bool,
+    /// Each block's lines spread over a processing span like the node's (`sim::span`); `None`: one burst.
+    spans: Option<super::span::Spans>,
 }
 
 impl Writer {
@@ -85,7 +87,14 @@ impl Writer {
             timing: None,
             line: Vec::new(),
             cut: false,
+            spans: None,
         }
+    }
+
+    /// Spreads each block's lines over a span drawn as the node's (`sim::span`): streaming runs across it,
+    /// by-block lines at its end.
+    pub fn spread(&mut self, spans: Option<super::span::Spans>) {
+        self.spans = spans;
     }
 
     /// Starts the timing CSV (header written now): per block, when each stream's line (by-block) or last run of
@@ -204,6 +213,10 @@ impl Writer {
     }
 
     fn by_block(&mut self, b: &BlockOut, chunks: &mut Vec<(Stream, Vec<u8>)>) -> io::Result<[i64; 3]> {
+        if let Some(span) = self.spans.as_mut().map(super::span::Spans::next) {
+            // The node writes a block's by-block lines once it has processed the whole block.
+            std::thread::sleep(span);
+        }
         let record = self.faults.records(b.height);
         let mut written = [0; 3];
         let last = BY_BLOCK_ORDER.iter().rposition(|&s| !self.faults.drops(b.height, s));
@@ -241,11 +254,16 @@ impl Writer {
         let runs: Vec<_> = std::iter::once((Stream::Fills, fills)).chain(b.seq.iter().copied()).collect();
         let last = runs.iter().rposition(|&(s, n)| n > 0 && !self.faults.drops(b.height, s));
         self.cut = false;
+        let (start, span) = (std::time::Instant::now(), self.spans.as_mut().map(super::span::Spans::next));
+        let parts = runs.len().saturating_sub(1);
         for (r, (s, n)) in runs.into_iter().enumerate() {
             let from = next[s.index()];
             next[s.index()] += n;
             if n == 0 || self.faults.drops(b.height, s) {
                 continue;
+            }
+            if let Some(span) = span {
+                super::span::wait_for_part(start, span, r, parts);
             }
             self.line.clear();
             for i in from..from + n {
