@@ -3,7 +3,8 @@
 # (seed 7, 80 ms blocks, node lag 0, lines spread over a processing span drawn from the mainnet capture), hlbook
 # in front, and the C++ auditor on 4 connections x BTC/ETH/SOL/HYPE x l2Book/trades for DURATION seconds each.
 #
-#   benches/scripts/stream_modes.sh [OUT_DIR]      (DURATION=20, OLD_HLBOOK=path to compare another build)
+#   benches/scripts/stream_modes.sh [OUT_DIR]
+#   (DURATION=20; OLD_HLBOOK=path of another build to compare; RUNS="streaming-lines by-block" picks runs)
 #
 # Runs one after another, nothing else running: streaming with line publication (this build), streaming with
 # `ingest.stream_lines=false` (the block-wait publication), streaming on OLD_HLBOOK when given, and by-block.
@@ -18,10 +19,12 @@ STATS=build/latency_client/latency_stats
 mkdir -p "$OUT"
 [ -x "$STATS" ] || { echo "build latency_stats first (make cpp-build)" >&2; exit 1; }
 
+RUNS=${RUNS:-streaming-lines streaming-blocks streaming-old by-block}
 run() { # name mode hlbook stream_lines
   local name=$1 mode=$2 server=$3 lines=$4 dir="$OUT/$1"
+  [[ " $RUNS " == *" $name "* ]] || return 0
   rm -rf "$dir" && mkdir -p "$dir/data" "$dir/snaps"
-  "$BIN/hlsim" --out "$dir/data" --mode "$mode" --coins 10 --block-ms 80 --node-lag-ms 0 --seed 7 \
+  "$BIN/hlsim" --out "$dir/data" --mode "$mode" --coins 10 --block-ms 80 --node-lag-ms 0 --seed 7 ${SIM_EXTRA:-} \
     --info-listen 127.0.0.1:39301 >"$dir/sim.log" 2>&1 &
   local sim=$!
   sleep 1

@@ -122,6 +122,10 @@ fn oracle(mode: Mode, blocks: u64, variants: &[Variant]) {
         "serve", "--node-dir", data.to_str().unwrap(), "--mode", mode.as_str(), "--info-url", &info_url,
         "--snapshot-dir", snaps.to_str().unwrap(), "--listen", "127.0.0.1:0", "--admin-listen", "none",
     ];
+    // The replay prints whole blocks, so streaming mode publishes whole blocks here (`ingest.stream_lines = false`);
+    // the books between a block's lines are checked on the capture (tests/stream_lines.rs).
+    let mut serve_args = serve_args.to_vec();
+    serve_args.extend(["--set", "ingest.stream_lines=false"]);
     let mut server = Proc::start(HLBOOK, &serve_args, &out.path().join("serve.log"));
     let addr = server.wait_line("hlbook listening on", Duration::from_secs(30));
     let base = format!("http://{addr}");

@@ -116,8 +116,12 @@ fn feed(order: &[(Stream, u64)]) -> (Vec<(u64, usize, u32)>, Vec<u64>) {
 #[test]
 fn a_reader_held_a_whole_block_behind_changes_no_block() {
     // Blocks 11..=14, each with two lines per stream, in the node's order.
-    let node: Vec<(Stream, u64)> =
-        (11..=14).flat_map(|h| [Stream::Fills, Stream::Diffs, Stream::Statuses, Stream::Diffs, Stream::Statuses, Stream::Fills].map(|s| (s, h))).collect();
+    let node: Vec<(Stream, u64)> = (11..=14)
+        .flat_map(|h| {
+            [Stream::Fills, Stream::Diffs, Stream::Statuses, Stream::Diffs, Stream::Statuses, Stream::Fills]
+                .map(|s| (s, h))
+        })
+        .collect();
     let expected = feed(&node);
     assert_eq!(expected.0, [(11, 2, 4), (12, 2, 4), (13, 2, 4), (14, 2, 4)]);
     for held in Stream::ALL {

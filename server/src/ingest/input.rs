@@ -68,7 +68,7 @@ impl Input {
         }
         let spec = specs.into_iter().next().unwrap_or(SourceSpec::Files("~/hl/data".into()));
         let entry = health.sources.add(spec.label());
-        let source = spec.open(cfg.mode, height);
+        let source = spec.open(cfg.mode, height, cfg.stream_lines && cfg.mode == Mode::Streaming);
         let parser = NodeParser::with_watched(watched.clone());
         Input::One(Box::new(One {
             spec,

@@ -266,7 +266,8 @@ impl Ingest {
             }
             steps::hand_fills_of(&self.shared, &b, read);
         }
-        if !std::mem::take(&mut self.diffs_due) || !matches!(self.phase, Phase::Live) {
+        if !self.diffs_due || !matches!(self.phase, Phase::Live) {
+            self.diffs_due = false;
             return;
         }
         let h = self.assembler.emitted() + 1;
@@ -275,6 +276,12 @@ impl Ingest {
             Some((open, taken)) if open == h => taken,
             _ => 0,
         };
+        if from == 0 && self.shared.wants_complete() {
+            // The books are complete now and someone waits for that: the part goes with the next batch, or the
+            // whole block with its end.
+            return;
+        }
+        self.diffs_due = false;
         let outcome = steps::apply_diffs_part(&self.shared, block, from, read);
         self.open = Some((h, block.diffs.len()));
         if let Some(o) = outcome {

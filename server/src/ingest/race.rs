@@ -348,7 +348,7 @@ impl Reader {
                 generation = g;
                 let h = self.ctl.restart_height.load(Ordering::Relaxed);
                 match &mut source {
-                    None => source = Some(self.spec.open(self.mode, h)),
+                    None => source = Some(self.spec.open(self.mode, h, false)),
                     Some(s) => {
                         let s: &mut Box<dyn super::source::LineSource> = s;
                         s.restart_after(h);

@@ -57,6 +57,8 @@ pub trait LineSource: Send + std::fmt::Debug {
 pub struct FileSource {
     node_dir: PathBuf,
     mode: Mode,
+    /// The streams in the order each pass reads them (`read_order`).
+    order: [Stream; 3],
     tails: Vec<StreamTail>,
     resume_after: u64,
     wake: Wake,
@@ -71,12 +73,21 @@ pub struct FileSource {
 }
 
 impl FileSource {
+    /// Streaming lines: reads the fills stream first in every pass (`read_order`).
+    #[must_use]
+    pub fn fills_first(mut self) -> FileSource {
+        self.order = [Stream::Fills, Stream::Diffs, Stream::Statuses];
+        self.restart_after(self.resume_after);
+        self
+    }
+
     /// Follows the files from the block after `height`.
     pub fn new(node_dir: &Path, mode: Mode, height: u64) -> FileSource {
         FileSource {
             node_dir: node_dir.to_path_buf(),
             mode,
-            tails: tails(node_dir, mode, height),
+            tails: tails(node_dir, mode, read_order(mode), height),
+            order: read_order(mode),
             resume_after: height,
             wake: Wake::new(),
             dirs_changed: true,
@@ -145,8 +156,10 @@ impl FileSource {
 /// Read order, per mode. By-block: the node's own write order (fills, diffs, statuses), so each line is read as
 /// soon as possible after it lands and the trades and books it feeds never wait behind the long status line read
 /// in the same wake-up (fills read last came out 1.7 ms after their write, docs/benchmarks.md); the assembler
-/// takes the lines of a block in any order. Streaming: fills last, because a streaming block completes on diffs and
-/// statuses alone, and every fill of a block whose diffs and statuses were just read is then already on disk.
+/// takes the lines of a block in any order. Streaming whole blocks: fills last, because a streaming block may
+/// complete on diffs and statuses alone, and every fill of a block whose diffs and statuses were just read is then
+/// already on disk. Streaming lines (`fills_first`): fills lines are handed on by themselves, never in a block, so
+/// they are read first, before the far longer status stream.
 fn read_order(mode: Mode) -> [Stream; 3] {
     match mode {
         Mode::ByBlock => [Stream::Fills, Stream::Diffs, Stream::Statuses],
@@ -157,8 +170,8 @@ fn read_order(mode: Mode) -> [Stream; 3] {
 /// How often tails look for a newer hour file when the watcher reported no folder change.
 const RELIST_EVERY: Duration = Duration::from_millis(250);
 
-fn tails(node_dir: &Path, mode: Mode, height: u64) -> Vec<StreamTail> {
-    read_order(mode).into_iter().map(|s| StreamTail::new(node_dir, mode, s, height)).collect()
+fn tails(node_dir: &Path, mode: Mode, order: [Stream; 3], height: u64) -> Vec<StreamTail> {
+    order.into_iter().map(|s| StreamTail::new(node_dir, mode, s, height)).collect()
 }
 
 impl LineSource for FileSource {
@@ -175,7 +188,7 @@ impl LineSource for FileSource {
     }
 
     fn restart_after(&mut self, height: u64) {
-        let old = std::mem::replace(&mut self.tails, tails(&self.node_dir, self.mode, height));
+        let old = std::mem::replace(&mut self.tails, tails(&self.node_dir, self.mode, self.order, height));
         for t in &old {
             add(&mut self.retired, t.counters());
         }

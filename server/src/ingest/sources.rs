@@ -40,8 +40,10 @@ impl SourceSpec {
     }
 
     /// A source positioned after `height`.
-    pub fn open(&self, mode: Mode, height: u64) -> Box<dyn LineSource> {
+    /// The source, positioned after `height`; `lines`: streaming at line speed (`FileSource::fills_first`).
+    pub fn open(&self, mode: Mode, height: u64, lines: bool) -> Box<dyn LineSource> {
         match self {
+            SourceSpec::Files(dir) if lines => Box::new(FileSource::new(dir, mode, height).fills_first()),
             SourceSpec::Files(dir) => Box::new(FileSource::new(dir, mode, height)),
             SourceSpec::Tcp(addr) => Box::new(TcpSource::new(addr, mode, height)),
         }

@@ -122,6 +122,7 @@ impl Publisher {
             && diff_steps.is_empty()
             && fill_steps.is_empty();
         if same && first_due.is_none() && !new_shapes && repaired.is_empty() && !serve && !hub.candles.has_inbox() {
+            hub.shared.set_publisher_wants_complete(!self.held.is_empty());
             return;
         }
         self.pass += 1;
@@ -207,6 +208,7 @@ impl Publisher {
             self.candles.start_backfills(&hub, fh + 1);
         }
         (self.installs, self.wanted_version) = (installs, wanted.version);
+        hub.shared.set_publisher_wants_complete(!self.held.is_empty());
         hub.counters.passes.fetch_add(1, Relaxed);
         hub.announce(self.pass);
     }

@@ -72,8 +72,8 @@ impl BlockOut {
         &self.streams[s.index()]
     }
 
-    /// Writes one event of `s` with `write`; diffs and statuses are also noted in streaming order (fills are
-    /// written first in every block, so they need no order).
+    /// Writes one event of `s` with `write`; diffs and statuses are also noted in streaming order (the writer
+    /// spreads a block's fills over them).
     pub fn event(&mut self, s: Stream, write: impl FnOnce(&mut Vec<u8>)) {
         write(self.streams[s.index()].begin());
         self.streams[s.index()].end();

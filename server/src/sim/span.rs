@@ -9,8 +9,8 @@
 
 use std::time::{Duration, Instant};
 
-use rand::{RngExt, SeedableRng};
 use rand::rngs::Xoshiro256PlusPlus;
+use rand::{RngExt, SeedableRng};
 
 /// Deciles (p0, p10, ..., p100) of the capture's block spans, in µs.
 const SPAN_DECILES_US: [u64; 11] = [0, 9_000, 10_500, 11_600, 12_800, 14_700, 16_900, 18_300, 24_200, 28_800, 43_000];

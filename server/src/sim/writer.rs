@@ -250,8 +250,7 @@ impl Writer {
         let record = self.faults.records(b.height);
         let mut written = [0; 3];
         let mut next = [0usize; 3];
-        let fills = b.stream(Stream::Fills).len();
-        let runs: Vec<_> = std::iter::once((Stream::Fills, fills)).chain(b.seq.iter().copied()).collect();
+        let runs = with_fills(b);
         let last = runs.iter().rposition(|&(s, n)| n > 0 && !self.faults.drops(b.height, s));
         self.cut = false;
         let (start, span) = (std::time::Instant::now(), self.spans.as_mut().map(super::span::Spans::next));
@@ -308,4 +307,26 @@ impl Writer {
             self.cut = true;
         }
     }
+}
+
+/// A block's streaming runs with its fills spread among them: a node writes a trade's two fills as its taker order
+/// executes, anywhere in the block, not all at its start. Trades (pairs of lines) go evenly over the diff/status
+/// runs, the first after the first run.
+fn with_fills(b: &BlockOut) -> Vec<(Stream, usize)> {
+    let fills = b.stream(Stream::Fills).len();
+    let (pairs, seq) = (fills.div_ceil(2), &b.seq);
+    let mut runs = Vec::with_capacity(2 * seq.len() + 1);
+    let mut given = 0;
+    for (k, &run) in seq.iter().enumerate() {
+        runs.push(run);
+        let due = (pairs * (k + 1) / seq.len() * 2).min(fills);
+        if due > given {
+            runs.push((Stream::Fills, due - given));
+            given = due;
+        }
+    }
+    if fills > given {
+        runs.push((Stream::Fills, fills - given));
+    }
+    runs
 }

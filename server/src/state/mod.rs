@@ -53,6 +53,11 @@ pub struct Shared {
     first_taken_cv: Condvar,
     /// Called with the books each time a block completes (tests compare every block end).
     on_complete: std::sync::OnceLock<CompleteHook>,
+    /// Readers waiting for complete books (`complete_books`, the publisher's held l4Book snapshots). Streaming at
+    /// line speed, the next block's first part follows a block's end within a read batch, so ingest holds that
+    /// part back while anyone waits (`wants_complete`), or they might never find the books complete.
+    complete_wanted: std::sync::atomic::AtomicU32,
+    publisher_wants_complete: std::sync::atomic::AtomicBool,
 }
 
 /// A function shown the books at each block end, under the write lock that completed the block.
@@ -80,7 +85,19 @@ impl Shared {
             first_taken: Mutex::new(0),
             first_taken_cv: Condvar::new(),
             on_complete: std::sync::OnceLock::new(),
+            complete_wanted: std::sync::atomic::AtomicU32::new(0),
+            publisher_wants_complete: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Whether a reader waits for complete books: ingest then opens no new block with a part of its diffs.
+    pub(crate) fn wants_complete(&self) -> bool {
+        self.complete_wanted.load(Relaxed) > 0 || self.publisher_wants_complete.load(Relaxed)
+    }
+
+    /// The publisher holds l4Book snapshot requests that wait for complete books.
+    pub fn set_publisher_wants_complete(&self, wants: bool) {
+        self.publisher_wants_complete.store(wants, Relaxed);
     }
 
     /// Shows `f` the books at every block end from now on (once per state; for tests that check each block).
@@ -108,6 +125,14 @@ impl Shared {
     /// Waits up to `timeout` for books with no half-applied block (whole orders at one height); `None` if they
     /// are still half-applied then (a block whose status line was lost stays so until the resync installs books).
     pub fn complete_books(&self, timeout: Duration) -> Option<RwLockReadGuard<'_, Books>> {
+        struct Waiting<'a>(&'a std::sync::atomic::AtomicU32);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Relaxed);
+            }
+        }
+        self.complete_wanted.fetch_add(1, Relaxed);
+        let _waiting = Waiting(&self.complete_wanted);
         let until = Instant::now() + timeout;
         loop {
             let seen = self.change_seq();
