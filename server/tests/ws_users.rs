@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use hlbook::node::Mode;
 use hlbook::node::time::parse_node_time;
 use procs::{start_serve, start_sim, wait_health};
 use serde_json::{Value, json};
@@ -21,8 +22,9 @@ const BLOCKS: u64 = 500;
 const FIRST_HEIGHT: u64 = 1_000_000_000;
 
 /// Every line of a stream's hour files, oldest first.
-fn lines(data: &Path, stream: &str) -> Vec<Value> {
-    let hourly = data.join(format!("node_{stream}_by_block/hourly"));
+fn lines(data: &Path, stream: &str, mode: Mode) -> Vec<Value> {
+    let folder = if mode == Mode::Streaming { "streaming" } else { "by_block" };
+    let hourly = data.join(format!("node_{stream}_{folder}/hourly"));
     let mut files: Vec<(u32, u8, PathBuf)> = Vec::new();
     for day in std::fs::read_dir(&hourly).into_iter().flatten().flatten() {
         let date: u32 = day.file_name().to_string_lossy().parse().unwrap();
@@ -87,9 +89,9 @@ fn recent_trades_first(user: &str, frames: &[Value], written: &HashSet<u64>) {
     }
 }
 
-fn derive(data: &Path, users: &HashSet<String>) -> Derived {
+fn derive(data: &Path, users: &HashSet<String>, mode: Mode) -> Derived {
     let mut d = Derived { orders: BTreeMap::new(), fills: BTreeMap::new(), tids: HashSet::new() };
-    for l in lines(data, "order_statuses") {
+    for l in lines(data, "order_statuses", mode) {
         let h = l["block_number"].as_u64().unwrap();
         for ev in l["events"].as_array().unwrap() {
             let u = ev["user"].as_str().unwrap().to_lowercase();
@@ -98,7 +100,7 @@ fn derive(data: &Path, users: &HashSet<String>) -> Derived {
             }
         }
     }
-    for l in lines(data, "fills") {
+    for l in lines(data, "fills", mode) {
         let h = l["block_number"].as_u64().unwrap();
         for ev in l["events"].as_array().unwrap() {
             if ev[1]["coin"] == "BTC" {
@@ -114,11 +116,11 @@ fn derive(data: &Path, users: &HashSet<String>) -> Derived {
 }
 
 /// Three users with fills in the simulator's first blocks.
-fn pick_users(data: &Path) -> Vec<String> {
+fn pick_users(data: &Path, mode: Mode) -> Vec<String> {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         let mut seen: Vec<String> = Vec::new();
-        for l in lines(data, "fills") {
+        for l in lines(data, "fills", mode) {
             for ev in l["events"].as_array().unwrap() {
                 let u = ev[0].as_str().unwrap().to_lowercase();
                 if !seen.contains(&u) {
@@ -161,26 +163,37 @@ async fn collect(addr: String, user: String, mut stop: tokio::sync::watch::Recei
     }
 }
 
-/// Frames of one channel by audit height; each height at most once.
-fn by_height<'a>(frames: &'a [Value], ch: &str, user: &str) -> BTreeMap<u64, &'a Value> {
-    let mut out = BTreeMap::new();
+/// Frames of one channel by audit height. By-block each height comes at most once; streaming at line speed sends
+/// a block's events as their lines are read, so the frames of one height are joined in order (`merge`).
+fn by_height(frames: &[Value], ch: &str, user: &str, merge: bool) -> BTreeMap<u64, Value> {
+    let mut out: BTreeMap<u64, Value> = BTreeMap::new();
     let mut last = 0;
     for f in frames.iter().filter(|f| channel(f) == ch && f["data"]["isSnapshot"].is_null()) {
         let h = audit_height(f).unwrap_or_else(|| panic!("{user} {ch}: no audit height: {f}"));
-        assert!(h > last, "{user} {ch}: heights not increasing ({last} then {h})");
+        assert!(h > last || (merge && h == last), "{user} {ch}: heights not increasing ({last} then {h})");
         last = h;
-        out.insert(h, &f["data"]);
+        let data = f["data"].clone();
+        match out.get_mut(&h) {
+            Some(Value::Array(have)) => have.extend(data.as_array().unwrap().iter().cloned()),
+            Some(have) => {
+                let more = data["fills"].as_array().unwrap().clone();
+                have["fills"].as_array_mut().unwrap().extend(more);
+            }
+            None => {
+                out.insert(h, data);
+            }
+        }
     }
     out
 }
 
 /// The expected frames of heights `from..=to` equal the received ones, both ways.
-fn same_blocks(user: &str, ch: &str, got: &BTreeMap<u64, &Value>, want: BTreeMap<u64, Value>, from: u64, to: u64) {
+fn same_blocks(user: &str, ch: &str, got: &BTreeMap<u64, Value>, want: BTreeMap<u64, Value>, from: u64, to: u64) {
     let want: BTreeMap<u64, Value> = want.into_iter().filter(|(h, _)| (from..=to).contains(h)).collect();
     for (h, data) in &want {
-        assert_eq!(got.get(h).copied(), Some(data), "{user} {ch} at height {h}");
+        assert_eq!(got.get(h), Some(data), "{user} {ch} at height {h}");
     }
-    for h in got.keys() {
+    for h in got.keys().filter(|h| **h <= to) {
         assert!(want.contains_key(h), "{user} {ch}: a frame at {h} for a block without events");
     }
     assert!(want.len() >= 5, "{user} {ch}: only {} blocks compared", want.len());
@@ -189,27 +202,40 @@ fn same_blocks(user: &str, ch: &str, got: &BTreeMap<u64, &Value>, want: BTreeMap
 
 #[test]
 fn user_frames_equal_what_the_simulators_files_say() {
+    user_frames(Mode::ByBlock);
+}
+
+#[test]
+fn streaming_user_frames_go_out_as_their_lines_land_and_equal_the_files() {
+    user_frames(Mode::Streaming);
+}
+
+fn user_frames(mode: Mode) {
     let out = tempfile::tempdir().unwrap();
     let data = out.path().join("data");
     let n = BLOCKS.to_string();
     #[rustfmt::skip]
     let sim_args = [
-        "--coins", "3", "--btc-orders", "1000", "--orders-per-coin", "200",
+        "--mode", mode.as_str(), "--coins", "3", "--btc-orders", "1000", "--orders-per-coin", "200",
         "--block-ms", "60", "--rate", "0.1", "--reject-ratio", "3", "--users", "25", "--blocks", &n,
     ];
     let (mut sim, info_url) = start_sim(&data, &sim_args, &out.path().join("sim.log"));
-    let mut server = start_serve(&data, &info_url, &out.path().join("snaps"), &[], &out.path().join("serve.log"));
+    let serve_args = ["--mode", mode.as_str()];
+    let mut server =
+        start_serve(&data, &info_url, &out.path().join("snaps"), &serve_args, &out.path().join("serve.log"));
     let addr = server.wait_line("hlbook listening on", Duration::from_secs(30));
     let base = format!("http://{addr}");
     wait_health(&base, Duration::from_secs(60), |h| h["state"] == "live");
     // Let a few seconds of fills pile up, so userFills' first frame has history to carry.
     std::thread::sleep(Duration::from_secs(3));
-    let users = pick_users(&data);
+    let users = pick_users(&data, mode);
 
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let tasks: Vec<_> = users.iter().map(|u| rt.spawn(collect(addr.clone(), u.clone(), stop_rx.clone()))).collect();
-    let last = FIRST_HEIGHT + BLOCKS - 1;
+    // Streaming: the simulator's last block never completes (no later line), but its lines' frames went out.
+    let streaming = mode == Mode::Streaming;
+    let last = FIRST_HEIGHT + BLOCKS - 1 - u64::from(streaming);
     wait_health(&base, Duration::from_secs(120), |h| h["height"].as_u64() >= Some(last));
     std::thread::sleep(Duration::from_millis(500));
     stop_tx.send(true).unwrap();
@@ -218,7 +244,7 @@ fn user_frames_equal_what_the_simulators_files_say() {
     sim.stop();
     server.stop();
 
-    let derived = derive(&data, &users.iter().cloned().collect());
+    let derived = derive(&data, &users.iter().cloned().collect(), mode);
     let of = |m: &BTreeMap<(String, u64), Vec<Value>>, u: &str| -> BTreeMap<u64, Vec<Value>> {
         m.iter().filter(|((x, _), _)| x == u).map(|((_, h), v)| (*h, v.clone())).collect()
     };
@@ -232,7 +258,7 @@ fn user_frames_equal_what_the_simulators_files_say() {
         recent_trades_first(user, frames, &derived.tids);
 
         // orderUpdates: every block from the first served one on.
-        let orders = by_height(frames, "orderUpdates", user);
+        let orders = by_height(frames, "orderUpdates", user, streaming);
         let from = *orders.keys().next().unwrap_or_else(|| panic!("{user}: no orderUpdates frame"));
         let want = of(&derived.orders, user).into_iter().map(|(h, v)| (h, Value::Array(v))).collect();
         same_blocks(user, "orderUpdates", &orders, want, from, last);
@@ -241,7 +267,7 @@ fn user_frames_equal_what_the_simulators_files_say() {
         let first = frames.iter().find(|f| channel(f) == "userFills").expect("a userFills frame");
         assert_eq!(first["data"]["isSnapshot"], true, "{user}: userFills starts with a snapshot");
         assert_eq!(first["data"]["user"], user.as_str());
-        let live = by_height(frames, "userFills", user);
+        let live = by_height(frames, "userFills", user, streaming);
         let from = *live.keys().next().unwrap_or_else(|| panic!("{user}: no live userFills frame"));
         let fills = of(&derived.fills, user);
         let before: Vec<Value> = fills.range(..from).flat_map(|(_, v)| v.clone()).collect();
@@ -251,7 +277,7 @@ fn user_frames_equal_what_the_simulators_files_say() {
         same_blocks(user, "userFills", &live, want, from, last);
 
         // userEvents: the fills variant on channel `user`.
-        let events = by_height(frames, "user", user);
+        let events = by_height(frames, "user", user, streaming);
         let from = *events.keys().next().unwrap_or_else(|| panic!("{user}: no user frame"));
         let want = fills.iter().map(|(h, v)| (*h, json!({"fills": v}))).collect();
         same_blocks(user, "user", &events, want, from, last);

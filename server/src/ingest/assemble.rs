@@ -70,6 +70,16 @@ impl Pending {
     }
 }
 
+/// What an assembler hands out before a block is whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Early {
+    Nothing,
+    /// `split_lines`: the next block's fills and diffs lines (by-block).
+    ByBlockLines,
+    /// `streaming_lines`: the open block's diffs and statuses lines, and every fills line (streaming).
+    StreamingLines,
+}
+
 /// Streaming lines: the fills lines of the newest height handed out, and how many of them came since a restart.
 #[derive(Debug, Default)]
 struct FillsMark {
@@ -81,8 +91,8 @@ struct FillsMark {
 #[derive(Debug)]
 pub struct Assembler {
     mode: Mode,
-    /// Hand out the next block's fills and diffs lines before the block is whole (by-block only).
-    split: bool,
+    /// What is handed out before a block is whole.
+    early: Early,
     emitted: u64,
     last_block_time: i64,
     pending: BTreeMap<u64, Pending>,
@@ -95,8 +105,6 @@ pub struct Assembler {
     /// Lines come from several racing sources (`ingest::race`), each at most once per stream and height but not
     /// in height order: only the race knows when a line is lost (`give_up`).
     raced: bool,
-    /// Streaming: hand out the open block's diffs lines and every fills line as they come.
-    lines: bool,
     fills_out: std::collections::VecDeque<Line>,
     fills_mark: FillsMark,
     /// Rule (b) of the module doc: the highest height any stream showed, that height as of the last drained pass,
@@ -111,7 +119,7 @@ impl Assembler {
     pub fn new(mode: Mode, after_height: u64) -> Assembler {
         Assembler {
             mode,
-            split: false,
+            early: Early::Nothing,
             emitted: after_height,
             last_block_time: 0,
             pending: BTreeMap::new(),
@@ -120,7 +128,6 @@ impl Assembler {
             finished: false,
             counters: AssemblerCounters::default(),
             raced: false,
-            lines: false,
             fills_out: std::collections::VecDeque::new(),
             fills_mark: FillsMark::default(),
             seen_any: 0,
@@ -129,11 +136,13 @@ impl Assembler {
         }
     }
 
-    /// Streaming: hands out the open block's diffs lines (`Assembled::Line`) and every fills line
+    /// Streaming: hands out the open block's diffs and statuses lines (`Assembled::Line`) and every fills line
     /// (`Assembled::Fills`) as soon as each is read.
     #[must_use]
     pub fn streaming_lines(mut self) -> Assembler {
-        self.lines = self.mode == Mode::Streaming;
+        if self.mode == Mode::Streaming {
+            self.early = Early::StreamingLines;
+        }
         self
     }
 
@@ -165,7 +174,9 @@ impl Assembler {
     /// Hands out the next block's fills and diffs lines as soon as they are read (by-block only).
     #[must_use]
     pub fn split_lines(mut self) -> Assembler {
-        self.split = self.mode == Mode::ByBlock;
+        if self.mode == Mode::ByBlock {
+            self.early = Early::ByBlockLines;
+        }
         self
     }
 
@@ -206,7 +217,7 @@ impl Assembler {
         }
         self.seen[i] = Some(self.seen[i].map_or(h, |s| s.max(h)));
         self.seen_any = self.seen_any.max(h);
-        if self.lines && stream == Stream::Fills {
+        if self.early == Early::StreamingLines && stream == Stream::Fills {
             return self.push_fills(line);
         }
         if h <= self.emitted {
@@ -303,10 +314,15 @@ impl Assembler {
     }
 
     /// With `split`: block `h`'s fills or diffs line, once read and not yet handed out. With `streaming_lines`:
-    /// block `h` has diffs lines not handed out yet (`pending` has them all; the taker keeps its own place).
+    /// block `h` has diffs or statuses lines not handed out yet (`pending` has them all; the taker keeps its own
+    /// place).
     fn next_line(&mut self, h: u64) -> Option<Assembled> {
-        let p = self.pending.get_mut(&h).filter(|_| self.split || self.lines)?;
-        let streams: &[Stream] = if self.lines { &[Stream::Diffs] } else { &[Stream::Fills, Stream::Diffs] };
+        let streams: &[Stream] = match self.early {
+            Early::Nothing => return None,
+            Early::ByBlockLines => &[Stream::Fills, Stream::Diffs],
+            Early::StreamingLines => &[Stream::Diffs, Stream::Statuses],
+        };
+        let p = self.pending.get_mut(&h)?;
         let stream = streams.iter().copied().find(|s| p.lines[s.index()] > p.handed[s.index()])?;
         p.handed[stream.index()] = p.lines[stream.index()];
         Some(Assembled::Line { height: h, stream })

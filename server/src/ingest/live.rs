@@ -81,10 +81,12 @@ pub struct Ingest {
     failures: u32,
     /// The highest height whose fills were handed to the publisher.
     fills_handed: u64,
-    /// Streaming lines: the open block and how many of its diffs are applied.
-    open: Option<(u64, usize)>,
-    /// Streaming lines read since the last flush: the open block has new diffs lines, and fills lines to hand on.
+    /// Streaming lines: the open block and how much of it went to the books and the publisher.
+    open: Option<Open>,
+    /// Streaming lines read since the last flush: the open block has new diffs or statuses lines, and fills lines
+    /// to hand on.
     diffs_due: bool,
+    statuses_due: bool,
     fills_due: Vec<Line>,
     /// The stream of the last line read: lines of one stream come in runs (a tail read), and a run is a batch.
     last_stream: Option<Stream>,
@@ -121,6 +123,7 @@ impl Ingest {
             fills_handed: height,
             open: None,
             diffs_due: false,
+            statuses_due: false,
             fills_due: Vec::new(),
             last_stream: None,
         }
@@ -190,6 +193,7 @@ impl Ingest {
         while let Some(next) = self.assembler.next_block() {
             match next {
                 // Streaming lines: applied per batch (`flush_lines`), not per line.
+                Assembled::Line { stream: Stream::Statuses, .. } if self.lines() => self.statuses_due = true,
                 Assembled::Line { .. } if self.lines() => self.diffs_due = true,
                 Assembled::Line { height, stream } => self.take_line(height, stream),
                 Assembled::Fills(line) => self.fills_due.push(line),
@@ -266,49 +270,52 @@ impl Ingest {
             }
             steps::hand_fills_of(&self.shared, &b, read);
         }
-        if !self.diffs_due || !matches!(self.phase, Phase::Live) {
-            self.diffs_due = false;
+        if !matches!(self.phase, Phase::Live) {
+            (self.diffs_due, self.statuses_due) = (false, false);
             return;
         }
         let h = self.assembler.emitted() + 1;
         let Some(block) = self.assembler.pending(h) else { return };
-        let from = match self.open {
-            Some((open, taken)) if open == h => taken,
-            _ => 0,
-        };
-        if from == 0 && self.shared.wants_complete() {
-            // The books are complete now and someone waits for that: the part goes with the next batch, or the
-            // whole block with its end.
-            return;
+        let mut open = self.open.filter(|o| o.height == h).unwrap_or(Open { height: h, ..Open::default() });
+        if std::mem::take(&mut self.statuses_due) {
+            steps::hand_statuses_part(&self.shared, block, open.statuses, open.rejected, read);
+            (open.statuses, open.rejected) = (block.statuses.len(), block.users.rejected.len());
         }
-        self.diffs_due = false;
-        let outcome = steps::apply_diffs_part(&self.shared, block, from, read);
-        self.open = Some((h, block.diffs.len()));
+        let mut outcome = None;
+        // The books are complete before a block's first part: someone who waits for that gets its turn first (the
+        // part goes with the next batch, or the whole block with its end).
+        if self.diffs_due && (open.diffs > 0 || !self.shared.wants_complete()) {
+            self.diffs_due = false;
+            outcome = steps::apply_diffs_part(&self.shared, block, open.diffs, read);
+            open.diffs = block.diffs.len();
+        }
+        self.open = Some(open);
         if let Some(o) = outcome {
             self.after(&o);
         }
     }
 
     /// Applies a whole block: the steps its lines did not already take.
-    fn apply(&mut self, block: Block) {
+    fn apply(&mut self, mut block: Block) {
+        let open = self.open.take_if(|o| o.height == block.height);
+        if self.lines() {
+            // Streaming lines: the statuses not handed on yet go now, and the block carries no orderUpdates.
+            let o = open.unwrap_or(Open { height: block.height, ..Open::default() });
+            steps::hand_statuses_part(&self.shared, &block, o.statuses, o.rejected, block.read_at);
+            block.orders_stepped = true;
+        }
         let block = Arc::new(block);
-        if let Some((h, taken)) = self.open.take_if(|o| o.0 == block.height) {
-            // Streaming lines: the rest of the open block's diffs, then its statuses.
-            debug_assert_eq!(h, block.height);
-            if let Some(o) = steps::apply_diffs_part(&self.shared, &block, taken, block.read_at)
-                && !matches!(o, Outcome::Applied(_))
-            {
-                self.after(&o);
-                return;
+        let outcome = match open {
+            // The rest of the open block's diffs.
+            Some(o) if o.diffs > 0 => steps::apply_diffs_part(&self.shared, &block, o.diffs, block.read_at),
+            _ => {
+                if !self.lines() {
+                    steps::hand_fills(&self.shared, &mut self.fills_handed, &block, block.read_at);
+                }
+                steps::apply_diffs(&self.shared, &block, block.read_at, false)
             }
-            let o = steps::complete(&self.shared, block.clone(), block.read_at);
-            self.after(&o);
-            return;
-        }
-        if !self.lines() {
-            steps::hand_fills(&self.shared, &mut self.fills_handed, &block, block.read_at);
-        }
-        if let Some(o) = steps::apply_diffs(&self.shared, &block, block.read_at, false)
+        };
+        if let Some(o) = outcome
             && !matches!(o, Outcome::Applied(_))
         {
             self.after(&o);
@@ -444,6 +451,16 @@ impl Ingest {
             books.distrust_coin(c);
         }
     }
+}
+
+/// Streaming lines: how much of the open block went on before it was whole (counts of its diffs, book statuses
+/// and followed users' rejections).
+#[derive(Clone, Copy, Debug, Default)]
+struct Open {
+    height: u64,
+    diffs: usize,
+    statuses: usize,
+    rejected: usize,
 }
 
 /// The loader thread: ask for (or open) a snapshot, report its height, then load it.

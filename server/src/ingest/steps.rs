@@ -43,6 +43,26 @@ pub fn hand_fills_of(shared: &Shared, b: &Block, read: UnixNanos) {
     shared.signal_change();
 }
 
+/// Streaming: hands the publisher the statuses of the open block `b` read since the last part (book statuses from
+/// index `from`, followed users' rejections from index `from_rejected`), for orderUpdates. Nothing when nobody is
+/// followed or nothing is new.
+pub fn hand_statuses_part(shared: &Shared, b: &Block, from: usize, from_rejected: usize, read: UnixNanos) {
+    let (kept, rejected) =
+        (b.statuses.get(from..).unwrap_or(&[]), b.users.rejected.get(from_rejected..).unwrap_or(&[]));
+    if shared.watched().is_empty() || (kept.is_empty() && rejected.is_empty()) {
+        return;
+    }
+    let mut part = Block::new(b.height, b.block_time);
+    part.node_written[Stream::Statuses.index()] = b.node_written[Stream::Statuses.index()];
+    part.statuses = kept.to_vec();
+    part.users.generation = b.users.generation;
+    part.users.rejected = rejected.iter().map(|(at, s)| (at.saturating_sub(from as u32), s.clone())).collect();
+    shared.record(times(b, Stream::Statuses, read));
+    let data = StepData::Statuses(Arc::new(part));
+    shared.push_step(Step { seq: 0, height: b.height, block_time: b.block_time, data });
+    shared.signal_change();
+}
+
 /// Streaming: applies the diffs of the open block `b` from index `from` on (the lines read since the last part),
 /// opening the block with its first part. `None` when there was nothing new.
 pub fn apply_diffs_part(shared: &Shared, b: &Block, from: usize, read: UnixNanos) -> Option<Outcome> {
@@ -203,7 +223,7 @@ mod tests {
         let steps = shared.steps_after(0, 11, u64::MAX).diffs;
         let coins = |s: &Arc<Step>| match &s.data {
             StepData::Diffs(c) => c.iter().map(ToString::to_string).collect(),
-            StepData::Fills { .. } => Vec::new(),
+            StepData::Fills { .. } | StepData::Statuses(_) => Vec::new(),
         };
         steps.iter().map(coins).collect()
     }

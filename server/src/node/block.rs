@@ -21,6 +21,9 @@ pub struct Block {
     pub users: UserEvents,
     /// When we had read all of this block and handed it out whole (Unix ns; 0 when not recorded).
     pub read_at: UnixNanos,
+    /// Streaming at line speed: its statuses went to the publisher in parts as their lines were read, and the
+    /// followed users' orderUpdates with them, so the complete block carries none.
+    pub orders_stepped: bool,
 }
 
 impl Block {

@@ -108,7 +108,7 @@ impl Publisher {
         }
         // Read under the books' lock: ingest records a diffs step under its write lock, so every step up to `dh`
         // is here.
-        let StepsSince { diffs: diff_steps, fills: fill_steps, diffs_seq, fills_seq, lost } =
+        let StepsSince { diffs: diff_steps, fills: fill_steps, statuses: status_steps, diffs_seq, fills_seq, lost } =
             hub.shared.steps_after(self.diffs_seq, dh, self.fills_seq);
         let fh = fill_steps.last().map_or(self.fills_height, |s| s.height);
         let new_shapes = wanted.version != self.wanted_version;
@@ -120,7 +120,8 @@ impl Publisher {
         let serve = books.is_complete() && !self.held.is_empty();
         let same = (h, dh, installs) == (self.height, self.diffs_height, self.installs)
             && diff_steps.is_empty()
-            && fill_steps.is_empty();
+            && fill_steps.is_empty()
+            && status_steps.is_empty();
         if same && first_due.is_none() && !new_shapes && repaired.is_empty() && !serve && !hub.candles.has_inbox() {
             hub.shared.set_publisher_wants_complete(!self.held.is_empty());
             return;
@@ -156,6 +157,7 @@ impl Publisher {
 
         // Register the lines before any of their frames can be written, so every write is counted.
         let lines = fill_steps.iter().map(|s| (s.height, Stream::Fills));
+        let lines = lines.chain(status_steps.iter().map(|s| (s.height, Stream::Statuses)));
         let lines = lines.chain(diff_steps.iter().map(|s| (s.height, Stream::Diffs)));
         let lines = lines.chain(blocks.iter().map(|b| (b.height, Stream::Statuses)));
         let mut lines: Vec<(u64, Stream)> = lines.chain(early.iter().map(|e| (e.0, Stream::Diffs))).collect();
@@ -182,7 +184,7 @@ impl Publisher {
         // Backfilled candles join the trades counted up to the last fills step published, before this pass's.
         let fills_audit = self.audit_of(self.fills_height, self.fills_block_time(), Stream::Fills);
         self.candles.finish_backfills(&hub, self.tick_seq, stamped(fills_audit));
-        let mut ticks = self.ticks(&wanted, &fill_steps, &blocks);
+        let mut ticks = self.ticks(&wanted, &fill_steps, &status_steps, &blocks);
         if reloaded || !repaired.is_empty() {
             self.tick_seq += 1;
             let mut t = Tick::new(self.tick_seq, h);
@@ -233,7 +235,7 @@ impl Publisher {
             .iter()
             .flat_map(|s| match &s.data {
                 StepData::Diffs(coins) => coins.as_slice(),
-                StepData::Fills { .. } => &[],
+                StepData::Fills { .. } | StepData::Statuses(_) => &[],
             })
             .cloned()
             .chain(repaired.iter().cloned());
@@ -347,21 +349,39 @@ impl Publisher {
 
     /// A trades tick per fills line and an l4Book tick per complete block, in height order (a block's trades
     /// first, as the node writes them).
-    fn ticks(&mut self, wanted: &Wanted, fill_steps: &[Arc<Step>], blocks: &[Arc<Block>]) -> Vec<Tick> {
+    fn ticks(
+        &mut self,
+        wanted: &Wanted,
+        fill_steps: &[Arc<Step>],
+        status_steps: &[Arc<Step>],
+        blocks: &[Arc<Block>],
+    ) -> Vec<Tick> {
         let want_trades = wanted.coins.values().any(|w| w.trades);
         let want_l4 = wanted.coins.values().any(|w| w.l4);
         let users = self.hub.users.wanted();
-        let mut order: Vec<(u64, Option<&Step>, Option<&Block>)> = Vec::new();
-        order.extend(fill_steps.iter().map(|s| (s.height, Some(&**s), None)));
+        // (height, step number, step, block): steps in the order ingest queued them, a complete block after them.
+        let mut order: Vec<(u64, u64, Option<&Step>, Option<&Block>)> = Vec::new();
+        order.extend(fill_steps.iter().map(|s| (s.height, s.seq, Some(&**s), None)));
+        if !users.is_empty() {
+            order.extend(status_steps.iter().map(|s| (s.height, s.seq, Some(&**s), None)));
+        }
         // Complete blocks make l4Book ticks and the followed users' orderUpdates (which need the statuses).
         if want_l4 || !users.is_empty() {
-            order.extend(blocks.iter().map(|b| (b.height, None, Some(&**b))));
+            order.extend(blocks.iter().map(|b| (b.height, u64::MAX, None, Some(&**b))));
         }
-        order.sort_by_key(|o| (o.0, o.2.is_some()));
+        order.sort_by_key(|o| (o.0, o.1));
         let mut out = Vec::with_capacity(order.len());
-        for (height, step, block) in order {
+        for (height, _, step, block) in order {
             self.tick_seq += 1;
             let mut tick = Tick::new(self.tick_seq, height);
+            if let Some(Step { data: StepData::Statuses(part), .. }) = step
+                && !users.is_empty()
+            {
+                // Streaming at line speed: the orderUpdates of the statuses lines read, before their block is whole.
+                let audit = self.audit_of(height, part.block_time, Stream::Statuses);
+                tick.users_generation = part.users.generation;
+                tick.users = super::users::order_frames(part, &users, self.tick_seq, stamped(audit));
+            }
             if let Some(Step { data: StepData::Fills { fills, .. }, .. }) = step {
                 // Every coin's recent trades, tagged with the tick that carries them, for new subscribers.
                 self.hub.recent_trades.remember(self.tick_seq, fills);
@@ -402,8 +422,10 @@ impl Publisher {
                         self.hub.counters.l4_frames.fetch_add(1, Relaxed);
                     }
                 }
-                tick.users_generation = b.users.generation;
-                tick.users = super::users::order_frames(b, &users, self.tick_seq, stamped(audit));
+                if !b.orders_stepped {
+                    tick.users_generation = b.users.generation;
+                    tick.users = super::users::order_frames(b, &users, self.tick_seq, stamped(audit));
+                }
             }
             out.push(tick);
         }

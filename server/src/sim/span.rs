@@ -33,7 +33,7 @@ impl Spans {
     }
 
     /// The next block's span: a uniform draw between two neighbouring deciles.
-    pub fn next(&mut self) -> Duration {
+    pub fn draw(&mut self) -> Duration {
         let at: u64 = self.rng.random_range(0..10_000);
         let (i, within) = ((at / 1000) as usize, at % 1000);
         let (lo, hi) = (SPAN_DECILES_US[i], SPAN_DECILES_US[i + 1]);
@@ -59,13 +59,13 @@ mod tests {
     #[test]
     fn spans_follow_the_captures_deciles_and_the_cap() {
         let mut s = Spans::new(80, 7).unwrap();
-        let mut v: Vec<u128> = (0..2000).map(|_| s.next().as_micros()).collect();
+        let mut v: Vec<u128> = (0..2000).map(|_| s.draw().as_micros()).collect();
         v.sort_unstable();
         let (p50, max) = (v[1000], v[1999]);
         assert!((12_800..=16_900).contains(&p50), "p50 {p50} µs");
         assert!(max <= 43_000 && max > 28_800, "max {max} µs");
         let mut short = Spans::new(20, 7).unwrap();
-        assert!((0..200).all(|_| short.next() <= Duration::from_millis(12)), "capped at 60% of 20 ms");
+        assert!((0..200).all(|_| short.draw() <= Duration::from_millis(12)), "capped at 60% of 20 ms");
         assert!(Spans::new(0, 7).is_none());
     }
 }

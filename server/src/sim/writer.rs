@@ -213,7 +213,7 @@ impl Writer {
     }
 
     fn by_block(&mut self, b: &BlockOut, chunks: &mut Vec<(Stream, Vec<u8>)>) -> io::Result<[i64; 3]> {
-        if let Some(span) = self.spans.as_mut().map(super::span::Spans::next) {
+        if let Some(span) = self.spans.as_mut().map(super::span::Spans::draw) {
             // The node writes a block's by-block lines once it has processed the whole block.
             std::thread::sleep(span);
         }
@@ -253,7 +253,7 @@ impl Writer {
         let runs = with_fills(b);
         let last = runs.iter().rposition(|&(s, n)| n > 0 && !self.faults.drops(b.height, s));
         self.cut = false;
-        let (start, span) = (std::time::Instant::now(), self.spans.as_mut().map(super::span::Spans::next));
+        let (start, span) = (std::time::Instant::now(), self.spans.as_mut().map(super::span::Spans::draw));
         let parts = runs.len().saturating_sub(1);
         for (r, (s, n)) in runs.into_iter().enumerate() {
             let from = next[s.index()];

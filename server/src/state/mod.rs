@@ -289,8 +289,8 @@ impl Shared {
         s.push_back(Arc::new(step));
     }
 
-    /// Diffs steps after `diffs_seq` whose height is at most `diffs_up_to`, and fills steps after `fills_seq`,
-    /// oldest first.
+    /// Diffs steps after `diffs_seq` whose height is at most `diffs_up_to`, and fills and statuses steps after
+    /// `fills_seq`, oldest first.
     ///
     /// A diffs step above `diffs_up_to` (a first part whose rest is not applied yet, `book::first`) is the newest
     /// diffs step, so it and everything after it wait for a later pass. Walks back from the newest step and stops
@@ -314,11 +314,13 @@ impl Shared {
                 }
                 StepData::Diffs(_) if s.seq > diffs_seq => out.diffs.push(s.clone()),
                 StepData::Fills { .. } if s.seq > fills_seq => out.fills.push(s.clone()),
+                StepData::Statuses(_) if s.seq > fills_seq => out.statuses.push(s.clone()),
                 _ => {}
             }
         }
         out.diffs.reverse();
         out.fills.reverse();
+        out.statuses.reverse();
         out.diffs_seq = held.map_or(newest.max(diffs_seq), |h| h - 1);
         out.fills_seq = newest.max(fills_seq);
         out
@@ -368,7 +370,10 @@ mod tests {
         let got = s.steps_after(6, 5, 7);
         assert_eq!(heights(&got.diffs), [4, 5]);
         assert_eq!(heights(&got.fills), [5, 6, 7]);
-        assert_eq!((got.diffs_seq, got.fills_seq, got.lost), (13, 13, false));
+        // Block 6's diffs step (seq 12) is above the books' diffs height: the diffs floor stays below it.
+        assert_eq!((got.diffs_seq, got.fills_seq, got.lost), (11, 13, false));
+        let got = s.steps_after(11, 6, 13);
+        assert_eq!((heights(&got.diffs), got.fills.len()), (vec![6], 0));
         let got = s.steps_after(13, 6, 13);
         assert!(got.diffs.is_empty() && got.fills.is_empty());
         assert_eq!((got.diffs_seq, got.fills_seq), (13, 13));

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::node::{Address, Coin, Fill, Stream, UnixNanos};
+use crate::node::{Address, Block, Coin, Fill, Stream, UnixNanos};
 
 /// What one step handed to the publisher, in the order they happened.
 #[derive(Debug)]
@@ -23,6 +23,9 @@ pub enum StepData {
     Fills { fills: Vec<Fill>, users: Vec<(Address, Box<str>)>, generation: Option<u64> },
     /// The block's diffs were applied, changing these coins' books.
     Diffs(Vec<Coin>),
+    /// Streaming at line speed: the statuses lines of a block read in one batch (book statuses and followed users'
+    /// rejections, as a block of its own), for the followed users' orderUpdates.
+    Statuses(Arc<Block>),
 }
 
 /// Steps a publisher pass has not seen yet, oldest first.
@@ -30,6 +33,8 @@ pub enum StepData {
 pub struct StepsSince {
     pub diffs: Vec<Arc<Step>>,
     pub fills: Vec<Arc<Step>>,
+    /// Statuses steps (`StepData::Statuses`), taken with the fills floor.
+    pub statuses: Vec<Arc<Step>>,
     /// The floors to ask from next time: the newest `seq` taken of each kind (or the floor asked with).
     pub diffs_seq: u64,
     pub fills_seq: u64,

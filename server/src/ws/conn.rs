@@ -91,7 +91,7 @@ impl Delivery {
         match self {
             Delivery::Trades { cursor, .. }
             | Delivery::L4 { state: L4State::Live { cursor }, .. }
-            | Delivery::User { state: UserState::Pending { cursor } | UserState::Live { cursor }, .. }
+            | Delivery::User { state: UserState::Pending { cursor, .. } | UserState::Live { cursor }, .. }
             | Delivery::Candle { state: CandleState::Live { cursor }, .. } => Some(cursor),
             _ => None,
         }

@@ -14,9 +14,12 @@ use crate::publish::users::UserChannel;
 use crate::publish::{Audit, Frame, Hub, Tick, Want};
 
 pub(super) enum UserState {
-    /// Skipping blocks parsed before the user was watched.
+    /// Skipping blocks parsed before the user was watched. `after`: the height of the first tick looked at, which
+    /// may already have had ticks before the subscription (streaming sends a block's events in parts): the stream
+    /// goes live at a later block's first tick, so it starts with whole blocks.
     Pending {
         cursor: u64,
+        after: Option<u64>,
     },
     /// userFills: the snapshot of fills before the first live block is being read from the node's files.
     Waiting {
@@ -35,8 +38,9 @@ pub(super) fn release_user(ctx: &WsContext, ip: Option<std::net::IpAddr>, want: 
     }
 }
 
-/// One tick for a per-user subscription: skipped until the first block complete for its user; userFills then
-/// waits for its snapshot of earlier fills before it goes live at that block.
+/// One tick for a per-user subscription: skipped until the first tick of a block complete for its user (after the
+/// block of the first tick it saw); userFills then waits for its snapshot of earlier fills before it goes live at
+/// that block.
 pub(super) fn take_user_tick(
     hub: &Arc<Hub>,
     tick: &Tick,
@@ -45,11 +49,12 @@ pub(super) fn take_user_tick(
     generation: u64,
     state: &mut UserState,
 ) -> Option<Arc<Frame>> {
-    if let UserState::Pending { cursor } = state {
+    if let UserState::Pending { cursor, after } = state {
         if tick.seq <= *cursor {
             return None;
         }
-        if !tick.users_complete_since(generation) {
+        let first = *after.get_or_insert(tick.height);
+        if !tick.users_complete_since(generation) || tick.height <= first {
             *cursor = tick.seq;
             return None;
         }

@@ -98,7 +98,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                 user: *user,
                 ch: *ch,
                 generation: hub.shared.watched().view().generation,
-                state: UserState::Pending { cursor: hub.feed_head() },
+                state: UserState::Pending { cursor: hub.feed_head(), after: None },
             },
             (Want::Candle(c, i), _) => Delivery::Candle { key: (self.shared_coin(c), *i), state: CandleState::Waiting },
             (_, Some(slot)) => Delivery::Conflated { slot, sent: 0 },
