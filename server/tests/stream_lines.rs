@@ -51,10 +51,13 @@ fn every_streaming_line_leaves_sane_books_and_every_block_end_equals_by_block() 
     // The by-block replay's digest at every height.
     let mut books = hlbook::book::snapshot::load_books(&cap.snapshot).expect("snapshot");
     let mut by_block = BTreeMap::new();
+    let mut before = BTreeMap::new();
+    before.insert(books.height(), common::l4_digest(&books));
     hlbook::ingest::replay::replay(&mut books, &cap.node_dir, Mode::ByBlock, |step| {
         by_block.insert(step.block.height, common::l4_digest(step.books));
     })
     .expect("by-block replays");
+    before.extend(by_block.iter().map(|(h, d)| (*h, *d)));
 
     let mut books = hlbook::book::snapshot::load_books(&cap.snapshot).expect("snapshot");
     let mut a = Assembler::new(Mode::Streaming, books.height()).streaming_lines();
@@ -74,6 +77,10 @@ fn every_streaming_line_leaves_sane_books_and_every_block_end_equals_by_block() 
                     taken = block.diffs.len();
                     parts += 1;
                     assert_eq!(insane(&books), None, "after a diffs line of block {height}");
+                    // A reader of complete books may take the parts back: the books of the block before, exactly.
+                    let mut back = books.clone();
+                    assert!(back.roll_back(), "{height}: an open block to roll back");
+                    assert_eq!(Some(&common::l4_digest(&back)), before.get(&(height - 1)), "rolled back in {height}");
                 }
                 Assembled::Block(b) => {
                     let out = books.apply_diffs_part(b.height, b.block_time, &b.diffs[taken.min(b.diffs.len())..]);
@@ -84,6 +91,8 @@ fn every_streaming_line_leaves_sane_books_and_every_block_end_equals_by_block() 
                     taken = 0;
                     ends += 1;
                 }
+                // Statuses lines go to the publisher for orderUpdates; the books take them at the block's end.
+                Assembled::Line { stream: Stream::Statuses, .. } => {}
                 Assembled::Fills(l) => {
                     let hlbook::node::Events::Fills(f) = l.events else { panic!("a fills line") };
                     fills += f.len();

@@ -279,6 +279,13 @@ impl CoinBook {
         }
     }
 
+    /// The order after `oid` in its level's time priority (`None`: it is the last, or not resting).
+    pub fn next_in_level(&self, oid: u64) -> Option<u64> {
+        let &key = self.by_oid.get(&oid)?;
+        let next = self.slab[key as usize].next;
+        (next != NIL).then(|| self.slab[next as usize].order.oid)
+    }
+
     /// The level at `px` on `side`.
     pub fn level(&self, side: Side, px: Fixed) -> Option<&Level> {
         self.levels[side.index()].get(&px)

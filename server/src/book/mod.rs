@@ -19,6 +19,7 @@ pub mod export;
 mod first;
 pub mod l2;
 pub mod snapshot;
+mod undo;
 
 use std::sync::Arc;
 
@@ -102,6 +103,9 @@ pub struct Books {
     counters: BookCounters,
     /// A diffs step half done: its first coins are at its height, every other coin still at `diffs_height`.
     first: Option<first::FirstPart>,
+    /// Streaming: the open block's parts record how to undo them (`undo`), while `recording`.
+    recording: bool,
+    undo: Vec<undo::Undo>,
 }
 
 impl Books {
@@ -226,8 +230,12 @@ impl Books {
     /// Between parts the books are the engine's own state after that line, in order (`CoinBook::is_sane` says
     /// whether a coin is between two events of one order).
     pub fn apply_diffs_part(&mut self, height: u64, block_time: UnixNanos, diffs: &[Diff]) -> Outcome {
-        let open = height == self.diffs_height && height == self.height + 1 && self.first.is_none();
+        let open = height == self.diffs_height && height == self.height + 1 && self.first.is_none() && self.recording;
         if !open {
+            if let Some(refused) = self.refuse_diffs(height) {
+                return refused;
+            }
+            (self.recording, self.undo) = (true, Vec::new());
             return self.apply_diffs(height, block_time, diffs);
         }
         Outcome::Applied(self.apply_some(height, block_time, diffs.iter()))
@@ -254,6 +262,9 @@ impl Books {
         for diff in diffs {
             if out.changed.last() != Some(&diff.coin) && seen.insert(diff.coin.clone()) {
                 out.changed.push(diff.coin.clone());
+            }
+            if self.recording {
+                self.note_undo(diff);
             }
             self.apply_diff(diff, block_time, &mut out);
             n += 1;
@@ -298,6 +309,7 @@ impl Books {
         self.distrust(&out);
         self.height = height;
         self.block_time = self.diffs_block_time;
+        (self.recording, self.undo) = (false, Vec::new());
         let c = &mut self.counters;
         c.blocks_applied += 1;
         c.statusless_system += u64::from(out.statusless_system);

@@ -1,4 +1,5 @@
 //! Streaming lines (`Assembler::streaming_lines`): what is handed out as lines land, and what closes a block.
+//! ("diffs" and "statuses": the open block has new lines of that stream.)
 
 use super::line;
 use crate::ingest::assemble::{Assembled, Assembler};
@@ -14,6 +15,7 @@ fn ready(a: &mut Assembler) -> Vec<(&'static str, u64)> {
     std::iter::from_fn(|| a.next_block())
         .map(|x| match x {
             Assembled::Line { height, stream: Stream::Diffs } => ("diffs", height),
+            Assembled::Line { height, stream: Stream::Statuses } => ("statuses", height),
             Assembled::Fills(l) => ("fills", l.meta.height),
             Assembled::Block(b) => ("block", b.height),
             other => panic!("unexpected {other:?}"),
@@ -48,16 +50,16 @@ fn a_drained_pass_after_any_later_line_closes_the_block() {
     let mut a = lines_assembler();
     a.push(Stream::Diffs, line(Stream::Diffs, 11));
     a.push(Stream::Statuses, line(Stream::Statuses, 11));
-    assert_eq!(ready(&mut a), [("diffs", 11)]);
+    assert_eq!(ready(&mut a), [("diffs", 11), ("statuses", 11)]);
     // Only the status stream shows 12 (no diffs in 12 yet): not whole by rule (a).
     a.push(Stream::Statuses, line(Stream::Statuses, 12));
     assert_eq!(ready(&mut a), []);
     // The pass that read 12 ends: a line of 11 written before 12's may still be unread in a stream read earlier.
     a.drained();
     assert_eq!(ready(&mut a), []);
-    // A whole pass after it found every line of 11.
+    // A whole pass after it found every line of 11; 12 is open now, with its status line.
     a.drained();
-    assert_eq!(ready(&mut a), [("block", 11)]);
+    assert_eq!(ready(&mut a), [("block", 11), ("statuses", 12)]);
     // A restart forgets what passes proved: the lines come again.
     a.push(Stream::Statuses, line(Stream::Statuses, 13));
     a.restart(11);

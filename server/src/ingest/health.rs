@@ -100,6 +100,8 @@ pub struct IngestCounters {
     pub first_waits_timed_out: AtomicU64,
     /// Streaming: parts of a block's diffs applied as their lines were read, before the block was whole.
     pub diff_parts: AtomicU64,
+    /// Streaming: an open block's parts taken back for a reader of complete books (`book::undo`).
+    pub roll_backs: AtomicU64,
 }
 
 impl IngestCounters {
@@ -133,6 +135,7 @@ impl IngestCounters {
             ("split_diff_steps", self.split_diff_steps.load(Relaxed)),
             ("first_waits_timed_out", self.first_waits_timed_out.load(Relaxed)),
             ("diff_parts", self.diff_parts.load(Relaxed)),
+            ("roll_backs", self.roll_backs.load(Relaxed)),
         ]
         .into_iter()
         .collect()

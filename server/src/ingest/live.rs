@@ -48,7 +48,7 @@ const MAX_CACHED: usize = 50_000;
 /// What the loader thread reports.
 enum Loaded {
     Height(u64),
-    Books(Books),
+    Books(Box<Books>),
     Failed(String),
 }
 
@@ -176,6 +176,7 @@ impl Ingest {
         });
         self.input = input;
         self.flush_lines();
+        self.roll_back_for_readers();
         // Racing: a line that every source skipped, or that none supplied within the grace, is lost.
         let next = self.assembler.emitted() + 1;
         for stream in self.input.lost(next, self.assembler.has(next)) {
@@ -295,6 +296,24 @@ impl Ingest {
         }
     }
 
+    /// Streaming lines: someone waits for complete books while the open block has parts applied (the node may
+    /// have paused or stopped, and no later line will end the block soon): take the parts back, so the books are
+    /// the last complete block's, and apply them again once nobody waits (`book::undo`).
+    fn roll_back_for_readers(&mut self) {
+        if !self.lines() || self.open.is_none_or(|o| o.diffs == 0) || !self.shared.wants_complete() {
+            return;
+        }
+        if !self.shared.books_mut().roll_back() {
+            return;
+        }
+        if let Some(o) = &mut self.open {
+            o.diffs = 0;
+        }
+        self.diffs_due = true;
+        self.shared.health().counters.roll_backs.fetch_add(1, Relaxed);
+        self.shared.signal_change();
+    }
+
     /// Applies a whole block: the steps its lines did not already take.
     fn apply(&mut self, mut block: Block) {
         let open = self.open.take_if(|o| o.height == block.height);
@@ -371,7 +390,7 @@ impl Ingest {
     fn on_loaded(&mut self, msg: Loaded) {
         match msg {
             Loaded::Height(h) => self.positioned(h),
-            Loaded::Books(books) => self.install(books),
+            Loaded::Books(books) => self.install(*books),
             Loaded::Failed(why) => {
                 self.shared.health().counters.snapshot_failures.fetch_add(1, Relaxed);
                 self.lost(&why);
@@ -482,7 +501,7 @@ fn load_snapshot(from: SnapshotFrom, tx: &mpsc::Sender<Loaded>) {
         info::load(&path, ours)
     })();
     let _ = tx.send(match result {
-        Ok(books) => Loaded::Books(books),
+        Ok(books) => Loaded::Books(Box::new(books)),
         Err(e) => Loaded::Failed(format!("snapshot failed: {e}")),
     });
 }

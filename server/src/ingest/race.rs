@@ -118,8 +118,9 @@ pub struct Race {
     taken: BTreeMap<u64, [Option<Taken>; 3]>,
     /// Per source and stream: the highest height it delivered (or moved past with a malformed line).
     seen: Vec<[u64; 3]>,
-    /// When a source first moved past a line of the next block that nobody delivered: (height, stream, since).
-    waiting: Option<(u64, Stream, Instant)>,
+    /// When a source first moved past a line of the next block that nobody delivered: (height, since). One timer
+    /// per block, whichever of its streams are missing: a block lost whole (three streams) expires like one line.
+    waiting: Option<(u64, Instant)>,
     grace: Duration,
     /// Disagreeing coins to mark untrusted under the next write lock.
     distrust: Vec<Coin>,
@@ -261,9 +262,6 @@ impl Race {
         let coins = coins_of(&line);
         let taken = Taken { src, digest: l.digest, read_at: l.read_at, led: false, coins };
         self.taken.entry(l.height).or_default()[i] = Some(taken);
-        if self.waiting.is_some_and(|(h, s, _)| h == l.height && s == l.stream) {
-            self.waiting = None;
-        }
         on(Won { stream: l.stream, line, read_at: l.read_at });
     }
 
@@ -295,13 +293,12 @@ impl Race {
                 lost.push(s);
                 continue;
             }
-            match self.waiting {
-                Some((h, ws, since)) if h == next && ws == s => {
-                    if since.elapsed() >= self.grace {
-                        lost.push(s);
-                    }
-                }
-                _ => self.waiting = Some((next, s, Instant::now())),
+            let since = match self.waiting {
+                Some((h, since)) if h == next => since,
+                _ => self.waiting.insert((next, Instant::now())).1,
+            };
+            if since.elapsed() >= self.grace {
+                lost.push(s);
             }
         }
         if !lost.is_empty() {

@@ -94,3 +94,23 @@ fn a_differing_copy_is_a_disagreement_named_on_the_later_source() {
     assert_eq!(coins, ["BTC"]);
     assert_eq!(race.entries[0].leads()[Stream::Diffs.index()].len(), 1, "a disagreeing copy still times the lead");
 }
+
+#[test]
+fn a_block_lost_whole_by_the_only_live_source_is_given_up_after_one_grace() {
+    let tmp = tempfile::tempdir().unwrap();
+    let health = Health::new(Duration::from_secs(5));
+    let mut race = two_sources(tmp.path(), &health);
+    // Source a stopped for good at block 9; source b moved past block 10 in every stream without writing it.
+    race.seen = vec![[9; 3], [11; 3]];
+    let start = std::time::Instant::now();
+    let lost = loop {
+        let lost = race.lost(10, [false; 3]);
+        if !lost.is_empty() || start.elapsed() > Duration::from_secs(30) {
+            break lost;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // Each missing stream used to restart the one timer, so it never ran out and the books stayed stale.
+    assert_eq!(lost, Stream::ALL.to_vec(), "all three streams given up together");
+    assert!(start.elapsed() >= race.grace, "not before the grace");
+}
