@@ -20,6 +20,10 @@ use super::info::{self, InfoClient, SnapshotFrom};
 use super::input::{Input, InputEvent};
 pub use super::sources::SourceSpec;
 use super::steps;
+use lines::Open;
+
+#[path = "live_lines.rs"]
+mod lines;
 use crate::book::{Books, Outcome};
 use crate::node::time::now_nanos;
 use crate::node::{Block, Line, Mode, Stream};
@@ -255,69 +259,12 @@ impl Ingest {
         }
     }
 
-    /// Streaming lines: hands on the fills lines read since the last flush (a step per height) and applies the
-    /// open block's new diffs as one part. Called when a run of one stream's lines ends and after each read.
-    fn flush_lines(&mut self) {
-        if !self.lines() {
-            return;
-        }
-        let read = now_nanos();
-        let mut fills = std::mem::take(&mut self.fills_due).into_iter().peekable();
-        while let Some(first) = fills.next() {
-            let mut b = Block::new(first.meta.height, first.meta.block_time);
-            b.push(Stream::Fills, first);
-            while let Some(line) = fills.next_if(|l| l.meta.height == b.height) {
-                b.push(Stream::Fills, line);
-            }
-            steps::hand_fills_of(&self.shared, &b, read);
-        }
-        if !matches!(self.phase, Phase::Live) {
-            (self.diffs_due, self.statuses_due) = (false, false);
-            return;
-        }
-        let h = self.assembler.emitted() + 1;
-        let Some(block) = self.assembler.pending(h) else { return };
-        let mut open = self.open.filter(|o| o.height == h).unwrap_or(Open { height: h, ..Open::default() });
-        if std::mem::take(&mut self.statuses_due) {
-            steps::hand_statuses_part(&self.shared, block, open.statuses, open.rejected, read);
-            (open.statuses, open.rejected) = (block.statuses.len(), block.users.rejected.len());
-        }
-        let mut outcome = None;
-        // The books are complete before a block's first part: someone who waits for that gets its turn first (the
-        // part goes with the next batch, or the whole block with its end).
-        if self.diffs_due && (open.diffs > 0 || !self.shared.wants_complete()) {
-            self.diffs_due = false;
-            outcome = steps::apply_diffs_part(&self.shared, block, open.diffs, read);
-            open.diffs = block.diffs.len();
-        }
-        self.open = Some(open);
-        if let Some(o) = outcome {
-            self.after(&o);
-        }
-    }
-
-    /// Streaming lines: someone waits for complete books while the open block has parts applied (the node may
-    /// have paused or stopped, and no later line will end the block soon): take the parts back, so the books are
-    /// the last complete block's, and apply them again once nobody waits (`book::undo`).
-    fn roll_back_for_readers(&mut self) {
-        if !self.lines() || self.open.is_none_or(|o| o.diffs == 0) || !self.shared.wants_complete() {
-            return;
-        }
-        if !self.shared.books_mut().roll_back() {
-            return;
-        }
-        if let Some(o) = &mut self.open {
-            o.diffs = 0;
-        }
-        self.diffs_due = true;
-        self.shared.health().counters.roll_backs.fetch_add(1, Relaxed);
-        self.shared.signal_change();
-    }
-
     /// Applies a whole block: the steps its lines did not already take.
     fn apply(&mut self, mut block: Block) {
         let open = self.open.take_if(|o| o.height == block.height);
         if self.lines() {
+            // Its fills lines still waiting for a trade's other side will get none now.
+            self.hand_fills(block.height, block.read_at);
             // Streaming lines: the statuses not handed on yet go now, and the block carries no orderUpdates.
             let o = open.unwrap_or(Open { height: block.height, ..Open::default() });
             steps::hand_statuses_part(&self.shared, &block, o.statuses, o.rejected, block.read_at);
@@ -470,16 +417,6 @@ impl Ingest {
             books.distrust_coin(c);
         }
     }
-}
-
-/// Streaming lines: how much of the open block went on before it was whole (counts of its diffs, book statuses
-/// and followed users' rejections).
-#[derive(Clone, Copy, Debug, Default)]
-struct Open {
-    height: u64,
-    diffs: usize,
-    statuses: usize,
-    rejected: usize,
 }
 
 /// The loader thread: ask for (or open) a snapshot, report its height, then load it.

@@ -53,13 +53,22 @@ struct Head<'a> {
 }
 
 /// Calls `each` with `coin`'s trades (one per tid) of the file's blocks below `before`, in order; returns the
-/// block time (ms) of the file's first line, `None` for a file without one.
-fn scan(path: &Path, coin: &str, before: u64, mut each: impl FnMut(Trade)) -> Option<i64> {
+/// block time (ms) of the file's first line, `None` for a file without one. `partial`: of block `before - 1`,
+/// only these trades (streaming publishes a block's trades as their lines come: the rest of that block is
+/// counted live).
+fn scan(
+    path: &Path,
+    coin: &str,
+    before: u64,
+    partial: Option<&FxHashSet<u64>>,
+    mut each: impl FnMut(Trade),
+) -> Option<i64> {
     let file = File::open(path).ok()?;
     let mut reader = BufReader::with_capacity(1 << 20, file);
     let needle = format!("\"coin\":{}", serde_json::Value::from(coin));
     let finder = memchr::memmem::Finder::new(needle.as_bytes());
     let (mut line, mut first, mut tids) = (Vec::new(), None, FxHashSet::default());
+    let mut block = None;
     loop {
         line.clear();
         match reader.read_until(b'\n', &mut line) {
@@ -81,8 +90,15 @@ fn scan(path: &Path, coin: &str, before: u64, mut each: impl FnMut(Trade)) -> Op
         if parsed.block_number >= before {
             break;
         }
-        tids.clear();
+        // A trade's two sides share its tid: in one line by-block, in two lines of one block in streaming mode.
+        if block != Some(parsed.block_number) {
+            (block, tids) = (Some(parsed.block_number), FxHashSet::default());
+        }
+        let cut = partial.filter(|_| parsed.block_number + 1 == before);
         for (_, f) in parsed.events.iter().filter(|(_, f)| f.coin == coin) {
+            if cut.is_some_and(|p| !p.contains(&f.tid)) {
+                continue;
+            }
             if tids.insert(f.tid) {
                 each(Trade { time: f.time, px: f.px, sz: f.sz });
             }
@@ -102,14 +118,20 @@ pub struct Backfill {
 
 /// Per interval, `coin`'s newest candle in blocks below `before`, read from the newest hour files back until they
 /// begin before that candle's bucket.
-pub fn latest(dir: &FillsDir, coin: &str, intervals: &[Interval], before: u64) -> Vec<Backfill> {
+pub fn latest(
+    dir: &FillsDir,
+    coin: &str,
+    intervals: &[Interval],
+    before: u64,
+    partial: Option<&FxHashSet<u64>>,
+) -> Vec<Backfill> {
     let files = hour_files(&dir.node_dir, dir.mode, Stream::Fills).unwrap_or_default();
     let mut out: Vec<Backfill> =
         intervals.iter().map(|_| Backfill { candle: None, covered_from_ms: i64::MAX }).collect();
     let mut done = vec![false; intervals.len()];
     for f in files.iter().rev().take(BACKFILL_FILES) {
         let mut parts: Vec<Option<Candle>> = vec![None; intervals.len()];
-        let first = scan(&f.path, coin, before, |tr| {
+        let first = scan(&f.path, coin, before, partial, |tr| {
             for (k, i) in intervals.iter().enumerate().filter(|(k, _)| !done[*k]) {
                 match out[k].candle {
                     // The bucket is known (found in a newer file): only its own trades count.
@@ -153,7 +175,7 @@ pub fn between(dir: &FillsDir, coin: &str, interval: Interval, start_ms: i64, en
     let mut covered_from = i64::MAX;
     for f in files.iter().rev().take(SNAPSHOT_FILES) {
         let mut part: BTreeMap<i64, Option<Candle>> = BTreeMap::new();
-        let first = scan(&f.path, coin, u64::MAX, |tr| {
+        let first = scan(&f.path, coin, u64::MAX, None, |tr| {
             let t = interval.bucket(tr.time).0;
             if (lo..=hi).contains(&t) {
                 push(part.entry(t).or_default(), interval, tr);

@@ -64,20 +64,20 @@ fn the_newest_candle_across_files_complete_where_they_reach_back() {
         ),
     ]);
     // Below block 5: the bucket at T0 spans both files; the older one begins before it.
-    let got = latest(&fd, "BTC", &[Interval::M1, Interval::H1], 5);
+    let got = latest(&fd, "BTC", &[Interval::M1, Interval::H1], 5, None);
     assert_eq!(got[0].candle, Some(c(T0, m, [10, 12, 10, 11], 4, 3)));
     assert!(got[0].covered_from_ms < T0);
     let h = Interval::H1.bucket(T0).0;
     assert!(got[1].candle.is_some_and(|c| c.t == h));
     // Every block: the newest minute holds one trade, and the newest file alone reaches back before it.
-    let got = latest(&fd, "BTC", &[Interval::M1], u64::MAX);
+    let got = latest(&fd, "BTC", &[Interval::M1], u64::MAX, None);
     assert_eq!(got[0].candle, Some(c(T0 + m, m, [50, 50, 50, 50], 1, 1)));
     assert_eq!(got[0].covered_from_ms, T0 + 20);
     // Files that begin inside the bucket: the candle is what they hold, and says where they begin.
     let (_d, fd) = dir_with(&[("10", vec![line(3, T0 + 20, &[(4, "BTC", "12", "2")])])]);
-    let got = latest(&fd, "BTC", &[Interval::M1], u64::MAX);
+    let got = latest(&fd, "BTC", &[Interval::M1], u64::MAX, None);
     assert_eq!((got[0].candle.unwrap().n, got[0].covered_from_ms), (1, T0 + 20));
-    assert_eq!(latest(&fd, "SOL", &[Interval::M1], u64::MAX)[0].candle, None);
+    assert_eq!(latest(&fd, "SOL", &[Interval::M1], u64::MAX, None)[0].candle, None);
 }
 
 #[test]
@@ -93,4 +93,27 @@ fn a_range_of_complete_candles_newest_first_when_clamped() {
     assert_eq!(between(&fd, "BTC", Interval::M1, 0, i64::MAX, 1), all[1..].to_vec());
     assert_eq!(between(&fd, "BTC", Interval::M1, T0 + m + 30, T0 + 2 * m, 10), all[..1].to_vec());
     assert!(between(&fd, "BTC", Interval::M1, T0 + 4 * m, i64::MAX, 10).is_empty());
+}
+
+#[test]
+fn a_trade_whose_sides_are_two_lines_counts_once_and_a_block_cut_counts_what_was_published() {
+    // Streaming-like: each side of a trade on its own line of the same block.
+    let split = |h: u64, ms: i64, tid: u64, px: &str| {
+        let both = line(h, ms, &[(tid, "BTC", px, "1")]);
+        let (head, events) = both.split_once("\"events\":[").unwrap();
+        let events = events.strip_suffix("]}").unwrap();
+        let (b, a) = events.split_once("],[").unwrap();
+        [format!("{head}\"events\":[{b}]]}}"), format!("{head}\"events\":[[{a}]}}")]
+    };
+    let mut lines = Vec::new();
+    lines.extend(split(1, T0 + 1, 1, "10"));
+    lines.extend(split(2, T0 + 2, 2, "11"));
+    lines.extend(split(2, T0 + 3, 3, "12"));
+    let (_d, fd) = dir_with(&[("9", lines)]);
+    let got = latest(&fd, "BTC", &[Interval::M1], u64::MAX, None);
+    assert_eq!(got[0].candle, Some(c(T0, 60_000, [10, 12, 10, 12], 3, 3)), "three trades, once each");
+    // Below block 3 with only trade 2 of block 2 published: trade 3 is counted live, not here.
+    let published: FxHashSet<u64> = [2].into_iter().collect();
+    let got = latest(&fd, "BTC", &[Interval::M1], 3, Some(&published));
+    assert_eq!(got[0].candle, Some(c(T0, 60_000, [10, 11, 10, 11], 2, 2)));
 }

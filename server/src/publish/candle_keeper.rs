@@ -78,6 +78,8 @@ struct Request {
     coin: Coin,
     intervals: Vec<Interval>,
     before: u64,
+    /// The trades of block `before - 1` already counted (`candle_history::latest`).
+    partial: Arc<FxHashSet<u64>>,
 }
 
 #[derive(Debug)]
@@ -144,7 +146,7 @@ impl Keeper {
 
     /// Starts the backfill of every `New` key, of the blocks below `before` (the first fills step not yet seen);
     /// a coin whose request finds the queue full stays `New` until a later pass.
-    pub fn start_backfills(&mut self, hub: &Arc<Hub>, before: u64) {
+    pub fn start_backfills(&mut self, hub: &Arc<Hub>, before: u64, partial: &Arc<FxHashSet<u64>>) {
         for (coin, states) in &mut self.coins {
             let intervals: Vec<Interval> =
                 states.iter().filter(|s| matches!(s.phase, Phase::New)).map(|s| s.interval).collect();
@@ -154,7 +156,9 @@ impl Keeper {
             let worker = self.worker.get_or_insert_with(|| spawn_worker(hub.clone()));
             // Held across the send, so the thread cannot look the keys up before they are marked wanted.
             let mut backfilling = hub.candles.backfilling.lock();
-            if worker.try_send(Request { coin: coin.clone(), intervals: intervals.clone(), before }).is_err() {
+            let request =
+                Request { coin: coin.clone(), intervals: intervals.clone(), before, partial: partial.clone() };
+            if worker.try_send(request).is_err() {
                 hub.counters.candle_backfills_deferred.fetch_add(1, Relaxed);
                 continue;
             }
@@ -241,7 +245,7 @@ fn serve_backfills(hub: &Hub, rx: &mpsc::Receiver<Request>) {
             continue;
         }
         let results = match hub.fills_dir.get() {
-            Some(dir) => latest(dir, &r.coin, &r.intervals, r.before),
+            Some(dir) => latest(dir, &r.coin, &r.intervals, r.before, Some(&r.partial)),
             None => r.intervals.iter().map(|_| Backfill { candle: None, covered_from_ms: i64::MAX }).collect(),
         };
         let results = r.intervals.into_iter().zip(results).collect();

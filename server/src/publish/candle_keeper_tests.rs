@@ -1,3 +1,4 @@
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::*;
@@ -45,7 +46,7 @@ fn trades_during_the_backfill_count_and_the_state_goes_with_the_last_subscriber(
     let t0 = 1_778_000_040_000;
     // Not started yet: a step's trades are below the backfill's height and left to it.
     assert!(k.on_fills(&hub, &[fill("BTC", 1, t0, 5)], 1, Audit::default()).is_empty());
-    k.start_backfills(&hub, 11);
+    k.start_backfills(&hub, 11, &Arc::default());
     // Counted meanwhile, but no frame before the first one.
     assert!(k.on_fills(&hub, &[fill("BTC", 2, t0 + 1, 7), fill("BTC", 2, t0 + 1, 7)], 2, Audit::default()).is_empty());
     let until = Instant::now() + Duration::from_secs(10);
@@ -78,7 +79,7 @@ fn the_backfill_queue_is_bounded_and_keys_dropped_meanwhile_are_not_read() {
     let coins: Vec<String> = (0..BACKFILL_QUEUE + 36).map(|n| format!("C{n}")).collect();
     let all: Vec<(&str, Interval)> = coins.iter().map(|c| (c.as_str(), Interval::M1)).collect();
     k.sync(&hub, &wants(&all));
-    k.start_backfills(&hub, 7);
+    k.start_backfills(&hub, 7, &Arc::default());
     assert_eq!(hub.counters.candle_backfills_deferred.load(Relaxed), 36, "a full queue puts requests off");
     // Everyone but the first coin's subscriber leaves before the thread gets to the queue.
     k.sync(&hub, &wants(&all[..1]));
@@ -97,7 +98,7 @@ fn the_backfill_queue_is_bounded_and_keys_dropped_meanwhile_are_not_read() {
     let (tx, rx) = mpsc::sync_channel(BACKFILL_QUEUE);
     k.worker = Some(tx);
     k.sync(&hub, &wants(&all[all.len() - 1..]));
-    k.start_backfills(&hub, 9);
+    k.start_backfills(&hub, 9, &Arc::default());
     k.worker = None;
     serve_backfills(&hub, &rx);
     let done = hub.candles.inbox.lock();

@@ -59,6 +59,9 @@ pub struct Publisher {
     fills_seq: u64,
     /// Coins changed in a pass whose books were not sane then (`CoinBook::is_sane`): built by a later pass.
     withheld: FxHashSet<Coin>,
+    /// The trade ids published of the newest height with fills: a candle backfill counts only these of that
+    /// block (streaming publishes a block's trades in parts; the rest are counted live).
+    last_tids: (u64, Arc<FxHashSet<u64>>),
     /// l4Book snapshot requests waiting for the books to be complete.
     held: Vec<SnapshotRequest>,
     installs: u64,
@@ -83,6 +86,7 @@ impl Publisher {
             diffs_seq: 0,
             fills_seq: 0,
             withheld: FxHashSet::default(),
+            last_tids: (0, Arc::default()),
             held: Vec::new(),
             installs: 0,
             wanted_version: 0,
@@ -206,8 +210,16 @@ impl Publisher {
         hub.stages.settle(published);
         (self.height, self.diffs_height, self.fills_height) = (h, dh, fh);
         (self.diffs_seq, self.fills_seq) = (diffs_seq, fills_seq);
+        for step in &fill_steps {
+            let StepData::Fills { fills, .. } = &step.data else { continue };
+            if step.height != self.last_tids.0 {
+                self.last_tids = (step.height, Arc::default());
+            }
+            Arc::make_mut(&mut self.last_tids.1).extend(fills.iter().map(|f| f.tid));
+        }
         if fh > 0 {
-            self.candles.start_backfills(&hub, fh + 1);
+            let partial = if self.last_tids.0 == fh { self.last_tids.1.clone() } else { Arc::default() };
+            self.candles.start_backfills(&hub, fh + 1, &partial);
         }
         (self.installs, self.wanted_version) = (installs, wanted.version);
         hub.shared.set_publisher_wants_complete(!self.held.is_empty());
