@@ -47,6 +47,11 @@ impl Subscription {
     }
 }
 
+/// The largest subscribe or unsubscribe message taken, in bytes. Official ones are under 200 bytes; a
+/// subscription lives as long as its connection and keeps the client's object to echo, so extra fields must not be
+/// a way to make the server hold memory.
+pub const MAX_SUBSCRIPTION_BYTES: usize = 4096;
+
 /// Parses one text frame. Errors are the full error frame text.
 pub fn parse(text: &str) -> Result<Request, String> {
     let Ok(v) = serde_json::from_str::<Value>(text) else { return Err(parse_error(text, None)) };
@@ -54,6 +59,10 @@ pub fn parse(text: &str) -> Result<Request, String> {
     let method = v.get("method").and_then(Value::as_str).ok_or_else(|| bad(None))?;
     match method {
         "ping" => Ok(Request::Ping),
+        "subscribe" | "unsubscribe" if text.len() > MAX_SUBSCRIPTION_BYTES => Err(error(&format!(
+            "{method} message too large: {} bytes, at most {MAX_SUBSCRIPTION_BYTES}; nothing was kept",
+            text.len()
+        ))),
         "subscribe" | "unsubscribe" => {
             let sub = v.get("subscription").and_then(Value::as_object).ok_or_else(|| bad(None))?;
             let kind = sub.get("type").and_then(Value::as_str).unwrap_or_default();

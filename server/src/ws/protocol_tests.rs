@@ -141,3 +141,20 @@ fn candles_of_every_official_interval_and_nothing_else() {
         assert!(e.contains("interval must be one of 1m 3m 5m"), "{e}");
     }
 }
+
+#[test]
+fn an_oversized_subscription_is_refused_and_a_large_post_is_not() {
+    let pad = "x".repeat(MAX_SUBSCRIPTION_BYTES);
+    for method in ["subscribe", "unsubscribe"] {
+        let frame = format!(r#"{{"method":"{method}","subscription":{{"type":"l2Book","coin":"BTC","pad":"{pad}"}}}}"#);
+        let e = parse(&frame).unwrap_err();
+        assert!(e.contains("too large") && e.contains("at most 4096") && !e.contains(&pad), "{e}");
+    }
+    let small = format!(
+        r#"{{"method":"subscribe","subscription":{{"type":"l2Book","coin":"BTC","pad":"{}"}}}}"#,
+        "x".repeat(100)
+    );
+    assert!(matches!(parse(&small), Ok(Request::Subscribe(_))));
+    let post = format!(r#"{{"method":"post","id":1,"request":{{"type":"info","payload":{{"pad":"{pad}"}}}}}}"#);
+    assert!(matches!(parse(&post), Ok(Request::Post { .. })));
+}
