@@ -103,6 +103,9 @@ pub struct ServerConfig {
     pub trusted_proxies: Vec<IpAddr>,
     /// Distinct users (orderUpdates, userFills, userEvents) one client IP may follow (the official API: 15).
     pub max_users_per_ip: usize,
+    /// Per-IP limits count an IPv6 client by its first this many bits (a /64 is one subscriber's network; 128 counts
+    /// every address apart).
+    pub ipv6_prefix_len: u8,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -164,6 +167,7 @@ impl Default for ServerConfig {
             info_cache_ms: 1_000,
             trusted_proxies: Vec::new(),
             max_users_per_ip: 15,
+            ipv6_prefix_len: 64,
         }
     }
 }
@@ -299,6 +303,9 @@ impl Config {
             if n == 0 {
                 return Err(invalid(key, "must be at least 1"));
             }
+        }
+        if !(1..=128).contains(&v.ipv6_prefix_len) {
+            return Err(invalid("server.ipv6_prefix_len", "must be 1..=128"));
         }
         if v.max_frame_bytes < 1024 {
             return Err(invalid("server.max_frame_bytes", "must be at least 1024"));

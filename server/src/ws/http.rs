@@ -60,6 +60,7 @@ async fn info(State(s): State<AppState>, ConnectInfo(peer): ConnectInfo<SocketAd
             .into_response();
     };
     let ip = super::upgrade::client_ip(peer.ip(), &parts.headers, &s.ws.cfg.trusted_proxies);
+    let ip = super::upgrade::ip_group(ip, s.ws.cfg.ipv6_prefix_len);
     let answer = super::info::answer(&s.ws, ip, &req).await;
     let code = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
     (code, [(header::CONTENT_TYPE, "application/json")], answer.json).into_response()

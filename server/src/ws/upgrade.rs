@@ -59,6 +59,19 @@ pub(super) fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpAddr]) -
     client
 }
 
+/// The address per-IP limits count `ip` as: IPv4 as it is, IPv6 by its first `prefix_len` bits (the rest zero),
+/// since one subscriber holds a whole /64 and could otherwise open a budget per address.
+pub(super) fn ip_group(ip: IpAddr, prefix_len: u8) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => {
+            let keep = u32::from(prefix_len.min(128));
+            let mask = u128::MAX.checked_shl(128 - keep).unwrap_or(0);
+            IpAddr::V6((u128::from(v6) & mask).into())
+        }
+    }
+}
+
 pub async fn ws(
     State(ctx): State<Arc<WsContext>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -72,7 +85,7 @@ pub async fn ws(
     let Some(key) = websocket_key(h) else {
         return (StatusCode::BAD_REQUEST, "expected a WebSocket upgrade (version 13)").into_response();
     };
-    let client = client_ip(peer.ip(), h, &ctx.cfg.trusted_proxies);
+    let client = ip_group(client_ip(peer.ip(), h, &ctx.cfg.trusted_proxies), ctx.cfg.ipv6_prefix_len);
     let admitted = match ctx.limits.admit(client) {
         Ok(a) => a,
         Err(why) => {
@@ -180,5 +193,16 @@ mod tests {
         assert_eq!(client_ip(ip("10.0.0.2"), &xff(&["5.6.7.8, unknown"]), &lb), ip("10.0.0.2"));
         // A dual-stack listener sees IPv4 balancers as mapped IPv6.
         assert_eq!(client_ip(ip("::ffff:10.0.0.2"), &xff(&["2001:db8::1"]), &lb), ip("2001:db8::1"));
+    }
+
+    #[test]
+    fn ipv6_clients_are_counted_by_their_prefix() {
+        let group = |a: &str, len| ip_group(ip(a), len);
+        assert_eq!(group("2001:db8:1:2:aaaa::1", 64), ip("2001:db8:1:2::"));
+        assert_eq!(group("2001:db8:1:2:ffff:ffff:ffff:ffff", 64), group("2001:db8:1:2::7", 64), "one /64, one budget");
+        assert_ne!(group("2001:db8:1:3::1", 64), group("2001:db8:1:2::1", 64));
+        assert_eq!(group("2001:db8:1:2:aaaa::1", 48), ip("2001:db8:1::"));
+        assert_eq!(group("2001:db8::1", 128), ip("2001:db8::1"), "128 counts every address");
+        assert_eq!(group("1.2.3.4", 64), ip("1.2.3.4"), "IPv4 as it is");
     }
 }
