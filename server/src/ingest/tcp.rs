@@ -26,8 +26,12 @@ pub const HEARTBEAT: Duration = Duration::from_secs(1);
 const DEAD_AFTER: Duration = Duration::from_secs(5);
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
-/// A frame longer than this is a protocol error, not a node line (the largest seen are tens of MB).
-pub const MAX_FRAME: usize = 1 << 30;
+/// A frame longer than this is refused as a protocol error, not taken for a node line: well above the largest real
+/// lines (whole-market status lines of several MB; 7.7 MB observed), and low enough that a relay (or anything
+/// posing as one) claiming a huge line cannot make a consumer buffer it.
+pub const MAX_FRAME: usize = 64 << 20;
+/// A frame header (`F <height> <length>`) is a few dozen bytes; more bytes without its newline are not a relay.
+const MAX_HEADER: usize = 64;
 
 pub fn stream_tag(stream: Stream) -> u8 {
     match stream {
@@ -60,7 +64,13 @@ pub fn write_frame(out: &mut impl Write, stream: Stream, height: u64, line: &[u8
 fn parse_frames(buf: &[u8], on: &mut dyn FnMut(SourceEvent<'_>)) -> io::Result<usize> {
     let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, format!("relay protocol: {what}"));
     let mut at = 0;
-    while let Some(nl) = memchr::memchr(b'\n', &buf[at..]) {
+    loop {
+        let Some(nl) = memchr::memchr(b'\n', &buf[at..buf.len().min(at + MAX_HEADER + 1)]) else {
+            if buf.len() - at > MAX_HEADER {
+                return Err(bad(&format!("no frame header within {MAX_HEADER} bytes")));
+            }
+            break;
+        };
         let head = std::str::from_utf8(&buf[at..at + nl]).map_err(|_| bad("header is not text"))?;
         let mut parts = head.split(' ');
         let tag = parts.next().unwrap_or("");
@@ -73,7 +83,7 @@ fn parse_frames(buf: &[u8], on: &mut dyn FnMut(SourceEvent<'_>)) -> io::Result<u
         let _height: u64 = parts.next().and_then(|h| h.parse().ok()).ok_or_else(|| bad("bad block number"))?;
         let len: usize = parts.next().and_then(|l| l.parse().ok()).ok_or_else(|| bad("bad length"))?;
         if len > MAX_FRAME {
-            return Err(bad(&format!("frame of {len} bytes")));
+            return Err(bad(&format!("a frame of {len} bytes claimed, more than the {MAX_FRAME} any line may have")));
         }
         let body = at + nl + 1;
         if buf.len() < body + len + 1 {
@@ -302,5 +312,11 @@ mod tests {
         for bad in [&b"X 1 2\nab\n"[..], b"F x 2\nab\n", b"F 1 2\nabc", b"F 1 99999999999\n", b"\xff\n"] {
             assert!(frames(bad).1.is_err(), "{:?}", String::from_utf8_lossy(bad));
         }
+        // A line claiming 2 GiB, and a header that never ends, are refused before anything is buffered for them.
+        let e = frames(b"S 5 2147483648\n").1.unwrap_err();
+        assert!(e.to_string().contains("2147483648 bytes claimed"), "{e}");
+        let endless = vec![b'7'; 1000];
+        assert!(frames(&endless).1.unwrap_err().to_string().contains("no frame header"));
+        assert_eq!(frames(&endless[..MAX_HEADER]).1.unwrap(), 0, "a header still arriving is waited for");
     }
 }
