@@ -82,6 +82,7 @@ fn run(case: &Case, secs: u64) {
         snapshots: vec![SnapshotFrom::Info { url: url.clone(), dir: snaps.clone() }],
 
         stream_lines: true,
+        resync_min_interval: Duration::from_secs(5),
     };
     let stop = Arc::new(AtomicBool::new(false));
     let ingest = Ingest::new(cfg, shared.clone());

@@ -36,6 +36,8 @@ pub struct IngestConfig {
     pub race_grace_ms: u64,
     /// Streaming mode: publish each batch of lines as it lands (true), or each block once it is whole.
     pub stream_lines: bool,
+    /// At most one snapshot request (resync) per this many seconds, whatever caused it.
+    pub resync_min_interval_secs: f64,
     /// The node's info server; empty: no snapshots (bootstrap needs `snapshot_file` then, and no resync).
     pub info_url: String,
     /// Where the node writes the snapshots we ask for: it must be able to write there, and we to read.
@@ -130,6 +132,7 @@ impl Default for IngestConfig {
             sources: Vec::new(),
             race_grace_ms: 1000,
             stream_lines: true,
+            resync_min_interval_secs: 5.0,
             info_url: "http://127.0.0.1:3001/info".into(),
             snapshot_dir: std::env::temp_dir().join("hlbook-snapshots"),
             snapshot_file: None,
@@ -258,6 +261,7 @@ impl Config {
         }
         secs("ingest.stale_after_secs", i.stale_after_secs)?;
         secs("ingest.validate_interval_secs", i.validate_interval_secs)?;
+        secs("ingest.resync_min_interval_secs", i.resync_min_interval_secs)?;
         if i.poll_interval_ms == 0 || i.poll_interval_ms > 60_000 {
             return Err(invalid("ingest.poll_interval_ms", "must be 1..=60000"));
         }

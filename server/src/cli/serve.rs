@@ -139,6 +139,7 @@ fn live_config(c: &Config) -> anyhow::Result<LiveConfig> {
         stale_after: c.stale_after(),
         snapshots,
         stream_lines: c.ingest.stream_lines,
+        resync_min_interval: Duration::from_secs_f64(c.ingest.resync_min_interval_secs),
     })
 }
 

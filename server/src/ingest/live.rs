@@ -44,6 +44,9 @@ pub struct LiveConfig {
     pub snapshots: Vec<SnapshotFrom>,
     /// Streaming mode: publish each read batch of lines as it lands (true), or each block once it is whole.
     pub stream_lines: bool,
+    /// At most one snapshot request (a resync) per this long, whatever loses the stream: each one makes the node
+    /// write a whole snapshot, so no source, peer or fault can make it do so in a loop.
+    pub resync_min_interval: Duration,
 }
 
 /// A sync whose cache grows past this many blocks gives up and starts again.
@@ -83,6 +86,8 @@ pub struct Ingest {
     /// Index into `cfg.snapshots` of the next source to try; a `File` is used once.
     next_snapshot: usize,
     failures: u32,
+    /// When the last snapshot was asked for (`resync_min_interval`).
+    last_sync: Option<Instant>,
     /// The highest height whose fills were handed to the publisher.
     fills_handed: u64,
     /// Streaming lines: the open block and how much of it went to the books and the publisher.
@@ -124,6 +129,7 @@ impl Ingest {
             phase,
             next_snapshot: 0,
             failures: 0,
+            last_sync: None,
             fills_handed: height,
             open: None,
             diffs_due: false,
@@ -315,7 +321,8 @@ impl Ingest {
         self.shared.health().set_resyncing();
         self.failures += 1;
         let backoff = Duration::from_millis(250 << self.failures.min(7)).min(Duration::from_secs(30));
-        self.phase = Phase::Lost { retry_at: Instant::now() + backoff };
+        let retry_at = retry_at(Instant::now(), backoff, self.last_sync, self.cfg.resync_min_interval);
+        self.phase = Phase::Lost { retry_at };
     }
 
     fn advance_phase(&mut self) {
@@ -352,6 +359,7 @@ impl Ingest {
             return;
         };
         self.shared.health().counters.snapshots_requested.fetch_add(1, Relaxed);
+        self.last_sync = Some(Instant::now());
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()
             .name("hlbook-snapshot".into())
@@ -419,6 +427,13 @@ impl Ingest {
     }
 }
 
+/// When to ask for the next snapshot after losing the stream at `now`: after the back-off, and no sooner than
+/// `min_interval` after the last request.
+fn retry_at(now: Instant, backoff: Duration, last: Option<Instant>, min_interval: Duration) -> Instant {
+    let earliest = last.map_or(now, |l| l + min_interval);
+    (now + backoff).max(earliest)
+}
+
 /// The loader thread: ask for (or open) a snapshot, report its height, then load it.
 fn load_snapshot(from: SnapshotFrom, tx: &mpsc::Sender<Loaded>) {
     let result = (|| {
@@ -441,4 +456,17 @@ fn load_snapshot(from: SnapshotFrom, tx: &mpsc::Sender<Loaded>) {
         Ok(books) => Loaded::Books(Box::new(books)),
         Err(e) => Loaded::Failed(format!("snapshot failed: {e}")),
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_resync_waits_for_its_back_off_and_the_minimum_interval_since_the_last() {
+        let (now, s) = (Instant::now(), Duration::from_secs(1));
+        assert_eq!(retry_at(now, s / 2, None, 5 * s), now + s / 2, "the first sync only backs off");
+        assert_eq!(retry_at(now, s / 2, Some(now - s), 5 * s), now + 4 * s, "a loop of losses waits");
+        assert_eq!(retry_at(now, s / 2, Some(now - 10 * s), 5 * s), now + s / 2, "long ago: the back-off");
+    }
 }
