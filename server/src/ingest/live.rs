@@ -464,9 +464,10 @@ mod tests {
 
     #[test]
     fn a_resync_waits_for_its_back_off_and_the_minimum_interval_since_the_last() {
-        let (now, s) = (Instant::now(), Duration::from_secs(1));
+        let (t0, s) = (Instant::now(), Duration::from_secs(1));
+        let now = t0 + 10 * s;
         assert_eq!(retry_at(now, s / 2, None, 5 * s), now + s / 2, "the first sync only backs off");
-        assert_eq!(retry_at(now, s / 2, Some(now - s), 5 * s), now + 4 * s, "a loop of losses waits");
-        assert_eq!(retry_at(now, s / 2, Some(now - 10 * s), 5 * s), now + s / 2, "long ago: the back-off");
+        assert_eq!(retry_at(now, s / 2, Some(t0 + 9 * s), 5 * s), now + 4 * s, "a loop of losses waits");
+        assert_eq!(retry_at(now, s / 2, Some(t0), 5 * s), now + s / 2, "long ago: the back-off");
     }
 }
