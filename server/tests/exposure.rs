@@ -271,14 +271,41 @@ fn the_close_handshake_completes_whatever_is_queued() {
 
 #[test]
 fn a_dead_publisher_fails_health_and_the_process() {
+    dies_and_exits(("HLBOOK_TEST_PUBLISHER_PANIC_AFTER", "30"), None, "publisher thread panicked");
+}
+
+#[test]
+fn a_dead_candle_thread_fails_health_and_the_process() {
+    let sub = json!({"type": "candle", "coin": "BTC", "interval": "1m"});
+    dies_and_exits(("HLBOOK_TEST_PANIC", "candles"), Some(sub), "candle backfill thread panicked");
+}
+
+#[test]
+fn a_dead_user_fills_snapshot_task_fails_health_and_the_process() {
+    let sub = json!({"type": "userFills", "user": "0x1624a8af8b91cc781586b4d7a33b8e693dc11015"});
+    dies_and_exits(("HLBOOK_TEST_PANIC", "user_fills"), Some(sub), "userFills snapshot task panicked");
+}
+
+/// A server told by `env` to panic in one of its workers (once `sub`, if any, makes it work): `/health` turns 503
+/// `failed` naming `why`, and the process exits non-zero, so systemd restarts it.
+fn dies_and_exits(env: (&str, &str), sub: Option<Value>, why: &str) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let sim_args = ["--coins", "3", "--btc-orders", "500", "--orders-per-coin", "50", "--block-ms", "100"];
     let (_sim, info) = procs::start_sim(&data, &sim_args, &dir.path().join("sim.log"));
-    let env = [("HLBOOK_TEST_PUBLISHER_PANIC_AFTER", "30")];
     let mut server =
-        procs::start_serve_env(&data, &info, &dir.path().join("snaps"), &[], &env, &dir.path().join("serve.log"));
-    let base = format!("http://{}", server.wait_line("hlbook listening on", Duration::from_secs(60)));
+        procs::start_serve_env(&data, &info, &dir.path().join("snaps"), &[], &[env], &dir.path().join("serve.log"));
+    let addr = server.wait_line("hlbook listening on", Duration::from_secs(60));
+    let base = format!("http://{addr}");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _ws = sub.map(|sub| {
+        procs::wait_health(&base, Duration::from_secs(60), |h| h["state"] == "live");
+        rt.block_on(async {
+            let mut ws = connect(&addr, "", None).await;
+            wsload::subscribe(&mut ws, sub).await;
+            ws
+        })
+    });
     let deadline = Instant::now() + Duration::from_secs(60);
     let failed = loop {
         let resp = reqwest::blocking::get(format!("{base}/health"));
@@ -292,16 +319,16 @@ fn a_dead_publisher_fails_health_and_the_process() {
         assert!(Instant::now() < deadline, "health never said failed");
         std::thread::sleep(Duration::from_millis(20));
     };
-    assert!(failed["failure"].as_str().unwrap().contains("publisher thread panicked"), "{failed}");
+    assert!(failed["failure"].as_str().unwrap().contains(why), "{failed}");
     let deadline = Instant::now() + Duration::from_secs(30);
     let status = loop {
         if let Some(s) = server.try_status() {
             break s;
         }
-        assert!(Instant::now() < deadline, "the server did not exit after its publisher died");
+        assert!(Instant::now() < deadline, "the server did not exit after its worker died");
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(!status.success(), "exit status {status}");
     let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap();
-    assert!(log.contains("publisher thread panicked"), "the log says why");
+    assert!(log.contains(why), "the log says why");
 }

@@ -229,11 +229,7 @@ impl Supervisor {
         }
         let why = match outcome {
             Ok(()) => format!("the {name} thread ended"),
-            Err(p) => {
-                let msg =
-                    p.downcast_ref::<&str>().map(|s| (*s).to_string()).or_else(|| p.downcast_ref::<String>().cloned());
-                format!("the {name} thread panicked: {}", msg.unwrap_or_else(|| "(no message)".into()))
-            }
+            Err(p) => format!("the {name} thread panicked: {}", crate::ingest::health::panic_message(p.as_ref())),
         };
         self.shared.health().fail(why);
         self.failed.notify_one();
@@ -276,12 +272,14 @@ async fn serve_http(
             tasks.push(tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(stopped).await }));
         }
     }
-    let readiness = tokio::spawn(systemd::follow_health(shared));
+    let readiness = tokio::spawn(systemd::follow_health(shared.clone()));
     // Stop accepting on the first signal, or once a thread the service needs has died; upgraded connections are
     // told to close below.
     tokio::select! {
         () = signals.wait() => {}
         () = failed.notified() => tokio::time::sleep(FAILED_GRACE).await,
+        // A supervised worker (candle backfills, userFills snapshots) died.
+        () = shared.health().failed() => tokio::time::sleep(FAILED_GRACE).await,
     }
     readiness.abort();
     systemd::stopping();

@@ -157,9 +157,23 @@ pub struct Health {
     catching_up_after: Duration,
     /// Why the service failed (a thread died), once it has.
     failure: parking_lot::Mutex<Option<String>>,
+    /// Wakes whoever stops the service (`failed`) when it fails.
+    failed_signal: tokio::sync::Notify,
     pub counters: IngestCounters,
     /// Each source's state, and the race between them (`ingest::sources`).
     pub sources: std::sync::Arc<super::sources::SourceBoard>,
+}
+
+/// What a panic said, as text.
+pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    let text = p.downcast_ref::<&str>().map(|s| (*s).to_string()).or_else(|| p.downcast_ref::<String>().cloned());
+    text.unwrap_or_else(|| "(no message)".into())
+}
+
+/// Test-only fault: `HLBOOK_TEST_PANIC=WHAT` makes the background worker named `what` panic when it first works, so
+/// the tests can check that every worker is supervised. Read once per call: a worker asks when it starts a job.
+pub fn test_panic(what: &str) -> bool {
+    std::env::var("HLBOOK_TEST_PANIC").is_ok_and(|w| w == what)
 }
 
 impl Health {
@@ -174,6 +188,7 @@ impl Health {
             stale_after,
             catching_up_after: Duration::from_secs(2),
             failure: parking_lot::Mutex::new(None),
+            failed_signal: tokio::sync::Notify::new(),
             counters: IngestCounters::default(),
             sources: Default::default(),
         }
@@ -218,6 +233,20 @@ impl Health {
         self.failure.lock().get_or_insert(why);
         self.state.store(State::Failed as u8, Relaxed);
         self.report();
+        self.failed_signal.notify_one();
+    }
+
+    /// Returns once the service has failed (at once if it already has).
+    pub async fn failed(&self) {
+        self.failed_signal.notified().await;
+    }
+
+    /// Runs `body` (a background thread's or task's work); if it panics, the service fails, naming `what`, so a
+    /// worker that died never leaves a 200 `/health` in front of a feature that stopped.
+    pub fn supervised(&self, what: &str, body: impl FnOnce()) {
+        if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+            self.fail(format!("the {what} panicked: {}", panic_message(p.as_ref())));
+        }
     }
 
     /// Why the service failed, if it did.

@@ -228,7 +228,9 @@ impl Keeper {
 /// The thread that reads backfills from the node's files; it ends with the publisher.
 fn spawn_worker(hub: Arc<Hub>) -> mpsc::SyncSender<Request> {
     let (tx, rx) = mpsc::sync_channel::<Request>(BACKFILL_QUEUE);
-    let spawned = std::thread::Builder::new().name("hlbook-candles".into()).spawn(move || serve_backfills(&hub, &rx));
+    let spawned = std::thread::Builder::new()
+        .name("hlbook-candles".into())
+        .spawn(move || hub.shared.health().supervised("candle backfill thread", || serve_backfills(&hub, &rx)));
     if let Err(e) = spawned {
         tracing::error!("cannot start the candle backfill thread: {e}");
     }
@@ -238,6 +240,7 @@ fn spawn_worker(hub: Arc<Hub>) -> mpsc::SyncSender<Request> {
 /// Reads one request (a coin's new keys) at a time, each only for the keys still wanted, until the sender goes.
 fn serve_backfills(hub: &Hub, rx: &mpsc::Receiver<Request>) {
     for mut r in rx {
+        assert!(!crate::ingest::health::test_panic("candles"), "HLBOOK_TEST_PANIC asked the candle thread to panic");
         let wanted = |i: &Interval| hub.candles.backfilling.lock().contains(&((r.coin.clone(), *i), r.before));
         r.intervals.retain(wanted);
         if r.intervals.is_empty() {

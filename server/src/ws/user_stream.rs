@@ -80,14 +80,21 @@ fn fills_snapshot(hub: &Arc<Hub>, user: Address, before: u64) -> oneshot::Receiv
     let (tx, rx) = oneshot::channel();
     let hub = hub.clone();
     tokio::task::spawn_blocking(move || {
-        let dir = hub.fills_dir.get().cloned();
-        let fills = dir
-            .map(|d| crate::publish::user_history::recent_fills(&d, user, before, SNAPSHOT_FILLS))
-            .unwrap_or_default();
-        let refs: Vec<&str> = fills.iter().map(String::as_str).collect();
-        let json = crate::publish::users::user_fills(&user, &refs, true);
-        let _ = tx.send(Arc::new(Frame::new(0, json, Audit::default())));
-        hub.poke();
+        let health = hub.shared.health();
+        health.supervised("userFills snapshot task", || snapshot(&hub, user, before, tx));
     });
     rx
+}
+
+/// The userFills snapshot: the user's fills below `before`, from the node's files.
+fn snapshot(hub: &Arc<Hub>, user: Address, before: u64, tx: oneshot::Sender<Arc<Frame>>) {
+    let test = crate::ingest::health::test_panic("user_fills");
+    assert!(!test, "HLBOOK_TEST_PANIC asked the userFills snapshot task to panic");
+    let dir = hub.fills_dir.get().cloned();
+    let fills =
+        dir.map(|d| crate::publish::user_history::recent_fills(&d, user, before, SNAPSHOT_FILLS)).unwrap_or_default();
+    let refs: Vec<&str> = fills.iter().map(String::as_str).collect();
+    let json = crate::publish::users::user_fills(&user, &refs, true);
+    let _ = tx.send(Arc::new(Frame::new(0, json, Audit::default())));
+    hub.poke();
 }
