@@ -120,7 +120,8 @@ pub struct SimArgs {
     pub write_delay: Option<String>,
     /// Write each block's lines in one burst, instead of spread over a processing span drawn from the mainnet
     /// capture's (p50 14.7 ms, at most 60% of --block-ms): streaming lines across the span, by-block lines at its end.
-    #[arg(long)]
+    /// `--burst` alone or `--burst true|false`.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, default_value_t = false)]
     pub burst: bool,
     /// The first `--snapshot-mismatch-count` fileSnapshot answers are wrong for this coin.
     #[arg(long)]
