@@ -170,12 +170,6 @@ pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     text.unwrap_or_else(|| "(no message)".into())
 }
 
-/// Test-only fault: `HLBOOK_TEST_PANIC=WHAT` makes the background worker named `what` panic when it first works, so
-/// the tests can check that every worker is supervised. Read once per call: a worker asks when it starts a job.
-pub fn test_panic(what: &str) -> bool {
-    std::env::var("HLBOOK_TEST_PANIC").is_ok_and(|w| w == what)
-}
-
 impl Health {
     pub fn new(stale_after: Duration) -> Health {
         Health {

@@ -240,7 +240,7 @@ fn spawn_worker(hub: Arc<Hub>) -> mpsc::SyncSender<Request> {
 /// Reads one request (a coin's new keys) at a time, each only for the keys still wanted, until the sender goes.
 fn serve_backfills(hub: &Hub, rx: &mpsc::Receiver<Request>) {
     for mut r in rx {
-        assert!(!crate::ingest::health::test_panic("candles"), "HLBOOK_TEST_PANIC asked the candle thread to panic");
+        assert!(!crate::state::test_panic("candles"), "HLBOOK_TEST_PANIC asked the candle thread to panic");
         let wanted = |i: &Interval| hub.candles.backfilling.lock().contains(&((r.coin.clone(), *i), r.before));
         r.intervals.retain(wanted);
         if r.intervals.is_empty() {

@@ -28,6 +28,12 @@ pub const RECENT_BLOCKS: usize = 512;
 /// How many lines' timestamps are kept (three per block).
 pub const TIMELINE: usize = 3 * 4096;
 
+/// Test-only fault: `HLBOOK_TEST_PANIC=WHAT` makes the background worker named `what` panic when it starts a job,
+/// so the tests can check that every worker is supervised (`Health::supervised`).
+pub fn test_panic(what: &str) -> bool {
+    std::env::var("HLBOOK_TEST_PANIC").is_ok_and(|w| w == what)
+}
+
 /// What ingest shares with the rest of the server.
 #[derive(Debug)]
 pub struct Shared {

@@ -88,7 +88,7 @@ fn fills_snapshot(hub: &Arc<Hub>, user: Address, before: u64) -> oneshot::Receiv
 
 /// The userFills snapshot: the user's fills below `before`, from the node's files.
 fn snapshot(hub: &Arc<Hub>, user: Address, before: u64, tx: oneshot::Sender<Arc<Frame>>) {
-    let test = crate::ingest::health::test_panic("user_fills");
+    let test = crate::state::test_panic("user_fills");
     assert!(!test, "HLBOOK_TEST_PANIC asked the userFills snapshot task to panic");
     let dir = hub.fills_dir.get().cloned();
     let fills =
