@@ -13,8 +13,9 @@ use crate::node::time::now_nanos;
 use crate::node::{Block, Line, Stream, UnixNanos};
 
 impl Ingest {
-    /// Streaming lines: hands on the fills lines read since the last flush (a step per height) and applies the
-    /// open block's new diffs as one part. Called when a run of one stream's lines ends and after each read.
+    /// Streaming lines: hands on the fills lines read since the last flush (a step per height) and the open
+    /// block's new status lines (orderUpdates), and applies its new diffs as one part. Called when a run of one
+    /// stream's lines ends and after each read.
     pub(super) fn flush_lines(&mut self) {
         if !self.lines() {
             return;
