@@ -5,7 +5,9 @@
 //! read-only types pass (`server.info_types`), at most `info_max_in_flight` at once (and one client only through
 //! its places at the `InfoGate`), each within a timeout and a response size cap. Identical requests share one
 //! answer for `info_cache_ms`: a thousand bots starting at once ask the node for `meta` once, the others wait for
-//! that answer.
+//! that answer. What is forwarded and cached is the request's canonical form (`canonical`: its known fields, of
+//! the right kinds, in one order), so a changing extra field neither defeats the cache nor reaches the node; and
+//! the global places are shared fairly among client IPs (`FairSlots`).
 //! hlbook's own snapshot requests (`ingest::info`) do not come this way.
 
 use std::net::IpAddr;
@@ -16,8 +18,9 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 use serde_json::Value;
-use tokio::sync::{OnceCell, Semaphore};
+use tokio::sync::OnceCell;
 
+use super::fair_slots::FairSlots;
 use super::info_gate::InfoGate;
 use crate::config::ServerConfig;
 
@@ -44,7 +47,7 @@ pub struct Passthrough {
     client: reqwest::Client,
     url: String,
     types: Vec<String>,
-    global: Semaphore,
+    global: Arc<FairSlots>,
     timeout: Duration,
     max_bytes: usize,
     cache_for: Duration,
@@ -63,7 +66,7 @@ impl Passthrough {
             client: reqwest::Client::new(),
             url: url.to_string(),
             types: c.info_types.clone(),
-            global: Semaphore::new(c.info_max_in_flight),
+            global: FairSlots::new(c.info_max_in_flight),
             timeout: Duration::from_millis(c.info_timeout_ms),
             max_bytes: c.info_max_response_bytes,
             cache_for: Duration::from_millis(c.info_cache_ms),
@@ -79,7 +82,10 @@ impl Passthrough {
     /// The node's answer to `body` (of an allowed type) for a client at `ip`. Only a request that goes to the node
     /// takes a place at the gate; one that shares a cached or in-flight answer costs nothing to wait.
     pub async fn ask(&self, gate: &Arc<InfoGate>, ip: IpAddr, body: &Value) -> Answer {
-        let key = body.to_string();
+        let key = match canonical(body) {
+            Ok(k) => k,
+            Err(refused) => return refused,
+        };
         let Some(entry) = self.cached(&key) else { return self.ask_limited(gate, ip, &key).await };
         let answer = entry.answer.get_or_init(|| self.ask_limited(gate, ip, &key)).await.clone();
         if answer.status != 200 {
@@ -122,7 +128,7 @@ impl Passthrough {
         };
         let left = self.timeout.saturating_sub(started.elapsed());
         let asked = tokio::time::timeout(left, async {
-            let _global = self.global.acquire().await;
+            let _global = self.global.acquire(ip).await;
             self.forward(body).await
         })
         .await;
@@ -167,12 +173,67 @@ impl Passthrough {
     }
 }
 
+/// A field the info API knows, and the kind of value it takes.
+enum Kind {
+    /// A string of at most this many bytes.
+    Text(usize),
+    Int,
+    /// An order id: an integer, or a client order id string.
+    IntOrText(usize),
+}
+
+/// Every field forwarded, whatever the type (a type without one of them ignores it); any other is dropped.
+const FIELDS: &[(&str, Kind)] = &[
+    ("coin", Kind::Text(64)),
+    ("dex", Kind::Text(64)),
+    ("endTime", Kind::Int),
+    ("interval", Kind::Text(8)),
+    ("oid", Kind::IntOrText(66)),
+    ("startTime", Kind::Int),
+    ("user", Kind::Text(66)),
+];
+
+/// The request as forwarded and cached: `type` first, then the known fields it has, in `FIELDS` order; an
+/// unknown field is dropped, a known one of the wrong kind refused (422), so no client can make two keys of one
+/// request or send the node anything but these.
+fn canonical(body: &Value) -> Result<String, Answer> {
+    let bad = |field: &str, want: &str| Answer::text(422, &format!("info request: `{field}` must be {want}"));
+    let kind = body.get("type").and_then(Value::as_str).filter(|t| t.len() <= 64);
+    let kind = kind.ok_or_else(|| bad("type", "a string of at most 64 bytes"))?;
+    let mut out = serde_json::Map::new();
+    out.insert("type".into(), Value::String(kind.into()));
+    for (name, k) in FIELDS {
+        let Some(v) = body.get(*name).filter(|v| !v.is_null()) else { continue };
+        let ok = match (k, v) {
+            (Kind::Text(max) | Kind::IntOrText(max), Value::String(t)) => t.len() <= *max,
+            (Kind::Int | Kind::IntOrText(_), Value::Number(n)) => n.is_i64() || n.is_u64(),
+            _ => false,
+        };
+        if !ok {
+            let want = match k {
+                Kind::Text(max) => format!("a string of at most {max} bytes"),
+                Kind::Int => "an integer".to_string(),
+                Kind::IntOrText(max) => format!("an integer or a string of at most {max} bytes"),
+            };
+            return Err(bad(name, &want));
+        }
+        out.insert((*name).into(), v.clone());
+    }
+    Ok(Value::Object(out).to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn cfg() -> ServerConfig {
         ServerConfig::default()
+    }
+
+    fn rand_nonce() -> u64 {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        N.fetch_add(1, Ordering::Relaxed)
     }
 
     #[test]
@@ -207,6 +268,18 @@ mod tests {
         (url, count)
     }
 
+    #[test]
+    fn the_canonical_request_keeps_known_fields_in_one_order() {
+        let a = canonical(&serde_json::json!({"dex": "xyz", "type": "meta", "junk": "x".repeat(4096)})).unwrap();
+        let b = canonical(&serde_json::json!({"type": "meta", "dex": "xyz", "other": 1})).unwrap();
+        assert_eq!(a, r#"{"type":"meta","dex":"xyz"}"#);
+        assert_eq!(a, b, "extra fields make no new key");
+        assert_eq!(canonical(&serde_json::json!({"type": "meta", "dex": null})).unwrap(), r#"{"type":"meta"}"#);
+        assert_eq!(canonical(&serde_json::json!({"type": "meta", "dex": {"a": 1}})).unwrap_err().status, 422);
+        assert_eq!(canonical(&serde_json::json!({"type": "x", "startTime": 1.5})).unwrap_err().status, 422);
+        assert_eq!(canonical(&serde_json::json!({"kind": "meta"})).unwrap_err().status, 422);
+    }
+
     #[tokio::test]
     async fn identical_requests_share_one_answer_and_failures_and_timeouts_are_answers() {
         let (url, count) = node(Duration::from_millis(50), 0).await;
@@ -215,7 +288,9 @@ mod tests {
         let ip: IpAddr = "10.0.0.1".parse().unwrap();
         let asks = (0..50).map(|_| {
             let (p, gate) = (p.clone(), gate.clone());
-            tokio::spawn(async move { p.ask(&gate, ip, &serde_json::json!({"type": "meta"})).await })
+            // Each with its own extra field: one request all the same.
+            let body = serde_json::json!({"type": "meta", "nonce": rand_nonce()});
+            tokio::spawn(async move { p.ask(&gate, ip, &body).await })
         });
         for a in futures_util::future::join_all(asks).await {
             assert_eq!(a.unwrap(), Answer { status: 200, json: Bytes::from_static(br#"{"n":1}"#) });
