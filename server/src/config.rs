@@ -82,6 +82,18 @@ pub struct ServerConfig {
     /// Blocks of trades/l4Book frames kept for connections that fall behind, and their byte cap.
     pub backlog_blocks: usize,
     pub backlog_bytes: usize,
+    /// Bytes held for one connection and not yet written (its batch's own copies, post answers, l4Book
+    /// snapshots); over it the connection is closed with 1008.
+    pub conn_budget_bytes: usize,
+    /// The same for all connections together; when it is exhausted the heavy holders are closed.
+    pub global_budget_bytes: usize,
+    /// History reads of the node's files (userFills first frames, candle backfills, candleSnapshot) running at
+    /// once, how many may wait for a turn, and how long each waits before it is refused with an error.
+    pub history_reads: usize,
+    pub history_queue: usize,
+    pub history_wait_ms: u64,
+    /// Per-user subscriptions (orderUpdates, userFills, userEvents) one client IP may hold, across connections.
+    pub max_user_subscriptions_per_ip: usize,
     /// Pass the `info_types` of `POST /info` and socket `post` requests to `ingest.info_url` (the node's info
     /// server); l2Book is always answered from our books.
     pub info_passthrough: bool,
@@ -160,6 +172,12 @@ impl Default for ServerConfig {
             token: String::new(),
             backlog_blocks: 2_048,
             backlog_bytes: 256 << 20,
+            conn_budget_bytes: 64 << 20,
+            global_budget_bytes: 2 << 30,
+            history_reads: 2,
+            history_queue: 64,
+            history_wait_ms: 10_000,
+            max_user_subscriptions_per_ip: 100,
             info_passthrough: true,
             info_types: DEFAULT_INFO_TYPES.iter().map(|t| (*t).to_string()).collect(),
             info_max_in_flight: 4,
@@ -303,6 +321,9 @@ impl Config {
             ("server.info_timeout_ms", v.info_timeout_ms as usize),
             ("server.info_max_response_bytes", v.info_max_response_bytes),
             ("server.max_users_per_ip", v.max_users_per_ip),
+            ("server.history_reads", v.history_reads),
+            ("server.history_wait_ms", v.history_wait_ms as usize),
+            ("server.max_user_subscriptions_per_ip", v.max_user_subscriptions_per_ip),
         ] {
             if n == 0 {
                 return Err(invalid(key, "must be at least 1"));
@@ -313,6 +334,12 @@ impl Config {
         }
         if v.max_frame_bytes < 1024 {
             return Err(invalid("server.max_frame_bytes", "must be at least 1024"));
+        }
+        if v.conn_budget_bytes < 1 << 20 || v.global_budget_bytes < v.conn_budget_bytes {
+            return Err(invalid(
+                "server.conn_budget_bytes",
+                "must be at least 1048576 and at most global_budget_bytes",
+            ));
         }
         if v.backlog_bytes < 1 << 20 {
             return Err(invalid("server.backlog_bytes", "must be at least 1048576"));

@@ -174,7 +174,9 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let names: Vec<String> = live_config(&c)?.sources.iter().map(SourceSpec::label).collect();
     tracing::info!(sources = ?names, mode = ?c.ingest.mode, "hlbook starting");
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let hub = Arc::new(Hub::new(shared.clone(), c.server.backlog_blocks + FEED_MARGIN, c.server.backlog_bytes));
+    let history_wait = std::time::Duration::from_millis(c.server.history_wait_ms);
+    let hub = Hub::new(shared.clone(), c.server.backlog_blocks + FEED_MARGIN, c.server.backlog_bytes);
+    let hub = Arc::new(hub.with_history_limits(c.server.history_reads, c.server.history_queue, history_wait));
     // userFills snapshots read the node's fills files back (empty when they are not on this host).
     let _ =
         hub.fills_dir.set(publish::user_history::FillsDir { node_dir: c.ingest.node_dir.clone(), mode: c.ingest.mode });
@@ -193,6 +195,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         limits: Arc::new(Limits::new(&c.server)),
         counters: WsCounters::default(),
         closing,
+        budgets: crate::ws::budget::Budgets::new(c.server.conn_budget_bytes, c.server.global_budget_bytes),
         user_cap: Default::default(),
     });
     let state = AppState::new(shared.clone(), ws.clone());

@@ -61,6 +61,7 @@ fn scan(
     coin: &str,
     before: u64,
     partial: Option<&FxHashSet<u64>>,
+    stop: &dyn Fn() -> bool,
     mut each: impl FnMut(Trade),
 ) -> Option<i64> {
     let file = File::open(path).ok()?;
@@ -70,6 +71,9 @@ fn scan(
     let (mut line, mut first, mut tids) = (Vec::new(), None, FxHashSet::default());
     let mut block = None;
     loop {
+        if stop() {
+            break;
+        }
         line.clear();
         match reader.read_until(b'\n', &mut line) {
             Ok(0) | Err(_) => break,
@@ -131,7 +135,7 @@ pub fn latest(
     let mut done = vec![false; intervals.len()];
     for f in files.iter().rev().take(BACKFILL_FILES) {
         let mut parts: Vec<Option<Candle>> = vec![None; intervals.len()];
-        let first = scan(&f.path, coin, before, partial, |tr| {
+        let first = scan(&f.path, coin, before, partial, &|| false, |tr| {
             for (k, i) in intervals.iter().enumerate().filter(|(k, _)| !done[*k]) {
                 match out[k].candle {
                     // The bucket is known (found in a newer file): only its own trades count.
@@ -167,20 +171,31 @@ pub fn latest(
 }
 
 /// `coin`'s candles of the buckets from the one holding `start_ms` to the one holding `end_ms`, ascending, the
-/// newest `max` of them, each complete: a bucket that opened before the files read begin is left out.
-pub fn between(dir: &FillsDir, coin: &str, interval: Interval, start_ms: i64, end_ms: i64, max: usize) -> Vec<Candle> {
+/// newest `max` of them, each complete: a bucket that opened before the files read begin is left out. `None`
+/// once `stop` says nobody wants them any more (asked every line).
+pub fn between(
+    dir: &FillsDir,
+    coin: &str,
+    interval: Interval,
+    (start_ms, end_ms): (i64, i64),
+    max: usize,
+    stop: &dyn Fn() -> bool,
+) -> Option<Vec<Candle>> {
     let files = hour_files(&dir.node_dir, dir.mode, Stream::Fills).unwrap_or_default();
     let (lo, hi) = (interval.bucket(start_ms).0, interval.bucket(end_ms).0);
     let mut acc: BTreeMap<i64, Candle> = BTreeMap::new();
     let mut covered_from = i64::MAX;
     for f in files.iter().rev().take(SNAPSHOT_FILES) {
         let mut part: BTreeMap<i64, Option<Candle>> = BTreeMap::new();
-        let first = scan(&f.path, coin, u64::MAX, None, |tr| {
+        let first = scan(&f.path, coin, u64::MAX, None, stop, |tr| {
             let t = interval.bucket(tr.time).0;
             if (lo..=hi).contains(&t) {
                 push(part.entry(t).or_default(), interval, tr);
             }
         });
+        if stop() {
+            return None;
+        }
         for (t, c) in part.into_iter().filter_map(|(t, c)| Some((t, c?))) {
             let whole = acc.get(&t).map_or(c, |later| c.merged(*later));
             acc.insert(t, whole);
@@ -194,7 +209,7 @@ pub fn between(dir: &FillsDir, coin: &str, interval: Interval, start_ms: i64, en
     }
     let complete: Vec<Candle> = acc.into_values().filter(|c| covered_from < c.t).collect();
     let cut = complete.len().saturating_sub(max);
-    complete[cut..].to_vec()
+    Some(complete[cut..].to_vec())
 }
 
 #[cfg(test)]

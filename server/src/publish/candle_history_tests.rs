@@ -88,11 +88,14 @@ fn a_range_of_complete_candles_newest_first_when_clamped() {
         ("10", vec![line(3, T0 + m + 2, &[(3, "BTC", "12", "2")]), line(4, T0 + 3 * m, &[(4, "BTC", "11", "1")])]),
     ]);
     // The files begin inside the bucket at T0: it is left out; the minute without trades has no candle.
-    let all = between(&fd, "BTC", Interval::M1, 0, i64::MAX, MAX_SNAPSHOT_CANDLES);
+    let go = || false;
+    let between = |interval, range, max| between(&fd, "BTC", interval, range, max, &go).unwrap();
+    let all = between(Interval::M1, (0, i64::MAX), MAX_SNAPSHOT_CANDLES);
     assert_eq!(all, vec![c(T0 + m, m, [10, 12, 10, 12], 3, 2), c(T0 + 3 * m, m, [11, 11, 11, 11], 1, 1)]);
-    assert_eq!(between(&fd, "BTC", Interval::M1, 0, i64::MAX, 1), all[1..].to_vec());
-    assert_eq!(between(&fd, "BTC", Interval::M1, T0 + m + 30, T0 + 2 * m, 10), all[..1].to_vec());
-    assert!(between(&fd, "BTC", Interval::M1, T0 + 4 * m, i64::MAX, 10).is_empty());
+    assert_eq!(between(Interval::M1, (0, i64::MAX), 1), all[1..].to_vec());
+    assert_eq!(between(Interval::M1, (T0 + m + 30, T0 + 2 * m), 10), all[..1].to_vec());
+    assert!(between(Interval::M1, (T0 + 4 * m, i64::MAX), 10).is_empty());
+    assert_eq!(super::between(&fd, "BTC", Interval::M1, (0, i64::MAX), 10, &|| true), None, "nobody wants it");
 }
 
 #[test]

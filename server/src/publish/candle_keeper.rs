@@ -248,7 +248,18 @@ fn serve_backfills(hub: &Hub, rx: &mpsc::Receiver<Request>) {
             continue;
         }
         let results = match hub.fills_dir.get() {
-            Some(dir) => latest(dir, &r.coin, &r.intervals, r.before, Some(&r.partial)),
+            Some(dir) => {
+                // One thread reads backfills one at a time; it still takes a turn, so with candleSnapshot and
+                // userFills it never reads more than `server.history_reads` at once. Waiting its turn it does not
+                // give up: a backfill is owed to its subscribers.
+                let _turn = loop {
+                    match hub.history.turns.take() {
+                        Ok(t) => break t,
+                        Err(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
+                    }
+                };
+                latest(dir, &r.coin, &r.intervals, r.before, Some(&r.partial))
+            }
             None => r.intervals.iter().map(|_| Backfill { candle: None, covered_from_ms: i64::MAX }).collect(),
         };
         let results = r.intervals.into_iter().zip(results).collect();

@@ -13,12 +13,13 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use parking_lot::{Mutex, RwLock};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use tokio::sync::{oneshot, watch};
 
 use super::candle_keeper::{CandleFrames, CandleKey};
 use super::candles::Interval;
 use super::frame::{Audit, Frame};
+use super::history::{History, Turns};
 use super::user_history::FillsDir;
 use super::users::{UserChannel, UserFrames, UserSubs};
 use crate::book::l2::L2Params;
@@ -175,6 +176,25 @@ struct Registry {
     version: u64,
     coins: FxHashMap<Coin, CoinSubs>,
     mids: FxHashMap<Option<Coin>, (usize, Arc<Slot>)>,
+    /// Coins with an L2 or bbo subscription (the books split a block's first part for these).
+    book_coins: FxHashSet<Coin>,
+    /// What changed shape since the publisher last looked (`Hub::take_shape_changes`).
+    changes: ShapeChanges,
+}
+
+/// The subscription shapes added or dropped since the publisher's last pass: it builds just these, so a
+/// subscription change costs its own keys, not every wanted coin.
+#[derive(Debug, Default)]
+pub struct ShapeChanges {
+    pub coins: FxHashSet<Coin>,
+    /// allMids gained or lost a dex.
+    pub mids: bool,
+}
+
+impl ShapeChanges {
+    pub fn is_empty(&self) -> bool {
+        self.coins.is_empty() && !self.mids
+    }
 }
 
 /// A subscription as the hub counts it.
@@ -212,6 +232,8 @@ pub struct PublishCounters {
     pub trade_frames: AtomicU64,
     pub l4_frames: AtomicU64,
     pub l4_snapshots: AtomicU64,
+    /// l4Book snapshots not made, or made for nobody, because every subscriber asking had left.
+    pub l4_snapshots_abandoned: AtomicU64,
     /// Passes that found the books reloaded or blocks missing from the recent ring.
     pub discontinuities: AtomicU64,
     /// Passes that published a split diffs step's first part ahead of its other coins (`book::first`).
@@ -236,6 +258,7 @@ impl PublishCounters {
             ("trade_frames", &self.trade_frames),
             ("l4_frames", &self.l4_frames),
             ("l4_snapshots", &self.l4_snapshots),
+            ("l4_snapshots_abandoned", &self.l4_snapshots_abandoned),
             ("discontinuities", &self.discontinuities),
             ("first_parts", &self.first_parts),
             ("l2_withheld", &self.l2_withheld),
@@ -272,6 +295,8 @@ pub struct Hub {
     pub candles: CandleFrames,
     /// The node's fills files, for userFills' and candles' first frames (unset: no history).
     pub fills_dir: std::sync::OnceLock<FillsDir>,
+    /// Reads of those files: their turns, and userFills reads shared per user.
+    pub history: History,
 }
 
 impl Hub {
@@ -293,7 +318,15 @@ impl Hub {
             recent_trades: Default::default(),
             candles: CandleFrames::default(),
             fills_dir: std::sync::OnceLock::new(),
+            history: History::new(Turns::new(2, 64, std::time::Duration::from_secs(10))),
         }
+    }
+
+    /// Sets the history reads' limits: `reads` at once, `queue` waiting at most `wait` each.
+    #[must_use]
+    pub fn with_history_limits(mut self, reads: usize, queue: usize, wait: std::time::Duration) -> Hub {
+        self.history = History::new(Turns::new(reads, queue, wait));
+        self
     }
 
     /// Wakes after every publish pass.
@@ -376,6 +409,9 @@ impl Hub {
             }
             Want::User { user: u, channel: ch, .. } => {
                 self.users.remove(*u, *ch, self.shared.watched());
+                if !self.users.follows(*u) {
+                    self.history.forget(*u);
+                }
                 return;
             }
             Want::L2(k) => &k.coin,
@@ -420,6 +456,12 @@ impl Hub {
         let mut w = Wanted::clone(&self.wanted.load());
         w.version = r.version;
         match coin {
+            Some(c) => {
+                r.changes.coins.insert(c.clone());
+            }
+            None => r.changes.mids = true,
+        }
+        match coin {
             Some(c) => match r.coins.get(c) {
                 Some(subs) if !subs.is_empty() => {
                     w.coins.insert(c.clone(), Arc::new(subs.wants()));
@@ -431,12 +473,21 @@ impl Hub {
             },
             None => w.mids = r.mids.iter().map(|(d, (_, s))| (d.clone(), s.clone())).collect(),
         }
-        if coin.is_some() {
-            let books = r.coins.iter().filter(|(_, s)| !s.l2.is_empty() || s.bbo.is_some());
-            self.shared.set_first_coins(books.map(|(c, _)| c.clone()).collect());
+        if let Some(c) = coin {
+            // The set is copied only when this coin joins or leaves it.
+            let has_book = r.coins.get(c).is_some_and(|s| !s.l2.is_empty() || s.bbo.is_some());
+            let changed = if has_book { r.book_coins.insert(c.clone()) } else { r.book_coins.remove(c) };
+            if changed {
+                self.shared.set_first_coins(r.book_coins.clone());
+            }
         }
         self.wanted.store(Arc::new(w));
         self.shared.signal_change();
+    }
+
+    /// The shapes changed since the last call (the publisher's, once a pass).
+    pub(super) fn take_shape_changes(&self) -> ShapeChanges {
+        std::mem::take(&mut self.registry.lock().changes)
     }
 
     /// Coins with at least one subscription (for tests of the cleanup).
@@ -494,6 +545,11 @@ impl Hub {
         let skip = (seq + 1).saturating_sub(first.seq) as usize;
         out.extend(feed.iter().skip(skip).cloned());
         first.seq
+    }
+
+    /// Whether the feed still holds every tick after `seq`.
+    pub fn feed_holds_after(&self, seq: u64) -> bool {
+        self.feed.read().front().is_none_or(|t| t.seq <= seq + 1)
     }
 
     /// The block height of the feed tick `seq`, while the feed holds it.

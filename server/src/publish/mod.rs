@@ -11,6 +11,7 @@ pub mod candle_history;
 pub mod candle_keeper;
 pub mod candles;
 pub mod frame;
+pub mod history;
 pub mod hub;
 pub mod json;
 mod pass;

@@ -102,9 +102,15 @@ impl Publisher {
     /// Publishes whatever changed since the last pass; a no-op when nothing did.
     pub fn pass(&mut self) {
         let hub = self.hub.clone();
+        // Taken before `wanted` is loaded, so every change taken is in it (later ones wake the next pass).
+        let shapes = hub.take_shape_changes();
         let wanted = hub.wanted();
         let repaired = hub.shared.take_repaired();
         self.held.extend(hub.take_requests());
+        // A subscriber that left before its snapshot was made costs no copy of the book.
+        let before = self.held.len();
+        self.held.retain(|(_, tx)| !tx.is_closed());
+        hub.counters.l4_snapshots_abandoned.fetch_add((before - self.held.len()) as u64, Relaxed);
         let books = hub.shared.books();
         let (h, dh, installs) = (books.height(), books.diffs_height(), hub.shared.installs());
         // A diffs step half applied: the coins it changed are a block ahead of `dh`, and go out on their own.
@@ -129,7 +135,14 @@ impl Publisher {
             && diff_steps.is_empty()
             && fill_steps.is_empty()
             && status_steps.is_empty();
-        if same && first_due.is_none() && !new_shapes && repaired.is_empty() && !serve && !hub.candles.has_inbox() {
+        if same
+            && first_due.is_none()
+            && shapes.is_empty()
+            && !new_shapes
+            && repaired.is_empty()
+            && !serve
+            && !hub.candles.has_inbox()
+        {
             hub.shared.set_publisher_wants_complete(!self.held.is_empty());
             return;
         }
@@ -141,7 +154,12 @@ impl Publisher {
             || lost
             || (h > self.height && blocks.first().is_none_or(|b| b.height != self.height + 1))
             || (dh > self.diffs_height && diff_steps.first().is_none_or(|s| !next.contains(&s.height)));
-        let mut targets = Self::targets(&wanted, &books, &diff_steps, &repaired, reloaded || new_shapes);
+        // allMids newly wanted needs every coin's mid; any other new shape needs only its own coin built.
+        let all_mids = shapes.mids && !wanted.mids.is_empty() && self.mids.is_empty();
+        let mut targets = Self::targets(&wanted, &books, &diff_steps, &repaired, reloaded || all_mids);
+        let shaped: Vec<Coin> =
+            shapes.coins.into_iter().filter(|c| wanted.coins.contains_key(c) && !targets.contains(c)).collect();
+        targets.extend(shaped);
         if let Some(f) = first {
             targets.retain(|c| !f.changed.contains(c));
         }
@@ -187,7 +205,7 @@ impl Publisher {
         }
         let l2_audit = self.audit_of(dh, l2_time, Stream::Diffs);
         self.publish_l2(&wanted, &built, l2_time, l2_audit);
-        self.publish_bbo_and_mids(&wanted, &built, l2_time, l2_audit, reloaded || new_shapes);
+        self.publish_bbo_and_mids(&wanted, &built, l2_time, l2_audit, reloaded || shapes.mids);
         // Backfilled candles join the trades counted up to the last fills step published, before this pass's.
         let fills_audit = self.audit_of(self.fills_height, self.fills_block_time(), Stream::Fills);
         self.candles.finish_backfills(&hub, self.tick_seq, stamped(fills_audit));
@@ -375,12 +393,18 @@ impl Publisher {
                 by_coin.entry(c).or_default().push(tx);
             }
             for (coin, book) in books {
+                let mut waiting = by_coin.remove(&coin).unwrap_or_default();
+                waiting.retain(|tx| !tx.is_closed());
+                if waiting.is_empty() {
+                    hub.counters.l4_snapshots_abandoned.fetch_add(1, Relaxed);
+                    continue;
+                }
                 let book = book.unwrap_or_else(|| CoinBook::new(coin.clone()));
                 // The snapshot is the books at `audit.height`: that block's stage times are its own.
                 let json = json::l4_snapshot(&book, audit.height(), audit.block_time());
                 let frame = Arc::new(Frame::new(after_seq, json, stamped(audit)));
                 hub.counters.l4_snapshots.fetch_add(1, Relaxed);
-                for tx in by_coin.remove(&coin).unwrap_or_default() {
+                for tx in waiting {
                     let _ = tx.send(L4Snapshot { after_seq, frame: frame.clone() });
                 }
             }

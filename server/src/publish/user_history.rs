@@ -34,14 +34,21 @@ struct FillsLine<'a> {
     events: Vec<(HexBytes<20>, &'a RawValue)>,
 }
 
-/// The user's last `max` fills of blocks below `before`, oldest first, verbatim.
-pub fn recent_fills(dir: &FillsDir, user: Address, before: u64, max: usize) -> Vec<String> {
+/// The user's last `max` fills of blocks below `before`, oldest first, verbatim; `None` once `stop` says nobody
+/// wants them any more (asked every line).
+pub fn recent_fills(
+    dir: &FillsDir,
+    user: Address,
+    before: u64,
+    max: usize,
+    stop: &dyn Fn() -> bool,
+) -> Option<Vec<String>> {
     let files = hour_files(&dir.node_dir, dir.mode, Stream::Fills).unwrap_or_default();
     let needle = user.to_string();
     let mut newest_first: Vec<Vec<String>> = Vec::new();
     let mut found = 0;
     for f in files.iter().rev().take(HOUR_FILES) {
-        let got = file_fills(&f.path, &user, needle.as_bytes(), before);
+        let got = file_fills(&f.path, &user, needle.as_bytes(), before, stop)?;
         found += got.len();
         newest_first.push(got);
         if found >= max {
@@ -51,17 +58,20 @@ pub fn recent_fills(dir: &FillsDir, user: Address, before: u64, max: usize) -> V
     let mut all: Vec<String> = newest_first.into_iter().rev().flatten().collect();
     let cut = all.len().saturating_sub(max);
     all.drain(..cut);
-    all
+    Some(all)
 }
 
 /// One file's fills of `user` below `before`, in file order. Lines that do not parse (a partial last line) are
 /// skipped.
-fn file_fills(path: &Path, user: &Address, needle: &[u8], before: u64) -> Vec<String> {
-    let Ok(file) = File::open(path) else { return Vec::new() };
+fn file_fills(path: &Path, user: &Address, needle: &[u8], before: u64, stop: &dyn Fn() -> bool) -> Option<Vec<String>> {
+    let Ok(file) = File::open(path) else { return Some(Vec::new()) };
     let mut reader = BufReader::with_capacity(1 << 20, file);
     let finder = memchr::memmem::Finder::new(needle);
     let (mut line, mut out) = (Vec::new(), Vec::new());
     loop {
+        if stop() {
+            return None;
+        }
         line.clear();
         match reader.read_until(b'\n', &mut line) {
             Ok(0) | Err(_) => break,
@@ -76,7 +86,7 @@ fn file_fills(path: &Path, user: &Address, needle: &[u8], before: u64) -> Vec<St
         }
         out.extend(parsed.events.iter().filter(|(u, _)| u == user).map(|(_, f)| f.get().to_string()));
     }
-    out
+    Some(out)
 }
 
 #[cfg(test)]
@@ -102,11 +112,16 @@ mod tests {
             .unwrap();
         let fd = FillsDir { node_dir: dir.path().to_path_buf(), mode: Mode::ByBlock };
         let user = Address::parse(a).unwrap();
-        let tids = |v: Vec<String>| -> Vec<u64> {
-            v.iter().map(|f| serde_json::from_str::<serde_json::Value>(f).unwrap()["tid"].as_u64().unwrap()).collect()
+        let tids = |v: Option<Vec<String>>| -> Vec<u64> {
+            v.unwrap()
+                .iter()
+                .map(|f| serde_json::from_str::<serde_json::Value>(f).unwrap()["tid"].as_u64().unwrap())
+                .collect()
         };
-        assert_eq!(tids(recent_fills(&fd, user, 5, 100)), vec![1, 3, 4, 4]);
-        assert_eq!(tids(recent_fills(&fd, user, 5, 2)), vec![4, 4]);
-        assert_eq!(tids(recent_fills(&fd, user, 2, 100)), vec![1]);
+        let go = || false;
+        assert_eq!(tids(recent_fills(&fd, user, 5, 100, &go)), vec![1, 3, 4, 4]);
+        assert_eq!(tids(recent_fills(&fd, user, 5, 2, &go)), vec![4, 4]);
+        assert_eq!(tids(recent_fills(&fd, user, 2, 100, &go)), vec![1]);
+        assert_eq!(recent_fills(&fd, user, 5, 100, &|| true), None, "a read nobody wants stops");
     }
 }

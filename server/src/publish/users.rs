@@ -84,6 +84,11 @@ impl UserSubs {
         self.wanted.load_full()
     }
 
+    /// Whether anyone follows `user` on any channel.
+    pub fn follows(&self, user: Address) -> bool {
+        self.counts.lock().contains_key(&user)
+    }
+
     /// Distinct users followed.
     pub fn len(&self) -> usize {
         self.counts.lock().len()

@@ -8,6 +8,7 @@
 //! two requests at a time.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -18,8 +19,14 @@ use crate::publish::Hub;
 use crate::publish::candle_history::{MAX_SNAPSHOT_CANDLES, between};
 use crate::publish::candles::{Interval, candle_object};
 
-/// candleSnapshot answers computed at once.
-static CANDLE_SNAPSHOTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+/// Sets its flag when dropped.
+struct DropFlag(Arc<AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Relaxed);
+    }
+}
 
 /// A valid request.
 struct Req {
@@ -62,9 +69,23 @@ pub async fn candle_snapshot(hub: &Arc<Hub>, body: &Value, place: Place) -> Answ
     let Some(dir) = hub.fills_dir.get().cloned() else {
         return Answer { status: 200, json: Bytes::from_static(b"[]") };
     };
+    // Set when this request is dropped (its client left): the read stops at its next line.
+    let gone = Arc::new(AtomicBool::new(false));
+    let _drop = DropFlag(gone.clone());
+    let hub = hub.clone();
     place
-        .work_blocking(&CANDLE_SNAPSHOTS, "candleSnapshot", move || {
-            let candles = between(&dir, &r.coin, r.interval, r.start, r.end, MAX_SNAPSHOT_CANDLES);
+        .blocking("candleSnapshot", move || {
+            let turn = match hub.history.turns.take() {
+                Ok(t) => t,
+                Err(e) => {
+                    hub.history.counters.reads_refused.fetch_add(1, Relaxed);
+                    return Answer::text(503, &format!("candleSnapshot: {e}"));
+                }
+            };
+            let stop = || gone.load(Relaxed);
+            let candles = between(&dir, &r.coin, r.interval, (r.start, r.end), MAX_SNAPSHOT_CANDLES, &stop);
+            drop(turn);
+            let Some(candles) = candles else { return Answer::text(499, "candleSnapshot: the client left") };
             let json = Value::Array(candles.iter().map(|c| candle_object(&r.coin, r.interval, c)).collect());
             Answer { status: 200, json: Bytes::from(json.to_string()) }
         })

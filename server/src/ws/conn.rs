@@ -24,10 +24,11 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
+use super::budget::{Charge, ConnBudget};
 use super::candle_stream::{CandleState, first_frame, take_candle_tick};
 use super::deflate::deflate_message;
 use super::protocol::{self, Subscription};
-use super::user_stream::{UserState, release_user, take_user_tick};
+use super::user_stream::{UserState, release_user, take_snapshot, take_user_tick};
 use super::{WsContext, wire};
 use crate::node::Address;
 use crate::node::time::now_nanos;
@@ -100,7 +101,11 @@ impl Delivery {
 
 enum L4State {
     Waiting(oneshot::Receiver<L4Snapshot>),
-    Live { cursor: u64 },
+    /// Received, charged to the budget, and waiting for room in a batch.
+    Ready(L4Snapshot, Charge),
+    Live {
+        cursor: u64,
+    },
 }
 
 /// How a connection ends.
@@ -118,6 +123,8 @@ enum End {
 struct Batch {
     frames: Vec<Out>,
     bytes: usize,
+    /// What the batch holds for this connection alone (answers, snapshots), given back once written.
+    charges: Vec<Charge>,
 }
 
 enum Out {
@@ -136,9 +143,12 @@ pub struct Conn<S> {
     pending: Vec<String>,
     /// The client's IP, for the per-IP limits of info requests.
     ip: IpAddr,
-    /// Answers of `post` requests come back from their tasks here.
-    post_answers: mpsc::Receiver<String>,
-    post_tx: mpsc::Sender<String>,
+    /// Answers of `post` requests come back from their tasks here, charged to the budget.
+    post_answers: mpsc::Receiver<(String, Charge)>,
+    post_tx: mpsc::Sender<(String, Charge)>,
+    /// What is held for this connection and not yet written.
+    budget: Arc<ConnBudget>,
+    pending_charges: Vec<Charge>,
     /// Places for `post` requests in flight; one more is refused at once, so a client cannot pile up tasks.
     post_places: Arc<Semaphore>,
     last_traffic: Instant,
@@ -157,6 +167,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     pub fn new(ctx: Arc<WsContext>, ws: WebSocketStream<S>, opts: Options, ip: IpAddr) -> Conn<S> {
         let now = Instant::now();
         let (post_tx, post_answers) = mpsc::channel(MAX_POSTS);
+        let budget = ctx.budgets.connection();
         Conn {
             ctx,
             ws,
@@ -166,6 +177,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             ip,
             post_answers,
             post_tx,
+            budget,
+            pending_charges: Vec::new(),
             post_places: Arc::new(Semaphore::new(MAX_POSTS)),
             last_traffic: now,
             window_start: now,
@@ -204,15 +217,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                     None => break End::Gone,
                 },
                 changed = published.changed() => if changed.is_err() { break End::Gone },
-                Some(answer) = self.post_answers.recv() => self.pending.push(answer),
+                Some((answer, charge)) = self.post_answers.recv() => {
+                    self.pending.push(answer);
+                    self.pending_charges.push(charge);
+                }
                 () = sleep_until(deadline) => {
                     self.ctx.counters.closed_idle.fetch_add(1, Relaxed);
                     break End::ByUs(CloseCode::Normal, format!("idle for {} s", idle.as_secs()));
                 }
             }
-            if let Err(e) = self.flush_due(idle).await {
-                tracing::debug!("connection write error: {e}");
-                break End::Gone;
+            if let Err(end) = self.flush_due(idle).await {
+                break end;
             }
         };
         self.close(end).await;
@@ -245,26 +260,63 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         }
     }
 
-    /// Writes acks, errors and every due data frame, in that order, with one flush per batch.
-    async fn flush_due(&mut self, idle: Duration) -> Result<(), WsError> {
+    /// Writes acks, errors and every due data frame, in that order, with one flush per batch. Err: how the
+    /// connection ends (the client stopped reading, the socket failed, or it went over its byte budget).
+    async fn flush_due(&mut self, idle: Duration) -> Result<(), End> {
         loop {
             let mut batch = Batch::default();
             for text in self.pending.drain(..) {
                 batch.bytes += text.len();
                 batch.frames.push(Out::Text(text));
             }
+            batch.charges.append(&mut self.pending_charges);
             let full = self.gather(&mut batch);
+            self.check_budget()?;
             if batch.frames.is_empty() {
                 return Ok(());
             }
-            match tokio::time::timeout(idle, self.write(batch)).await {
-                Ok(r) => r?,
-                Err(_) => return Err(WsError::Io(std::io::Error::other("client stopped reading"))),
+            let (budget, ctx) = (self.budget.clone(), self.ctx.clone());
+            let written = {
+                let write = tokio::time::timeout(idle, self.write(batch));
+                tokio::pin!(write);
+                loop {
+                    tokio::select! {
+                        r = &mut write => break r,
+                        // A post answer charged while the client does not read: close now, not after the timeout.
+                        () = budget.went_over() => if let Some(reason) = budget.over() {
+                            ctx.counters.closed_budget.fetch_add(1, Relaxed);
+                            return Err(End::ByUs(CloseCode::Policy, reason));
+                        },
+                    }
+                }
+            };
+            match written {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::debug!("connection write error: {e}");
+                    return Err(End::Gone);
+                }
+                Err(_) => {
+                    ctx.counters.closed_slow.fetch_add(1, Relaxed);
+                    tracing::debug!("client stopped reading for {} s", idle.as_secs());
+                    return Err(End::Gone);
+                }
             }
             self.last_traffic = Instant::now();
             if !full {
                 return Ok(());
             }
+        }
+    }
+
+    /// Closes the connection with 1008 when what it holds is over its budget or the global one is gone.
+    fn check_budget(&self) -> Result<(), End> {
+        match self.budget.over() {
+            Some(reason) => {
+                self.ctx.counters.closed_budget.fetch_add(1, Relaxed);
+                Err(End::ByUs(CloseCode::Policy, reason))
+            }
+            None => Ok(()),
         }
     }
 
@@ -276,27 +328,37 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         let mut from = u64::MAX;
         let mut lost = Vec::new();
         for (s, sub) in self.subs.values_mut() {
-            if let Delivery::User { state, .. } = sub
-                && let UserState::Waiting { rx, cursor } = state
-            {
-                match rx.try_recv() {
-                    Ok(snap) => batch.push(Out::Shared(snap)),
-                    Err(oneshot::error::TryRecvError::Empty) => continue,
-                    Err(oneshot::error::TryRecvError::Closed) => {}
+            if let Delivery::User { state: state @ UserState::Waiting { .. }, .. } = sub {
+                match take_snapshot(state, &s.echo) {
+                    Some(Ok(snap)) => batch.push(Out::Shared(snap)),
+                    Some(Err(text)) => batch.push(Out::Text(protocol::notice(&text))),
+                    None => continue,
                 }
-                *state = UserState::Live { cursor: *cursor };
             }
-            if let Delivery::L4 { state: L4State::Waiting(rx), coin } = sub {
-                match rx.try_recv() {
-                    Ok(snap) => {
-                        batch.push(Out::Shared(snap.frame));
-                        *sub = Delivery::L4 { coin: coin.clone(), state: L4State::Live { cursor: snap.after_seq } };
+            if let Delivery::L4 { state, coin } = sub {
+                if let L4State::Waiting(rx) = state {
+                    match rx.try_recv() {
+                        Ok(snap) => {
+                            let charge = self.budget.charge(snap.frame.json.len());
+                            *state = L4State::Ready(snap, charge);
+                        }
+                        Err(oneshot::error::TryRecvError::Empty) => continue,
+                        Err(oneshot::error::TryRecvError::Closed) => {
+                            *rx = hub.request_snapshot(coin.clone());
+                            continue;
+                        }
                     }
-                    Err(oneshot::error::TryRecvError::Empty) => continue,
-                    Err(oneshot::error::TryRecvError::Closed) => {
-                        *rx = hub.request_snapshot(coin.clone());
+                }
+                // Whole books go out as the batch has room; the rest wait, charged, for the next one.
+                if matches!(state, L4State::Ready(..)) {
+                    if batch.bytes > BATCH_BYTES {
                         continue;
                     }
+                    let live = L4State::Live { cursor: 0 };
+                    let L4State::Ready(snap, charge) = std::mem::replace(state, live) else { unreachable!() };
+                    batch.push(Out::Shared(snap.frame));
+                    batch.charges.push(charge);
+                    *state = L4State::Live { cursor: snap.after_seq };
                 }
             }
             if let Delivery::Candle { key, state } = sub
@@ -421,6 +483,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             batch.frames.iter().map(|f| self.message(f, sent_ns)).collect()
         };
         let bytes = messages.iter().map(Bytes::len).sum::<usize>() as u64;
+        // Copies made for this connection alone: every message when batched or audited, else its texts.
+        let private = if self.opts.batch || self.opts.audit {
+            bytes as usize
+        } else {
+            batch.frames.iter().filter_map(|f| if let Out::Text(t) = f { Some(t.len()) } else { None }).sum()
+        };
+        let _private = self.budget.charge(private);
         // Whatever tungstenite queued (a pong) goes out first, so our messages never land inside one of its frames.
         self.ws.flush().await?;
         wire::write_all(self.ws.get_mut(), &messages).await?;

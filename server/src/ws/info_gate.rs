@@ -86,8 +86,17 @@ impl Place {
         work: impl FnOnce() -> Answer + Send + 'static,
     ) -> Answer {
         let Ok(turn) = turns.acquire().await else { return Answer::text(503, "shutting down") };
+        self.blocking(kind, move || {
+            let _turn = turn;
+            work()
+        })
+        .await
+    }
+
+    /// Runs `work` on the blocking pool, holding this place until it ends (the work takes its own turns).
+    pub async fn blocking(self, kind: &str, work: impl FnOnce() -> Answer + Send + 'static) -> Answer {
         let done = tokio::task::spawn_blocking(move || {
-            let _held = (turn, self);
+            let _held = self;
             work()
         });
         done.await.unwrap_or_else(|e| Answer::text(500, &format!("{kind} failed: {e}")))

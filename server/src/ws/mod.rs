@@ -9,10 +9,12 @@
 
 pub mod admin;
 pub mod auth;
+pub mod budget;
 pub mod candle_info;
 mod candle_stream;
 pub mod conn;
 pub mod deflate;
+pub mod fair_slots;
 pub mod http;
 pub mod info;
 pub mod info_gate;
@@ -48,6 +50,8 @@ pub struct WsContext {
     pub closing: watch::Receiver<bool>,
     /// Distinct users followed per client IP.
     pub user_cap: user_cap::UserCap,
+    /// Bytes held for clients, per connection and in all.
+    pub budgets: Arc<budget::Budgets>,
 }
 
 /// Counters of the serving stage.
@@ -67,6 +71,10 @@ pub struct WsCounters {
     pub overflows: AtomicU64,
     pub closed_idle: AtomicU64,
     pub closed_abuse: AtomicU64,
+    /// Connections closed with 1008 for going over their byte budget (or a share of the exhausted global one).
+    pub closed_budget: AtomicU64,
+    /// Connections dropped because their client stopped reading for `idle_timeout_secs` mid-write.
+    pub closed_slow: AtomicU64,
     pub subs_l2_book: AtomicI64,
     pub subs_trades: AtomicI64,
     pub subs_bbo: AtomicI64,
@@ -83,7 +91,9 @@ impl crate::audit::Exposed for WsContext {
         &self.hub.stages
     }
     fn publish_counters(&self) -> Vec<(&'static str, u64)> {
-        self.hub.counters.to_list()
+        let mut list = self.hub.counters.to_list();
+        list.extend(self.hub.history.counters.to_list());
+        list
     }
     fn feed_bytes(&self) -> u64 {
         self.hub.feed_bytes()
@@ -141,6 +151,8 @@ impl WsCounters {
             ("overflows", &self.overflows),
             ("closed_idle", &self.closed_idle),
             ("closed_abuse", &self.closed_abuse),
+            ("closed_budget", &self.closed_budget),
+            ("closed_slow", &self.closed_slow),
         ]
         .into_iter()
         .map(|(k, v)| (k, v.load(Relaxed)))

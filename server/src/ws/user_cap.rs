@@ -2,6 +2,8 @@
 //!
 //! The official server refuses the 16th distinct user per IP with `Cannot track more than 15 total users.` and
 //! frees a user when its last subscription from that IP goes; `server.max_users_per_ip` sets the cap here.
+//! `server.max_user_subscriptions_per_ip` caps the subscriptions themselves, so one IP cannot follow the same
+//! user on hundreds of connections.
 
 use std::net::IpAddr;
 
@@ -17,19 +19,26 @@ pub struct UserCap {
 }
 
 impl UserCap {
-    /// Counts one more subscription of `user` from `ip`; false (and nothing counted) when it would be the
-    /// `max + 1`th distinct user of that IP.
-    pub fn try_add(&self, ip: IpAddr, user: Address, max: usize) -> bool {
+    /// Counts one more subscription of `user` from `ip`; Err (and nothing counted) when it would be the
+    /// `max_users + 1`th distinct user of that IP, or its `max_subs + 1`th subscription.
+    pub fn try_add(&self, ip: IpAddr, user: Address, max_users: usize, max_subs: usize) -> Result<(), Refused> {
         let mut per_ip = self.per_ip.lock();
         let users = per_ip.entry(ip).or_default();
-        if !users.contains_key(&user) && users.len() >= max {
+        let refused = if !users.contains_key(&user) && users.len() >= max_users {
+            Some(Refused::Users)
+        } else if users.values().sum::<usize>() >= max_subs {
+            Some(Refused::Subscriptions)
+        } else {
+            None
+        };
+        if let Some(r) = refused {
             if users.is_empty() {
                 per_ip.remove(&ip);
             }
-            return false;
+            return Err(r);
         }
         *users.entry(user).or_default() += 1;
-        true
+        Ok(())
     }
 
     pub fn remove(&self, ip: IpAddr, user: Address) {
@@ -47,9 +56,21 @@ impl UserCap {
     }
 }
 
-/// The official refusal text, with the refused subscription (valid JSON) after it.
-pub fn refusal(max: usize, echo: &serde_json::Value) -> String {
-    format!("Cannot track more than {max} total users. {echo}")
+/// Which cap refused a subscription.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    Users,
+    Subscriptions,
+}
+
+/// The refusal text (for distinct users, the official one), with the refused subscription (valid JSON) after it.
+pub fn refusal(why: Refused, max: usize, echo: &serde_json::Value) -> String {
+    match why {
+        Refused::Users => format!("Cannot track more than {max} total users. {echo}"),
+        Refused::Subscriptions => format!(
+            "Too many user subscriptions from this IP: at most {max} (server.max_user_subscriptions_per_ip): {echo}"
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -62,14 +83,18 @@ mod tests {
         let ip: IpAddr = "127.0.0.1".parse().unwrap();
         let other: IpAddr = "::1".parse().unwrap();
         let u = |i: u8| Address::parse(&format!("0x{}", format!("{i:02x}").repeat(20))).unwrap();
-        assert!(cap.try_add(ip, u(1), 2));
-        assert!(cap.try_add(ip, u(1), 2), "the same user again is no new user");
-        assert!(cap.try_add(ip, u(2), 2));
-        assert!(!cap.try_add(ip, u(3), 2));
-        assert!(cap.try_add(other, u(3), 2), "another IP has its own count");
+        let add = |ip, user| cap.try_add(ip, user, 2, 4);
+        assert_eq!(add(ip, u(1)), Ok(()));
+        assert_eq!(add(ip, u(1)), Ok(()), "the same user again is no new user");
+        assert_eq!(add(ip, u(2)), Ok(()));
+        assert_eq!(add(ip, u(3)), Err(Refused::Users));
+        assert_eq!(add(other, u(3)), Ok(()), "another IP has its own count");
         cap.remove(ip, u(1));
-        assert!(!cap.try_add(ip, u(3), 2), "u1 still has a subscription");
+        assert_eq!(add(ip, u(3)), Err(Refused::Users), "u1 still has a subscription");
         cap.remove(ip, u(1));
-        assert!(cap.try_add(ip, u(3), 2));
+        assert_eq!(add(ip, u(3)), Ok(()));
+        assert_eq!(add(ip, u(3)), Ok(()));
+        assert_eq!(add(ip, u(3)), Ok(()), "four subscriptions of two users");
+        assert_eq!(add(ip, u(2)), Err(Refused::Subscriptions), "a known user, but a fifth subscription");
     }
 }

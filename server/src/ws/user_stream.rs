@@ -6,12 +6,11 @@
 
 use std::sync::Arc;
 
-use tokio::sync::oneshot;
-
 use super::WsContext;
 use crate::node::Address;
+use crate::publish::history::Waiter;
 use crate::publish::users::UserChannel;
-use crate::publish::{Audit, Frame, Hub, Tick, Want};
+use crate::publish::{Frame, Hub, Tick, Want};
 
 pub(super) enum UserState {
     /// Skipping blocks parsed before the user was watched. `after`: the height of the first tick looked at, which
@@ -21,9 +20,10 @@ pub(super) enum UserState {
         cursor: u64,
         after: Option<u64>,
     },
-    /// userFills: the snapshot of fills before the first live block is being read from the node's files.
+    /// userFills: the snapshot of fills before the first live block is being read from the node's files, by
+    /// this subscription or shared with another of the same user (`publish::history`).
     Waiting {
-        rx: oneshot::Receiver<Arc<Frame>>,
+        wait: Waiter,
         cursor: u64,
     },
     Live {
@@ -41,6 +41,21 @@ pub(super) fn release_user(ctx: &WsContext, ip: Option<std::net::IpAddr>, want: 
 /// One tick for a per-user subscription: skipped until the first tick of a block complete for its user (after the
 /// block of the first tick it saw); userFills then waits for its snapshot of earlier fills before it goes live at
 /// that block.
+/// A waiting userFills subscription's snapshot (or the notice why it has none) once its read is done, and the
+/// feed tick it goes live after: the shared read's, which may be earlier than where this one waited.
+pub(super) fn take_snapshot(state: &mut UserState, echo: &serde_json::Value) -> Option<Result<Arc<Frame>, String>> {
+    let UserState::Waiting { wait, cursor } = state else { return None };
+    let out = match wait.result()? {
+        Ok(frame) => {
+            *cursor = wait.read().after_seq.min(*cursor);
+            Ok(frame.clone())
+        }
+        Err(e) => Err(format!("hlbook: no history for {echo}: {e}; its live fills follow")),
+    };
+    *state = UserState::Live { cursor: *cursor };
+    Some(out)
+}
+
 pub(super) fn take_user_tick(
     hub: &Arc<Hub>,
     tick: &Tick,
@@ -60,7 +75,9 @@ pub(super) fn take_user_tick(
         }
         let cursor = tick.seq - 1;
         *state = match ch {
-            UserChannel::Fills => UserState::Waiting { rx: fills_snapshot(hub, user, tick.height), cursor },
+            UserChannel::Fills => {
+                UserState::Waiting { wait: hub.history.user_fills(hub, user, tick.height, cursor), cursor }
+            }
             _ => UserState::Live { cursor },
         };
     }
@@ -70,31 +87,4 @@ pub(super) fn take_user_tick(
     }
     *cursor = tick.seq;
     tick.users.get(&user).and_then(|f| f.get(ch)).cloned()
-}
-
-/// Most fills a userFills snapshot carries (the official REST `userFills` returns at most 2000).
-const SNAPSHOT_FILLS: usize = 2000;
-
-/// Reads the user's fills of blocks below `before` from the node's files on a blocking thread.
-fn fills_snapshot(hub: &Arc<Hub>, user: Address, before: u64) -> oneshot::Receiver<Arc<Frame>> {
-    let (tx, rx) = oneshot::channel();
-    let hub = hub.clone();
-    tokio::task::spawn_blocking(move || {
-        let health = hub.shared.health();
-        health.supervised("userFills snapshot task", || snapshot(&hub, user, before, tx));
-    });
-    rx
-}
-
-/// The userFills snapshot: the user's fills below `before`, from the node's files.
-fn snapshot(hub: &Arc<Hub>, user: Address, before: u64, tx: oneshot::Sender<Arc<Frame>>) {
-    let test = crate::state::test_panic("user_fills");
-    assert!(!test, "HLBOOK_TEST_PANIC asked the userFills snapshot task to panic");
-    let dir = hub.fills_dir.get().cloned();
-    let fills =
-        dir.map(|d| crate::publish::user_history::recent_fills(&d, user, before, SNAPSHOT_FILLS)).unwrap_or_default();
-    let refs: Vec<&str> = fills.iter().map(String::as_str).collect();
-    let json = crate::publish::users::user_fills(&user, &refs, true);
-    let _ = tx.send(Arc::new(Frame::new(0, json, Audit::default())));
-    hub.poke();
 }

@@ -73,10 +73,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             return;
         }
         if let (Want::User { user, .. }, Some(ip)) = (&s.want, self.opts.ip) {
-            let max = self.ctx.cfg.max_users_per_ip;
-            if !self.ctx.user_cap.try_add(ip, *user, max) {
+            let (users, subs) = (self.ctx.cfg.max_users_per_ip, self.ctx.cfg.max_user_subscriptions_per_ip);
+            if let Err(why) = self.ctx.user_cap.try_add(ip, *user, users, subs) {
                 self.ctx.counters.protocol_errors.fetch_add(1, Relaxed);
-                self.pending.push(protocol::error(&crate::ws::user_cap::refusal(max, &s.echo)));
+                let max = if why == crate::ws::user_cap::Refused::Users { users } else { subs };
+                self.pending.push(protocol::error(&crate::ws::user_cap::refusal(why, max, &s.echo)));
                 return;
             }
         }
@@ -161,6 +162,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             return;
         };
         let (ctx, payload, tx, ip) = (self.ctx.clone(), payload.clone(), self.post_tx.clone(), self.ip);
+        let budget = self.budget.clone();
         // Answered on its own task so a slow node never stalls this connection's data; the answer comes back
         // through the connection's post queue.
         tokio::spawn(async move {
@@ -176,7 +178,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                     .map_or_else(|| String::from_utf8_lossy(&a.json).into_owned(), str::to_string);
                 protocol::post_error(&id, &text)
             };
-            let _ = tx.send(text).await;
+            // Charged before it queues: a client that posts and never reads pays for what waits for it.
+            let charge = budget.charge(text.len());
+            let _ = tx.send((text, charge)).await;
         });
     }
 }

@@ -1,0 +1,278 @@
+//! Reads of history from the node's files, bounded: userFills first frames, candle backfills and
+//! `candleSnapshot` all take a turn among `server.history_reads`, waiting in a queue of at most
+//! `server.history_queue` for at most `server.history_wait_ms`; and a userFills read is shared by every
+//! subscriber of the same user that comes while it runs or while its result still fits the feed.
+//!
+//! Each read scans hour files of the node's disk, so a client that resubscribes in a loop, or follows one busy
+//! user on hundreds of connections, must not turn into as many scans: the first subscriber's read is everyone's,
+//! and a later subscriber goes live from the block the shared read ends at (the feed still holds the blocks
+//! since, and they hold every event of a user followed all along). A read nobody waits for any more stops.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use rustc_hash::FxHashMap;
+
+use super::frame::{Audit, Frame};
+use super::hub::Hub;
+use crate::node::Address;
+
+/// Most fills a userFills snapshot carries (the official REST `userFills` returns at most 2000).
+pub const SNAPSHOT_FILLS: usize = 2000;
+
+/// Finished userFills reads kept for later subscribers hold at most this many bytes in all.
+const KEPT_BYTES: usize = 64 << 20;
+
+/// The global turns for history reads, usable from blocking threads.
+#[derive(Debug)]
+pub struct Turns {
+    state: Mutex<(usize, usize)>,
+    freed: Condvar,
+    max: usize,
+    max_waiting: usize,
+    wait: Duration,
+}
+
+/// A turn, given back when dropped.
+#[derive(Debug)]
+pub struct Turn<'a>(&'a Turns);
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.0.state.lock().0 -= 1;
+        self.0.freed.notify_one();
+    }
+}
+
+impl Turns {
+    pub fn new(max: usize, max_waiting: usize, wait: Duration) -> Turns {
+        Turns { state: Mutex::new((0, 0)), freed: Condvar::new(), max: max.max(1), max_waiting, wait }
+    }
+
+    /// Blocks for a turn; Err (the reason, for the client) when the queue is full or the wait runs out.
+    pub fn take(&self) -> Result<Turn<'_>, String> {
+        let deadline = Instant::now() + self.wait;
+        let mut s = self.state.lock();
+        if s.0 < self.max {
+            s.0 += 1;
+            return Ok(Turn(self));
+        }
+        if s.1 >= self.max_waiting {
+            return Err(format!(
+                "{} history reads are running and {} wait (server.history_reads, server.history_queue): try again \
+                 later",
+                self.max, s.1
+            ));
+        }
+        s.1 += 1;
+        while s.0 >= self.max {
+            if self.freed.wait_until(&mut s, deadline).timed_out() && s.0 >= self.max {
+                s.1 -= 1;
+                let ms = self.wait.as_millis();
+                return Err(format!("waited {ms} ms for a turn among the history reads (server.history_wait_ms)"));
+            }
+        }
+        s.1 -= 1;
+        s.0 += 1;
+        Ok(Turn(self))
+    }
+
+    /// Reads running now.
+    pub fn running(&self) -> usize {
+        self.state.lock().0
+    }
+}
+
+/// One userFills read: the user's fills of blocks below `before`, for subscribers that go live after feed tick
+/// `after_seq`.
+#[derive(Debug)]
+pub struct FillsRead {
+    user: Address,
+    pub before: u64,
+    pub after_seq: u64,
+    waiters: AtomicUsize,
+    result: std::sync::OnceLock<Result<Arc<Frame>, String>>,
+}
+
+/// A subscriber's wait on a read; dropping it (the subscriber left) may stop the read.
+#[derive(Debug)]
+pub struct Waiter(Arc<FillsRead>);
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        self.0.waiters.fetch_sub(1, Relaxed);
+    }
+}
+
+impl Waiter {
+    pub fn read(&self) -> &FillsRead {
+        &self.0
+    }
+
+    /// The snapshot frame, or why there is none; `None` while the read runs.
+    pub fn result(&self) -> Option<&Result<Arc<Frame>, String>> {
+        self.0.result.get()
+    }
+}
+
+/// Counters of history reads.
+#[derive(Debug, Default)]
+pub struct HistoryCounters {
+    /// userFills reads of the node's files started.
+    pub fills_reads: AtomicU64,
+    /// userFills subscriptions served by a read another subscriber started.
+    pub fills_reads_shared: AtomicU64,
+    /// Reads stopped because everyone waiting for them had left.
+    pub reads_abandoned: AtomicU64,
+    /// Reads refused: the queue was full or the wait ran out.
+    pub reads_refused: AtomicU64,
+}
+
+impl HistoryCounters {
+    pub fn to_list(&self) -> Vec<(&'static str, u64)> {
+        [
+            ("fills_reads", &self.fills_reads),
+            ("fills_reads_shared", &self.fills_reads_shared),
+            ("history_reads_abandoned", &self.reads_abandoned),
+            ("history_reads_refused", &self.reads_refused),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k, v.load(Relaxed)))
+        .collect()
+    }
+}
+
+/// History reads: the turns, and the userFills reads by user.
+#[derive(Debug)]
+pub struct History {
+    pub turns: Turns,
+    fills: Mutex<FxHashMap<Address, Arc<FillsRead>>>,
+    pub counters: HistoryCounters,
+}
+
+impl History {
+    pub fn new(turns: Turns) -> History {
+        History { turns, fills: Mutex::new(FxHashMap::default()), counters: HistoryCounters::default() }
+    }
+
+    /// A wait on the user's fills below `before` for a subscriber at feed tick `after_seq`: the running or kept
+    /// read of the user if the feed still holds every tick after its start, else a new read on a blocking thread.
+    pub fn user_fills(&self, hub: &Arc<Hub>, user: Address, before: u64, after_seq: u64) -> Waiter {
+        let mut reads = self.fills.lock();
+        if let Some(r) = reads.get(&user)
+            && r.before <= before
+            && hub.feed_holds_after(r.after_seq)
+            && !matches!(r.result.get(), Some(Err(_)))
+        {
+            r.waiters.fetch_add(1, Relaxed);
+            self.counters.fills_reads_shared.fetch_add(1, Relaxed);
+            return Waiter(r.clone());
+        }
+        let read = Arc::new(FillsRead {
+            user,
+            before,
+            after_seq,
+            waiters: AtomicUsize::new(1),
+            result: std::sync::OnceLock::new(),
+        });
+        reads.insert(user, read.clone());
+        Self::trim(&mut reads);
+        drop(reads);
+        self.counters.fills_reads.fetch_add(1, Relaxed);
+        let (hub, r) = (hub.clone(), read.clone());
+        tokio::task::spawn_blocking(move || {
+            let health = hub.shared.health();
+            health.supervised("userFills snapshot task", || run_fills_read(&hub, &r));
+        });
+        Waiter(read)
+    }
+
+    /// A user nobody follows any more: a later subscriber's feed may lack its events, so its read is not reused.
+    pub fn forget(&self, user: Address) {
+        self.fills.lock().remove(&user);
+    }
+
+    /// Drops finished reads nobody waits for while they hold more than `KEPT_BYTES`.
+    fn trim(reads: &mut FxHashMap<Address, Arc<FillsRead>>) {
+        let size = |r: &FillsRead| match r.result.get() {
+            Some(Ok(f)) => f.json.len(),
+            _ => 0,
+        };
+        let mut total: usize = reads.values().map(|r| size(r)).sum();
+        if total <= KEPT_BYTES {
+            return;
+        }
+        let idle: Vec<Address> = reads.values().filter(|r| r.waiters.load(Relaxed) == 0).map(|r| r.user).collect();
+        for u in idle {
+            if total <= KEPT_BYTES {
+                break;
+            }
+            if let Some(r) = reads.remove(&u) {
+                total -= size(&r);
+            }
+        }
+    }
+}
+
+/// Takes a turn, reads, and keeps the frame (or the reason there is none) for the read's subscribers.
+fn run_fills_read(hub: &Arc<Hub>, read: &Arc<FillsRead>) {
+    let test = crate::state::test_panic("user_fills");
+    assert!(!test, "HLBOOK_TEST_PANIC asked the userFills snapshot task to panic");
+    let history = &hub.history;
+    let gone = || read.waiters.load(Relaxed) == 0;
+    let result = history.turns.take().and_then(|_turn| {
+        let dir = hub.fills_dir.get().cloned();
+        let read_files = |d| super::user_history::recent_fills(&d, read.user, read.before, SNAPSHOT_FILLS, &gone);
+        let fills = dir.map_or(Some(Vec::new()), read_files);
+        let fills = fills.ok_or_else(|| "every subscriber waiting for it left".to_string())?;
+        let refs: Vec<&str> = fills.iter().map(String::as_str).collect();
+        let json = super::users::user_fills(&read.user, &refs, true);
+        Ok(Arc::new(Frame::new(0, json, Audit::default())))
+    });
+    if let Err(e) = &result {
+        let abandoned = gone();
+        let c = if abandoned { &history.counters.reads_abandoned } else { &history.counters.reads_refused };
+        c.fetch_add(1, Relaxed);
+        tracing::debug!(user = %read.user, "userFills history read ended without a snapshot: {e}");
+    }
+    let _ = read.result.set(result);
+    hub.poke();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn turns_queue_then_refuse_and_time_out() {
+        let turns = Arc::new(Turns::new(1, 1, Duration::from_millis(50)));
+        let held = turns.take().unwrap();
+        let t2 = turns.clone();
+        let waiter = std::thread::spawn(move || t2.take().map(|_| ()));
+        while turns.state.lock().1 == 0 {
+            std::thread::yield_now();
+        }
+        assert!(turns.take().unwrap_err().contains("server.history_queue"), "the queue holds one");
+        assert!(waiter.join().unwrap().unwrap_err().contains("server.history_wait_ms"));
+        drop(held);
+        assert_eq!(turns.running(), 0);
+        let again = turns.take().unwrap();
+        assert_eq!(turns.running(), 1);
+        drop(again);
+    }
+
+    #[test]
+    fn a_freed_turn_goes_to_the_waiting_read() {
+        let turns = Arc::new(Turns::new(1, 4, Duration::from_secs(60)));
+        let held = turns.take().unwrap();
+        let t2 = turns.clone();
+        let waiter = std::thread::spawn(move || t2.take().map(|_| ()));
+        while turns.state.lock().1 == 0 {
+            std::thread::yield_now();
+        }
+        drop(held);
+        assert!(waiter.join().unwrap().is_ok());
+    }
+}
