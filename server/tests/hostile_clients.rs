@@ -1,0 +1,236 @@
+//! Hostile clients against the real binaries (`hlsim` and `hlbook serve`, through the `livefeed` rig), each with a
+//! well-behaved bystander beside it that must keep getting its frames, with no loss notice, and the server's
+//! memory bounded:
+//! - a client that never reads, asking for every coin's l4Book with `?audit=1&batch=1`, is closed at its byte
+//!   budget (1008, counted);
+//! - 200 connections from one IP follow one busy user's userFills and resubscribe in a loop: the node's files are
+//!   read a handful of times, the subscriptions share those reads, and the per-IP cap refuses the excess;
+//! - subscriptions with huge extra fields, and made-up names, keep nothing.
+
+mod livefeed;
+mod procs;
+mod wsload;
+
+use std::time::Duration;
+
+use livefeed::Feed;
+use serde_json::{Value, json};
+use wsload::{Read, Ws, channel, rss_bytes};
+
+/// Extra resident memory a hostile client may cost: a memory bound, generous on purpose (the server's bounded
+/// rings are still filling in the first minute), not a speed goal.
+const RSS_ALLOWANCE: u64 = 64 << 20;
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+fn health(feed: &Feed) -> Value {
+    procs::get_json(&format!("{}/health", feed.base)).expect("/health answers")
+}
+
+/// A `?audit=1` bystander following BTC's l2Book and trades; collects until `stop`, and panics on any error,
+/// loss notice or end of its connection.
+async fn bystander(addr: String, mut stop: tokio::sync::watch::Receiver<bool>) -> Vec<Value> {
+    let mut ws = wsload::connect(&addr, "audit=1", None).await;
+    wsload::subscribe(&mut ws, json!({"type": "l2Book", "coin": "BTC"})).await;
+    wsload::subscribe(&mut ws, json!({"type": "trades", "coin": "BTC"})).await;
+    let got = wsload::collect_until(&mut ws, &mut stop, "bystander").await;
+    for v in &got {
+        assert!(!matches!(channel(v), "error" | "hlbookNotice"), "the bystander was hurt: {v}");
+    }
+    got
+}
+
+/// Every l2Book frame's height in `frames`, in order.
+fn l2_heights(frames: &[Value]) -> Vec<u64> {
+    frames.iter().filter(|v| channel(v) == "l2Book").filter_map(wsload::audit_height).collect()
+}
+
+#[test]
+fn a_client_that_never_reads_is_closed_at_its_budget() {
+    // A big BTC book (its l4Book snapshot is several MB) and a 1 MiB budget per connection.
+    let feed = Feed::start_with(&[("--btc-orders", "20000")], "conn_budget_bytes = 1048576\n");
+    let pid = feed.server.pid().expect("server running");
+    let rt = rt();
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let by = rt.spawn(bystander(feed.addr.clone(), stop));
+    let rss_before = rss_bytes(pid).unwrap();
+    let coins = ["BTC", "ETH", "SOL", "HYPE"];
+    let mut hog: Ws = rt.block_on(wsload::connect(&feed.addr, "audit=1&batch=1", Some(4096)));
+    rt.block_on(async {
+        for c in coins {
+            wsload::subscribe(&mut hog, json!({"type": "l4Book", "coin": c})).await;
+        }
+    });
+    // Never read: wait (bounded) for the server to count the closure.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while health(&feed)["ws"]["closed_budget"].as_u64().unwrap_or(0) == 0 {
+        assert!(std::time::Instant::now() < deadline, "never closed at its budget: {}", health(&feed));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let rss_after = rss_bytes(pid).unwrap();
+    // Now read what the hog was sent: the end of its connection comes, not more and more data.
+    let ended = rt.block_on(async {
+        loop {
+            match wsload::next_json(&mut hog, Duration::from_secs(30)).await {
+                Read::Json(_) => {}
+                Read::Closed(why) => return why,
+                Read::Timeout => panic!("the hog's connection stayed open"),
+            }
+        }
+    });
+    // More blocks for the bystander after the closure.
+    std::thread::sleep(Duration::from_secs(2));
+    stop_tx.send(true).unwrap();
+    let seen = rt.block_on(by).unwrap();
+    let heights = l2_heights(&seen);
+    assert!(heights.len() > 5, "the bystander kept receiving: {heights:?}");
+    assert!(heights.windows(2).all(|w| w[0] < w[1]), "in order: {heights:?}");
+    assert!(
+        rss_after < rss_before + RSS_ALLOWANCE,
+        "RSS {rss_before} -> {rss_after} with a client that never reads"
+    );
+    assert_eq!(health(&feed)["ws"]["overflows"], 0, "nobody lost blocks; the hog ended: {ended}");
+}
+
+/// The user with the most fills in the simulator's files so far (waits until there are some).
+fn busy_user(feed: &Feed) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut counts: std::collections::HashMap<String, usize> = Default::default();
+        let root = feed.dir.path().join("data/node_fills_by_block/hourly");
+        for day in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+            for hour in std::fs::read_dir(day.path()).into_iter().flatten().flatten() {
+                for line in std::fs::read_to_string(hour.path()).unwrap_or_default().lines() {
+                    let Ok(v) = serde_json::from_str::<Value>(line) else { continue };
+                    for ev in v["events"].as_array().into_iter().flatten() {
+                        *counts.entry(ev[0].as_str().unwrap_or("").to_lowercase()).or_default() += 1;
+                    }
+                }
+            }
+        }
+        if let Some((u, n)) = counts.into_iter().max_by_key(|(_, n)| *n)
+            && n >= 5
+        {
+            return u;
+        }
+        assert!(std::time::Instant::now() < deadline, "the simulator wrote no fills");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+#[test]
+fn a_user_fills_flood_from_one_ip_shares_a_few_reads() {
+    let feed = Feed::start_with(&[("--users", "8")], "");
+    let user = busy_user(&feed);
+    let pid = feed.server.pid().expect("server running");
+    let rt = rt();
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let by = rt.spawn(bystander(feed.addr.clone(), stop));
+    let rss_before = rss_bytes(pid).unwrap();
+    let sub = json!({"type": "userFills", "user": user});
+    let (snapshots, refused) = rt.block_on(async {
+        let mut conns = Vec::new();
+        for _ in 0..200 {
+            conns.push(wsload::connect(&feed.addr, "", None).await);
+        }
+        let (mut snapshots, mut refused) = (0, 0);
+        for _round in 0..3 {
+            for ws in &mut conns {
+                wsload::subscribe(ws, sub.clone()).await;
+            }
+            for ws in &mut conns {
+                // Each gets its ack, then its snapshot or the per-IP refusal.
+                loop {
+                    match wsload::next_json(ws, Duration::from_secs(60)).await {
+                        Read::Json(v) if v["data"]["isSnapshot"] == true => {
+                            snapshots += 1;
+                            break;
+                        }
+                        // A refused subscription's unsubscribe of the round before.
+                        Read::Json(v) if v["data"].as_str().is_some_and(|t| t.starts_with("Already unsubscribed")) => {}
+                        Read::Json(v) if channel(&v) == "error" => {
+                            let text = v["data"].as_str().unwrap_or("");
+                            assert!(text.contains("server.max_user_subscriptions_per_ip"), "{v}");
+                            refused += 1;
+                            break;
+                        }
+                        Read::Json(_) => {}
+                        other => panic!("a flooding connection ended: {other:?}"),
+                    }
+                }
+            }
+            for ws in &mut conns {
+                wsload::send(ws, &json!({"method": "unsubscribe", "subscription": sub})).await;
+            }
+        }
+        (snapshots, refused)
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    stop_tx.send(true).unwrap();
+    let seen = rt.block_on(by).unwrap();
+    let h = health(&feed);
+    let count = |name: &str| h["publish"][name].as_u64().unwrap_or_else(|| panic!("no {name} in {h}"));
+    let (reads, shared) = (count("fills_reads"), count("fills_reads_shared"));
+    eprintln!("userFills flood: {snapshots} snapshots, {refused} refused, {reads} reads, {shared} shared");
+    // The default cap (100 user subscriptions per IP) lets half of each round in.
+    assert_eq!((snapshots, refused), (300, 300));
+    assert!(reads <= 6, "{reads} reads of the node's files for 300 snapshots of one user");
+    assert!(shared + reads >= 300, "every snapshot came from a read: {shared} shared, {reads} read");
+    assert!(l2_heights(&seen).len() > 5, "the bystander kept receiving");
+    let rss_after = rss_bytes(pid).unwrap();
+    assert!(rss_after < rss_before + RSS_ALLOWANCE, "RSS {rss_before} -> {rss_after}");
+}
+
+#[test]
+fn huge_extra_fields_and_made_up_names_keep_nothing() {
+    let feed = Feed::start("");
+    let pid = feed.server.pid().expect("server running");
+    let rt = rt();
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let by = rt.spawn(bystander(feed.addr.clone(), stop));
+    let rss_before = rss_bytes(pid).unwrap();
+    let rss_rounds = rt.block_on(async {
+        let mut ws = wsload::connect(&feed.addr, "", None).await;
+        let extra = "x".repeat(512 << 10);
+        for i in 0..200 {
+            let sub = json!({"type": "l2Book", "coin": "BTC", "nSigFigs": 5, "pad": extra, "i": i});
+            wsload::subscribe(&mut ws, sub).await;
+            let v = wsload::expect_json(&mut ws, Duration::from_secs(30)).await;
+            assert_eq!(channel(&v), "error", "an oversized subscription is refused: {}", &v.to_string()[..200]);
+        }
+        let mut rounds = Vec::new();
+        for _round in 0..3 {
+            let mut conns = Vec::new();
+            for _ in 0..40 {
+                conns.push(wsload::connect(&feed.addr, "", None).await);
+            }
+            for (k, ws) in conns.iter_mut().enumerate() {
+                for i in 0..100 {
+                    let coin = format!("MADE{k}X{i}{}", "Z".repeat(40));
+                    let sub = json!({"type": "trades", "coin": coin});
+                    wsload::subscribe(ws, sub.clone()).await;
+                    wsload::send(ws, &json!({"method": "unsubscribe", "subscription": sub})).await;
+                }
+            }
+            for ws in &mut conns {
+                // Both answers of every pair, so the server has handled them all.
+                for _ in 0..200 {
+                    wsload::expect_json(ws, Duration::from_secs(30)).await;
+                }
+            }
+            drop(conns);
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            rounds.push(rss_bytes(pid).unwrap());
+        }
+        rounds
+    });
+    stop_tx.send(true).unwrap();
+    let seen = rt.block_on(by).unwrap();
+    assert!(l2_heights(&seen).len() > 5, "the bystander kept receiving");
+    eprintln!("RSS before {rss_before}, after each round {rss_rounds:?}");
+    for r in &rss_rounds {
+        assert!(*r < rss_before + (20 << 20), "RSS {rss_before} -> {rss_rounds:?}");
+    }
+}
