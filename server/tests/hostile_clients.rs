@@ -87,10 +87,7 @@ fn a_client_that_never_reads_is_closed_at_its_budget() {
     let heights = l2_heights(&seen);
     assert!(heights.len() > 5, "the bystander kept receiving: {heights:?}");
     assert!(heights.windows(2).all(|w| w[0] < w[1]), "in order: {heights:?}");
-    assert!(
-        rss_after < rss_before + RSS_ALLOWANCE,
-        "RSS {rss_before} -> {rss_after} with a client that never reads"
-    );
+    assert!(rss_after < rss_before + RSS_ALLOWANCE, "RSS {rss_before} -> {rss_after} with a client that never reads");
     assert_eq!(health(&feed)["ws"]["overflows"], 0, "nobody lost blocks; the hog ended: {ended}");
 }
 

@@ -43,3 +43,28 @@ fn a_slots_frames_are_numbered_in_the_slot_so_a_gap_is_a_replaced_frame() {
     a.put(b"{}".to_vec(), Audit::default());
     assert_eq!((seq(&a), seq(&b)), (Some(2), Some(1)), "another slot's frames leave no gap in this one");
 }
+
+#[test]
+fn a_subscription_change_reports_only_its_own_coin() {
+    let hub = hub();
+    for coin in ["BTC", "ETH", "SOL"] {
+        hub.add(&l2(coin, 20));
+    }
+    let first = hub.take_shape_changes();
+    assert_eq!(first.coins.len(), 3);
+    assert!(!first.mids);
+    assert!(hub.take_shape_changes().is_empty(), "taken once");
+    hub.add(&Want::Bbo("ETH".into()));
+    hub.add(&l2("BTC", 20));
+    let c = hub.take_shape_changes();
+    assert_eq!(
+        c.coins.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+        ["ETH"],
+        "a second subscriber of a shape changes no shape"
+    );
+    hub.add(&Want::Mids(None));
+    hub.remove(&l2("SOL", 20));
+    let c = hub.take_shape_changes();
+    assert!(c.mids && c.coins.len() == 1 && c.coins.contains("SOL"));
+    assert!(hub.shared.first_coins().contains("ETH") && !hub.shared.first_coins().contains("SOL"));
+}

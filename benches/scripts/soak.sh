@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The soak (issue #31): the release hlsim at mainnet load (by-block), `hlbook serve` following it, and every channel
+# type at once: latency_stats --audit with l2Book, trades and bbo on every coin (4 connections), and
+# soak_client.py with the three user channels of the 15 busiest users and candles of every interval on every coin.
+# Samples the server's RSS every 10 s into rss.csv; at the end prints latency_stats' report, soak_client's counts
+# and the server's loss counters. Results: docs/benchmarks.md.
+#
+#   benches/scripts/soak.sh [SECS]     (default 3600; BIN=dir of hlsim/hlbook, default target/release;
+#                                      PY=python with websocket-client, default build/clients/py/bin/python;
+#                                      OUT=report dir, default build/bench-soak)
+#
+# The simulator rolls its hour files every 60 s and keeps two per stream, so a long run stays within ~5 GB.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SECS=${1:-3600}
+BIN=${BIN:-target/release}
+STATS=${LATENCY_STATS:-build/latency_client/latency_stats}
+PY=${PY:-build/clients/py/bin/python}
+OUT=${OUT:-build/bench-soak}
+mkdir -p "$OUT"
+work=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+wait_line() {
+	for _ in $(seq 600); do
+		if l=$(grep -m1 "^$2" "$1" 2>/dev/null); then echo "${l#"$2"}" | tr -d ' '; return 0; fi
+		sleep 0.1
+	done
+	echo "soak: no '$2' in $1" >&2; return 1
+}
+
+"$BIN/hlsim" --out "$work/data" --info-listen 127.0.0.1:0 --rollover-secs 60 --prune-keep 2 \
+	>"$work/sim.out" 2>"$work/sim.log" &
+pids+=($!)
+info=$(wait_line "$work/sim.out" "info listening on")
+"$BIN/hlbook" serve --node-dir "$work/data" --info-url "http://$info/info" --snapshot-dir "$work/snapshots" \
+	--listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 >"$work/server.out" 2>"$work/server.log" &
+server=$!
+pids+=($server)
+addr=$(wait_line "$work/server.out" "hlbook listening on")
+for _ in $(seq 900); do
+	[ "$(curl -sf "http://$addr/health" | grep -o '"state":"live"')" ] && break
+	sleep 0.1
+done
+start=$(date +%s)
+echo "t_s,rss_kb" >"$OUT/rss.csv"
+(
+	while kill -0 "$server" 2>/dev/null; do
+		echo "$(($(date +%s) - start)),$(ps -o rss= -p "$server" | tr -d ' ')" >>"$OUT/rss.csv"
+		sleep 10
+	done
+) &
+pids+=($!)
+"$PY" benches/scripts/soak_client.py "ws://$addr/ws" "http://$addr/info" "$work/data" "$SECS" >"$OUT/client.json" &
+client=$!
+pids+=($client)
+"$STATS" --url "ws://$addr/ws" --coins all --channels l2Book,trades,bbo --conns 4 --duration "$SECS" --warmup 10 \
+	--audit --allow-loss --json "$OUT/stats.json" | tee "$OUT/stats.txt"
+wait "$client" || true
+echo "soak_client: $(cat "$OUT/client.json")"
+curl -sf "http://$addr/health" >"$OUT/health.json"
+echo "server ws counters: $(python3 -c 'import json,sys; h=json.load(open(sys.argv[1])); print({k: h["ws"][k] for k in ("overflows","conflated","closed_budget","closed_slow")})' "$OUT/health.json")"
+echo "rss (kB) first/last samples: $(sed -n 2p "$OUT/rss.csv") ... $(tail -1 "$OUT/rss.csv")"
