@@ -83,6 +83,7 @@ fn run(case: &Case, secs: u64) {
 
         stream_lines: true,
         resync_min_interval: Duration::from_secs(5),
+        limits: hlbook::ingest::limits::Limits::default(),
     };
     let stop = Arc::new(AtomicBool::new(false));
     let ingest = Ingest::new(cfg, shared.clone());

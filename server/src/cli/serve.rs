@@ -140,6 +140,11 @@ fn live_config(c: &Config) -> anyhow::Result<LiveConfig> {
         snapshots,
         stream_lines: c.ingest.stream_lines,
         resync_min_interval: Duration::from_secs_f64(c.ingest.resync_min_interval_secs),
+        limits: crate::ingest::limits::Limits {
+            max_line_bytes: c.ingest.max_line_bytes,
+            max_height_jump: c.ingest.max_height_jump,
+            race_max_parked_blocks: c.ingest.race_max_parked_blocks,
+        },
     })
 }
 

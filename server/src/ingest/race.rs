@@ -22,6 +22,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::time::{Duration, Instant};
 
 use super::health::Health;
+use super::limits::Limits;
 use super::source::SourceEvent;
 use super::sources::{SourceBoard, SourceEntry, SourceSpec};
 use super::tail::block_number;
@@ -41,6 +42,15 @@ pub enum Parsed {
     Copy,
     /// Did not parse; the source moved past this height without a usable line.
     Malformed,
+    /// Longer than `ingest.max_line_bytes`, refused unread: the source moved past it as with `Malformed`.
+    TooLong,
+}
+
+impl Parsed {
+    /// The source moved past this line without a usable copy of it.
+    fn unusable(&self) -> bool {
+        matches!(self, Parsed::Malformed | Parsed::TooLong)
+    }
 }
 
 #[derive(Debug)]
@@ -122,6 +132,7 @@ pub struct Race {
     /// per block, whichever of its streams are missing: a block lost whole (three streams) expires like one line.
     waiting: Option<(u64, Instant)>,
     grace: Duration,
+    limits: Limits,
     /// Disagreeing coins to mark untrusted under the next write lock.
     distrust: Vec<Coin>,
 }
@@ -143,6 +154,7 @@ impl Race {
         mode: Mode,
         poll: Duration,
         grace: Duration,
+        limits: Limits,
         health: &Health,
         watched: &Arc<Watched>,
     ) -> Race {
@@ -154,7 +166,7 @@ impl Race {
         for (i, spec) in specs.iter().enumerate() {
             let entry = board.add(spec.label());
             entries.push(entry.clone());
-            let r = Reader { src: i, spec: spec.clone(), mode, poll, ctl: ctl.clone(), entry, tx: tx.clone() };
+            let r = Reader { src: i, spec: spec.clone(), mode, poll, limits, ctl: ctl.clone(), entry, tx: tx.clone() };
             let watched = watched.clone();
             let t = std::thread::Builder::new()
                 .name(format!("hlbook-src{i}"))
@@ -172,6 +184,7 @@ impl Race {
             taken: BTreeMap::new(),
             waiting: None,
             grace,
+            limits,
             distrust: Vec::new(),
         }
     }
@@ -223,8 +236,17 @@ impl Race {
     fn on_line(&mut self, src: usize, l: Raced, emitted: u64, health: &Health, on: &mut dyn FnMut(Won)) {
         let i = l.stream.index();
         health.counters.lines.fetch_add(1, Ordering::Relaxed);
-        if matches!(l.parsed, Parsed::Malformed) {
-            health.counters.malformed_lines.fetch_add(1, Ordering::Relaxed);
+        match l.parsed {
+            Parsed::Malformed => health.counters.malformed_lines.fetch_add(1, Ordering::Relaxed),
+            Parsed::TooLong => health.counters.lines_too_long.fetch_add(1, Ordering::Relaxed),
+            _ => 0,
+        };
+        if matches!(l.parsed, Parsed::Line(_)) && self.limits.too_far_ahead(l.height, emitted) {
+            // Refused before it counts as seen: a source must not look as if it moved past every block up to it.
+            health.counters.lines_too_far_ahead.fetch_add(1, Ordering::Relaxed);
+            self.entries[src].refused.fetch_add(1, Ordering::Relaxed);
+            self.limits.log_too_far(&self.entries[src].name, l.stream, l.height, emitted);
+            return;
         }
         if l.off_layout {
             health.counters.lines_off_layout.fetch_add(1, Ordering::Relaxed);
@@ -239,7 +261,7 @@ impl Race {
                 self.entries[t.src].led(l.stream, lead);
                 self.board.record_lead(l.height, l.stream, lead);
             }
-            if matches!(l.parsed, Parsed::Malformed) {
+            if l.parsed.unusable() {
                 return;
             }
             self.entries[src].copies.fetch_add(1, Ordering::Relaxed);
@@ -281,10 +303,25 @@ impl Race {
     }
 
     /// The streams of block `next` that no source can still be expected to deliver: every source moved past
-    /// them, or one did more than `grace` ago. `have` says which streams the block already has.
-    pub fn lost(&mut self, next: u64, have: [bool; 3]) -> Vec<Stream> {
+    /// them, or one did more than `grace` ago, or `parked` later blocks already wait for it (at most
+    /// `ingest.race_max_parked_blocks`: the lines parked meanwhile are bounded, whatever the grace). `have` says which
+    /// streams the block already has.
+    pub fn lost(&mut self, next: u64, have: [bool; 3], parked: usize, health: &Health) -> Vec<Stream> {
+        let full = parked >= self.limits.race_max_parked_blocks;
+        let missing: Vec<Stream> = Stream::ALL.into_iter().filter(|s| !have[s.index()]).collect();
+        if full && !missing.is_empty() {
+            health.counters.parked_blocks_full.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(
+                height = next,
+                parked,
+                ?missing,
+                "{parked} later blocks wait for block {next}, at ingest.race_max_parked_blocks; it is lost"
+            );
+            self.waiting = None;
+            return missing;
+        }
         let mut lost = Vec::new();
-        for s in Stream::ALL.into_iter().filter(|s| !have[s.index()]) {
+        for s in missing {
             let passed = self.seen.iter().filter(|seen| seen[s.index()] > next).count();
             if passed == 0 {
                 continue;
@@ -329,6 +366,7 @@ struct Reader {
     spec: SourceSpec,
     mode: Mode,
     poll: Duration,
+    limits: Limits,
     ctl: Arc<Control>,
     entry: Arc<SourceEntry>,
     tx: SyncSender<Msg>,
@@ -345,7 +383,7 @@ impl Reader {
                 generation = g;
                 let h = self.ctl.restart_height.load(Ordering::Relaxed);
                 match &mut source {
-                    None => source = Some(self.spec.open(self.mode, h, false)),
+                    None => source = Some(self.spec.open(self.mode, h, false, self.limits.max_line_bytes)),
                     Some(s) => {
                         let s: &mut Box<dyn super::source::LineSource> = s;
                         s.restart_after(h);
@@ -376,6 +414,21 @@ impl Reader {
                 SourceEvent::Line(stream, bytes) => {
                     any = true;
                     let line = self.parse(&mut parser, stream, bytes, floor);
+                    gone |= !gone && self.tx.send(Msg::Line(self.src, line)).is_err();
+                }
+                SourceEvent::TooLong { stream, height, bytes } => {
+                    any = true;
+                    self.entry.refused.fetch_add(1, Ordering::Relaxed);
+                    self.limits.log_too_long(&self.entry.name, stream, height, bytes);
+                    let parsed = Parsed::TooLong;
+                    let line = Raced {
+                        stream,
+                        height: height.unwrap_or(0),
+                        digest: 0,
+                        read_at: now_nanos(),
+                        parsed,
+                        off_layout: false,
+                    };
                     gone |= !gone && self.tx.send(Msg::Line(self.src, line)).is_err();
                 }
                 SourceEvent::Restart => restarted = true,
@@ -430,7 +483,10 @@ impl Reader {
             Parsed::Line(l) => l.meta.height,
             _ => head.unwrap_or(0),
         };
-        self.entry.line(height);
+        if !self.limits.too_far_ahead(height, floor) {
+            // A line too far ahead is refused by the race; it must not make this source look far ahead meanwhile.
+            self.entry.line(height);
+        }
         self.entry.touch(read_at);
         let off_layout = parser.off_layout(stream) > off_layout;
         Raced { stream, height, digest: digest(bytes), read_at, parsed, off_layout }

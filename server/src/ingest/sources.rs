@@ -39,13 +39,13 @@ impl SourceSpec {
         }
     }
 
-    /// A source positioned after `height`.
-    /// The source, positioned after `height`; `lines`: streaming at line speed (`FileSource::fills_first`).
-    pub fn open(&self, mode: Mode, height: u64, lines: bool) -> Box<dyn LineSource> {
+    /// The source, positioned after `height`; `lines`: streaming at line speed (`FileSource::fills_first`); lines
+    /// over `max_line` bytes are refused.
+    pub fn open(&self, mode: Mode, height: u64, lines: bool, max_line: usize) -> Box<dyn LineSource> {
         match self {
-            SourceSpec::Files(dir) if lines => Box::new(FileSource::new(dir, mode, height).fills_first()),
-            SourceSpec::Files(dir) => Box::new(FileSource::new(dir, mode, height)),
-            SourceSpec::Tcp(addr) => Box::new(TcpSource::new(addr, mode, height)),
+            SourceSpec::Files(dir) if lines => Box::new(FileSource::new(dir, mode, height, max_line).fills_first()),
+            SourceSpec::Files(dir) => Box::new(FileSource::new(dir, mode, height, max_line)),
+            SourceSpec::Tcp(addr) => Box::new(TcpSource::new(addr, mode, height, max_line)),
         }
     }
 }
@@ -110,6 +110,8 @@ pub struct SourceEntry {
     last_line_at: AtomicI64,
     pub lines: AtomicU64,
     pub malformed: AtomicU64,
+    /// Lines refused: longer than `ingest.max_line_bytes`, or further ahead than `ingest.max_height_jump`.
+    pub refused: AtomicU64,
     /// Lines another source had already delivered: compared and dropped.
     pub copies: AtomicU64,
     /// Copies whose events differed from the applied line's (counted on the later source).
@@ -134,6 +136,7 @@ impl SourceEntry {
             last_line_at: AtomicI64::new(0),
             lines: AtomicU64::new(0),
             malformed: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
             copies: AtomicU64::new(0),
             disagreements: AtomicU64::new(0),
             restarts: AtomicU64::new(0),
@@ -307,6 +310,7 @@ impl SourceBoard {
                     "missing": e.problem(),
                     "lines": e.lines.load(Relaxed),
                     "malformed_lines": e.malformed.load(Relaxed),
+                    "refused_lines": e.refused.load(Relaxed),
                     "copies": e.copies.load(Relaxed),
                     "disagreements": e.disagreements.load(Relaxed),
                     "restarts": e.restarts.load(Relaxed),
