@@ -90,7 +90,12 @@ fn run(case: &Case, secs: u64) {
     let (st, sh) = (stop.clone(), shared.clone());
     let t_ingest = std::thread::spawn(move || ingest.run(&st));
     let t_validate = case.validate.then(|| {
-        let vc = ValidateConfig { info_url: url, snapshot_dir: snaps, interval: Duration::from_secs(1) };
+        let vc = ValidateConfig {
+            info_url: url,
+            snapshot_dir: snaps,
+            interval: Some(Duration::from_secs(1)),
+            repair_min_interval: Duration::from_secs(1),
+        };
         let (st, sh) = (stop.clone(), sh);
         std::thread::spawn(move || validate::run(vc, sh, &st))
     });

@@ -6,8 +6,11 @@
 //! thread each parsed line as soon as it is parsed, each with a digest of its bytes after `local_time` (the only field two honest
 //! nodes write differently). For each (stream, height) the ingest thread keeps the first line, applies it exactly
 //! as with one source (so every channel still goes out as soon as its line is in), and keeps its digest for a
-//! window of heights: a later copy whose digest differs is a disagreement, counted, logged with both sources
-//! named, and its coins go to validation's repair path. A copy's arrival also measures the winner's lead.
+//! window of heights: a later copy whose digest differs is a disagreement. Nothing says which copy is right (the
+//! first is often the faulty one: a node that writes wrong events need not be slow), so neither source is blamed:
+//! it is counted on both, logged and shown on `/status` with both named, and the coins of both copies are marked
+//! untrusted, which makes validation repair them from a fresh node snapshot at once (`ingest::validate`). A copy's
+//! arrival also measures the winner's lead.
 //!
 //! A line is lost (the block broken, resync) only when every source has moved past it without delivering it, or
 //! when one has and no other delivered it within `grace`: a source that stalls, restarts or drops a line never
@@ -23,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use super::health::Health;
 use super::limits::Limits;
-use super::sources::{SourceBoard, SourceEntry, SourceSpec};
+use super::sources::{Disagreement, SourceBoard, SourceEntry, SourceSpec};
 use crate::node::{Coin, Events, Line, Mode, NodeParser, Stream, Watched};
 
 /// Heights whose winning lines' digests are kept, for copies that come late.
@@ -263,12 +266,12 @@ impl Race {
             }
             self.entries[src].copies.fetch_add(1, Ordering::Relaxed);
             if t.digest != l.digest {
-                let winner = self.entries[t.src].name.clone();
+                let first = t.src;
                 let mut coins = t.coins.clone();
                 if let Parsed::Line(line) = &l.parsed {
                     coins.extend(coins_of(line).into_iter().filter(|c| !t.coins.contains(c)));
                 }
-                self.disagree(src, &winner, &l, coins, health);
+                self.disagree([first, src], &l, coins, health);
             }
             return;
         }
@@ -284,18 +287,25 @@ impl Race {
         on(Won { stream: l.stream, line, read_at: l.read_at });
     }
 
-    fn disagree(&mut self, src: usize, winner: &str, l: &Raced, coins: Vec<Coin>, health: &Health) {
-        self.entries[src].disagreements.fetch_add(1, Ordering::Relaxed);
+    /// Two copies of a line differ: `srcs` are the source applied first and the one whose copy differs.
+    fn disagree(&mut self, srcs: [usize; 2], l: &Raced, coins: Vec<Coin>, health: &Health) {
+        for (i, &s) in srcs.iter().enumerate() {
+            if i == 0 || s != srcs[0] {
+                self.entries[s].disagreements.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         health.counters.disagreements.fetch_add(1, Ordering::Relaxed);
-        let names: Vec<&str> = coins.iter().map(|c| &**c).collect();
+        let sources = srcs.map(|s| self.entries[s].name.clone());
+        let names: Vec<String> = coins.iter().map(std::string::ToString::to_string).collect();
         tracing::error!(
             height = l.height,
             stream = %l.stream,
-            applied_from = winner,
-            differs = %self.entries[src].name,
+            sources = ?sources,
             coins = ?names,
-            "sources disagree about a line; its coins go to repair"
+            "two sources wrote this line differently; which is right is unknown, so neither is blamed: the coins of \
+             both copies are repaired from a node snapshot"
         );
+        self.board.record_disagreement(Disagreement { height: l.height, stream: l.stream, sources, coins: names });
         self.distrust.extend(coins);
     }
 

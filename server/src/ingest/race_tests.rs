@@ -79,7 +79,7 @@ fn wins_and_leads_are_counted_per_source_once_per_line() {
 }
 
 #[test]
-fn a_differing_copy_is_a_disagreement_named_on_the_later_source() {
+fn a_differing_copy_names_both_sources_and_blames_neither() {
     let tmp = tempfile::tempdir().unwrap();
     let health = Health::new(Duration::from_secs(5));
     let mut race = two_sources(tmp.path(), &health);
@@ -87,9 +87,13 @@ fn a_differing_copy_is_a_disagreement_named_on_the_later_source() {
     race.on_line(0, raced(&diffs_line(10, "1", "1.0"), 1_000), 9, &health, &mut |_| applied += 1);
     race.on_line(1, raced(&diffs_line(10, "2", "2.0"), 2_000), 9, &health, &mut |_| applied += 1);
     assert_eq!(applied, 1, "the differing copy is not applied");
+    // The first copy is as likely to be the wrong one: both sources count it, and both are named.
     assert_eq!(race.entries[1].disagreements.load(Ordering::Relaxed), 1);
-    assert_eq!(race.entries[0].disagreements.load(Ordering::Relaxed), 0);
+    assert_eq!(race.entries[0].disagreements.load(Ordering::Relaxed), 1);
     assert_eq!(health.counters.disagreements.load(Ordering::Relaxed), 1);
+    let d = race.board.disagreements();
+    let names = [race.entries[0].name.clone(), race.entries[1].name.clone()];
+    assert_eq!((d.len(), d[0].height, d[0].stream, &d[0].sources), (1, 10, Stream::Diffs, &names));
     let coins: Vec<String> = race.take_distrusted().iter().map(std::string::ToString::to_string).collect();
     assert_eq!(coins, ["BTC"]);
     assert_eq!(race.entries[0].leads()[Stream::Diffs.index()].len(), 1, "a disagreeing copy still times the lead");
