@@ -14,7 +14,7 @@
 //! The client resumes after the last block it fully assembled, so a reconnect loses nothing and (because it
 //! first drops partial blocks) applies nothing twice.
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
@@ -111,6 +111,20 @@ fn parse_frames(buf: &[u8], max_line: usize, on: &mut dyn FnMut(SourceEvent<'_>)
     Ok(at)
 }
 
+/// The relay's answer line, read a byte at a time: the frames that follow it may be in the same segment, and a
+/// buffered reader would take (and lose) their first bytes with it.
+fn read_reply(mut stream: &TcpStream) -> io::Result<String> {
+    let mut reply = Vec::new();
+    let mut byte = [0u8];
+    while reply.len() < 512 && stream.read(&mut byte)? == 1 {
+        reply.push(byte[0]);
+        if byte[0] == b'\n' {
+            break;
+        }
+    }
+    Ok(String::from_utf8_lossy(&reply).into_owned())
+}
+
 #[derive(Debug)]
 struct Conn {
     stream: TcpStream,
@@ -162,8 +176,7 @@ impl TcpSource {
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(Duration::from_secs(5)))?;
         (&stream).write_all(format!("{MAGIC} {} {}\n", self.mode.as_str(), self.resume_after).as_bytes())?;
-        let mut reply = String::new();
-        BufReader::new(&stream).take(512).read_line(&mut reply)?;
+        let reply = read_reply(&stream)?;
         match reply.trim_end().strip_prefix(MAGIC) {
             Some(" OK") => Ok(Conn { stream, last_bytes: Instant::now() }),
             Some(err) => Err(io::Error::other(format!("relay refused: {}", err.trim()))),
@@ -336,6 +349,18 @@ mod tests {
             let used = used.unwrap();
             assert!(used <= cut && got.len() <= 3, "prefix {cut}");
         }
+    }
+
+    #[test]
+    fn the_handshake_reply_leaves_the_frames_sent_with_it() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut relay, _) = listener.accept().unwrap();
+        relay.write_all(b"HLRELAY 1 OK\nD 5 3\nabc\n").unwrap();
+        assert_eq!(read_reply(&client).unwrap(), "HLRELAY 1 OK\n");
+        let mut rest = [0u8; 10];
+        (&client).read_exact(&mut rest).unwrap();
+        assert_eq!(&rest, b"D 5 3\nabc\n", "the first frame is whole");
     }
 
     #[test]
