@@ -147,9 +147,10 @@ impl Default for IngestConfig {
             stale_after_secs: 10.0,
             poll_interval_ms: 100,
             validate_interval_secs: 60.0,
-            max_line_bytes: crate::ingest::limits::MAX_LINE_BYTES,
-            max_height_jump: crate::ingest::limits::MAX_HEIGHT_JUMP,
-            race_max_parked_blocks: crate::ingest::limits::RACE_MAX_PARKED_BLOCKS,
+            // The defaults of `ingest::limits` (config sits below ingest; tests/source_limits.rs holds them equal).
+            max_line_bytes: 64 << 20,
+            max_height_jump: 10_000,
+            race_max_parked_blocks: 256,
         }
     }
 }

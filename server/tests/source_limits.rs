@@ -75,6 +75,15 @@ fn wait_log(path: &Path, text: &str) -> String {
 }
 
 #[test]
+fn the_settings_default_to_the_limits_ingest_defaults_to() {
+    let (c, l) = (hlbook::config::IngestConfig::default(), hlbook::ingest::limits::Limits::default());
+    assert_eq!(
+        (c.max_line_bytes, c.max_height_jump, c.race_max_parked_blocks),
+        (l.max_line_bytes, l.max_height_jump, l.race_max_parked_blocks)
+    );
+}
+
+#[test]
 fn a_relay_peer_over_the_line_cap_is_refused_and_reconnected_without_buffering() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");

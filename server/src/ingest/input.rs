@@ -24,7 +24,8 @@ const CHECK_EVERY: Duration = Duration::from_secs(1);
 pub enum Input {
     /// Boxed: the tails' buffers make it far larger than the others, and the input is moved out and back per read.
     One(Box<One>),
-    Race(Race),
+    /// Boxed too: it is far larger than the stand-in.
+    Race(Box<Race>),
     /// Stands in while `Ingest::step` has lent the input out to read.
     Lent,
 }
@@ -68,7 +69,7 @@ impl Input {
             if height > 0 {
                 race.restart_after(height);
             }
-            return Input::Race(race);
+            return Input::Race(Box::new(race));
         }
         let spec = specs.into_iter().next().unwrap_or(SourceSpec::Files("~/hl/data".into()));
         let entry = health.sources.add(spec.label());
