@@ -155,3 +155,25 @@ fn a_missing_block_is_lost_once_the_parked_blocks_reach_the_bound() {
     assert_eq!(race.lost(10, have, max, &health), [Stream::Statuses]);
     assert_eq!(health.counters.parked_blocks_full.load(Ordering::Relaxed), 1);
 }
+
+#[test]
+fn a_line_refused_as_too_long_is_taken_from_the_other_source() {
+    let tmp = tempfile::tempdir().unwrap();
+    let health = Health::new(Duration::from_secs(5));
+    let mut race = two_sources(tmp.path(), &health);
+    let refused = Raced {
+        stream: Stream::Diffs,
+        height: 10,
+        digest: 0,
+        read_at: 1_000,
+        parsed: Parsed::TooLong,
+        off_layout: false,
+    };
+    let mut applied = Vec::new();
+    race.on_line(0, refused, 9, &health, &mut |w| applied.push(w.line.meta.height));
+    assert_eq!(health.counters.lines_too_long.load(Ordering::Relaxed), 1);
+    assert_eq!(race.seen[0][Stream::Diffs.index()], 10, "source a moved past it");
+    assert!(race.lost(10, [true, false, true], 0, &health).is_empty(), "b may still deliver it, within the grace");
+    race.on_line(1, raced(&diffs_line(10, "2", "1.0"), 2_000), 9, &health, &mut |w| applied.push(w.line.meta.height));
+    assert_eq!(applied, [10], "b's copy is applied");
+}
