@@ -213,12 +213,22 @@ fn metric(text: &str, name: &str, suffix: &str, line: &str) -> Option<f64> {
 
 #[test]
 fn differing_events_name_both_nodes_and_are_repaired_at_once() {
-    // Node a, the faster one, writes one diffs line with a price changed: its wrong copy is the one applied. With
-    // validation once an hour, the repair must come from the disagreement itself.
+    // Validation once an hour: the repair must come from the disagreement itself.
+    differing_events_with_validation_every("3600");
+}
+
+#[test]
+fn differing_events_are_repaired_with_periodic_validation_off() {
+    differing_events_with_validation_every("0");
+}
+
+/// Node a, the faster one, writes one diffs line with a price changed: its wrong copy is the one applied. Both nodes
+/// are named, neither blamed, and the coins repaired from a snapshot however seldom (if ever) validation runs.
+fn differing_events_with_validation_every(secs: &str) {
     let differ = START + 60;
     let d = differ.to_string();
-    let hourly = ["--validate-interval", "3600"];
-    let run = start(200, &["--differ-at", &d], ",delay=30", &["file:{a}", "file:{b}"], &hourly);
+    let validate = ["--validate-interval", secs];
+    let run = start(200, &["--differ-at", &d], ",delay=30", &["file:{a}", "file:{b}"], &validate);
     let h = wait_health(&run.base, Duration::from_secs(60), |h| counter(h, "repairs") >= 1);
     assert_eq!(counter(&h, "disagreements"), 1, "{h}");
     for who in ["/a", "/b"] {
