@@ -83,13 +83,19 @@ fn run(case: &Case, secs: u64) {
 
         stream_lines: true,
         resync_min_interval: Duration::from_secs(5),
+        limits: hlbook::ingest::limits::Limits::default(),
     };
     let stop = Arc::new(AtomicBool::new(false));
     let ingest = Ingest::new(cfg, shared.clone());
     let (st, sh) = (stop.clone(), shared.clone());
     let t_ingest = std::thread::spawn(move || ingest.run(&st));
     let t_validate = case.validate.then(|| {
-        let vc = ValidateConfig { info_url: url, snapshot_dir: snaps, interval: Duration::from_secs(1) };
+        let vc = ValidateConfig {
+            info_url: url,
+            snapshot_dir: snaps,
+            interval: Some(Duration::from_secs(1)),
+            repair_min_interval: Duration::from_secs(1),
+        };
         let (st, sh) = (stop.clone(), sh);
         std::thread::spawn(move || validate::run(vc, sh, &st))
     });

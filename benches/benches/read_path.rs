@@ -111,7 +111,7 @@ fn run(case: &Case, secs: u64) {
         File::create(&p).unwrap();
     }
     let _busy = case.busy.then(|| Busy::start(2));
-    let mut source = FileSource::new(tmp.path(), Mode::ByBlock, 0);
+    let mut source = FileSource::new(tmp.path(), Mode::ByBlock, 0, hlbook::ingest::limits::MAX_LINE_BYTES);
     let stop = Arc::new(AtomicBool::new(false));
     let (dir, st) = (tmp.path().to_path_buf(), stop.clone());
     let status_bytes = case.status_bytes;

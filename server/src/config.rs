@@ -48,8 +48,16 @@ pub struct IngestConfig {
     pub stale_after_secs: f64,
     /// Slow poll of the source when no file event arrives, in milliseconds.
     pub poll_interval_ms: u64,
-    /// Compare with a node snapshot this often; 0 disables validation.
+    /// Compare with a node snapshot this often; 0 disables periodic validation (coins that racing sources disagree
+    /// about are still repaired at once from a snapshot).
     pub validate_interval_secs: f64,
+    /// Longest line taken from a source (file or relay), in bytes; a longer one is refused as lost.
+    pub max_line_bytes: usize,
+    /// A line of a block more than this many blocks past the last one handed out is refused.
+    pub max_height_jump: u64,
+    /// Racing: later blocks that may wait for a missing earlier one; at this many it is lost (resync), whatever
+    /// `race_grace_ms` says.
+    pub race_max_parked_blocks: usize,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -151,6 +159,10 @@ impl Default for IngestConfig {
             stale_after_secs: 10.0,
             poll_interval_ms: 100,
             validate_interval_secs: 60.0,
+            // The defaults of `ingest::limits` (config sits below ingest; tests/source_limits.rs holds them equal).
+            max_line_bytes: 64 << 20,
+            max_height_jump: 10_000,
+            race_max_parked_blocks: 256,
         }
     }
 }
@@ -280,6 +292,18 @@ impl Config {
         secs("ingest.stale_after_secs", i.stale_after_secs)?;
         secs("ingest.validate_interval_secs", i.validate_interval_secs)?;
         secs("ingest.resync_min_interval_secs", i.resync_min_interval_secs)?;
+        if i.max_line_bytes < 1 << 20 {
+            return Err(invalid(
+                "ingest.max_line_bytes",
+                "must be at least 1048576 (real status lines reach several MB)",
+            ));
+        }
+        if i.max_height_jump == 0 {
+            return Err(invalid("ingest.max_height_jump", "must be at least 1"));
+        }
+        if i.race_max_parked_blocks == 0 {
+            return Err(invalid("ingest.race_max_parked_blocks", "must be at least 1"));
+        }
         if i.poll_interval_ms == 0 || i.poll_interval_ms > 60_000 {
             return Err(invalid("ingest.poll_interval_ms", "must be 1..=60000"));
         }

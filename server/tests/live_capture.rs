@@ -27,6 +27,7 @@ fn start(dst: &Path, mode: Mode, snapshot: &Path) -> (Arc<Shared>, Arc<AtomicBoo
 
         stream_lines: true,
         resync_min_interval: Duration::from_secs(5),
+        limits: hlbook::ingest::limits::Limits::default(),
     };
     let stop = Arc::new(AtomicBool::new(false));
     let (s2, stop2) = (shared.clone(), stop.clone());

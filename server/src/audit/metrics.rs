@@ -151,7 +151,7 @@ fn sources(e: &mut DescriptorEncoder, entries: &[Arc<SourceEntry>]) -> Result<()
         }
     }
     type Read = fn(&SourceEntry) -> u64;
-    let per_source: [(&str, &str, MetricType, Read); 4] = [
+    let per_source: [(&str, &str, MetricType, Read); 5] = [
         (
             "hlbook_source_copies",
             "Lines another source had delivered first: compared and dropped",
@@ -160,9 +160,15 @@ fn sources(e: &mut DescriptorEncoder, entries: &[Arc<SourceEntry>]) -> Result<()
         ),
         (
             "hlbook_source_disagreements",
-            "Copies whose events differed from the applied line",
+            "Lines whose copies from this source and another differed (counted on both)",
             MetricType::Counter,
             |s| s.disagreements.load(Relaxed),
+        ),
+        (
+            "hlbook_source_refused_lines",
+            "Lines refused: over ingest.max_line_bytes or past ingest.max_height_jump",
+            MetricType::Counter,
+            |s| s.refused.load(Relaxed),
         ),
         ("hlbook_source_lines", "Lines read from this source", MetricType::Counter, |s| s.lines.load(Relaxed)),
         (

@@ -24,6 +24,9 @@ pub struct RelayArgs {
     /// At most this many servers at once.
     #[arg(long, default_value_t = 64)]
     pub max_clients: usize,
+    /// Lines longer than this many bytes are not forwarded (the client is told they are lost).
+    #[arg(long, default_value_t = crate::ingest::limits::MAX_LINE_BYTES)]
+    pub max_line_bytes: usize,
     /// Log format: human or json.
     #[arg(long, default_value = "human")]
     pub log_format: String,
@@ -46,7 +49,9 @@ pub fn run(args: &RelayArgs) -> anyhow::Result<()> {
         super::systemd::stopping();
         st.store(true, Relaxed);
     });
-    serve(listener, RelayConfig { node_dir, mode: args.mode, max_clients: args.max_clients }, stop)?;
+    let cfg =
+        RelayConfig { node_dir, mode: args.mode, max_clients: args.max_clients, max_line_bytes: args.max_line_bytes };
+    serve(listener, cfg, stop)?;
     tracing::info!("relay stopped");
     Ok(())
 }

@@ -140,6 +140,11 @@ fn live_config(c: &Config) -> anyhow::Result<LiveConfig> {
         snapshots,
         stream_lines: c.ingest.stream_lines,
         resync_min_interval: Duration::from_secs_f64(c.ingest.resync_min_interval_secs),
+        limits: crate::ingest::limits::Limits {
+            max_line_bytes: c.ingest.max_line_bytes,
+            max_height_jump: c.ingest.max_height_jump,
+            race_max_parked_blocks: c.ingest.race_max_parked_blocks,
+        },
     })
 }
 
@@ -160,11 +165,14 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     threads.push(std::thread::Builder::new().name("hlbook-ingest".into()).spawn(move || {
         w.run("ingest", || ingest.run(&w.stop));
     })?);
-    if let Some(interval) = c.validate_interval() {
+    // Validation also repairs the coins racing sources disagree about, so it runs whenever there is a node to ask,
+    // periodic or not.
+    if !c.ingest.info_url.is_empty() {
         let vc = ValidateConfig {
             info_url: c.ingest.info_url.clone(),
             snapshot_dir: c.ingest.snapshot_dir.clone(),
-            interval,
+            interval: c.validate_interval(),
+            repair_min_interval: Duration::from_secs_f64(c.ingest.resync_min_interval_secs),
         };
         let (w, s) = (watch.clone(), shared.clone());
         threads.push(std::thread::Builder::new().name("hlbook-validate".into()).spawn(move || {

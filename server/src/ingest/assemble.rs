@@ -171,6 +171,11 @@ impl Assembler {
         self.pending.get(&height).map_or([false; 3], |p| p.got)
     }
 
+    /// How many blocks after `height` are partly assembled (racing: parked while `height` waits for a line).
+    pub fn parked_after(&self, height: u64) -> usize {
+        self.pending.range(height + 1..).count()
+    }
+
     /// Hands out the next block's fills and diffs lines as soon as they are read (by-block only).
     #[must_use]
     pub fn split_lines(mut self) -> Assembler {

@@ -94,6 +94,12 @@ pub struct IngestCounters {
     pub stale_lines: AtomicU64,
     /// Racing sources: a later copy of a line whose events differ from the applied one's.
     pub disagreements: AtomicU64,
+    /// Lines longer than `ingest.max_line_bytes`, refused (each is a lost line).
+    pub lines_too_long: AtomicU64,
+    /// Lines of a block further past the last one handed out than `ingest.max_height_jump`, refused.
+    pub lines_too_far_ahead: AtomicU64,
+    /// Racing: blocks given up because `ingest.race_max_parked_blocks` later blocks waited for them.
+    pub parked_blocks_full: AtomicU64,
     /// Diffs lines applied in two steps, the watched coins first (`book::first`).
     pub split_diff_steps: AtomicU64,
     /// Split diffs steps whose rest went ahead before the publisher had taken up the first part (1 ms).
@@ -132,6 +138,9 @@ impl IngestCounters {
             ("repairs", self.repairs.load(Relaxed)),
             ("stale_lines", self.stale_lines.load(Relaxed)),
             ("disagreements", self.disagreements.load(Relaxed)),
+            ("lines_too_long", self.lines_too_long.load(Relaxed)),
+            ("lines_too_far_ahead", self.lines_too_far_ahead.load(Relaxed)),
+            ("parked_blocks_full", self.parked_blocks_full.load(Relaxed)),
             ("split_diff_steps", self.split_diff_steps.load(Relaxed)),
             ("first_waits_timed_out", self.first_waits_timed_out.load(Relaxed)),
             ("diff_parts", self.diff_parts.load(Relaxed)),

@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use super::health::Health;
+use super::limits::Limits;
 use super::live::LiveConfig;
 use super::race::Race;
 use super::source::{LineSource, SourceEvent};
@@ -23,7 +24,8 @@ const CHECK_EVERY: Duration = Duration::from_secs(1);
 pub enum Input {
     /// Boxed: the tails' buffers make it far larger than the others, and the input is moved out and back per read.
     One(Box<One>),
-    Race(Race),
+    /// Boxed too: it is far larger than the stand-in.
+    Race(Box<Race>),
     /// Stands in while `Ingest::step` has lent the input out to read.
     Lent,
 }
@@ -33,8 +35,9 @@ pub enum Input {
 pub enum InputEvent {
     /// A parsed line for the assembler; with racing sources, when its reader read it.
     Line(Stream, Line, Option<i64>),
-    /// A malformed streaming line: the stream is lost for good (its events are nowhere else).
-    LostLine,
+    /// A line is lost for good (its events are nowhere else): a malformed streaming line, or a line refused as too
+    /// long. Says why.
+    LostLine(String),
     /// The one source lost its place and resumes after the last block handed out: drop partial blocks.
     Restart,
     /// The one source read every stream to its end (`SourceEvent::Drained`).
@@ -48,6 +51,7 @@ pub struct One {
     parser: NodeParser,
     entry: Arc<SourceEntry>,
     checked: Instant,
+    limits: Limits,
 }
 
 impl Input {
@@ -60,15 +64,17 @@ impl Input {
             specs.truncate(1);
         }
         if specs.len() > 1 {
-            let mut race = Race::start(&specs, cfg.mode, cfg.poll_interval, cfg.race_grace, health, watched);
+            let mut race =
+                Race::start(&specs, cfg.mode, cfg.poll_interval, cfg.race_grace, cfg.limits, health, watched);
             if height > 0 {
                 race.restart_after(height);
             }
-            return Input::Race(race);
+            return Input::Race(Box::new(race));
         }
         let spec = specs.into_iter().next().unwrap_or(SourceSpec::Files("~/hl/data".into()));
         let entry = health.sources.add(spec.label());
-        let source = spec.open(cfg.mode, height, cfg.stream_lines && cfg.mode == Mode::Streaming);
+        let lines = cfg.stream_lines && cfg.mode == Mode::Streaming;
+        let source = spec.open(cfg.mode, height, lines, cfg.limits.max_line_bytes);
         let parser = NodeParser::with_watched(watched.clone());
         Input::One(Box::new(One {
             spec,
@@ -77,6 +83,7 @@ impl Input {
             entry,
             // Long enough ago that the first poll checks at once (now, on a machine up for less than that).
             checked: Instant::now().checked_sub(CHECK_EVERY).unwrap_or_else(Instant::now),
+            limits: cfg.limits,
         }))
     }
 
@@ -95,10 +102,11 @@ impl Input {
         }
     }
 
-    /// Racing: the streams of block `next` that no source will deliver (`have`: the streams it has).
-    pub fn lost(&mut self, next: u64, have: [bool; 3]) -> Vec<Stream> {
+    /// Racing: the streams of block `next` that no source will deliver (`have`: the streams it has; `parked`:
+    /// how many later blocks wait for it).
+    pub fn lost(&mut self, next: u64, have: [bool; 3], parked: usize, health: &Health) -> Vec<Stream> {
         match self {
-            Input::Race(race) => race.lost(next, have),
+            Input::Race(race) => race.lost(next, have, parked, health),
             _ => Vec::new(),
         }
     }
@@ -153,15 +161,36 @@ impl Input {
 impl One {
     fn read(&mut self, poll: Duration, mode: Mode, emitted: u64, health: &Health, on: &mut dyn FnMut(InputEvent)) {
         self.source.set_resume_after(emitted);
-        let (parser, entry) = (&mut self.parser, &self.entry);
+        let (parser, entry, limits) = (&mut self.parser, &self.entry, self.limits);
         let mut any = false;
         let polled = self.source.poll(poll, &mut |ev| match ev {
             SourceEvent::Line(stream, bytes) => {
                 any = true;
                 match parse_line(parser, health, entry, stream, bytes) {
-                    Some(line) => on(InputEvent::Line(stream, line, None)),
-                    None if mode == Mode::Streaming => on(InputEvent::LostLine),
+                    Some(line) if limits.too_far_ahead(line.meta.height, emitted) => {
+                        // Refused, and nothing else changes: no empty blocks up to it, no resync.
+                        health.counters.lines_too_far_ahead.fetch_add(1, Relaxed);
+                        entry.refused.fetch_add(1, Relaxed);
+                        limits.log_too_far(&entry.name, stream, line.meta.height, emitted);
+                    }
+                    Some(line) => {
+                        entry.line(line.meta.height);
+                        on(InputEvent::Line(stream, line, None));
+                    }
+                    None if mode == Mode::Streaming => on(InputEvent::LostLine("a malformed streaming line".into())),
                     None => {} // By-block, the loss shows up as a broken block.
+                }
+            }
+            SourceEvent::TooLong { stream, height, bytes } => {
+                any = true;
+                health.counters.lines_too_long.fetch_add(1, Relaxed);
+                entry.refused.fetch_add(1, Relaxed);
+                limits.log_too_long(&entry.name, stream, height, bytes);
+                // The line is gone for good from the only source: resync now (the node already wrote that block,
+                // so its snapshot is past it) rather than wait for the block to show up broken.
+                if height.is_none_or(|h| h > emitted) {
+                    let at = height.map_or_else(|| "a".into(), |h| format!("block {h}'s"));
+                    on(InputEvent::LostLine(format!("{at} {stream} line was refused as too long")));
                 }
             }
             SourceEvent::Restart => {
@@ -172,7 +201,7 @@ impl One {
         });
         if let Err(e) = &polled {
             health.counters.io_errors.fetch_add(1, Relaxed);
-            tracing::warn!("reading node lines: {e}");
+            tracing::warn!(source = %self.entry.name, "reading node lines: {e}");
             if matches!(self.spec, SourceSpec::Files(_)) {
                 std::thread::sleep(poll);
             }
@@ -206,10 +235,7 @@ fn parse_line(
         c.lines_off_layout.fetch_add(1, Relaxed);
     }
     match parsed {
-        Ok(line) => {
-            entry.line(line.meta.height);
-            Some(line)
-        }
+        Ok(line) => Some(line),
         Err(e) => {
             c.malformed_lines.fetch_add(1, Relaxed);
             entry.malformed.fetch_add(1, Relaxed);
@@ -219,3 +245,7 @@ fn parse_line(
         }
     }
 }
+
+#[cfg(test)]
+#[path = "input_tests.rs"]
+mod tests;

@@ -47,6 +47,8 @@ pub struct LiveConfig {
     /// At most one snapshot request (a resync) per this long, whatever loses the stream: each one makes the node
     /// write a whole snapshot, so no source, peer or fault can make it do so in a loop.
     pub resync_min_interval: Duration,
+    /// What a source may feed ingest (`ingest::limits`).
+    pub limits: super::limits::Limits,
 }
 
 /// A sync whose cache grows past this many blocks gives up and starts again.
@@ -176,7 +178,7 @@ impl Ingest {
                 self.assembler.push(stream, line);
                 self.take_assembled();
             }
-            InputEvent::LostLine => self.lost("a malformed streaming line"),
+            InputEvent::LostLine(why) => self.lost(&why),
             InputEvent::Restart => self.assembler.restart(self.assembler.emitted()),
             InputEvent::Drained => {
                 self.flush_lines();
@@ -189,7 +191,8 @@ impl Ingest {
         self.roll_back_for_readers();
         // Racing: a line that every source skipped, or that none supplied within the grace, is lost.
         let next = self.assembler.emitted() + 1;
-        for stream in self.input.lost(next, self.assembler.has(next)) {
+        let (have, parked) = (self.assembler.has(next), self.assembler.parked_after(next));
+        for stream in self.input.lost(next, have, parked, self.shared.health()) {
             self.assembler.give_up(next, stream);
         }
         self.distrust();

@@ -4,6 +4,7 @@ pub mod assemble;
 pub mod health;
 pub mod info;
 pub mod input;
+pub mod limits;
 pub mod live;
 pub mod race;
 pub mod relay;

@@ -6,8 +6,11 @@
 //! thread each parsed line as soon as it is parsed, each with a digest of its bytes after `local_time` (the only field two honest
 //! nodes write differently). For each (stream, height) the ingest thread keeps the first line, applies it exactly
 //! as with one source (so every channel still goes out as soon as its line is in), and keeps its digest for a
-//! window of heights: a later copy whose digest differs is a disagreement, counted, logged with both sources
-//! named, and its coins go to validation's repair path. A copy's arrival also measures the winner's lead.
+//! window of heights: a later copy whose digest differs is a disagreement. Nothing says which copy is right (the
+//! first is often the faulty one: a node that writes wrong events need not be slow), so neither source is blamed:
+//! it is counted on both, logged and shown on `/status` with both named, and the coins of both copies are marked
+//! untrusted, which makes validation repair them from a fresh node snapshot at once (`ingest::validate`). A copy's
+//! arrival also measures the winner's lead.
 //!
 //! A line is lost (the block broken, resync) only when every source has moved past it without delivering it, or
 //! when one has and no other delivered it within `grace`: a source that stalls, restarts or drops a line never
@@ -18,14 +21,12 @@ use std::collections::BTreeMap;
 use std::hash::Hasher;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use super::health::Health;
-use super::source::SourceEvent;
-use super::sources::{SourceBoard, SourceEntry, SourceSpec};
-use super::tail::block_number;
-use crate::node::time::now_nanos;
+use super::limits::Limits;
+use super::sources::{Disagreement, SourceBoard, SourceEntry, SourceSpec};
 use crate::node::{Coin, Events, Line, Mode, NodeParser, Stream, Watched};
 
 /// Heights whose winning lines' digests are kept, for copies that come late.
@@ -41,6 +42,15 @@ pub enum Parsed {
     Copy,
     /// Did not parse; the source moved past this height without a usable line.
     Malformed,
+    /// Longer than `ingest.max_line_bytes`, refused unread: the source moved past it as with `Malformed`.
+    TooLong,
+}
+
+impl Parsed {
+    /// The source moved past this line without a usable copy of it.
+    fn unusable(&self) -> bool {
+        matches!(self, Parsed::Malformed | Parsed::TooLong)
+    }
 }
 
 #[derive(Debug)]
@@ -122,6 +132,7 @@ pub struct Race {
     /// per block, whichever of its streams are missing: a block lost whole (three streams) expires like one line.
     waiting: Option<(u64, Instant)>,
     grace: Duration,
+    limits: Limits,
     /// Disagreeing coins to mark untrusted under the next write lock.
     distrust: Vec<Coin>,
 }
@@ -143,6 +154,7 @@ impl Race {
         mode: Mode,
         poll: Duration,
         grace: Duration,
+        limits: Limits,
         health: &Health,
         watched: &Arc<Watched>,
     ) -> Race {
@@ -154,7 +166,7 @@ impl Race {
         for (i, spec) in specs.iter().enumerate() {
             let entry = board.add(spec.label());
             entries.push(entry.clone());
-            let r = Reader { src: i, spec: spec.clone(), mode, poll, ctl: ctl.clone(), entry, tx: tx.clone() };
+            let r = Reader { src: i, spec: spec.clone(), mode, poll, limits, ctl: ctl.clone(), entry, tx: tx.clone() };
             let watched = watched.clone();
             let t = std::thread::Builder::new()
                 .name(format!("hlbook-src{i}"))
@@ -172,6 +184,7 @@ impl Race {
             taken: BTreeMap::new(),
             waiting: None,
             grace,
+            limits,
             distrust: Vec::new(),
         }
     }
@@ -223,8 +236,17 @@ impl Race {
     fn on_line(&mut self, src: usize, l: Raced, emitted: u64, health: &Health, on: &mut dyn FnMut(Won)) {
         let i = l.stream.index();
         health.counters.lines.fetch_add(1, Ordering::Relaxed);
-        if matches!(l.parsed, Parsed::Malformed) {
-            health.counters.malformed_lines.fetch_add(1, Ordering::Relaxed);
+        match l.parsed {
+            Parsed::Malformed => health.counters.malformed_lines.fetch_add(1, Ordering::Relaxed),
+            Parsed::TooLong => health.counters.lines_too_long.fetch_add(1, Ordering::Relaxed),
+            _ => 0,
+        };
+        if matches!(l.parsed, Parsed::Line(_)) && self.limits.too_far_ahead(l.height, emitted) {
+            // Refused before it counts as seen: a source must not look as if it moved past every block up to it.
+            health.counters.lines_too_far_ahead.fetch_add(1, Ordering::Relaxed);
+            self.entries[src].refused.fetch_add(1, Ordering::Relaxed);
+            self.limits.log_too_far(&self.entries[src].name, l.stream, l.height, emitted);
+            return;
         }
         if l.off_layout {
             health.counters.lines_off_layout.fetch_add(1, Ordering::Relaxed);
@@ -239,17 +261,17 @@ impl Race {
                 self.entries[t.src].led(l.stream, lead);
                 self.board.record_lead(l.height, l.stream, lead);
             }
-            if matches!(l.parsed, Parsed::Malformed) {
+            if l.parsed.unusable() {
                 return;
             }
             self.entries[src].copies.fetch_add(1, Ordering::Relaxed);
             if t.digest != l.digest {
-                let winner = self.entries[t.src].name.clone();
+                let first = t.src;
                 let mut coins = t.coins.clone();
                 if let Parsed::Line(line) = &l.parsed {
                     coins.extend(coins_of(line).into_iter().filter(|c| !t.coins.contains(c)));
                 }
-                self.disagree(src, &winner, &l, coins, health);
+                self.disagree([first, src], &l, coins, health);
             }
             return;
         }
@@ -265,26 +287,48 @@ impl Race {
         on(Won { stream: l.stream, line, read_at: l.read_at });
     }
 
-    fn disagree(&mut self, src: usize, winner: &str, l: &Raced, coins: Vec<Coin>, health: &Health) {
-        self.entries[src].disagreements.fetch_add(1, Ordering::Relaxed);
+    /// Two copies of a line differ: `srcs` are the source applied first and the one whose copy differs.
+    fn disagree(&mut self, srcs: [usize; 2], l: &Raced, coins: Vec<Coin>, health: &Health) {
+        for (i, &s) in srcs.iter().enumerate() {
+            if i == 0 || s != srcs[0] {
+                self.entries[s].disagreements.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         health.counters.disagreements.fetch_add(1, Ordering::Relaxed);
-        let names: Vec<&str> = coins.iter().map(|c| &**c).collect();
+        let sources = srcs.map(|s| self.entries[s].name.clone());
+        let names: Vec<String> = coins.iter().map(std::string::ToString::to_string).collect();
         tracing::error!(
             height = l.height,
             stream = %l.stream,
-            applied_from = winner,
-            differs = %self.entries[src].name,
+            sources = ?sources,
             coins = ?names,
-            "sources disagree about a line; its coins go to repair"
+            "two sources wrote this line differently; which is right is unknown, so neither is blamed: the coins of \
+             both copies are repaired from a node snapshot"
         );
+        self.board.record_disagreement(Disagreement { height: l.height, stream: l.stream, sources, coins: names });
         self.distrust.extend(coins);
     }
 
     /// The streams of block `next` that no source can still be expected to deliver: every source moved past
-    /// them, or one did more than `grace` ago. `have` says which streams the block already has.
-    pub fn lost(&mut self, next: u64, have: [bool; 3]) -> Vec<Stream> {
+    /// them, or one did more than `grace` ago, or `parked` later blocks already wait for it (at most
+    /// `ingest.race_max_parked_blocks`: the lines parked meanwhile are bounded, whatever the grace). `have` says which
+    /// streams the block already has.
+    pub fn lost(&mut self, next: u64, have: [bool; 3], parked: usize, health: &Health) -> Vec<Stream> {
+        let full = parked >= self.limits.race_max_parked_blocks;
+        let missing: Vec<Stream> = Stream::ALL.into_iter().filter(|s| !have[s.index()]).collect();
+        if full && !missing.is_empty() {
+            health.counters.parked_blocks_full.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(
+                height = next,
+                parked,
+                ?missing,
+                "{parked} later blocks wait for block {next}, at ingest.race_max_parked_blocks; it is lost"
+            );
+            self.waiting = None;
+            return missing;
+        }
         let mut lost = Vec::new();
-        for s in Stream::ALL.into_iter().filter(|s| !have[s.index()]) {
+        for s in missing {
             let passed = self.seen.iter().filter(|seen| seen[s.index()] > next).count();
             if passed == 0 {
                 continue;
@@ -323,119 +367,9 @@ impl Drop for Race {
     }
 }
 
-/// One source's reader thread.
-struct Reader {
-    src: usize,
-    spec: SourceSpec,
-    mode: Mode,
-    poll: Duration,
-    ctl: Arc<Control>,
-    entry: Arc<SourceEntry>,
-    tx: SyncSender<Msg>,
-}
-
-impl Reader {
-    fn run(self, mut parser: NodeParser) {
-        let mut source = None;
-        let mut generation = 0;
-        let mut checked = Instant::now().checked_sub(Duration::from_secs(10)).unwrap_or_else(Instant::now);
-        while !self.ctl.stop.load(Ordering::Relaxed) {
-            let g = self.ctl.generation.load(Ordering::Acquire);
-            if g != generation {
-                generation = g;
-                let h = self.ctl.restart_height.load(Ordering::Relaxed);
-                match &mut source {
-                    None => source = Some(self.spec.open(self.mode, h, false)),
-                    Some(s) => {
-                        let s: &mut Box<dyn super::source::LineSource> = s;
-                        s.restart_after(h);
-                        if self.tx.send(Msg::Restart(self.src)).is_err() {
-                            return;
-                        }
-                    }
-                }
-                self.entry.reset_height(h);
-            }
-            let Some(s) = source.as_mut() else {
-                // Not positioned yet (the snapshot's height is not known): say what is missing meanwhile.
-                if checked.elapsed() >= Duration::from_secs(1) {
-                    checked = Instant::now();
-                    if let SourceSpec::Files(dir) = &self.spec {
-                        self.entry.set_problem(super::sources::diagnose_dir(dir, self.mode));
-                    }
-                }
-                std::thread::sleep(self.poll.min(Duration::from_millis(50)));
-                continue;
-            };
-            let floor = self.ctl.floor.load(Ordering::Relaxed);
-            s.set_resume_after(floor);
-            let (mut any, mut gone, mut restarted) = (false, false, false);
-            // Each line goes over as soon as it is parsed: a block's diffs line (l2Book, bbo) must not wait for
-            // its long statuses line read in the same poll.
-            let polled = s.poll(self.poll, &mut |ev| match ev {
-                SourceEvent::Line(stream, bytes) => {
-                    any = true;
-                    let line = self.parse(&mut parser, stream, bytes, floor);
-                    gone |= !gone && self.tx.send(Msg::Line(self.src, line)).is_err();
-                }
-                SourceEvent::Restart => restarted = true,
-                // Racing is by-block: a block is whole when each stream gave its one line.
-                SourceEvent::Drained => {}
-            });
-            if gone {
-                return;
-            }
-            if let Err(e) = &polled {
-                tracing::warn!(source = %self.entry.name, "reading node lines: {e}");
-                self.entry.set_problem(Some(e.to_string()));
-                std::thread::sleep(self.poll);
-            }
-            if restarted {
-                self.entry.restarts.fetch_add(1, Ordering::Relaxed);
-                if self.tx.send(Msg::Restart(self.src)).is_err() {
-                    return;
-                }
-            }
-            if !any {
-                if checked.elapsed() >= Duration::from_secs(1) {
-                    checked = Instant::now();
-                    self.entry.set_problem(s.problem());
-                }
-                continue;
-            }
-            if polled.is_ok() {
-                self.entry.set_problem(None);
-            }
-        }
-    }
-
-    fn parse(&self, parser: &mut NodeParser, stream: Stream, bytes: &[u8], floor: u64) -> Raced {
-        let read_at = now_nanos();
-        let head = block_number(bytes);
-        let off_layout = parser.off_layout(stream);
-        let parsed = if head.is_some_and(|h| h <= floor) {
-            Parsed::Copy
-        } else {
-            match parser.parse_bytes(stream, bytes) {
-                Ok(line) => Parsed::Line(line),
-                Err(e) => {
-                    self.entry.malformed.fetch_add(1, Ordering::Relaxed);
-                    let start = String::from_utf8_lossy(&bytes[..bytes.len().min(120)]).into_owned();
-                    tracing::warn!(source = %self.entry.name, %stream, "malformed node line ({e}); starts {start:?}");
-                    Parsed::Malformed
-                }
-            }
-        };
-        let height = match &parsed {
-            Parsed::Line(l) => l.meta.height,
-            _ => head.unwrap_or(0),
-        };
-        self.entry.line(height);
-        self.entry.touch(read_at);
-        let off_layout = parser.off_layout(stream) > off_layout;
-        Raced { stream, height, digest: digest(bytes), read_at, parsed, off_layout }
-    }
-}
+#[path = "race_reader.rs"]
+mod reader;
+use reader::Reader;
 
 #[cfg(test)]
 #[path = "race_tests.rs"]

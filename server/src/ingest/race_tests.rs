@@ -35,7 +35,7 @@ fn two_sources(tmp: &std::path::Path, health: &Health) -> Race {
     let specs = [SourceSpec::Files(tmp.join("a")), SourceSpec::Files(tmp.join("b"))];
     let watched = Arc::new(crate::node::Watched::new());
     let (poll, grace) = (Duration::from_millis(10), Duration::from_secs(1));
-    Race::start(&specs, Mode::ByBlock, poll, grace, health, &watched)
+    Race::start(&specs, Mode::ByBlock, poll, grace, Limits::default(), health, &watched)
 }
 
 #[test]
@@ -79,7 +79,7 @@ fn wins_and_leads_are_counted_per_source_once_per_line() {
 }
 
 #[test]
-fn a_differing_copy_is_a_disagreement_named_on_the_later_source() {
+fn a_differing_copy_names_both_sources_and_blames_neither() {
     let tmp = tempfile::tempdir().unwrap();
     let health = Health::new(Duration::from_secs(5));
     let mut race = two_sources(tmp.path(), &health);
@@ -87,9 +87,13 @@ fn a_differing_copy_is_a_disagreement_named_on_the_later_source() {
     race.on_line(0, raced(&diffs_line(10, "1", "1.0"), 1_000), 9, &health, &mut |_| applied += 1);
     race.on_line(1, raced(&diffs_line(10, "2", "2.0"), 2_000), 9, &health, &mut |_| applied += 1);
     assert_eq!(applied, 1, "the differing copy is not applied");
+    // The first copy is as likely to be the wrong one: both sources count it, and both are named.
     assert_eq!(race.entries[1].disagreements.load(Ordering::Relaxed), 1);
-    assert_eq!(race.entries[0].disagreements.load(Ordering::Relaxed), 0);
+    assert_eq!(race.entries[0].disagreements.load(Ordering::Relaxed), 1);
     assert_eq!(health.counters.disagreements.load(Ordering::Relaxed), 1);
+    let d = race.board.disagreements();
+    let names = [race.entries[0].name.clone(), race.entries[1].name.clone()];
+    assert_eq!((d.len(), d[0].height, d[0].stream, &d[0].sources), (1, 10, Stream::Diffs, &names));
     let coins: Vec<String> = race.take_distrusted().iter().map(std::string::ToString::to_string).collect();
     assert_eq!(coins, ["BTC"]);
     assert_eq!(race.entries[0].leads()[Stream::Diffs.index()].len(), 1, "a disagreeing copy still times the lead");
@@ -104,7 +108,7 @@ fn a_block_lost_whole_by_the_only_live_source_is_given_up_after_one_grace() {
     race.seen = vec![[9; 3], [11; 3]];
     let start = std::time::Instant::now();
     let lost = loop {
-        let lost = race.lost(10, [false; 3]);
+        let lost = race.lost(10, [false; 3], 1, &health);
         if !lost.is_empty() || start.elapsed() > Duration::from_secs(30) {
             break lost;
         }
@@ -113,4 +117,63 @@ fn a_block_lost_whole_by_the_only_live_source_is_given_up_after_one_grace() {
     // Each missing stream used to restart the one timer, so it never ran out and the books stayed stale.
     assert_eq!(lost, Stream::ALL.to_vec(), "all three streams given up together");
     assert!(start.elapsed() >= race.grace, "not before the grace");
+}
+
+#[test]
+fn a_line_too_far_ahead_is_refused_and_changes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let health = Health::new(Duration::from_secs(5));
+    let mut race = two_sources(tmp.path(), &health);
+    let jump = race.limits.max_height_jump;
+    let mut applied = Vec::new();
+    race.on_line(1, raced(&diffs_line(9 + jump + 1, "1", "1.0"), 1_000), 9, &health, &mut |w| {
+        applied.push(w.line.meta.height);
+    });
+    assert!(applied.is_empty(), "not applied");
+    assert_eq!(race.seen[1], [0; 3], "the source is not taken to have moved past every block up to it");
+    assert_eq!(health.counters.lines_too_far_ahead.load(Ordering::Relaxed), 1);
+    assert_eq!(race.entries[1].refused.load(Ordering::Relaxed), 1);
+    assert!(race.lost(10, [false; 3], 0, &health).is_empty(), "nothing is lost for it");
+    race.on_line(1, raced(&diffs_line(9 + jump, "2", "1.0"), 2_000), 9, &health, &mut |w| {
+        applied.push(w.line.meta.height);
+    });
+    assert_eq!(applied, [9 + jump], "a line at the limit is taken");
+}
+
+#[test]
+fn a_missing_block_is_lost_once_the_parked_blocks_reach_the_bound() {
+    let tmp = tempfile::tempdir().unwrap();
+    let health = Health::new(Duration::from_secs(5));
+    let mut race = two_sources(tmp.path(), &health);
+    // Neither source has moved past block 10's statuses line: within the grace, it is waited for...
+    race.seen = vec![[9; 3], [9; 3]];
+    let max = race.limits.race_max_parked_blocks;
+    let have = [true, true, false];
+    assert!(race.lost(10, have, max - 1, &health).is_empty());
+    assert_eq!(health.counters.parked_blocks_full.load(Ordering::Relaxed), 0);
+    // ...until as many later blocks wait for it as the bound allows: then it is lost at once, not parked further.
+    assert_eq!(race.lost(10, have, max, &health), [Stream::Statuses]);
+    assert_eq!(health.counters.parked_blocks_full.load(Ordering::Relaxed), 1);
+}
+
+#[test]
+fn a_line_refused_as_too_long_is_taken_from_the_other_source() {
+    let tmp = tempfile::tempdir().unwrap();
+    let health = Health::new(Duration::from_secs(5));
+    let mut race = two_sources(tmp.path(), &health);
+    let refused = Raced {
+        stream: Stream::Diffs,
+        height: 10,
+        digest: 0,
+        read_at: 1_000,
+        parsed: Parsed::TooLong,
+        off_layout: false,
+    };
+    let mut applied = Vec::new();
+    race.on_line(0, refused, 9, &health, &mut |w| applied.push(w.line.meta.height));
+    assert_eq!(health.counters.lines_too_long.load(Ordering::Relaxed), 1);
+    assert_eq!(race.seen[0][Stream::Diffs.index()], 10, "source a moved past it");
+    assert!(race.lost(10, [true, false, true], 0, &health).is_empty(), "b may still deliver it, within the grace");
+    race.on_line(1, raced(&diffs_line(10, "2", "1.0"), 2_000), 9, &health, &mut |w| applied.push(w.line.meta.height));
+    assert_eq!(applied, [10], "b's copy is applied");
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::source::{FileSource, LineSource, SourceEvent};
 use super::tail::block_number;
-use super::tcp::{HEARTBEAT, MAGIC, write_frame};
+use super::tcp::{HEARTBEAT, MAGIC, write_frame, write_refused};
 use crate::node::Mode;
 
 #[derive(Clone, Debug)]
@@ -21,6 +21,8 @@ pub struct RelayConfig {
     pub node_dir: PathBuf,
     pub mode: Mode,
     pub max_clients: usize,
+    /// Lines longer than this are not forwarded: the client is told (`R` frame) and treats the line as lost.
+    pub max_line_bytes: usize,
 }
 
 /// Accepts clients until `stop` is set.
@@ -84,7 +86,7 @@ fn serve_client(sock: TcpStream, cfg: &RelayConfig, stop: &AtomicBool) -> io::Re
     tracing::info!(?peer, "relay client wants lines after block {after}");
     sock.set_write_timeout(Some(Duration::from_secs(30)))?;
     let mut out = BufWriter::with_capacity(1 << 20, sock);
-    let mut source = FileSource::new(&cfg.node_dir, cfg.mode, after);
+    let mut source = FileSource::new(&cfg.node_dir, cfg.mode, after, cfg.max_line_bytes);
     let mut last_write = Instant::now();
     while !stop.load(Relaxed) {
         let mut result = Ok(());
@@ -93,7 +95,11 @@ fn serve_client(sock: TcpStream, cfg: &RelayConfig, stop: &AtomicBool) -> io::Re
             SourceEvent::Line(stream, line) if result.is_ok() => {
                 result = write_frame(&mut out, stream, block_number(line).unwrap_or(0), line);
             }
-            SourceEvent::Line(..) | SourceEvent::Drained => {}
+            SourceEvent::TooLong { stream, height, bytes } if result.is_ok() => {
+                tracing::error!(%stream, ?height, bytes, "a node line over --max-line-bytes; the client is told it is lost");
+                result = write_refused(&mut out, stream, height.unwrap_or(0), bytes);
+            }
+            SourceEvent::Line(..) | SourceEvent::TooLong { .. } | SourceEvent::Drained => {}
             SourceEvent::Restart => restarted = true,
         })?;
         result?;

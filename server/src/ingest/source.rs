@@ -17,6 +17,13 @@ use crate::node::{Mode, Stream};
 #[derive(Debug)]
 pub enum SourceEvent<'a> {
     Line(Stream, &'a [u8]),
+    /// A line longer than `ingest.max_line_bytes` was refused, not delivered (`bytes`: its length, or what of it had
+    /// come): the source moved past it. `height` when its start says.
+    TooLong {
+        stream: Stream,
+        height: Option<u64>,
+        bytes: u64,
+    },
     /// The source lost its place and resumes after the height it was last given: drop partial blocks.
     Restart,
     /// Every stream was just read to its end, in a pass that began after the previous `Drained` (sources that read
@@ -57,6 +64,7 @@ pub trait LineSource: Send + std::fmt::Debug {
 pub struct FileSource {
     node_dir: PathBuf,
     mode: Mode,
+    max_line: usize,
     /// The streams in the order each pass reads them (`read_order`).
     order: [Stream; 3],
     tails: Vec<StreamTail>,
@@ -81,12 +89,13 @@ impl FileSource {
         self
     }
 
-    /// Follows the files from the block after `height`.
-    pub fn new(node_dir: &Path, mode: Mode, height: u64) -> FileSource {
+    /// Follows the files from the block after `height`; lines over `max_line` bytes are refused.
+    pub fn new(node_dir: &Path, mode: Mode, height: u64, max_line: usize) -> FileSource {
         FileSource {
             node_dir: node_dir.to_path_buf(),
             mode,
-            tails: tails(node_dir, mode, read_order(mode), height),
+            max_line,
+            tails: tails(node_dir, mode, read_order(mode), height, max_line),
             order: read_order(mode),
             resume_after: height,
             wake: Wake::new(),
@@ -128,9 +137,9 @@ impl FileSource {
         let mut any = false;
         let mut first_err = None;
         for tail in &mut self.tails {
-            let r = tail.poll(list, &mut |stream, bytes| {
+            let r = tail.poll(list, &mut |ev| {
                 any = true;
-                on(SourceEvent::Line(stream, bytes));
+                on(ev);
             });
             if let Err(e) = r {
                 tracing::warn!(stream = %tail.stream(), "reading node files: {e}");
@@ -170,8 +179,8 @@ fn read_order(mode: Mode) -> [Stream; 3] {
 /// How often tails look for a newer hour file when the watcher reported no folder change.
 const RELIST_EVERY: Duration = Duration::from_millis(250);
 
-fn tails(node_dir: &Path, mode: Mode, order: [Stream; 3], height: u64) -> Vec<StreamTail> {
-    order.into_iter().map(|s| StreamTail::new(node_dir, mode, s, height)).collect()
+fn tails(node_dir: &Path, mode: Mode, order: [Stream; 3], height: u64, max_line: usize) -> Vec<StreamTail> {
+    order.into_iter().map(|s| StreamTail::new(node_dir, mode, s, height).max_line(max_line)).collect()
 }
 
 impl LineSource for FileSource {
@@ -188,7 +197,8 @@ impl LineSource for FileSource {
     }
 
     fn restart_after(&mut self, height: u64) {
-        let old = std::mem::replace(&mut self.tails, tails(&self.node_dir, self.mode, self.order, height));
+        let old =
+            std::mem::replace(&mut self.tails, tails(&self.node_dir, self.mode, self.order, height, self.max_line));
         for t in &old {
             add(&mut self.retired, t.counters());
         }

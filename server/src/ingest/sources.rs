@@ -39,13 +39,13 @@ impl SourceSpec {
         }
     }
 
-    /// A source positioned after `height`.
-    /// The source, positioned after `height`; `lines`: streaming at line speed (`FileSource::fills_first`).
-    pub fn open(&self, mode: Mode, height: u64, lines: bool) -> Box<dyn LineSource> {
+    /// The source, positioned after `height`; `lines`: streaming at line speed (`FileSource::fills_first`); lines
+    /// over `max_line` bytes are refused.
+    pub fn open(&self, mode: Mode, height: u64, lines: bool, max_line: usize) -> Box<dyn LineSource> {
         match self {
-            SourceSpec::Files(dir) if lines => Box::new(FileSource::new(dir, mode, height).fills_first()),
-            SourceSpec::Files(dir) => Box::new(FileSource::new(dir, mode, height)),
-            SourceSpec::Tcp(addr) => Box::new(TcpSource::new(addr, mode, height)),
+            SourceSpec::Files(dir) if lines => Box::new(FileSource::new(dir, mode, height, max_line).fills_first()),
+            SourceSpec::Files(dir) => Box::new(FileSource::new(dir, mode, height, max_line)),
+            SourceSpec::Tcp(addr) => Box::new(TcpSource::new(addr, mode, height, max_line)),
         }
     }
 }
@@ -100,6 +100,8 @@ const SILENT_NS: i64 = 2_000_000_000;
 const BEHIND_BLOCKS: u64 = 2;
 /// Blocks whose race outcome `/status` shows.
 pub const RACE_BLOCKS: usize = 64;
+/// Disagreements `/status` shows (the last ones).
+pub const DISAGREEMENTS_KEPT: usize = 16;
 
 /// One source as operators see it.
 #[derive(Debug)]
@@ -110,9 +112,11 @@ pub struct SourceEntry {
     last_line_at: AtomicI64,
     pub lines: AtomicU64,
     pub malformed: AtomicU64,
+    /// Lines refused: longer than `ingest.max_line_bytes`, or further ahead than `ingest.max_height_jump`.
+    pub refused: AtomicU64,
     /// Lines another source had already delivered: compared and dropped.
     pub copies: AtomicU64,
-    /// Copies whose events differed from the applied line's (counted on the later source).
+    /// Lines whose copies from this source and another differed (counted on both: neither is known to be wrong).
     pub disagreements: AtomicU64,
     pub restarts: AtomicU64,
     /// Lines of each stream (`Stream::index`) this source delivered first.
@@ -134,6 +138,7 @@ impl SourceEntry {
             last_line_at: AtomicI64::new(0),
             lines: AtomicU64::new(0),
             malformed: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
             copies: AtomicU64::new(0),
             disagreements: AtomicU64::new(0),
             restarts: AtomicU64::new(0),
@@ -221,11 +226,23 @@ pub struct RaceRecord {
     pub lines: [Option<(usize, Option<i64>)>; 3],
 }
 
-/// Every source's entry, and the race record of the last blocks.
+/// Two sources' copies of one line differed: both are named, neither is blamed (the coins are repaired from a
+/// node snapshot, which says who was right).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Disagreement {
+    pub height: u64,
+    pub stream: Stream,
+    /// The source whose copy was applied first, and the one whose copy differed.
+    pub sources: [String; 2],
+    pub coins: Vec<String>,
+}
+
+/// Every source's entry, the race record of the last blocks, and the last disagreements.
 #[derive(Debug, Default)]
 pub struct SourceBoard {
     entries: Mutex<Vec<Arc<SourceEntry>>>,
     recent: Mutex<VecDeque<RaceRecord>>,
+    disagreements: Mutex<VecDeque<Disagreement>>,
 }
 
 impl SourceBoard {
@@ -269,6 +286,26 @@ impl SourceBoard {
         }
     }
 
+    pub(super) fn record_disagreement(&self, d: Disagreement) {
+        let mut q = self.disagreements.lock();
+        if q.len() == DISAGREEMENTS_KEPT {
+            q.pop_front();
+        }
+        q.push_back(d);
+    }
+
+    pub fn disagreements(&self) -> Vec<Disagreement> {
+        self.disagreements.lock().iter().cloned().collect()
+    }
+
+    /// The last disagreements, for `/status`.
+    pub fn disagreements_json(&self) -> Value {
+        self.disagreements()
+            .iter()
+            .map(|d| json!({"height": d.height, "line": d.stream.short(), "sources": d.sources, "coins": d.coins}))
+            .collect()
+    }
+
     pub fn recent(&self) -> Vec<RaceRecord> {
         self.recent.lock().iter().cloned().collect()
     }
@@ -307,6 +344,7 @@ impl SourceBoard {
                     "missing": e.problem(),
                     "lines": e.lines.load(Relaxed),
                     "malformed_lines": e.malformed.load(Relaxed),
+                    "refused_lines": e.refused.load(Relaxed),
                     "copies": e.copies.load(Relaxed),
                     "disagreements": e.disagreements.load(Relaxed),
                     "restarts": e.restarts.load(Relaxed),

@@ -8,12 +8,19 @@
 //! never copied again. Looking for the next hour file lists folders, so the caller says when that is worth doing (a
 //! folder changed, or a while passed). A file replaced under the same name (new inode) or truncated is read again
 //! from its start; lines already applied are dropped downstream by height, so nothing is applied twice.
+//!
+//! A line longer than the cap (`ingest.max_line_bytes`) is refused: once its bytes so far pass the cap (newline or
+//! not), it is reported (`SourceEvent::TooLong`), the bytes are dropped and the rest of it is skipped up to its
+//! newline, so a line that never ends costs at most the cap and one read. Skipping loses only that line, which the
+//! caller treats as lost (a resync, or another racing source's copy); the lines after it are read as usual.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use super::limits::MAX_LINE_BYTES;
+use super::source::SourceEvent;
 use crate::node::paths::{HourFile, hour_files, hour_files_from};
 use crate::node::{Mode, Stream};
 
@@ -33,6 +40,8 @@ pub struct TailCounters {
     /// Files found replaced (inode change) or truncated, and read again from the start.
     pub reopened: u64,
     pub io_errors: u64,
+    /// Lines longer than the cap, refused.
+    pub lines_refused: u64,
 }
 
 #[derive(Debug)]
@@ -56,6 +65,10 @@ pub struct StreamTail {
     scanned: usize,
     /// Skip lines whose block number is at most this (cheap check, no parse).
     skip_through: u64,
+    /// Longest line handed out; a longer one is refused.
+    max_line: usize,
+    /// The bytes up to the next newline belong to a refused line.
+    skipping: bool,
     counters: TailCounters,
 }
 
@@ -71,8 +84,17 @@ impl StreamTail {
             start: 0,
             scanned: 0,
             skip_through: after_height,
+            max_line: MAX_LINE_BYTES,
+            skipping: false,
             counters: TailCounters::default(),
         }
+    }
+
+    /// Refuses lines longer than `bytes` (`MAX_LINE_BYTES` by default).
+    #[must_use]
+    pub fn max_line(mut self, bytes: usize) -> StreamTail {
+        self.max_line = bytes;
+        self
     }
 
     pub fn stream(&self) -> Stream {
@@ -88,9 +110,10 @@ impl StreamTail {
         crate::node::paths::hourly_dir(&self.node_dir, self.mode, self.stream)
     }
 
-    /// Reads everything available now, calling `on_line` for each complete line past the start height. With
-    /// `look_for_next`, also moves on to newer hour files once the current one is drained.
-    pub fn poll(&mut self, look_for_next: bool, on_line: &mut impl FnMut(Stream, &[u8])) -> io::Result<()> {
+    /// Reads everything available now, calling `on_line` for each complete line past the start height (and for
+    /// each line refused as too long). With `look_for_next`, also moves on to newer hour files once the current one
+    /// is drained.
+    pub fn poll(&mut self, look_for_next: bool, on_line: &mut impl FnMut(SourceEvent<'_>)) -> io::Result<()> {
         loop {
             if self.open.is_none() && !self.open_first()? {
                 return Ok(());
@@ -124,6 +147,7 @@ impl StreamTail {
         self.open = Some(Open { hour, file, inode, offset: 0 });
         self.data.clear();
         (self.start, self.scanned) = (0, 0);
+        self.skipping = false;
         Ok(())
     }
 
@@ -144,7 +168,7 @@ impl StreamTail {
         Ok(())
     }
 
-    fn read_to_end(&mut self, on_line: &mut impl FnMut(Stream, &[u8])) -> io::Result<()> {
+    fn read_to_end(&mut self, on_line: &mut impl FnMut(SourceEvent<'_>)) -> io::Result<()> {
         let Some(open) = self.open.as_mut() else { return Ok(()) };
         open.file.seek(SeekFrom::Start(open.offset))?;
         loop {
@@ -169,23 +193,45 @@ impl StreamTail {
         }
     }
 
-    /// Calls `on_line` for every complete line in the buffer, skipping blocks at or below the start height.
-    fn hand_out_lines(&mut self, on_line: &mut impl FnMut(Stream, &[u8])) {
+    /// Calls `on_line` for every complete line in the buffer, skipping blocks at or below the start height, and
+    /// refuses a line (whole or still coming) longer than `max_line`.
+    fn hand_out_lines(&mut self, on_line: &mut impl FnMut(SourceEvent<'_>)) {
         while let Some(i) = memchr::memchr(b'\n', &self.data[self.scanned..]) {
             let end = self.scanned + i;
             let line = &self.data[self.start..end];
-            if !line.is_empty() && block_number(line).is_none_or(|h| h > self.skip_through) {
+            if std::mem::take(&mut self.skipping) {
+                // The end of a line refused before its newline came.
+            } else if line.len() > self.max_line {
+                self.refuse(line.len(), on_line);
+            } else if !line.is_empty() && block_number(line).is_none_or(|h| h > self.skip_through) {
                 self.counters.lines += 1;
-                on_line(self.stream, line);
+                on_line(SourceEvent::Line(self.stream, line));
             }
             self.start = end + 1;
             self.scanned = self.start;
         }
+        if !self.skipping && self.data.len() - self.start > self.max_line {
+            // No newline yet and already too long: it would only grow. Refuse it now and skip the rest of it.
+            self.refuse(self.data.len() - self.start, on_line);
+            self.skipping = true;
+        }
+        if self.skipping {
+            self.start = self.data.len();
+        }
         self.scanned = self.data.len();
     }
 
+    /// Reports the line at `start` (`len` bytes so far) as refused, unless it is of a block before the start.
+    fn refuse(&mut self, len: usize, on_line: &mut impl FnMut(SourceEvent<'_>)) {
+        let height = block_number(&self.data[self.start..]);
+        if height.is_none_or(|h| h > self.skip_through) {
+            self.counters.lines_refused += 1;
+            on_line(SourceEvent::TooLong { stream: self.stream, height, bytes: len as u64 });
+        }
+    }
+
     /// Moves to the next hour file if one exists; the current file is drained first.
-    fn next_file(&mut self, on_line: &mut impl FnMut(Stream, &[u8])) -> io::Result<bool> {
+    fn next_file(&mut self, on_line: &mut impl FnMut(SourceEvent<'_>)) -> io::Result<bool> {
         let Some(open) = &self.open else { return Ok(false) };
         let current = (open.hour.date, open.hour.hour);
         let files = hour_files_from(&self.node_dir, self.mode, self.stream, current.0)?;

@@ -16,7 +16,12 @@ fn append(dir: &Path, date: u32, hour: u8, text: &str) {
 
 fn heights(t: &mut StreamTail) -> Vec<u64> {
     let mut out = Vec::new();
-    t.poll(true, &mut |_, l| out.push(block_number(l).unwrap())).unwrap();
+    t.poll(true, &mut |ev| {
+        if let SourceEvent::Line(_, l) = ev {
+            out.push(block_number(l).unwrap());
+        }
+    })
+    .unwrap();
     out
 }
 
@@ -101,7 +106,12 @@ fn lines_longer_than_a_read_chunk() {
     );
     append(d.path(), 20260505, 9, &big);
     let mut lens = Vec::new();
-    t.poll(true, &mut |_, l| lens.push(l.len())).unwrap();
+    t.poll(true, &mut |ev| {
+        if let SourceEvent::Line(_, l) = ev {
+            lens.push(l.len());
+        }
+    })
+    .unwrap();
     assert_eq!(lens, vec![big.len() - 1]);
 }
 
@@ -110,4 +120,46 @@ fn block_number_without_parsing() {
     assert_eq!(block_number(line(985148182).as_bytes()), Some(985148182));
     assert_eq!(block_number(b"{\"oops\":1}"), None);
     assert_eq!(block_number(b""), None);
+}
+
+/// What a poll delivered: `Ok(height)` per line, `Err((height, bytes))` per refused line.
+fn events(t: &mut StreamTail) -> Vec<Result<u64, (Option<u64>, u64)>> {
+    let mut out = Vec::new();
+    t.poll(true, &mut |ev| match ev {
+        SourceEvent::Line(_, l) => out.push(Ok(block_number(l).unwrap())),
+        SourceEvent::TooLong { height, bytes, .. } => out.push(Err((height, bytes))),
+        _ => {}
+    })
+    .unwrap();
+    out
+}
+
+#[test]
+fn lines_over_the_cap_are_refused_and_skipped_whole_or_still_coming() {
+    let d = tempfile::tempdir().unwrap();
+    let cap = 4096;
+    let mut t = StreamTail::new(d.path(), Mode::ByBlock, Stream::Diffs, 0).max_line(cap);
+    let long = |h: u64, n: usize| {
+        format!("{{\"local_time\":\"x\",\"block_time\":\"y\",\"block_number\":{h},\"events\":[\"{}\"]}}", "a".repeat(n))
+    };
+    // A whole line over the cap, between two that fit.
+    let whole = long(2, cap);
+    append(d.path(), 20260505, 9, &format!("{}{whole}\n{}", line(1), line(3)));
+    assert_eq!(events(&mut t), [Ok(1), Err((Some(2), whole.len() as u64)), Ok(3)]);
+    // A line that keeps growing without its newline: refused once it passes the cap, never buffered past it.
+    let endless = long(4, 3 * cap);
+    let (head, tail) = endless.split_at(cap / 2);
+    append(d.path(), 20260505, 9, head);
+    assert_eq!(events(&mut t), [], "under the cap: still waited for");
+    append(d.path(), 20260505, 9, &tail[..tail.len() / 2]);
+    let got = events(&mut t);
+    assert!(matches!(got[..], [Err((Some(4), n))] if n > cap as u64), "{got:?}");
+    for _ in 0..50 {
+        append(d.path(), 20260505, 9, &"a".repeat(cap));
+        assert_eq!(events(&mut t), [], "the rest of a refused line is skipped");
+        assert!(t.data.len() - t.start <= cap, "nothing of it is kept");
+    }
+    append(d.path(), 20260505, 9, &format!("\"]}}\n{}", line(5)));
+    assert_eq!(events(&mut t), [Ok(5)], "the next line is read as usual");
+    assert_eq!(t.counters().lines_refused, 2);
 }

@@ -9,11 +9,12 @@
 //! relay → client   HLRELAY 1 OK\n   |   HLRELAY 1 ERR <reason>\n (then close)
 //! relay → client   <F|S|D> <block_number> <len>\n<len bytes: one node line>\n   (fills, statuses, diffs)
 //!                  H <unix_ns>\n                                     heartbeat after 1 s without a line
+//!                  R <F|S|D> <block_number> <len>\n                   the relay refused a line over its cap
 //! ```
 //! The client resumes after the last block it fully assembled, so a reconnect loses nothing and (because it
 //! first drops partial blocks) applies nothing twice.
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
@@ -26,10 +27,6 @@ pub const HEARTBEAT: Duration = Duration::from_secs(1);
 const DEAD_AFTER: Duration = Duration::from_secs(5);
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
-/// A frame longer than this is refused as a protocol error, not taken for a node line: well above the largest real
-/// lines (whole-market status lines of several MB; 7.7 MB observed), and low enough that a relay (or anything
-/// posing as one) claiming a huge line cannot make a consumer buffer it.
-pub const MAX_FRAME: usize = 64 << 20;
 /// A frame header (`F <height> <length>`) is a few dozen bytes; more bytes without its newline are not a relay.
 const MAX_HEADER: usize = 64;
 
@@ -60,8 +57,15 @@ pub fn write_frame(out: &mut impl Write, stream: Stream, height: u64, line: &[u8
     out.write_all(b"\n")
 }
 
-/// Parses the frames at the front of `buf`; returns how many bytes were consumed. Errors are protocol errors.
-fn parse_frames(buf: &[u8], on: &mut dyn FnMut(SourceEvent<'_>)) -> io::Result<usize> {
+/// Writes an `R` frame: the relay refused this line (longer than its cap), so the client knows it is lost.
+pub fn write_refused(out: &mut impl Write, stream: Stream, height: u64, len: u64) -> io::Result<()> {
+    writeln!(out, "R {} {height} {len}", char::from(stream_tag(stream)))
+}
+
+/// Parses the frames at the front of `buf`; returns how many bytes were consumed. Errors are protocol errors. A
+/// frame longer than `max_line` (`ingest.max_line_bytes`) is refused before anything is buffered for it: reported
+/// as `SourceEvent::TooLong`, then an error, since the bytes that follow its header cannot be skipped safely.
+fn parse_frames(buf: &[u8], max_line: usize, on: &mut dyn FnMut(SourceEvent<'_>)) -> io::Result<usize> {
     let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, format!("relay protocol: {what}"));
     let mut at = 0;
     loop {
@@ -78,13 +82,22 @@ fn parse_frames(buf: &[u8], on: &mut dyn FnMut(SourceEvent<'_>)) -> io::Result<u
             at += nl + 1;
             continue;
         }
+        let refused = tag == "R";
+        let tag = if refused { parts.next().unwrap_or("") } else { tag };
         let stream = tag.bytes().next().filter(|_| tag.len() == 1).and_then(tag_stream);
         let stream = stream.ok_or_else(|| bad(&format!("unknown frame {head:?}")))?;
-        let _height: u64 = parts.next().and_then(|h| h.parse().ok()).ok_or_else(|| bad("bad block number"))?;
-        let len: usize = parts.next().and_then(|l| l.parse().ok()).ok_or_else(|| bad("bad length"))?;
-        if len > MAX_FRAME {
-            return Err(bad(&format!("a frame of {len} bytes claimed, more than the {MAX_FRAME} any line may have")));
+        let height: u64 = parts.next().and_then(|h| h.parse().ok()).ok_or_else(|| bad("bad block number"))?;
+        let len: u64 = parts.next().and_then(|l| l.parse().ok()).ok_or_else(|| bad("bad length"))?;
+        if refused {
+            on(SourceEvent::TooLong { stream, height: Some(height), bytes: len });
+            at += nl + 1;
+            continue;
         }
+        if len > max_line as u64 {
+            on(SourceEvent::TooLong { stream, height: Some(height), bytes: len });
+            return Err(bad(&format!("a line of {len} bytes claimed, over ingest.max_line_bytes ({max_line})")));
+        }
+        let len = len as usize;
         let body = at + nl + 1;
         if buf.len() < body + len + 1 {
             break; // Incomplete: wait for more bytes.
@@ -96,6 +109,20 @@ fn parse_frames(buf: &[u8], on: &mut dyn FnMut(SourceEvent<'_>)) -> io::Result<u
         at = body + len + 1;
     }
     Ok(at)
+}
+
+/// The relay's answer line, read a byte at a time: the frames that follow it may be in the same segment, and a
+/// buffered reader would take (and lose) their first bytes with it.
+fn read_reply(mut stream: &TcpStream) -> io::Result<String> {
+    let mut reply = Vec::new();
+    let mut byte = [0u8];
+    while reply.len() < 512 && stream.read(&mut byte)? == 1 {
+        reply.push(byte[0]);
+        if byte[0] == b'\n' {
+            break;
+        }
+    }
+    Ok(String::from_utf8_lossy(&reply).into_owned())
 }
 
 #[derive(Debug)]
@@ -110,6 +137,7 @@ pub struct TcpSource {
     addr: String,
     mode: Mode,
     resume_after: u64,
+    max_line: usize,
     conn: Option<Conn>,
     /// Set after a lost connection: the next one starts with `SourceEvent::Restart`.
     lost: bool,
@@ -123,12 +151,13 @@ pub struct TcpSource {
 }
 
 impl TcpSource {
-    /// `addr` is `HOST:PORT`; lines of blocks after `height` are requested.
-    pub fn new(addr: &str, mode: Mode, height: u64) -> TcpSource {
+    /// `addr` is `HOST:PORT`; lines of blocks after `height` are requested; a line over `max_line` bytes is refused.
+    pub fn new(addr: &str, mode: Mode, height: u64, max_line: usize) -> TcpSource {
         TcpSource {
             addr: addr.to_string(),
             mode,
             resume_after: height,
+            max_line,
             conn: None,
             lost: false,
             backoff: BACKOFF_MIN,
@@ -147,8 +176,7 @@ impl TcpSource {
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(Duration::from_secs(5)))?;
         (&stream).write_all(format!("{MAGIC} {} {}\n", self.mode.as_str(), self.resume_after).as_bytes())?;
-        let mut reply = String::new();
-        BufReader::new(&stream).take(512).read_line(&mut reply)?;
+        let reply = read_reply(&stream)?;
         match reply.trim_end().strip_prefix(MAGIC) {
             Some(" OK") => Ok(Conn { stream, last_bytes: Instant::now() }),
             Some(err) => Err(io::Error::other(format!("relay refused: {}", err.trim()))),
@@ -235,8 +263,9 @@ impl LineSource for TcpSource {
             self.drop_conn(&e.to_string());
             return Ok(());
         }
-        let mut lines = 0u64;
-        let parsed = parse_frames(&self.buf[..self.filled], &mut |ev| {
+        let (mut lines, mut refused) = (0u64, false);
+        let parsed = parse_frames(&self.buf[..self.filled], self.max_line, &mut |ev| {
+            refused |= matches!(ev, SourceEvent::TooLong { .. });
             lines += 1;
             on(ev);
         });
@@ -249,6 +278,11 @@ impl LineSource for TcpSource {
             }
             Err(e) => {
                 self.drop_conn(&e.to_string());
+                if refused {
+                    // Asking again at once would bring the same line: wait the longest back-off (a resync, which
+                    // moves past it, reconnects at once through `restart_after`).
+                    self.next_attempt = Instant::now() + BACKOFF_MAX;
+                }
                 Err(e)
             }
         }
@@ -281,7 +315,7 @@ mod tests {
 
     fn frames(bytes: &[u8]) -> (Vec<(Stream, Vec<u8>)>, io::Result<usize>) {
         let mut got = Vec::new();
-        let r = parse_frames(bytes, &mut |ev| {
+        let r = parse_frames(bytes, 64 << 20, &mut |ev| {
             if let SourceEvent::Line(s, b) = ev {
                 got.push((s, b.to_vec()));
             }
@@ -296,8 +330,18 @@ mod tests {
         out.extend_from_slice(b"H 123\n");
         write_frame(&mut out, Stream::Diffs, 8, b"").unwrap();
         write_frame(&mut out, Stream::Statuses, 9, b"x\ny").unwrap();
+        let before_refused = out.len();
+        write_refused(&mut out, Stream::Diffs, 10, 1 << 40).unwrap();
         let (got, used) = frames(&out);
         assert_eq!(used.unwrap(), out.len());
+        let mut told = Vec::new();
+        parse_frames(&out[before_refused..], 64, &mut |ev| {
+            if let SourceEvent::TooLong { stream, height, bytes } = ev {
+                told.push((stream, height, bytes));
+            }
+        })
+        .unwrap();
+        assert_eq!(told, [(Stream::Diffs, Some(10), 1 << 40)], "a relay's refusal is passed on, not an error");
         let want = [(Stream::Fills, &b"{\"a\":1}"[..]), (Stream::Diffs, b""), (Stream::Statuses, b"x\ny")];
         assert_eq!(got, want.map(|(s, b)| (s, b.to_vec())));
         for cut in 0..out.len() {
@@ -308,13 +352,32 @@ mod tests {
     }
 
     #[test]
+    fn the_handshake_reply_leaves_the_frames_sent_with_it() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut relay, _) = listener.accept().unwrap();
+        relay.write_all(b"HLRELAY 1 OK\nD 5 3\nabc\n").unwrap();
+        assert_eq!(read_reply(&client).unwrap(), "HLRELAY 1 OK\n");
+        let mut rest = [0u8; 10];
+        (&client).read_exact(&mut rest).unwrap();
+        assert_eq!(&rest, b"D 5 3\nabc\n", "the first frame is whole");
+    }
+
+    #[test]
     fn protocol_errors_are_errors() {
         for bad in [&b"X 1 2\nab\n"[..], b"F x 2\nab\n", b"F 1 2\nabc", b"F 1 99999999999\n", b"\xff\n"] {
             assert!(frames(bad).1.is_err(), "{:?}", String::from_utf8_lossy(bad));
         }
         // A line claiming 2 GiB, and a header that never ends, are refused before anything is buffered for them.
-        let e = frames(b"S 5 2147483648\n").1.unwrap_err();
-        assert!(e.to_string().contains("2147483648 bytes claimed"), "{e}");
+        let mut refused = Vec::new();
+        let e = parse_frames(b"S 5 2147483648\n", 1 << 20, &mut |ev| {
+            if let SourceEvent::TooLong { stream, height, bytes } = ev {
+                refused.push((stream, height, bytes));
+            }
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("2147483648 bytes claimed, over ingest.max_line_bytes (1048576)"), "{e}");
+        assert_eq!(refused, [(Stream::Statuses, Some(5), 2_147_483_648)]);
         let endless = vec![b'7'; 1000];
         assert!(frames(&endless).1.unwrap_err().to_string().contains("no frame header"));
         assert_eq!(frames(&endless[..MAX_HEADER]).1.unwrap(), 0, "a header still arriving is waited for");

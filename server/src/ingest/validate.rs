@@ -6,6 +6,10 @@
 //! are at the same height (the copy catches up between pieces when ingest moves on). A coin that differs, or that
 //! ingest marked untrusted, is replaced by the copy's book under the write lock: an O(1) swap, no restart, no
 //! client dropped. The copy is thrown away after each cycle: no whole-state clone is ever made of the live books.
+//!
+//! An untrusted coin (two racing sources wrote one of its lines differently) is a repair, not a wait: a cycle starts
+//! as soon as the last snapshot request is `repair_min_interval` old (`ingest.resync_min_interval_secs`, so no source
+//! can make the node write snapshots in a loop), whether periodic validation is on or not.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -24,7 +28,10 @@ const PIECE: usize = 1024;
 pub struct ValidateConfig {
     pub info_url: String,
     pub snapshot_dir: std::path::PathBuf,
-    pub interval: Duration,
+    /// Periodic validation; `None`: only untrusted coins start a cycle.
+    pub interval: Option<Duration>,
+    /// At most one snapshot request per this long for untrusted coins.
+    pub repair_min_interval: Duration,
 }
 
 /// What one cycle found.
@@ -48,21 +55,28 @@ pub enum Skip {
     Behind(u64),
 }
 
-/// Runs a cycle every `interval` (sooner when a coin is untrusted) until `stop` is set.
+/// Runs a cycle every `interval`, and as soon as the rate limit allows when a coin is untrusted, until `stop` is set.
 pub fn run(cfg: ValidateConfig, shared: Arc<Shared>, stop: &AtomicBool) {
     let client = match InfoClient::new(&cfg.info_url, &cfg.snapshot_dir) {
         Ok(c) => c,
         Err(e) => return tracing::error!("validation disabled: {e}"),
     };
-    let mut last = Instant::now();
+    // The periodic clock starts now; the repair clock at the last snapshot request (none yet).
+    let (mut last, mut requested) = (Instant::now(), None::<Instant>);
     while !stop.load(Relaxed) {
         std::thread::sleep(Duration::from_millis(200));
         let untrusted = shared.books().untrusted().next().is_some();
-        let due = last.elapsed() >= cfg.interval || (untrusted && last.elapsed() >= Duration::from_secs(2));
-        if !due || !matches!(shared.health().state(), State::Live | State::CatchingUp) {
+        let periodic = cfg.interval.is_some_and(|i| last.elapsed() >= i);
+        let repair = untrusted && requested.is_none_or(|r| r.elapsed() >= cfg.repair_min_interval);
+        if !(periodic || repair) || !matches!(shared.health().state(), State::Live | State::CatchingUp) {
             continue;
         }
         last = Instant::now();
+        requested = Some(last);
+        if repair {
+            let coins: Vec<String> = shared.books().untrusted().map(std::string::ToString::to_string).collect();
+            tracing::info!(?coins, "untrusted coins: repairing them from a node snapshot now");
+        }
         match cycle(&client, &shared, stop) {
             Ok(r) if r.mismatched.is_empty() => tracing::debug!(height = r.height, coins = r.coins, "books validated"),
             Ok(r) => tracing::warn!(

@@ -7,20 +7,24 @@ use clap::Parser;
 
 use crate::node::Mode;
 
-/// Which stream `--drop-block` drops.
+/// Which stream `--drop-block` drops (`all`: the whole block, every stream's line).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum DropStream {
     Diffs,
     Statuses,
     Fills,
+    All,
 }
 
 impl DropStream {
-    pub fn stream(self) -> crate::node::Stream {
+    /// Whether a line of `stream` is dropped.
+    pub fn covers(self, stream: crate::node::Stream) -> bool {
+        use crate::node::Stream;
         match self {
-            DropStream::Diffs => crate::node::Stream::Diffs,
-            DropStream::Statuses => crate::node::Stream::Statuses,
-            DropStream::Fills => crate::node::Stream::Fills,
+            DropStream::Diffs => stream == Stream::Diffs,
+            DropStream::Statuses => stream == Stream::Statuses,
+            DropStream::Fills => stream == Stream::Fills,
+            DropStream::All => true,
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::cli::SimArgs;
+use super::cli::{DropStream, SimArgs};
 use crate::node::Stream;
 
 #[derive(Clone, Debug, Default)]
@@ -13,7 +13,7 @@ pub struct Faults {
     pub pause: Duration,
     pub restart_at: Option<u64>,
     pub restart_back: u64,
-    pub drop: Option<(u64, Stream)>,
+    pub drop: Option<(u64, DropStream)>,
     pub corrupt_at: Option<u64>,
     /// Write this block's diffs line with one price changed: a node whose events differ from the others'.
     pub differ_at: Option<u64>,
@@ -30,7 +30,7 @@ impl Faults {
             pause: Duration::from_secs(a.pause_secs),
             restart_at: a.restart_at,
             restart_back: a.restart_back.max(1),
-            drop: a.drop_block.map(|h| (h, a.drop_stream.stream())),
+            drop: a.drop_block.map(|h| (h, a.drop_stream)),
             corrupt_at: a.corrupt_at,
             differ_at: a.differ_at,
             delay_last_line: Duration::try_from_secs_f64(a.delay_last_line_ms).unwrap_or_default() / 1000,
@@ -44,7 +44,7 @@ impl Faults {
     }
 
     pub fn drops(&self, height: u64, stream: Stream) -> bool {
-        self.drop == Some((height, stream))
+        self.drop.is_some_and(|(h, d)| h == height && d.covers(stream))
     }
 
     /// Whether block `height`'s lines must be kept for a later re-emission.

@@ -92,14 +92,14 @@ impl NodeSpec {
                 "drop_block" => drop_at = Some(num()?),
                 "drop_stream" => {
                     drop_stream = <DropStream as clap::ValueEnum>::from_str(v, true)
-                        .map_err(|_| format!("--node {s:?}: drop_stream is diffs, statuses or fills"))?;
+                        .map_err(|_| format!("--node {s:?}: drop_stream is diffs, statuses, fills or all"))?;
                 }
                 "corrupt_at" => f.corrupt_at = Some(num()?),
                 "differ_at" => f.differ_at = Some(num()?),
                 _ => return Err(format!("--node {s:?}: unknown key {k:?}")),
             }
         }
-        spec.faults.drop = drop_at.map(|h| (h, drop_stream.stream()));
+        spec.faults.drop = drop_at.map(|h| (h, drop_stream));
         Ok(spec)
     }
 }
@@ -188,7 +188,10 @@ mod tests {
             NodeSpec::parse("/tmp/b,delay=capture,pause_at=7,pause_secs=10,drop_block=9,drop_stream=fills", 1).unwrap();
         assert_eq!((n.dir.to_str(), &n.delay), (Some("/tmp/b"), &Delay::Capture));
         assert_eq!((n.faults.pause_at, n.faults.pause), (Some(7), Duration::from_secs(10)));
-        assert_eq!(n.faults.drop, Some((9, Stream::Fills)));
+        assert_eq!(n.faults.drop, Some((9, DropStream::Fills)));
+        assert!(n.faults.drops(9, Stream::Fills) && !n.faults.drops(9, Stream::Diffs));
+        let n = NodeSpec::parse("/tmp/b,drop_block=9,drop_stream=all", 1).unwrap();
+        assert!(Stream::ALL.into_iter().all(|s| n.faults.drops(9, s)) && !n.faults.drops(10, Stream::Fills));
         let n = NodeSpec::parse("/tmp/c,delay=25,differ_at=5,corrupt_at=6", 2).unwrap();
         assert_eq!(
             (n.delay, n.faults.differ_at, n.faults.corrupt_at),
