@@ -58,7 +58,7 @@ fn a_subscription_change_reports_only_its_own_coin() {
     hub.add(&l2("BTC", 20));
     let c = hub.take_shape_changes();
     assert_eq!(
-        c.coins.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+        c.coins.iter().map(ToString::to_string).collect::<Vec<_>>(),
         ["ETH"],
         "a second subscriber of a shape changes no shape"
     );
