@@ -7,7 +7,7 @@
 #
 #   benches/scripts/soak.sh [SECS]     (default 3600; BIN=dir of hlsim/hlbook, default target/release;
 #                                      PY=python with websocket-client, default build/clients/py/bin/python;
-#                                      OUT=report dir, default build/bench-soak)
+#                                      OUT=report dir, default build/bench-soak; ROLLOVER=hlsim --rollover-secs, default 60)
 #
 # The simulator rolls its hour files every 60 s and keeps two per stream, so a long run stays within ~5 GB.
 set -euo pipefail
@@ -35,7 +35,7 @@ wait_line() {
 	echo "soak: no '$2' in $1" >&2; return 1
 }
 
-"$BIN/hlsim" --out "$work/data" --info-listen 127.0.0.1:0 --rollover-secs 60 --prune-keep 2 \
+"$BIN/hlsim" --out "$work/data" --info-listen 127.0.0.1:0 --rollover-secs "${ROLLOVER:-60}" --prune-keep 2 \
 	>"$work/sim.out" 2>"$work/sim.log" &
 pids+=($!)
 info=$(wait_line "$work/sim.out" "info listening on")

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The unit's priority, measured (issue #31): does a client flood on hlbook take CPU from the node beside it?
+# The release hlsim at mainnet load (by-block, --node-lag 0, so a line's local_time - block_time is the node's own
+# time to make and write the block), `hlbook serve` under `nice -n NICE`, and a flood: latency_stats with CONNS
+# connections, each subscribed to l2Book, trades and bbo on every coin. One audited probe connection (also
+# latency_stats) reports the node's write lag ("exchange->node write") and hlbook's own stages.
+#
+#   benches/scripts/priority.sh NICE CONNS [SECS]     (SECS default 60; OUT=report dir, default build/bench-priority)
+#
+# Run with nothing else on the machine; compare NICE=-10 (the unit's old Nice) with 0 and 10, and CONNS=0 (quiet).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+NICE=$1
+CONNS=$2
+SECS=${3:-60}
+BIN=${BIN:-target/release}
+STATS=${LATENCY_STATS:-build/latency_client/latency_stats}
+OUT=${OUT:-build/bench-priority}
+mkdir -p "$OUT"
+work=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+wait_line() {
+	for _ in $(seq 600); do
+		if l=$(grep -m1 "^$2" "$1" 2>/dev/null); then echo "${l#"$2"}" | tr -d ' '; return 0; fi
+		sleep 0.1
+	done
+	echo "priority: no '$2' in $1" >&2; return 1
+}
+
+"$BIN/hlsim" --out "$work/data" --info-listen 127.0.0.1:0 --rollover-secs 60 --prune-keep 2 --node-lag 0 \
+	>"$work/sim.out" 2>"$work/sim.log" &
+pids+=($!)
+info=$(wait_line "$work/sim.out" "info listening on")
+nice -n "$NICE" "$BIN/hlbook" serve --node-dir "$work/data" --info-url "http://$info/info" \
+	--snapshot-dir "$work/snapshots" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --set server.max_connections_per_ip=100000 \
+	>"$work/server.out" 2>"$work/server.log" &
+pids+=($!)
+addr=$(wait_line "$work/server.out" "hlbook listening on")
+for _ in $(seq 900); do
+	[ "$(curl -sf "http://$addr/health" | grep -o '"state":"live"')" ] && break
+	sleep 0.1
+done
+if [ "$CONNS" -gt 0 ]; then
+	"$STATS" --url "ws://$addr/ws" --coins all --channels l2Book,trades,bbo --conns "$CONNS" --duration "$((SECS + 20))" \
+		--allow-loss >"$work/flood.txt" 2>&1 &
+	pids+=($!)
+	sleep 10
+fi
+"$STATS" --url "ws://$addr/ws" --coins all --channels l2Book,trades,bbo --conns 1 --duration "$SECS" --warmup 5 \
+	--audit --allow-loss --json "$OUT/nice${NICE}-conns${CONNS}.json" >"$OUT/nice${NICE}-conns${CONNS}.txt" 2>&1
+grep -E "^(channel|l2Book|  l2Book|    )" "$OUT/nice${NICE}-conns${CONNS}.txt" | head -9
