@@ -5,7 +5,7 @@
 //! official request and response texts, `info` answers info requests (`info_gate` admits each client's,
 //! `passthrough` guards the way to the node), `deflate` compresses frames once and inflates what clients compress,
 //! `wire` frames each message once and writes it beneath tungstenite, `limits` keeps abusers to themselves, `auth`
-//! checks the optional token, `http` holds the public endpoints and `admin` the operator's.
+//! checks the optional token, `listen` accepts connections (header and idle deadlines, `tcp_cap`'s per-IP cap), `http` holds the public endpoints and `admin` the operator's.
 
 pub mod admin;
 pub mod auth;
@@ -17,8 +17,10 @@ pub mod http;
 pub mod info;
 pub mod info_gate;
 pub mod limits;
+pub mod listen;
 pub mod passthrough;
 pub mod protocol;
+pub mod tcp_cap;
 pub mod upgrade;
 pub mod user_cap;
 pub mod user_info;
@@ -67,6 +69,12 @@ pub struct WsCounters {
     pub overflows: AtomicU64,
     pub closed_idle: AtomicU64,
     pub closed_abuse: AtomicU64,
+    /// TCP connections closed at accept: their IP group had `max_http_connections_per_ip` open (`listen`).
+    pub http_refused: AtomicU64,
+    /// Connections dropped because a request's headers were not complete within `header_timeout_secs`.
+    pub http_header_timeouts: AtomicU64,
+    /// Plain HTTP connections closed after `http_idle_timeout_secs` with nothing in flight.
+    pub http_closed_idle: AtomicU64,
     pub subs_l2_book: AtomicI64,
     pub subs_trades: AtomicI64,
     pub subs_bbo: AtomicI64,
@@ -141,6 +149,9 @@ impl WsCounters {
             ("overflows", &self.overflows),
             ("closed_idle", &self.closed_idle),
             ("closed_abuse", &self.closed_abuse),
+            ("http_refused", &self.http_refused),
+            ("http_header_timeouts", &self.http_header_timeouts),
+            ("http_closed_idle", &self.http_closed_idle),
         ]
         .into_iter()
         .map(|(k, v)| (k, v.load(Relaxed)))
