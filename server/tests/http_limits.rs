@@ -56,7 +56,8 @@ fn get_health(s: &mut TcpStream) -> Option<u16> {
         }
     }
     let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
-    let len: usize = head.lines().find_map(|l| l.strip_prefix("content-length:")).map_or(0, |v| v.trim().parse().unwrap());
+    let len: usize =
+        head.lines().find_map(|l| l.strip_prefix("content-length:")).map_or(0, |v| v.trim().parse().unwrap());
     s.read_exact(&mut vec![0; len]).ok()?;
     head.split(' ').nth(1)?.parse().ok()
 }
