@@ -5,7 +5,8 @@
 //! official request and response texts, `info` answers info requests (`info_gate` admits each client's,
 //! `passthrough` guards the way to the node), `deflate` compresses frames once and inflates what clients compress,
 //! `wire` frames each message once and writes it beneath tungstenite, `limits` keeps abusers to themselves, `auth`
-//! checks the optional token, `listen` accepts connections (header and idle deadlines, `tcp_cap`'s per-IP cap), `http` holds the public endpoints and `admin` the operator's.
+//! checks the optional token, `listen` accepts every listener's connections (header and idle deadlines, and
+//! `tcp_cap`'s per-IP cap), `http` holds the public endpoints and `admin` the operator's.
 
 pub mod admin;
 pub mod auth;
