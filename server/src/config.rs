@@ -85,6 +85,17 @@ pub struct ServerConfig {
     pub max_messages_per_minute: u32,
     /// Close a connection after this many seconds with nothing sent or received.
     pub idle_timeout_secs: u64,
+    /// Every listener (public and admin): a request's headers must be complete within this many seconds of the
+    /// server starting to wait for them (at accept, and after each response on a keep-alive connection), or the
+    /// connection is dropped, so a client that sends nothing or a byte at a time (slowloris) holds nothing long.
+    pub header_timeout_secs: u64,
+    /// Every listener: a plain HTTP connection with no request being answered and no byte moving either way for
+    /// this many seconds is closed. WebSocket connections, once upgraded, follow `idle_timeout_secs` instead.
+    pub http_idle_timeout_secs: u64,
+    /// Every listener: open TCP connections (plain HTTP and WebSocket alike) from one client IP group
+    /// (`ipv6_prefix_len`); the public and the admin listeners count apart. More are closed at accept, before a
+    /// byte is read. Peers in `trusted_proxies` are not capped here (their clients are, at `/ws`).
+    pub max_http_connections_per_ip: usize,
     /// Require this bearer token (`?token=` or `Authorization: Bearer`); empty: open.
     pub token: String,
     /// Blocks of trades/l4Book frames kept for connections that fall behind, and their byte cap.
@@ -181,6 +192,10 @@ impl Default for ServerConfig {
             max_frame_bytes: 1 << 20,
             max_messages_per_minute: 2_000,
             idle_timeout_secs: 60,
+            header_timeout_secs: 10,
+            http_idle_timeout_secs: 60,
+            // The WebSocket cap (`max_connections_per_ip`) and room for plain requests beside it.
+            max_http_connections_per_ip: 1_100,
             token: String::new(),
             backlog_blocks: 2_048,
             backlog_bytes: 256 << 20,
@@ -338,6 +353,9 @@ impl Config {
             ("server.max_subscriptions", v.max_subscriptions),
             ("server.max_messages_per_minute", v.max_messages_per_minute as usize),
             ("server.idle_timeout_secs", v.idle_timeout_secs as usize),
+            ("server.header_timeout_secs", v.header_timeout_secs as usize),
+            ("server.http_idle_timeout_secs", v.http_idle_timeout_secs as usize),
+            ("server.max_http_connections_per_ip", v.max_http_connections_per_ip),
             ("server.backlog_blocks", v.backlog_blocks),
             ("server.info_max_in_flight", v.info_max_in_flight),
             ("server.info_max_in_flight_per_ip", v.info_max_in_flight_per_ip),

@@ -271,30 +271,47 @@ fn the_close_handshake_completes_whatever_is_queued() {
 
 #[test]
 fn a_dead_publisher_fails_health_and_the_process() {
-    dies_and_exits(("HLBOOK_TEST_PUBLISHER_PANIC_AFTER", "30"), None, "publisher thread panicked");
+    dies_and_exits(("HLBOOK_TEST_PUBLISHER_PANIC_AFTER", "30"), &[], None, "publisher thread panicked");
 }
 
 #[test]
 fn a_dead_candle_thread_fails_health_and_the_process() {
     let sub = json!({"type": "candle", "coin": "BTC", "interval": "1m"});
-    dies_and_exits(("HLBOOK_TEST_PANIC", "candles"), Some(sub), "candle backfill thread panicked");
+    dies_and_exits(("HLBOOK_TEST_PANIC", "candles"), &[], Some(sub), "candle backfill thread panicked");
 }
 
 #[test]
 fn a_dead_user_fills_snapshot_task_fails_health_and_the_process() {
     let sub = json!({"type": "userFills", "user": "0x1624a8af8b91cc781586b4d7a33b8e693dc11015"});
-    dies_and_exits(("HLBOOK_TEST_PANIC", "user_fills"), Some(sub), "userFills snapshot task panicked");
+    dies_and_exits(("HLBOOK_TEST_PANIC", "user_fills"), &[], Some(sub), "userFills snapshot task panicked");
 }
 
-/// A server told by `env` to panic in one of its workers (once `sub`, if any, makes it work): `/health` turns 503
-/// `failed` naming `why`, and the process exits non-zero, so systemd restarts it.
-fn dies_and_exits(env: (&str, &str), sub: Option<Value>, why: &str) {
+#[test]
+fn a_dead_validation_thread_fails_health_and_the_process() {
+    dies_and_exits(
+        ("HLBOOK_TEST_PANIC", "validation"),
+        &["--validate-interval", "1"],
+        None,
+        "validation thread panicked",
+    );
+}
+
+#[test]
+fn a_dead_l4_snapshot_job_fails_health_and_the_process() {
+    // Without supervision a panic on the rayon pool aborted the process with no reason on /health.
+    let sub = json!({"type": "l4Book", "coin": "BTC"});
+    dies_and_exits(("HLBOOK_TEST_PANIC", "l4_snapshots"), &[], Some(sub), "l4Book snapshot job panicked");
+}
+
+/// A server (started with `extra` flags) told by `env` to panic in one of its workers (once `sub`, if any, makes it
+/// work): `/health` turns 503 `failed` naming `why`, and the process exits non-zero, so systemd restarts it.
+fn dies_and_exits(env: (&str, &str), extra: &[&str], sub: Option<Value>, why: &str) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let sim_args = ["--coins", "3", "--btc-orders", "500", "--orders-per-coin", "50", "--block-ms", "100"];
     let (_sim, info) = procs::start_sim(&data, &sim_args, &dir.path().join("sim.log"));
     let mut server =
-        procs::start_serve_env(&data, &info, &dir.path().join("snaps"), &[], &[env], &dir.path().join("serve.log"));
+        procs::start_serve_env(&data, &info, &dir.path().join("snaps"), extra, &[env], &dir.path().join("serve.log"));
     let addr = server.wait_line("hlbook listening on", Duration::from_secs(60));
     let base = format!("http://{addr}");
     let rt = tokio::runtime::Runtime::new().unwrap();

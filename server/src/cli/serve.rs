@@ -3,14 +3,12 @@
 //! Threads: one ingest thread (blocking: files or relay → books), one validation thread, and the tokio runtime
 //! for HTTP. Shutdown stops accepting, lets the runtime finish, then stops the threads; exit 0.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
 
 use anyhow::Context;
-use axum::serve::ListenerExt;
 
 use super::process::{Shutdown, init_logging};
 use super::systemd;
@@ -27,6 +25,8 @@ use crate::ws::http::{AppState, router};
 use crate::ws::info::Passthrough;
 use crate::ws::info_gate::InfoGate;
 use crate::ws::limits::Limits;
+use crate::ws::listen::{self, Deadlines};
+use crate::ws::tcp_cap::TcpCap;
 use crate::ws::{WsContext, WsCounters};
 
 #[derive(Debug, clap::Args)]
@@ -262,41 +262,45 @@ async fn serve_http(
     failed: Arc<tokio::sync::Notify>,
 ) -> anyhow::Result<()> {
     let signals = Shutdown::register()?;
-    let public = router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
-    let admin = admin::router(state).into_make_service_with_connect_info::<SocketAddr>();
+    let ws = state.ws.clone();
+    let public = (router(state.clone()), TcpCap::new(cfg));
+    let admin = (admin::router(state), TcpCap::new(cfg));
     let mut tasks = Vec::new();
     // Tests and scripts read the bound addresses (port 0 picks one) from stdout.
-    for (addrs, app, what) in [(&cfg.listen, public, "hlbook"), (&cfg.admin_listen, admin, "hlbook admin")] {
+    for (addrs, (app, cap), what) in [(&cfg.listen, public, "hlbook"), (&cfg.admin_listen, admin, "hlbook admin")] {
         for addr in addrs {
             let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
             let local = listener.local_addr()?;
             println!("{what} listening on {local}");
             tracing::info!(%local, "{what} listening");
-            // Frames are small and latency is the product: never let Nagle hold one back.
-            let listener = listener.tap_io(|tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
-            let (app, mut done) = (app.clone(), closing.subscribe());
-            let stopped = async move {
-                let _ = done.wait_for(|c| *c).await;
-            };
-            tasks.push(tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(stopped).await }));
+            let serving =
+                listen::serve(listener, app.clone(), ws.clone(), cap.clone(), Deadlines::new(cfg), closing.subscribe());
+            let shared = shared.clone();
+            // A listener that dies would leave a process that answers nothing, or no operator endpoints.
+            tasks.push(tokio::spawn(async move {
+                shared.health().supervised_task(&format!("{what} listener on {local}"), serving).await;
+            }));
         }
     }
-    let readiness = tokio::spawn(systemd::follow_health(shared.clone()));
+    let readiness = {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            shared.health().supervised_task("systemd readiness task", systemd::follow_health(shared.clone())).await;
+        })
+    };
     // Stop accepting on the first signal, or once a thread the service needs has died; upgraded connections are
     // told to close below.
     tokio::select! {
         () = signals.wait() => {}
         () = failed.notified() => tokio::time::sleep(FAILED_GRACE).await,
-        // A supervised worker (candle backfills, userFills snapshots) died.
+        // A supervised worker (candle backfills, userFills snapshots, a listener) died.
         () = shared.health().failed() => tokio::time::sleep(FAILED_GRACE).await,
     }
     readiness.abort();
     systemd::stopping();
     let _ = closing.send(true);
     for t in tasks {
-        t.await??;
+        t.await?;
     }
     Ok(())
 }

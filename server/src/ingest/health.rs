@@ -252,6 +252,14 @@ impl Health {
         }
     }
 
+    /// `supervised` for a background task: if `body` panics, the service fails, naming `what`.
+    pub async fn supervised_task(&self, what: &str, body: impl std::future::Future<Output = ()>) {
+        use futures_util::FutureExt;
+        if let Err(p) = std::panic::AssertUnwindSafe(body).catch_unwind().await {
+            self.fail(format!("the {what} panicked: {}", panic_message(p.as_ref())));
+        }
+    }
+
     /// Why the service failed, if it did.
     pub fn failure(&self) -> Option<String> {
         self.failure.lock().clone()

@@ -364,9 +364,11 @@ impl Ingest {
         self.shared.health().counters.snapshots_requested.fetch_add(1, Relaxed);
         self.last_sync = Some(Instant::now());
         let (tx, rx) = mpsc::channel();
+        let shared = self.shared.clone();
+        // A loader that fails reports it and is retried; one that panics is a bug, which a retry would repeat.
         std::thread::Builder::new()
             .name("hlbook-snapshot".into())
-            .spawn(move || load_snapshot(from, &tx))
+            .spawn(move || shared.health().supervised("snapshot loader thread", || load_snapshot(from, &tx)))
             .expect("spawning a thread");
         self.phase = Phase::Syncing { rx, height: None, cache: Vec::new() };
     }

@@ -80,6 +80,9 @@ struct Control {
     generation: AtomicU64,
     restart_height: AtomicU64,
     stop: AtomicBool,
+    /// Why a reader thread died (it panicked): the ingest thread fails the service on its next poll, since the
+    /// readers hold no `Health` of their own and a race quietly down to fewer sources would hide a bug.
+    died: parking_lot::Mutex<Option<String>>,
 }
 
 /// Digest of a line's events: its bytes from `"block_time"` on, so `local_time` (first in the envelope) is left out.
@@ -168,9 +171,18 @@ impl Race {
             entries.push(entry.clone());
             let r = Reader { src: i, spec: spec.clone(), mode, poll, limits, ctl: ctl.clone(), entry, tx: tx.clone() };
             let watched = watched.clone();
+            let ctl = ctl.clone();
             let t = std::thread::Builder::new()
                 .name(format!("hlbook-src{i}"))
-                .spawn(move || r.run(NodeParser::with_watched(watched)))
+                .spawn(move || {
+                    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        r.run(NodeParser::with_watched(watched));
+                    }));
+                    if let Err(p) = ran {
+                        let why = super::health::panic_message(p.as_ref());
+                        ctl.died.lock().get_or_insert(format!("the source {i} reader thread panicked: {why}"));
+                    }
+                })
                 .expect("spawning a thread");
             threads.push(t);
         }
@@ -211,6 +223,9 @@ impl Race {
 
     /// Waits up to `wait` for lines, then takes every line queued; winning lines above `emitted` go to `on`.
     pub fn poll(&mut self, wait: Duration, emitted: u64, health: &Health, on: &mut dyn FnMut(Won)) {
+        if let Some(why) = self.ctl.died.lock().take() {
+            health.fail(why);
+        }
         let first = match self.rx.recv_timeout(wait) {
             Ok(m) => m,
             Err(RecvTimeoutError::Timeout) => return,

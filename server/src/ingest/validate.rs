@@ -77,6 +77,7 @@ pub fn run(cfg: ValidateConfig, shared: Arc<Shared>, stop: &AtomicBool) {
             let coins: Vec<String> = shared.books().untrusted().map(std::string::ToString::to_string).collect();
             tracing::info!(?coins, "untrusted coins: repairing them from a node snapshot now");
         }
+        assert!(!crate::state::test_panic("validation"), "HLBOOK_TEST_PANIC asked the validation thread to panic");
         match cycle(&client, &shared, stop) {
             Ok(r) if r.mismatched.is_empty() => tracing::debug!(height = r.height, coins = r.coins, "books validated"),
             Ok(r) => tracing::warn!(

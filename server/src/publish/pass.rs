@@ -387,30 +387,38 @@ impl Publisher {
         }
         let after_seq = self.tick_seq;
         let hub = self.hub.clone();
+        // A panic on the rayon pool would abort the process without a word; supervised, it fails the service
+        // with the reason on /health and in the log.
         rayon::spawn(move || {
-            let mut by_coin: FxHashMap<Coin, Vec<_>> = FxHashMap::default();
-            for (c, tx) in requests {
-                by_coin.entry(c).or_default().push(tx);
-            }
-            for (coin, book) in books {
-                let mut waiting = by_coin.remove(&coin).unwrap_or_default();
-                waiting.retain(|tx| !tx.is_closed());
-                if waiting.is_empty() {
-                    hub.counters.l4_snapshots_abandoned.fetch_add(1, Relaxed);
-                    continue;
+            hub.shared.health().supervised("l4Book snapshot job", || {
+                assert!(
+                    !crate::state::test_panic("l4_snapshots"),
+                    "HLBOOK_TEST_PANIC asked an l4Book snapshot job to panic"
+                );
+                let mut by_coin: FxHashMap<Coin, Vec<_>> = FxHashMap::default();
+                for (c, tx) in requests {
+                    by_coin.entry(c).or_default().push(tx);
                 }
-                let book = book.unwrap_or_else(|| CoinBook::new(coin.clone()));
-                // The snapshot is the books at `audit.height`: that block's stage times are its own.
-                let json = json::l4_snapshot(&book, audit.height(), audit.block_time());
-                let frame = Arc::new(Frame::new(after_seq, json, stamped(audit)));
-                hub.counters.l4_snapshots.fetch_add(1, Relaxed);
-                for tx in waiting {
-                    let _ = tx.send(L4Snapshot { after_seq, frame: frame.clone() });
+                for (coin, book) in books {
+                    let mut waiting = by_coin.remove(&coin).unwrap_or_default();
+                    waiting.retain(|tx| !tx.is_closed());
+                    if waiting.is_empty() {
+                        hub.counters.l4_snapshots_abandoned.fetch_add(1, Relaxed);
+                        continue;
+                    }
+                    let book = book.unwrap_or_else(|| CoinBook::new(coin.clone()));
+                    // The snapshot is the books at `audit.height`: that block's stage times are its own.
+                    let json = json::l4_snapshot(&book, audit.height(), audit.block_time());
+                    let frame = Arc::new(Frame::new(after_seq, json, stamped(audit)));
+                    hub.counters.l4_snapshots.fetch_add(1, Relaxed);
+                    for tx in waiting {
+                        let _ = tx.send(L4Snapshot { after_seq, frame: frame.clone() });
+                    }
                 }
-            }
-            // The pass announced before these were ready: wake the waiting connections now, not at the next
-            // block (which may be seconds away on a quiet or stalled node).
-            hub.poke();
+                // The pass announced before these were ready: wake the waiting connections now, not at the next
+                // block (which may be seconds away on a quiet or stalled node).
+                hub.poke();
+            });
         });
     }
 }

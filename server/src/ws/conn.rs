@@ -163,6 +163,18 @@ impl<S> std::fmt::Debug for Conn<S> {
     }
 }
 
+/// A connection gives its subscriptions back to the hub and its users to the per-IP count however it ends: at the
+/// end of `run`, or while unwinding from a panic in its task (which ends only this connection).
+impl<S> Drop for Conn<S> {
+    fn drop(&mut self) {
+        for (_, (s, _)) in self.subs.drain() {
+            self.ctx.hub.remove(&s.want);
+            release_user(&self.ctx, self.opts.ip, &s.want);
+            self.ctx.counters.subscription_delta(s.channel(), -1);
+        }
+    }
+}
+
 impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     pub fn new(ctx: Arc<WsContext>, ws: WebSocketStream<S>, opts: Options, ip: IpAddr) -> Conn<S> {
         let now = Instant::now();
@@ -231,11 +243,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             }
         };
         self.close(end).await;
-        for (_, (s, _)) in self.subs.drain() {
-            self.ctx.hub.remove(&s.want);
-            release_user(&self.ctx, self.opts.ip, &s.want);
-            self.ctx.counters.subscription_delta(s.channel(), -1);
-        }
+        // The subscriptions are given back by `Drop`.
     }
 
     /// Ends the connection as RFC 6455 asks: a client's close frame is answered at once, and nothing still due

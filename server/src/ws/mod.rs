@@ -5,7 +5,8 @@
 //! official request and response texts, `info` answers info requests (`info_gate` admits each client's,
 //! `passthrough` guards the way to the node), `deflate` compresses frames once and inflates what clients compress,
 //! `wire` frames each message once and writes it beneath tungstenite, `limits` keeps abusers to themselves, `auth`
-//! checks the optional token, `http` holds the public endpoints and `admin` the operator's.
+//! checks the optional token, `listen` accepts every listener's connections (header and idle deadlines, and
+//! `tcp_cap`'s per-IP cap), `http` holds the public endpoints and `admin` the operator's.
 
 pub mod admin;
 pub mod auth;
@@ -19,8 +20,10 @@ pub mod http;
 pub mod info;
 pub mod info_gate;
 pub mod limits;
+pub mod listen;
 pub mod passthrough;
 pub mod protocol;
+pub mod tcp_cap;
 pub mod upgrade;
 pub mod user_cap;
 pub mod user_info;
@@ -75,6 +78,12 @@ pub struct WsCounters {
     pub closed_budget: AtomicU64,
     /// Connections dropped because their client stopped reading for `idle_timeout_secs` mid-write.
     pub closed_slow: AtomicU64,
+    /// TCP connections closed at accept: their IP group had `max_http_connections_per_ip` open (`listen`).
+    pub http_refused: AtomicU64,
+    /// Connections dropped because a request's headers were not complete within `header_timeout_secs`.
+    pub http_header_timeouts: AtomicU64,
+    /// Plain HTTP connections closed after `http_idle_timeout_secs` with nothing in flight.
+    pub http_closed_idle: AtomicU64,
     pub subs_l2_book: AtomicI64,
     pub subs_trades: AtomicI64,
     pub subs_bbo: AtomicI64,
@@ -153,6 +162,9 @@ impl WsCounters {
             ("closed_abuse", &self.closed_abuse),
             ("closed_budget", &self.closed_budget),
             ("closed_slow", &self.closed_slow),
+            ("http_refused", &self.http_refused),
+            ("http_header_timeouts", &self.http_header_timeouts),
+            ("http_closed_idle", &self.http_closed_idle),
         ]
         .into_iter()
         .map(|(k, v)| (k, v.load(Relaxed)))
