@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use parking_lot::{Mutex, RwLock};
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use tokio::sync::{oneshot, watch};
 
 use super::candle_keeper::{CandleFrames, CandleKey};
@@ -22,6 +22,8 @@ use super::frame::{Audit, Frame};
 use super::history::{History, Turns};
 use super::user_history::FillsDir;
 use super::users::{UserChannel, UserFrames, UserSubs};
+pub use super::wanted::{CoinWants, Depth, L2Group, Wanted};
+use super::wanted::{Registry, ShapeChanges};
 use crate::book::l2::L2Params;
 use crate::node::{Address, Coin};
 use crate::state::Shared;
@@ -93,107 +95,6 @@ impl Tick {
     /// Whether this block holds every event of a user followed since watch generation `generation`.
     pub fn users_complete_since(&self, generation: u64) -> bool {
         self.users_generation.is_none_or(|g| g >= generation)
-    }
-}
-
-/// An aggregation (`nSigFigs`, `mantissa`) and the slots of its wanted depths, deepest last: one aggregation pass
-/// serves every depth.
-#[derive(Clone, Debug)]
-pub struct L2Group {
-    pub n_sig_figs: Option<u8>,
-    pub mantissa: Option<u8>,
-    pub depths: Vec<Depth>,
-}
-
-/// One wanted depth (`nLevels`) of an aggregation, and the slot its frames go to.
-#[derive(Clone, Debug)]
-pub struct Depth {
-    pub n_levels: usize,
-    pub slot: Arc<Slot>,
-}
-
-/// Per coin, what some connection wants built.
-#[derive(Clone, Debug, Default)]
-pub struct CoinWants {
-    pub l2: Vec<L2Group>,
-    pub bbo: Option<Arc<Slot>>,
-    pub trades: bool,
-    pub l4: bool,
-    /// Candle intervals wanted.
-    pub candles: Vec<Interval>,
-}
-
-/// Everything wanted, as one immutable value the publisher loads per pass. `coins` is a persistent map, so a
-/// subscription change makes a new value in O(log coins) and rebuilds only its own coin's entry.
-#[derive(Clone, Debug, Default)]
-pub struct Wanted {
-    pub version: u64,
-    pub coins: imbl::HashMap<Coin, Arc<CoinWants>>,
-    /// allMids per dex (`None`: the main dex).
-    pub mids: Vec<(Option<Coin>, Arc<Slot>)>,
-}
-
-/// Subscriber counts of one coin's streams; the entry goes when its last subscriber leaves.
-#[derive(Debug, Default)]
-struct CoinSubs {
-    l2: FxHashMap<L2Params, (usize, Arc<Slot>)>,
-    bbo: Option<(usize, Arc<Slot>)>,
-    trades: usize,
-    l4: usize,
-    candles: FxHashMap<Interval, usize>,
-}
-
-impl CoinSubs {
-    fn is_empty(&self) -> bool {
-        self.l2.is_empty() && self.bbo.is_none() && self.trades == 0 && self.l4 == 0 && self.candles.is_empty()
-    }
-
-    /// What the publisher must build for this coin: L2 shapes grouped by aggregation, deepest depth last.
-    fn wants(&self) -> CoinWants {
-        let mut w = CoinWants::default();
-        for (params, (_, slot)) in &self.l2 {
-            let same = |g: &L2Group| (g.n_sig_figs, g.mantissa) == (params.n_sig_figs, params.mantissa);
-            let i = if let Some(i) = w.l2.iter().position(same) {
-                i
-            } else {
-                let group = L2Group { n_sig_figs: params.n_sig_figs, mantissa: params.mantissa, depths: Vec::new() };
-                w.l2.push(group);
-                w.l2.len() - 1
-            };
-            w.l2[i].depths.push(Depth { n_levels: params.n_levels, slot: slot.clone() });
-            w.l2[i].depths.sort_by_key(|d| d.n_levels);
-        }
-        w.bbo = self.bbo.as_ref().map(|b| b.1.clone());
-        (w.trades, w.l4) = (self.trades > 0, self.l4 > 0);
-        w.candles = self.candles.keys().copied().collect();
-        w.candles.sort();
-        w
-    }
-}
-
-#[derive(Debug, Default)]
-struct Registry {
-    version: u64,
-    coins: FxHashMap<Coin, CoinSubs>,
-    mids: FxHashMap<Option<Coin>, (usize, Arc<Slot>)>,
-    /// Coins with an L2 or bbo subscription (the books split a block's first part for these).
-    book_coins: FxHashSet<Coin>,
-    /// What changed shape since the publisher last looked (`Hub::take_shape_changes`).
-    changes: ShapeChanges,
-}
-
-/// The subscription shapes added or dropped since the publisher's last pass: it builds just these, so a
-/// subscription change costs its own keys, not every wanted coin.
-#[derive(Debug, Default)]
-pub struct ShapeChanges {
-    pub coins: FxHashSet<Coin>,
-    /// allMids gained or lost a dex.
-    pub mids: bool,
-}
-
-impl ShapeChanges {
-    pub fn is_empty(&self) -> bool {
-        self.coins.is_empty() && !self.mids
     }
 }
 

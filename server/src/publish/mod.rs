@@ -18,6 +18,7 @@ mod pass;
 pub mod recent_trades;
 pub mod user_history;
 pub mod users;
+pub mod wanted;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
