@@ -23,23 +23,7 @@ STATS=${LATENCY_STATS:-build/latency_client/latency_stats}
 OUT=${OUT:-build/bench-race}
 RATE=${RATE:-1.0}
 ROLLOVER=${ROLLOVER:-600}
-mkdir -p "$OUT"
-work=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-	rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
-
-wait_line() {
-	for _ in $(seq 600); do
-		if l=$(grep -m1 "^$2" "$1" 2>/dev/null); then echo "${l#"$2"}" | tr -d ' '; return 0; fi
-		sleep 0.1
-	done
-	echo "race_two_nodes: no '$2' in $1" >&2; return 1
-}
+. benches/scripts/lib.sh
 
 "$BIN/hlsim" --out "$work/a" --write-delay capture --node "$work/b,delay=capture" --node-lag-ms 0 \
 	--rate "$RATE" --info-listen 127.0.0.1:0 --rollover-secs "$ROLLOVER" --prune-keep 2 \

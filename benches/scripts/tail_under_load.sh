@@ -14,23 +14,7 @@ SECS=${1:-240}
 BIN=${BIN:-target/release}
 STATS=${LATENCY_STATS:-build/latency_client/latency_stats}
 OUT=${OUT:-build/bench-tail}
-mkdir -p "$OUT"
-work=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-	rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
-
-wait_line() {
-	for _ in $(seq 600); do
-		if l=$(grep -m1 "^$2" "$1" 2>/dev/null); then echo "${l#"$2"}" | tr -d ' '; return 0; fi
-		sleep 0.1
-	done
-	echo "tail_under_load: no '$2' in $1" >&2; return 1
-}
+. benches/scripts/lib.sh
 
 "$BIN/hlsim" --out "$work/data" --info-listen 127.0.0.1:0 --rollover-secs 60 --prune-keep 2 \
 	>"$work/sim.out" 2>"$work/sim.log" &
