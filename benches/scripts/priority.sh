@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The unit's priority, measured (issue #31): does a client flood on hlbook take CPU from the node beside it?
-# The release hlsim at mainnet load (by-block, --node-lag 0, so a line's local_time - block_time is the node's own
+# The release hlsim at mainnet load (by-block, --node-lag-ms 0, so a line's local_time - block_time is the node's own
 # time to make and write the block), `hlbook serve` under `nice -n NICE`, and a flood: latency_stats with CONNS
 # connections, each subscribed to l2Book, trades and bbo on every coin. One audited probe connection (also
 # latency_stats) reports the node's write lag ("exchange->node write") and hlbook's own stages.
@@ -18,7 +18,7 @@ STATS=${LATENCY_STATS:-build/latency_client/latency_stats}
 OUT=${OUT:-build/bench-priority}
 . benches/scripts/lib.sh
 
-"$BIN/hlsim" --out "$work/data" --info-listen 127.0.0.1:0 --rollover-secs 60 --prune-keep 2 --node-lag 0 \
+"$BIN/hlsim" --out "$work/data" --info-listen 127.0.0.1:0 --rollover-secs 60 --prune-keep 2 --node-lag-ms 0 \
 	>"$work/sim.out" 2>"$work/sim.log" &
 pids+=($!)
 info=$(wait_line "$work/sim.out" "info listening on")
