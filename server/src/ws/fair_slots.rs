@@ -25,6 +25,18 @@ struct State {
     waiting: VecDeque<(IpAddr, oneshot::Sender<Slot>)>,
 }
 
+impl State {
+    /// One slot fewer held by `ip` (its entry goes with its last).
+    fn unhold(&mut self, ip: IpAddr) {
+        if let Some(n) = self.held.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                self.held.remove(&ip);
+            }
+        }
+    }
+}
+
 /// A held slot; dropping it gives it to the next waiter.
 #[derive(Debug)]
 pub struct Slot {
@@ -74,12 +86,7 @@ impl FairSlots {
 
     fn release(self: &Arc<Self>, ip: IpAddr) {
         let mut s = self.state.lock();
-        if let Some(n) = s.held.get_mut(&ip) {
-            *n -= 1;
-            if *n == 0 {
-                s.held.remove(&ip);
-            }
-        }
+        s.unhold(ip);
         loop {
             s.waiting.retain(|(_, tx)| !tx.is_closed());
             let held = |ip: &IpAddr| s.held.get(ip).copied().unwrap_or(0);
@@ -95,12 +102,7 @@ impl FairSlots {
                 Ok(()) => return,
                 Err(mut slot) => {
                     slot.slots = None;
-                    if let Some(n) = s.held.get_mut(&ip) {
-                        *n -= 1;
-                        if *n == 0 {
-                            s.held.remove(&ip);
-                        }
-                    }
+                    s.unhold(ip);
                 }
             }
         }
