@@ -52,12 +52,15 @@ impl Frame {
         self.wire[usize::from(compressed)].get_or_init(|| make(&self.json))
     }
 
-    /// The JSON with `"audit":{…}` added as a last top-level key; `sent_ns` is the connection's write time.
-    pub fn with_audit(&self, sent_ns: i64) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.json.len() + 200);
+    /// The JSON with `"audit":{…}` added as a last top-level key; `sent_ns` is the connection's write time, and
+    /// `more` writes the connection's own fields (`,"key":value…`) at the end of the audit object.
+    pub fn with_audit(&self, sent_ns: i64, more: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.json.len() + 250);
         out.extend_from_slice(&self.json[..self.json.len().saturating_sub(1)]);
         write_audit(&mut out, &self.audit, sent_ns);
-        out.push(b'}');
+        out.pop();
+        more(&mut out);
+        out.extend_from_slice(b"}}");
         out
     }
 }
@@ -110,11 +113,13 @@ mod tests {
                 published: 5,
             },
         );
-        let v: serde_json::Value = serde_json::from_slice(&f.with_audit(6)).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_slice(&f.with_audit(6, |o| o.extend_from_slice(b",\"n\":3"))).unwrap();
         assert_eq!(v["data"]["coin"], "BTC");
         assert_eq!(v["audit"]["height"], 7);
         assert_eq!(v["audit"]["published_ns"], 5);
         assert_eq!(v["audit"]["sent_ns"], 6);
+        assert_eq!(v["audit"]["n"], 3);
     }
 
     #[test]
@@ -134,7 +139,7 @@ mod tests {
                 published: 50,
             },
         );
-        let v: serde_json::Value = serde_json::from_slice(&f.with_audit(60)).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&f.with_audit(60, |_| {})).unwrap();
         let a = v["audit"].as_object().unwrap();
         let keys: Vec<&str> = a.keys().map(String::as_str).collect();
         assert_eq!(keys, ["height", "block_ns", "published_ns", "sent_ns"], "{a:?}");

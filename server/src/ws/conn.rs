@@ -33,8 +33,11 @@ use crate::publish::candle_keeper::CandleKey;
 use crate::publish::users::UserChannel;
 use crate::publish::{Frame, L4Snapshot, Slot, Tick, Want};
 
+mod chain;
 mod requests;
 mod write;
+
+use chain::{Chain, Link};
 
 /// How a connection wants its frames.
 #[derive(Clone, Copy, Debug, Default)]
@@ -126,7 +129,8 @@ struct Batch {
 }
 
 enum Out {
-    Shared(Arc<Frame>),
+    /// A published frame, with its place in its subscription's audit chain.
+    Shared(Arc<Frame>, Link),
     Text(String),
 }
 
@@ -135,9 +139,11 @@ pub struct Conn<S> {
     ws: WebSocketStream<S>,
     opts: Options,
     /// Each subscription by the hub's key: the request as the client sent it (for acks and errors; boxed, since
-    /// every block walks these entries of every connection and a smaller entry misses the cache less), and how its
-    /// frames are delivered.
-    subs: FxHashMap<Want, (Box<Subscription>, Delivery)>,
+    /// every block walks these entries of every connection and a smaller entry misses the cache less), how its
+    /// frames are delivered, and its audit chain.
+    subs: FxHashMap<Want, (Box<Subscription>, Delivery, Chain)>,
+    /// Subscriptions made so far: the next one's number in the audit chain.
+    subs_made: u32,
     pending: Vec<String>,
     /// The client's IP, for the per-IP limits of info requests.
     ip: IpAddr,
@@ -165,7 +171,7 @@ impl<S> std::fmt::Debug for Conn<S> {
 /// end of `run`, or while unwinding from a panic in its task (which ends only this connection).
 impl<S> Drop for Conn<S> {
     fn drop(&mut self) {
-        for (_, (s, _)) in self.subs.drain() {
+        for (_, (s, _, _)) in self.subs.drain() {
             self.ctx.hub.remove(&s.want);
             release_user(&self.ctx, self.opts.ip, &s.want);
             self.ctx.counters.subscription_delta(s.channel(), -1);
@@ -183,6 +189,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             ws,
             opts,
             subs: FxHashMap::default(),
+            subs_made: 0,
             pending: Vec::new(),
             ip,
             post_answers,
@@ -333,10 +340,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         let head = hub.feed_head();
         let mut from = u64::MAX;
         let mut lost = Vec::new();
-        for (s, sub) in self.subs.values_mut() {
+        for (s, sub, chain) in self.subs.values_mut() {
             if let Delivery::User { state: state @ UserState::Waiting { .. }, .. } = sub {
                 match take_snapshot(state, &s.echo) {
-                    Some(Ok(snap)) => batch.push(Out::Shared(snap)),
+                    Some(Ok(snap)) => batch.push_frame(snap, chain, true, 0),
                     Some(Err(text)) => batch.push(Out::Text(protocol::notice(&text))),
                     None => continue,
                 }
@@ -362,7 +369,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                     }
                     let live = L4State::Live { cursor: 0 };
                     let L4State::Ready(snap, charge) = std::mem::replace(state, live) else { unreachable!() };
-                    batch.push(Out::Shared(snap.frame));
+                    batch.push_frame(snap.frame, chain, true, 0);
                     batch.charges.push(charge);
                     *state = L4State::Live { cursor: snap.after_seq };
                 }
@@ -370,7 +377,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             if let Delivery::Candle { key, state } = sub
                 && let Some((frame, notice)) = first_frame(&hub, key, head, &s.echo, state)
             {
-                batch.push(Out::Shared(frame));
+                batch.push_frame(frame, chain, true, 0);
                 if let Some(text) = notice {
                     batch.push(Out::Text(protocol::notice(&text)));
                 }
@@ -380,7 +387,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                 from = from.min(*cursor);
                 continue;
             }
+            let skipped = (*cursor + 1, head - backlog);
             *cursor = head - backlog;
+            chain_drop(&hub, chain, skipped);
             lost.push(loss_notice(&s.echo, hub.tick_height(*cursor + 1)));
             let at = *cursor;
             match sub {
@@ -391,10 +400,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         let mut ticks = Vec::new();
         if from != u64::MAX {
             let first = hub.ticks_after(from, &mut ticks);
-            for (s, sub) in self.subs.values_mut() {
+            for (s, sub, chain) in self.subs.values_mut() {
                 if let Some(cursor) = sub.cursor()
                     && *cursor + 1 < first
                 {
+                    chain_drop(&hub, chain, (*cursor + 1, first - 1));
                     *cursor = first - 1;
                     lost.push(loss_notice(&s.echo, hub.tick_height(first)));
                 }
@@ -418,11 +428,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
 
     fn take_tick(&mut self, tick: &Tick, batch: &mut Batch) {
         let hub = &self.ctx.hub;
-        for (_, sub) in self.subs.values_mut() {
+        for (_, sub, chain) in self.subs.values_mut() {
             match sub {
                 Delivery::Trades { coin, cursor } if tick.seq > *cursor => {
                     if let Some(f) = tick.trades.get(coin) {
-                        batch.push(Out::Shared(f.clone()));
+                        batch.push_frame(f.clone(), chain, false, 0);
                     }
                     *cursor = tick.seq;
                 }
@@ -436,18 +446,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                         continue;
                     }
                     if let Some(f) = tick.l4.get(coin) {
-                        batch.push(Out::Shared(f.clone()));
+                        batch.push_frame(f.clone(), chain, false, 0);
                     }
                     *cursor = tick.seq;
                 }
                 Delivery::User { user, ch, generation, state } => {
                     if let Some(f) = take_user_tick(hub, tick, *user, *ch, *generation, state) {
-                        batch.push(Out::Shared(f));
+                        batch.push_frame(f, chain, false, 0);
                     }
                 }
                 Delivery::Candle { key, state } => {
                     if let Some(f) = take_candle_tick(tick, key, state) {
-                        batch.push(Out::Shared(f));
+                        batch.push_frame(f, chain, false, 0);
                     }
                 }
                 _ => {}
@@ -456,16 +466,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     }
 
     fn take_conflated(&mut self, batch: &mut Batch) {
-        for (_, sub) in self.subs.values_mut() {
+        for (_, sub, chain) in self.subs.values_mut() {
             if let Delivery::Conflated { slot, sent } = sub
                 && let Some(f) = slot.frame.load_full()
                 && f.seq != *sent
             {
-                if *sent != 0 && f.seq > *sent + 1 {
-                    self.ctx.counters.conflated.fetch_add(f.seq - *sent - 1, Relaxed);
-                }
+                let conflated = if *sent != 0 && f.seq > *sent + 1 { f.seq - *sent - 1 } else { 0 };
+                self.ctx.counters.conflated.fetch_add(conflated, Relaxed);
+                // A subscription's first frame is the slot's current state, which may be older than it.
+                let first = *sent == 0;
                 *sent = f.seq;
-                batch.push(Out::Shared(f));
+                batch.push_frame(f, chain, first, conflated);
             }
         }
     }
@@ -481,12 +492,26 @@ fn loss_notice(echo: &serde_json::Value, resumes_at: Option<u64>) -> String {
     }
 }
 
+/// The subscription's frames of feed ticks `skipped.0..=skipped.1` were dropped: its chain names their heights
+/// (from the first skipped tick still in the feed, else from the height after its last frame).
+fn chain_drop(hub: &crate::publish::Hub, chain: &mut Chain, skipped: (u64, u64)) {
+    let last = hub.tick_height(skipped.1).unwrap_or(0);
+    let first = hub.tick_height(skipped.0).unwrap_or(chain.prev() + 1).min(last.max(chain.prev() + 1));
+    chain.dropped(first, last.max(first));
+}
+
 impl Batch {
     fn push(&mut self, o: Out) {
         self.bytes += match &o {
-            Out::Shared(f) => f.json.len(),
+            Out::Shared(f, _) => f.json.len(),
             Out::Text(t) => t.len(),
         };
         self.frames.push(o);
+    }
+
+    /// A subscription's next frame: it takes its place in the subscription's chain.
+    fn push_frame(&mut self, f: Arc<Frame>, chain: &mut Chain, snapshot: bool, conflated: u64) {
+        let link = chain.next(f.audit.height(), snapshot, conflated);
+        self.push(Out::Shared(f, link));
     }
 }

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-use super::{Conn, Delivery, End, L4State, MAX_POSTS};
+use super::{Chain, Conn, Delivery, End, L4State, MAX_POSTS};
 use crate::publish::Want;
 use crate::ws::candle_stream::CandleState;
 use crate::ws::protocol::{self, Request, Subscription};
@@ -111,7 +111,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             self.pending.push(String::from_utf8_lossy(&json).into_owned());
         }
         self.ctx.counters.subscription_delta(s.channel(), 1);
-        self.subs.insert(s.want.clone(), (Box::new(s), sub));
+        self.subs_made += 1;
+        self.subs.insert(s.want.clone(), (Box::new(s), sub, Chain::new(self.subs_made)));
     }
 
     /// The books' own copy of a coin's name, the one the publisher keys its ticks with. Every block, each
@@ -137,7 +138,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
 
     fn unsubscribe(&mut self, s: Subscription) {
         match self.subs.remove(&s.want) {
-            Some((mine, _)) => {
+            Some((mine, _, _)) => {
                 self.ctx.hub.remove(&mine.want);
                 release_user(&self.ctx, self.opts.ip, &mine.want);
                 self.ctx.counters.subscription_delta(mine.channel(), -1);

@@ -9,14 +9,20 @@ use futures_util::SinkExt;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_tungstenite::tungstenite::Error as WsError;
 
-use super::{Batch, Conn, Out};
+use super::chain::{self, Link};
+use super::{Batch, Conn, Frame, Out};
 use crate::node::time::now_nanos;
 use crate::ws::deflate::deflate_message;
 use crate::ws::wire;
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     /// Writes the batch to the socket as whole WebSocket messages, with one vectored write where the kernel allows.
-    pub(super) async fn write(&mut self, batch: Batch) -> Result<(), WsError> {
+    pub(super) async fn write(&mut self, mut batch: Batch) -> Result<(), WsError> {
+        if self.opts.audit
+            && let Some(n) = chain::test_drop_frame()
+        {
+            batch.frames.retain(|f| !matches!(f, Out::Shared(fr, l) if l.n == n && dropped_for_test(fr, l)));
+        }
         let sent_ns = now_nanos();
         let n = batch.frames.len() as u64;
         let messages: Vec<Bytes> = if self.opts.batch {
@@ -47,7 +53,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         let stages = &self.ctx.hub.stages;
         let written = now_nanos();
         for f in &batch.frames {
-            if let Out::Shared(fr) = f
+            if let Out::Shared(fr, _) = f
                 && fr.audit.height() > 0
             {
                 stages.sent(fr.audit.height(), fr.audit.times.line, written);
@@ -63,8 +69,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     /// A frame's JSON as this connection wants it (with audit fields when asked).
     fn plain(&self, f: &Out, sent_ns: i64) -> Vec<u8> {
         match f {
-            Out::Shared(fr) if self.opts.audit => fr.with_audit(sent_ns),
-            Out::Shared(fr) => fr.json.to_vec(),
+            Out::Shared(fr, link) if self.opts.audit => fr.with_audit(sent_ns, |out| link.write(out)),
+            Out::Shared(fr, _) => fr.json.to_vec(),
             Out::Text(t) => t.clone().into_bytes(),
         }
     }
@@ -73,7 +79,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     /// subscriber; audit frames and texts are this connection's own.
     fn message(&self, f: &Out, sent_ns: i64) -> Bytes {
         match f {
-            Out::Shared(fr) if !self.opts.audit => fr.wire(self.opts.deflate, |json| self.encode(json)).clone(),
+            Out::Shared(fr, _) if !self.opts.audit => fr.wire(self.opts.deflate, |json| self.encode(json)).clone(),
             _ => self.encode(&self.plain(f, sent_ns)),
         }
     }
@@ -86,4 +92,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             wire::text_message(json, false)
         }
     }
+}
+
+/// The drop hook's log line, which a test reads to learn the height it must see named as lost.
+fn dropped_for_test(fr: &Frame, l: &Link) -> bool {
+    tracing::warn!(
+        "test hook HLBOOK_TEST_DROP_FRAME: not writing frame n={} height={} of subscription {}",
+        l.n,
+        fr.audit.height(),
+        l.sub
+    );
+    true
 }

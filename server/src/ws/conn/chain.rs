@@ -1,0 +1,142 @@
+//! Each subscription's audit chain (docs/api.md "Audit fields"): the number of every frame the connection meant
+//! for it, the height of the one before, and what the server conflated or dropped in between.
+//!
+//! The chain lets an auditor tell "nothing happened for this subscription between two heights" (the server
+//! vouches for it) from loss, without assuming every block changes every coin. It is kept for every connection
+//! (a few adds per frame); only `?audit=1` connections write it out.
+
+use std::sync::OnceLock;
+
+/// One subscription's place in its chain.
+#[derive(Debug, Default)]
+pub(super) struct Chain {
+    /// The subscription's number on its connection (1, 2, … in subscription order).
+    sub: u32,
+    /// Frames meant for it so far.
+    n: u64,
+    /// The height of the last of them.
+    prev: u64,
+    /// Heights whose frames were dropped since the last frame (the connection fell behind), not yet told.
+    lost: Option<(u64, u64)>,
+}
+
+/// A frame's place in its subscription's chain, written into its audit object.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Link {
+    pub sub: u32,
+    pub n: u64,
+    /// 0 on a subscription's first frame.
+    pub prev: u64,
+    pub snapshot: bool,
+    pub conflated: u64,
+    pub lost: Option<(u64, u64)>,
+}
+
+impl Chain {
+    pub(super) fn new(sub: u32) -> Chain {
+        Chain { sub, ..Chain::default() }
+    }
+
+    /// The next frame of the subscription, at `height`: the link it carries.
+    pub(super) fn next(&mut self, height: u64, snapshot: bool, conflated: u64) -> Link {
+        self.n += 1;
+        let link = Link {
+            sub: self.sub,
+            n: self.n,
+            prev: if self.n == 1 { 0 } else { self.prev },
+            snapshot,
+            conflated,
+            lost: self.lost.take(),
+        };
+        self.prev = height;
+        link
+    }
+
+    /// The server skipped the subscription's frames of heights `first..=last`: the next frame says so.
+    pub(super) fn dropped(&mut self, first: u64, last: u64) {
+        self.lost = Some(match self.lost {
+            Some((a, b)) => (a.min(first), b.max(last)),
+            None => (first, last),
+        });
+    }
+
+    /// The height of the subscription's last frame (0 before its first).
+    pub(super) fn prev(&self) -> u64 {
+        self.prev
+    }
+}
+
+impl Link {
+    /// `,"sub":…,"n":…` and the rest of the link, for the end of a frame's audit object (docs/api.md).
+    pub fn write(&self, out: &mut Vec<u8>) {
+        let mut b = itoa::Buffer::new();
+        for (name, v) in
+            [("sub", u64::from(self.sub)), ("n", self.n), ("prev", self.prev), ("conflated", self.conflated)]
+        {
+            if v == 0 && name != "n" {
+                continue;
+            }
+            out.extend_from_slice(b",\"");
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b"\":");
+            out.extend_from_slice(b.format(v).as_bytes());
+        }
+        if self.snapshot {
+            out.extend_from_slice(b",\"snapshot\":true");
+        }
+        if let Some((first, last)) = self.lost {
+            out.extend_from_slice(b",\"lost\":[");
+            out.extend_from_slice(b.format(first).as_bytes());
+            out.push(b',');
+            out.extend_from_slice(b.format(last).as_bytes());
+            out.push(b']');
+        }
+    }
+}
+
+/// Test hook `HLBOOK_TEST_DROP_FRAME=N`: on `?audit=1` connections every subscription's N-th frame is counted in
+/// its chain but not written, as if lost on the way; the server logs which height it dropped. It lets a test check
+/// that `latency_stats` names exactly that height.
+pub(super) fn test_drop_frame() -> Option<u64> {
+    static DROP: OnceLock<Option<u64>> = OnceLock::new();
+    *DROP.get_or_init(|| std::env::var("HLBOOK_TEST_DROP_FRAME").ok().and_then(|v| v.parse().ok()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chain_numbers_frames_and_names_the_previous_height() {
+        let mut c = Chain::new(3);
+        let a = c.next(100, true, 0);
+        assert_eq!((a.sub, a.n, a.prev, a.snapshot), (3, 1, 0, true));
+        let b = c.next(107, false, 2);
+        assert_eq!((b.n, b.prev, b.snapshot, b.conflated), (2, 100, false, 2));
+        assert_eq!(c.next(107, true, 0).prev, 107, "streaming: two frames of one height");
+    }
+
+    #[test]
+    fn dropped_heights_ride_on_the_next_frame_once() {
+        let mut c = Chain::new(1);
+        c.next(10, false, 0);
+        c.dropped(11, 20);
+        c.dropped(21, 25);
+        assert_eq!(c.next(26, true, 0).lost, Some((11, 25)));
+        assert_eq!(c.next(27, false, 0).lost, None);
+    }
+
+    #[test]
+    fn a_link_writes_only_what_it_has() {
+        let write = |l: Link| {
+            let mut out = b"{\"height\":5".to_vec();
+            l.write(&mut out);
+            out.push(b'}');
+            serde_json::from_slice::<serde_json::Value>(&out).unwrap()
+        };
+        let first = write(Link { sub: 2, n: 1, snapshot: true, ..Link::default() });
+        assert_eq!(first, serde_json::json!({"height":5,"sub":2,"n":1,"snapshot":true}));
+        let later = write(Link { sub: 2, n: 9, prev: 4, conflated: 3, lost: Some((6, 8)), ..Link::default() });
+        assert_eq!(later, serde_json::json!({"height":5,"sub":2,"n":9,"prev":4,"conflated":3,"lost":[6,8]}));
+    }
+}
