@@ -38,7 +38,8 @@ pub struct SimArgs {
     pub out: PathBuf,
     #[arg(long, value_enum, default_value = "by-block")]
     pub mode: Mode,
-    /// Number of coins (at least 3: BTC, a spot pair and a builder-dex perp come first).
+    /// Number of coins, 3 to 1000: BTC, a spot pair and a builder-dex perp come first, then the other named coins,
+    /// then quiet perps `C13`, `C14`, … (mainnet lists about 400 coins, most of them quiet).
     #[arg(long, default_value_t = 8)]
     pub coins: usize,
     /// Resting BTC orders at start.

@@ -71,15 +71,25 @@ fn all() -> Vec<CoinSpec> {
     ]
 }
 
-/// The first `n` coins (at least 3, at most all of them).
+/// The first `n` coins (at least 3, at most `MAX_COINS`): the named ones, then quiet perps `C13`, `C14`, … of the
+/// least weight, so a universe of hundreds of coins (mainnet lists about 400) has coins that most blocks leave alone.
 pub fn universe(n: usize) -> Vec<CoinSpec> {
     let mut v = all();
-    v.truncate(n.clamp(3, v.len()));
+    let n = n.clamp(3, MAX_COINS);
+    v.truncate(n);
+    for i in v.len()..n {
+        // Names must be `'static` like the named ones'; a simulator makes each at most once per universe.
+        let name: &'static str = Box::leak(format!("C{i}").into_boxed_str());
+        v.push(spec(name, Kind::Perp, (2, 2), 10_000 + i as u64 * 7, 10, 1, 100));
+    }
     v
 }
 
 /// How many coins `universe` can give at most.
-pub fn max_coins() -> usize {
+pub const MAX_COINS: usize = 1_000;
+
+/// How many named coins there are (the rest are generated).
+pub fn named_coins() -> usize {
     all().len()
 }
 

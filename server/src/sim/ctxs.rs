@@ -176,7 +176,7 @@ mod tests {
     use super::*;
 
     fn coin(name: &str) -> CoinSpec {
-        coins::universe(coins::max_coins()).into_iter().find(|c| c.name == name).unwrap()
+        coins::universe(coins::named_coins()).into_iter().find(|c| c.name == name).unwrap()
     }
 
     #[test]
@@ -210,7 +210,7 @@ mod tests {
 
     #[test]
     fn contexts_follow_each_universe() {
-        let all = coins::universe(coins::max_coins());
+        let all = coins::universe(coins::named_coins());
         let tops: Vec<Top> =
             all.iter().map(|c| Top { bid: Some(c.mid - 1), ask: Some(c.mid + 1), resting: 1 }).collect();
         for dex in [None, Some(""), Some("xyz")] {
@@ -234,7 +234,7 @@ mod tests {
 
     #[test]
     fn perp_dexs_lists_the_builder_dex_after_the_main_one() {
-        let v = perp_dexs(&coins::universe(coins::max_coins()));
+        let v = perp_dexs(&coins::universe(coins::named_coins()));
         let list = v.as_array().unwrap();
         assert_eq!(list.len(), 2);
         assert!(list[0].is_null());

@@ -86,7 +86,7 @@ impl Sim {
     pub fn new(args: &SimArgs) -> anyhow::Result<Sim> {
         anyhow::ensure!(args.coins >= 3, "--coins must be at least 3 (BTC, a spot pair, a builder perp)");
         let coins = coins::universe(args.coins);
-        anyhow::ensure!(args.coins <= coins::max_coins(), "--coins is at most {}", coins::max_coins());
+        anyhow::ensure!(args.coins <= coins::MAX_COINS, "--coins is at most {}", coins::MAX_COINS);
         let start = now_nanos();
         let market = Market::new(MarketConfig {
             coins: coins.clone(),
