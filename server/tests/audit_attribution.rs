@@ -221,7 +221,7 @@ fn stage_p50(report: &Value, channel: &str, stage: &str) -> (f64, u64) {
 #[allow(clippy::float_arithmetic)]
 fn latency_stats_shows_l2_frames_do_not_wait_for_a_delayed_status_line() {
     let Some(bin) = latency_stats() else {
-        eprintln!("skipped: latency_stats not built (run `make cpp-build` or set LATENCY_STATS)");
+        procs::skip("latency_stats not built (run `make cpp-build` or set LATENCY_STATS)");
         return;
     };
     let _serial = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

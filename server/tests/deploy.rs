@@ -133,7 +133,7 @@ fn install_script_stages_what_the_units_use() {
 /// warnings there, so any output fails too.
 fn verify_units(stage: &Path) {
     if Command::new("systemd-analyze").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: systemd-analyze is not installed; the units are not verified");
+        procs::skip("systemd-analyze is not installed; the units are not verified");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -160,7 +160,7 @@ fn mode(path: &Path) -> u32 {
 #[test]
 fn staged_units_expose_little() {
     if Command::new("systemd-analyze").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: systemd-analyze is not installed; the units' exposure is not measured");
+        procs::skip("systemd-analyze is not installed; the units' exposure is not measured");
         return;
     }
     let stage = tempfile::tempdir().unwrap();

@@ -28,7 +28,7 @@ fn latency_stats() -> Option<PathBuf> {
 #[test]
 fn latency_stats_reports_every_channel_from_our_server() {
     let Some(bin) = latency_stats() else {
-        eprintln!("skipped: latency_stats not built (run `make cpp-build` or set LATENCY_STATS)");
+        procs::skip("latency_stats not built (run `make cpp-build` or set LATENCY_STATS)");
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -177,7 +177,7 @@ fn serve(args: &[&str], log: &Path) -> (Proc, String) {
 #[test]
 fn clients_through_haproxy_see_what_one_server_sends() {
     let Some(haproxy) = haproxy() else {
-        eprintln!("SKIPPED: haproxy is not installed (`make setup` installs it: APT_PACKAGES)");
+        procs::skip("haproxy is not installed (`make setup` installs it: APT_PACKAGES)");
         return;
     };
     let work = tempfile::tempdir().unwrap();

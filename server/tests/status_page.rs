@@ -79,7 +79,7 @@ fn stage_row<'a>(dom: &'a str, stage: &str) -> Vec<&'a str> {
 #[test]
 fn the_status_page_shows_live_numbers_in_chromium() {
     let Some(bin) = chromium() else {
-        eprintln!("skipped: chromium not on PATH (Debian: apt-get install chromium; `make setup` does)");
+        procs::skip("chromium not on PATH (Debian: apt-get install chromium; `make setup` does)");
         return;
     };
     let feed = Feed::start("");

@@ -238,7 +238,7 @@ fn assert_books(out: &Value) {
 #[test]
 fn chromium_gets_l2book_with_compression() {
     let Some(chromium) = chromium() else {
-        eprintln!("SKIPPED: no chromium on PATH (apt-get install chromium)");
+        procs::skip("no chromium on PATH (apt-get install chromium)");
         return;
     };
     let feed = Feed::start("");
@@ -253,7 +253,7 @@ fn chromium_gets_l2book_with_compression() {
 #[test]
 fn chromium_gets_l2book_without_compression() {
     let Some(chromium) = chromium() else {
-        eprintln!("SKIPPED: no chromium on PATH (apt-get install chromium)");
+        procs::skip("no chromium on PATH (apt-get install chromium)");
         return;
     };
     let feed = Feed::start("compression = false");

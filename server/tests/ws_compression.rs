@@ -32,7 +32,7 @@ fn python_ready() -> bool {
         .status()
         .is_ok_and(|s| s.success());
     if !ok {
-        eprintln!("SKIPPED: {PYTHON} with the websockets module is missing (apt-get install python3-websockets)");
+        procs::skip(&format!("{PYTHON} with the websockets module is missing (apt-get install python3-websockets)"));
     }
     ok
 }

@@ -1,6 +1,10 @@
 //! Test helpers: locating the mainnet capture and unpacking it into a temp node dir.
 #![allow(dead_code)]
 
+#[path = "../skip/mod.rs"]
+mod skip_impl;
+pub use skip_impl::skip;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -18,7 +22,7 @@ pub fn fixtures() -> Option<PathBuf> {
     if dir.join("snapshot_985148181.json.gz").is_file() {
         Some(dir)
     } else {
-        eprintln!("SKIPPED: mainnet capture not found at {} (set HL_FIXTURES to its folder)", dir.display());
+        skip(&format!("mainnet capture not found at {} (set HL_FIXTURES to its folder)", dir.display()));
         None
     }
 }

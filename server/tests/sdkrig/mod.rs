@@ -33,7 +33,7 @@ pub fn clients_dir_with(what: &str, installed: impl Fn(&Path) -> bool) -> Option
 /// Says why a test does not run; a failure under `HLBOOK_REQUIRE_CLIENTS=1`.
 pub fn skip(why: &str) {
     assert!(std::env::var("HLBOOK_REQUIRE_CLIENTS").as_deref() != Ok("1"), "{why}");
-    eprintln!("SKIPPED: {why}");
+    crate::procs::skip(why);
 }
 
 /// A library's run: its stdout lines arrive on a channel while our own client reads the server.
