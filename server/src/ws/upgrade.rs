@@ -162,6 +162,13 @@ fn websocket_key(h: &HeaderMap) -> Option<String> {
     h.get(header::SEC_WEBSOCKET_KEY).and_then(|v| v.to_str().ok()).map(str::to_string)
 }
 
+/// Test hook `HLBOOK_TEST_NO_AUDIT=1`: `?audit=1` is accepted and ignored, so frames carry no audit fields, as from
+/// a server that has none; a test checks that `latency_stats --audit` says it could not verify such a feed.
+fn audit_stripped_for_test() -> bool {
+    static STRIPPED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *STRIPPED.get_or_init(|| std::env::var_os("HLBOOK_TEST_NO_AUDIT").is_some_and(|v| v == "1"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,11 +212,4 @@ mod tests {
         assert_eq!(group("2001:db8::1", 128), ip("2001:db8::1"), "128 counts every address");
         assert_eq!(group("1.2.3.4", 64), ip("1.2.3.4"), "IPv4 as it is");
     }
-}
-
-/// Test hook `HLBOOK_TEST_NO_AUDIT=1`: `?audit=1` is accepted and ignored, so frames carry no audit fields, as from
-/// a server that has none; a test checks that `latency_stats --audit` says it could not verify such a feed.
-fn audit_stripped_for_test() -> bool {
-    static STRIPPED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *STRIPPED.get_or_init(|| std::env::var_os("HLBOOK_TEST_NO_AUDIT").is_some_and(|v| v == "1"))
 }
