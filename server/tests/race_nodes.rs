@@ -8,7 +8,7 @@
 mod procs;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use procs::{
     CHECKED_MARKET, HLBOOK, Proc, assert_same_books, books_from_snapshot, counter, get_bytes, get_json, sim_books_at,
@@ -68,20 +68,16 @@ fn start_in(b: Option<&Path>, blocks: u64, sim_extra: &[&str], b_spec: &str, sou
     Run { sim, server, base, admin, info_url, tmp, last: START + blocks - 1 }
 }
 
-/// Samples `/health` until the server has applied `until`, returning every state seen from the first `live` on.
-fn states_until(run: &Run, until: u64) -> Vec<String> {
-    wait_health(&run.base, Duration::from_secs(60), |h| h["state"] == "live");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let mut states = Vec::new();
-    loop {
-        let h = get_json(&format!("{}/health", run.base)).expect("health answers");
-        states.push(h["state"].as_str().unwrap_or("?").to_string());
-        if h["height"].as_u64() >= Some(until) {
-            return states;
-        }
-        assert!(Instant::now() < deadline, "stuck at {h}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// Waits until the server has applied `until`, then returns every health state change the server logged after
+/// it first went live. The server logs each change once, when it happens (stale included: it is checked after every
+/// block and every idle poll), so this misses none, where sampling `/health` could.
+fn changes_after_live(run: &Run, until: u64) -> Vec<String> {
+    wait_health(&run.base, Duration::from_secs(180), |h| h["height"].as_u64() >= Some(until));
+    let log = run.serve_log();
+    let changes = log.lines().filter(|l| l.contains("health state changed"));
+    let mut after = changes.skip_while(|l| !l.contains("to=live"));
+    assert!(after.next().is_some(), "the server never went live:\n{log}");
+    after.map(str::to_string).collect()
 }
 
 /// Waits for the last block, compares every order with the simulator's books, and checks that every block after
@@ -126,8 +122,8 @@ fn one_node_pausing_10s_never_stops_the_books() {
     let pause_at = (START + 60).to_string();
     let spec = format!(",pause_at={pause_at},pause_secs=10");
     let run = start(360, &[], &spec, &["file:{a}", "file:{b}"], &["--stale-after", "2"]);
-    let states = states_until(&run, START + 340);
-    assert!(states.iter().all(|s| s == "live"), "live throughout, sampled: {states:?}");
+    let changes = changes_after_live(&run, START + 340);
+    assert!(changes.is_empty(), "live throughout, but: {changes:?}");
     // Node b wakes after its pause and writes its backlog: its lines are compared with the applied ones.
     let h = wait_health(&run.base, Duration::from_secs(60), |h| n(&source(h, "/b")["height"]) >= START + 359);
     let b = source(&h, "/b");
@@ -305,11 +301,10 @@ fn a_killed_relay_beside_a_local_node_changes_nothing() {
     let mid = START + 120;
     wait_health(&run.base, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(mid));
     relay1.kill();
-    let states = states_until(&run, mid + 40);
+    wait_health(&run.base, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(mid + 40));
     let _relay2 = relay(&b, &addr, &tmp_relay.path().join("relay2.log"));
-    let mut more = states_until(&run, START + 290);
-    more.extend(states);
-    assert!(more.iter().all(|s| s == "live"), "live throughout, sampled: {more:?}");
+    let changes = changes_after_live(&run, START + 290);
+    assert!(changes.is_empty(), "live throughout, but: {changes:?}");
     let h = finish(run);
     let relayed = source(&h, &addr);
     assert!(n(&relayed["wins"]["statuses"]) > 0, "{relayed}");

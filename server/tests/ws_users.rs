@@ -136,9 +136,32 @@ fn pick_users(data: &Path, mode: Mode) -> Vec<String> {
     }
 }
 
-/// Everything one connection received until `stop`, after following `user` on the three channels (the address
-/// sent upper-cased, which must not matter).
-async fn collect(addr: String, user: String, mut stop: tokio::sync::watch::Receiver<bool>) -> Vec<Value> {
+/// Per (channel, height), how many events the user's frames of that height hold, from the node's files.
+type Expect = BTreeMap<(&'static str, u64), usize>;
+
+/// The events one live (not snapshot) frame holds.
+fn events_in(f: &Value) -> usize {
+    let d = &f["data"];
+    d.as_array().or_else(|| d["fills"].as_array()).map_or(0, Vec::len)
+}
+
+/// Whether `frames` hold every event `expect` names from each channel's first live frame on.
+fn complete(frames: &[Value], expect: &Expect) -> bool {
+    let mut got: BTreeMap<(&str, u64), usize> = BTreeMap::new();
+    for f in frames.iter().filter(|f| f["data"]["isSnapshot"].is_null()) {
+        if let Some(h) = audit_height(f) {
+            *got.entry((channel(f), h)).or_default() += events_in(f);
+        }
+    }
+    ["orderUpdates", "userFills", "user"].into_iter().all(|ch| {
+        let Some(first) = got.keys().find(|(c, _)| *c == ch).map(|k| k.1) else { return false };
+        expect.iter().filter(|((c, h), _)| *c == ch && *h >= first).all(|(k, n)| got.get(k).copied().unwrap_or(0) >= *n)
+    })
+}
+
+/// Everything one connection received, after following `user` on the three channels (the address sent
+/// upper-cased, which must not matter), until `done` says what to expect and every event of it has arrived.
+async fn collect(addr: String, user: String, mut done: tokio::sync::watch::Receiver<Option<Expect>>) -> Vec<Value> {
     let mut ws = wsload::connect(&addr, "audit=1", None).await;
     let shouted = format!("0x{}", user[2..].to_uppercase());
     wsload::subscribe(&mut ws, json!({"type": "orderUpdates", "user": shouted})).await;
@@ -153,11 +176,16 @@ async fn collect(addr: String, user: String, mut stop: tokio::sync::watch::Recei
         got.push(wsload::expect_json(&mut plain, Duration::from_secs(10)).await);
     }
     loop {
+        if let Some(expect) = done.borrow().as_ref()
+            && complete(&got, expect)
+        {
+            return got;
+        }
         tokio::select! {
-            _ = stop.changed() => return got,
+            _ = done.changed() => {}
             r = wsload::next_json(&mut ws, Duration::from_secs(30)) => match r {
                 Read::Json(v) => got.push(v),
-                other => panic!("{user}: connection ended early: {other:?}"),
+                other => panic!("{user}: connection ended early, or no frame for 30 s: {other:?}"),
             },
         }
     }
@@ -225,29 +253,46 @@ fn user_frames(mode: Mode) {
         start_serve(&data, &info_url, &out.path().join("snaps"), &serve_args, &out.path().join("serve.log"));
     let addr = server.wait_line("hlbook listening on", Duration::from_secs(30));
     let base = format!("http://{addr}");
-    wait_health(&base, Duration::from_secs(60), |h| h["state"] == "live");
-    // Let a few seconds of fills pile up, so userFills' first frame has history to carry.
-    std::thread::sleep(Duration::from_secs(3));
+    let live = wait_health(&base, Duration::from_secs(60), |h| h["state"] == "live")["height"].as_u64().unwrap();
+    // Fifty blocks of fills (3 s) pile up first, so userFills' first frame has history to carry.
+    wait_health(&base, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(live + 50));
     let users = pick_users(&data, mode);
 
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let tasks: Vec<_> = users.iter().map(|u| rt.spawn(collect(addr.clone(), u.clone(), stop_rx.clone()))).collect();
+    let (done, tasks): (Vec<_>, Vec<_>) = users
+        .iter()
+        .map(|u| {
+            let (tx, rx) = tokio::sync::watch::channel(None);
+            (tx, rt.spawn(collect(addr.clone(), u.clone(), rx)))
+        })
+        .unzip();
     // Streaming: the simulator's last block never completes (no later line), but its lines' frames went out.
     let streaming = mode == Mode::Streaming;
     let last = FIRST_HEIGHT + BLOCKS - 1 - u64::from(streaming);
     wait_health(&base, Duration::from_secs(120), |h| h["height"].as_u64() >= Some(last));
-    std::thread::sleep(Duration::from_millis(500));
-    stop_tx.send(true).unwrap();
-    let got: Vec<Vec<Value>> = tasks.into_iter().map(|t| rt.block_on(t).expect("a collecting task")).collect();
-    assert!(server.running(), "the server is still up");
-    sim.stop();
-    server.stop();
-
+    // The files are complete up to `last`: each collector reads until it has every event they name.
     let derived = derive(&data, &users.iter().cloned().collect(), mode);
     let of = |m: &BTreeMap<(String, u64), Vec<Value>>, u: &str| -> BTreeMap<u64, Vec<Value>> {
         m.iter().filter(|((x, _), _)| x == u).map(|((_, h), v)| (*h, v.clone())).collect()
     };
+    let expect = |u: &str| -> Expect {
+        let mut e = Expect::new();
+        for (h, v) in of(&derived.orders, u).range(..=last) {
+            e.insert(("orderUpdates", *h), v.len());
+        }
+        for (h, v) in of(&derived.fills, u).range(..=last) {
+            e.insert(("userFills", *h), v.len());
+            e.insert(("user", *h), v.len());
+        }
+        e
+    };
+    for (tx, u) in done.iter().zip(&users) {
+        tx.send(Some(expect(u))).unwrap();
+    }
+    let got: Vec<Vec<Value>> = tasks.into_iter().map(|t| rt.block_on(t).expect("a collecting task")).collect();
+    assert!(server.running(), "the server is still up");
+    sim.stop();
+    server.stop();
     for (user, frames) in users.iter().zip(&got) {
         for f in frames {
             let ok = matches!(channel(f), "subscriptionResponse" | "orderUpdates" | "userFills" | "user" | "trades");

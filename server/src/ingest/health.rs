@@ -276,7 +276,12 @@ impl Health {
     /// Ingest calls it after every block and every idle poll, so `stale` (derived from silence) is logged too.
     /// Returns the change, if any.
     pub fn report(&self) -> Option<(State, State)> {
-        let now = self.state();
+        self.report_at(now_nanos())
+    }
+
+    /// `report` as of Unix time `at`.
+    fn report_at(&self, at: UnixNanos) -> Option<(State, State)> {
+        let now = self.state_at(at);
         let before = State::from_u8(self.reported.swap(now as u8, Relaxed));
         if before == now {
             return None;
@@ -293,9 +298,14 @@ impl Health {
 
     /// The state now, with staleness derived from the time since the last applied block.
     pub fn state(&self) -> State {
+        self.state_at(now_nanos())
+    }
+
+    /// The state as of Unix time `now` (tests ask about a later moment instead of sleeping until it).
+    fn state_at(&self, now: UnixNanos) -> State {
         let s = self.stored();
         let at = self.applied_at.load(Relaxed);
-        let silent = Duration::from_nanos(now_nanos().saturating_sub(at).max(0) as u64);
+        let silent = Duration::from_nanos(now.saturating_sub(at).max(0) as u64);
         match s {
             State::Live | State::CatchingUp if at > 0 && silent > self.stale_after => State::Stale,
             s => s,
@@ -317,9 +327,14 @@ impl Health {
 mod tests {
     use super::*;
 
+    /// Staleness in the tests: an hour, so a busy machine never makes a state stale before the test asks about a
+    /// moment past it.
+    const STALE: Duration = Duration::from_secs(3_600);
+    const LATER: i64 = 2 * 3_600 * 1_000_000_000;
+
     #[test]
     fn states_follow_blocks_and_silence() {
-        let h = Health::new(Duration::from_millis(50));
+        let h = Health::new(STALE);
         assert_eq!(h.state(), State::Starting);
         h.set_resyncing();
         assert_eq!(h.state(), State::Starting, "a failed bootstrap is still starting");
@@ -328,8 +343,7 @@ mod tests {
         assert_eq!(h.state(), State::Live);
         h.applied(6, now, Some(now - 10_000_000_000));
         assert_eq!(h.state(), State::CatchingUp);
-        std::thread::sleep(Duration::from_millis(80));
-        assert_eq!(h.state(), State::Stale);
+        assert_eq!(h.state_at(now_nanos() + LATER), State::Stale);
         h.applied(7, now_nanos(), None);
         assert_eq!(h.state(), State::Live);
         h.set_resyncing();
@@ -341,7 +355,7 @@ mod tests {
 
     #[test]
     fn report_names_each_change_once() {
-        let h = Health::new(Duration::from_millis(50));
+        let h = Health::new(STALE);
         assert_eq!(h.report(), None);
         let now = now_nanos();
         h.applied(5, now, Some(now - 10_000_000_000)); // reports starting -> catching_up itself
@@ -349,9 +363,9 @@ mod tests {
         h.applied(6, now_nanos(), None);
         h.applied(7, now_nanos(), None);
         assert_eq!(h.report(), None, "already reported by applied");
-        std::thread::sleep(Duration::from_millis(80));
-        assert_eq!(h.report(), Some((State::Live, State::Stale)));
-        assert_eq!(h.report(), None);
+        let later = now_nanos() + LATER;
+        assert_eq!(h.report_at(later), Some((State::Live, State::Stale)));
+        assert_eq!(h.report_at(later), None);
         h.set_resyncing();
         assert_eq!(h.report(), None);
         h.resynced(9);

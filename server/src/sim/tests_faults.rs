@@ -182,13 +182,16 @@ fn rollover_makes_new_hour_files_and_prune_deletes_old_ones() {
     a.rollover_secs = Some(1);
     a.prune_keep = 2;
     let mut sim = Sim::new(&a).unwrap();
-    let started = std::time::Instant::now();
+    // Blocks until the third hour file appears (the clock gains an hour a second), however slow the machine.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     let mut seen = std::collections::BTreeSet::new();
-    while started.elapsed() < std::time::Duration::from_millis(2_300) {
+    while seen.len() < 3 {
+        assert!(std::time::Instant::now() < deadline, "no third hour file within 120 s: {seen:?}");
         sim.step().unwrap();
         for f in hour_files(tmp.path(), Mode::ByBlock, Stream::Diffs).unwrap() {
             seen.insert((f.date, f.hour));
         }
+        // Pacing, a few blocks per hour of the simulated clock.
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     // 22:00, 23:00, then 0:00 of the next day.
