@@ -35,9 +35,15 @@ fn haproxy() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// A port nobody listens on right now: bind port 0, read what the kernel chose, release it.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+/// A listening socket on a port the kernel chose, for HAProxy to inherit (`bind fd@N`): nothing else can take the
+/// port between choosing it and HAProxy's start, as it could if the port were released for HAProxy to bind.
+fn inherited_listener() -> (TcpListener, u16, i32) {
+    use std::os::fd::AsRawFd;
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    rustix::io::fcntl_setfd(&l, rustix::io::FdFlags::empty()).expect("clearing FD_CLOEXEC");
+    let fd = l.as_raw_fd();
+    (l, port, fd)
 }
 
 /// The shipped HAProxy config with its listen and server addresses replaced, everything else (mode, timeouts,
@@ -227,10 +233,10 @@ fn clients_through_haproxy_see_what_one_server_sends() {
     }
 
     let shipped = std::fs::read_to_string(repo().join("deploy/haproxy/hlbook.cfg")).unwrap();
-    let port = free_port();
+    let (_listener, port, fd) = inherited_listener();
     let edges: Vec<String> = [&base1, &base2].iter().map(|b| b.trim_start_matches("http://").to_string()).collect();
     let cfg = work.path().join("haproxy.cfg");
-    std::fs::write(&cfg, haproxy_config(&shipped, &format!("127.0.0.1:{port}"), &edges)).unwrap();
+    std::fs::write(&cfg, haproxy_config(&shipped, &format!("fd@{fd}"), &edges)).unwrap();
     let (haproxy, cfg) = (haproxy.to_str().unwrap(), cfg.to_str().unwrap());
     let check = Command::new(haproxy).args(["-c", "-f", cfg]).output().unwrap();
     assert!(
