@@ -27,7 +27,7 @@ fn prints_one_l2_line_per_block_identical_in_both_modes() {
     let by_block = json_lines(&replay(&cap.snapshot, &cap.node_dir, &["--print", "l2", "--coin", "BTC"]));
     let streaming =
         json_lines(&replay(&cap.snapshot, &cap.node_dir, &["--print", "l2", "--coin", "BTC", "--mode", "streaming"]));
-    assert_eq!(by_block.len(), 51);
+    assert_eq!((by_block.len(), streaming.len()), (51, 51));
     for (b, s) in by_block.iter().zip(&streaming) {
         assert_eq!(b["height"], s["height"]);
         assert_eq!(b["l2Book"]["levels"], s["l2Book"]["levels"], "height {}", b["height"]);

@@ -69,7 +69,9 @@ fn ccxt_watches_ohlcv_and_trades() {
     let results: Vec<&Value> = printed.iter().filter(|p| p["kind"] == "trades").collect();
     assert_eq!(results.len(), WANT, "{printed:?}");
     for r in results {
-        for t in r["items"].as_array().unwrap() {
+        let items = r["items"].as_array().unwrap();
+        assert!(!items.is_empty(), "a trades result with no trades: {r}");
+        for t in items {
             let tid: u64 = t["id"].as_str().unwrap().parse().unwrap();
             let (px, sz) = trades.get(&tid).unwrap_or_else(|| panic!("trade {tid} is not in the files: {t}"));
             assert_eq!((t["price"].as_f64(), t["amount"].as_f64()), (px.parse().ok(), sz.parse().ok()), "{t}");

@@ -265,9 +265,8 @@ fn oversize_frame_closes_only_that_connection() {
 
         let mut big = Client::connect(&rig.ws("")).await;
         big.send_lossy(&format!(r#"{{"method":"ping","pad":"{}"}}"#, "x".repeat(10_000))).await;
-        if let Some(f) = big.closed(wsclient::WAIT).await {
-            assert_eq!(f.code, CloseCode::Size, "{f:?}");
-        }
+        let f = big.closed(wsclient::WAIT).await.expect("a close frame, not a bare end");
+        assert_eq!(f.code, CloseCode::Size, "{f:?}");
         let books = |m: &[Value]| m.iter().filter(|v| v["channel"] == "l2Book").count();
         quiet.collect_until(Duration::ZERO, |m| books(m) >= 2).await;
         quiet.ping_pong().await;
@@ -469,7 +468,8 @@ fn idle_connection_is_closed_busy_one_is_not() {
         busy.subscribe(json!({"type": "allMids"})).await;
         let mut idle = Client::connect(&rig.ws("")).await;
         // A behaviour bound, not a speed goal: closed well within five idle periods.
-        idle.closed(Duration::from_secs(10)).await;
+        let f = idle.closed(Duration::from_secs(10)).await.expect("a close frame, not a bare end");
+        assert_eq!(f.code, CloseCode::Normal, "{f:?}");
         // The busy one got data all along and stays open for two more idle periods.
         let got = busy.collect(Duration::from_secs(4)).await;
         assert!(got.iter().any(|v| v["channel"] == "allMids"), "allMids flowing");

@@ -45,7 +45,8 @@ fn precisions_of_one_coin_on_one_connection() {
             *seen.entry(deepest).or_default() += 1;
         }
         assert!(seen.len() == 3, "every shape got frames: {seen:?}");
-        let others = other.collect(Duration::from_secs(1)).await;
+        let books = |m: &[Value]| m.iter().filter(|v| v["channel"] == "l2Book").count();
+        let others = other.collect_until(Duration::from_secs(1), |m| books(m) >= 1).await;
         for v in others.iter().filter(|v| v["channel"] == "l2Book") {
             check::l2_book(&v["data"], "ETH", 20, Some((2, 1)));
         }
@@ -225,7 +226,16 @@ fn audit_adds_a_last_key_to_data_frames() {
         assert!(ack.get("audit").is_none(), "acks are not data: {ack}");
         let frames = c.collect_until(Duration::from_secs(1), |m| m.len() >= 3).await;
         let mut last = 0;
-        for v in &frames {
+        for (i, v) in frames.iter().enumerate() {
+            // The subscription's chain (docs/api.md): numbered frames, each naming the previous one's height; the
+            // first is the slot's current book, a snapshot.
+            let a = &v["audit"];
+            assert_eq!((&a["sub"], a["n"].as_u64()), (&json!(1), Some(i as u64 + 1)), "{v}");
+            if i == 0 {
+                assert_eq!((&a["snapshot"], &a["prev"]), (&json!(true), &Value::Null), "{v}");
+            } else {
+                assert_eq!((&a["snapshot"], a["prev"].as_u64()), (&Value::Null, Some(last)), "{v}");
+            }
             let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
             assert_eq!(keys, ["channel", "data", "audit"], "{v}");
             let a = &v["audit"];
