@@ -6,6 +6,11 @@
 //!
 //! One connection per variant, because an l2Book frame names its coin but not its aggregation: two variants of one
 //! coin on one connection could not be told apart (the official API has the same property).
+//!
+//! The replay runs hlbook's own book engine and aggregation, so it cannot catch a mistake the two share. By-block,
+//! the last BTC frames of the full and the 3-significant-figure variants are also checked against an independent
+//! oracle: the simulator's own books at its last block, aggregated by the plain code below, written for this test
+//! from the protocol's rules (../shared/docs/hl-ws-api.md) and nothing of hlbook's.
 
 mod procs;
 mod wsload;
@@ -88,8 +93,19 @@ fn replay_l2(snapshot: &Path, node_dir: &Path, mode: Mode, coin: &str, shape: &[
     by_height
 }
 
-/// Everything one connection received until `stop`, after subscribing `sub` (plus `coin`) for every coin.
-async fn collect(addr: String, sub: Value, mut stop: tokio::sync::watch::Receiver<bool>) -> Vec<Value> {
+/// Per coin, the height of the newest frame a connection must receive: the last block that changed its levels.
+type Newest = HashMap<&'static str, u64>;
+
+/// Whether `frames` reach every coin's newest height.
+fn complete(frames: &[Value], newest: &Newest) -> bool {
+    newest.iter().all(|(coin, h)| {
+        frames.iter().any(|f| channel(f) == "l2Book" && f["data"]["coin"] == *coin && audit_height(f) >= Some(*h))
+    })
+}
+
+/// Everything one connection received after subscribing `sub` (plus `coin`) for every coin, until `done` says
+/// which frames are the last and they came.
+async fn collect(addr: String, sub: Value, mut done: tokio::sync::watch::Receiver<Option<Newest>>) -> Vec<Value> {
     let mut ws = wsload::connect(&addr, "audit=1", None).await;
     for coin in COINS {
         let mut s = sub.clone();
@@ -97,7 +113,7 @@ async fn collect(addr: String, sub: Value, mut stop: tokio::sync::watch::Receive
         s["coin"] = coin.into();
         wsload::subscribe(&mut ws, s).await;
     }
-    wsload::collect_until(&mut ws, &mut stop, &sub.to_string()).await
+    wsload::collect_until_complete(&mut ws, &mut done, complete, &sub.to_string()).await
 }
 
 /// Runs the simulator for `blocks` blocks in `mode`, the server beside it and one connection per variant, then
@@ -132,9 +148,13 @@ fn oracle(mode: Mode, blocks: u64, variants: &[Variant]) {
     wait_health(&base, Duration::from_secs(60), |h| h["state"] == "live");
 
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let tasks: Vec<_> =
-        variants.iter().map(|v| rt.spawn(collect(addr.clone(), v.sub.clone(), stop_rx.clone()))).collect();
+    let (done, tasks): (Vec<_>, Vec<_>) = variants
+        .iter()
+        .map(|v| {
+            let (tx, rx) = tokio::sync::watch::channel(None);
+            (tx, rt.spawn(collect(addr.clone(), v.sub.clone(), rx)))
+        })
+        .unzip();
     // The simulator's last block: in streaming mode the server never completes it (no later block appears).
     let last = 1_000_000_000 + blocks - 1;
     let target = if mode == Mode::Streaming { last - 1 } else { last };
@@ -144,22 +164,32 @@ fn oracle(mode: Mode, blocks: u64, variants: &[Variant]) {
     // those. Streaming mode applies whole blocks.
     let split = counter(&health, "split_diff_steps");
     assert_eq!(split > 0, mode == Mode::ByBlock, "diffs lines applied in two steps: {split}");
-    // One more publish pass reaches the connections.
-    std::thread::sleep(Duration::from_millis(500));
-    stop_tx.send(true).unwrap();
+    // By-block the simulator's books at its last block, for the plain oracle; streaming leaves its last block
+    // incomplete, so its books are ahead of every frame.
+    let sim_books = (mode == Mode::ByBlock).then(|| sim_books_json(&info_url, &out.path().join("end.json"), last));
+    // The replay says which block last changed each coin's levels, up to `target`: each connection reads until
+    // it has that frame of every coin.
+    let oracles: Vec<HashMap<&str, HashMap<u64, Value>>> = variants
+        .iter()
+        .map(|v| COINS.iter().map(|c| (*c, replay_l2(&start, &data, mode, c, v.replay))).collect())
+        .collect();
+    for (tx, oracle) in done.iter().zip(&oracles) {
+        let newest = COINS.iter().map(|c| (*c, last_change(&oracle[c], target))).collect();
+        tx.send(Some(newest)).unwrap();
+    }
     let got: Vec<Vec<Value>> = tasks.into_iter().map(|t| rt.block_on(t).expect("a collecting task")).collect();
     assert!(server.running(), "the server is still up");
     sim.stop();
     server.stop();
 
-    for (v, frames) in variants.iter().zip(&got) {
+    for ((v, frames), oracles) in variants.iter().zip(&got).zip(&oracles) {
         let acks = frames.iter().filter(|f| channel(f) == "subscriptionResponse").count();
         assert_eq!(acks, COINS.len(), "{}: one ack per coin", v.name);
         for f in frames {
             assert!(matches!(channel(f), "subscriptionResponse" | "l2Book"), "{}: unexpected frame {f}", v.name);
         }
         for coin in COINS {
-            let oracle = replay_l2(&start, &data, mode, coin, v.replay);
+            let oracle = &oracles[coin];
             let mine: Vec<&Value> =
                 frames.iter().filter(|f| channel(f) == "l2Book" && f["data"]["coin"] == coin).collect();
             let ack = frames
@@ -180,6 +210,11 @@ fn oracle(mode: Mode, blocks: u64, variants: &[Variant]) {
             assert!(mine.len() >= MIN_FRAMES, "{} {coin}: only {} frames compared", v.name, mine.len());
             eprintln!("{} {coin}: {} frames equal the replay", v.name, mine.len());
         }
+        if let (Some(books), Some(n_sig)) = (&sim_books, plain_variant(v)) {
+            let newest = frames.iter().rev().find(|f| channel(f) == "l2Book" && f["data"]["coin"] == "BTC").unwrap();
+            assert_eq!(levels_of(newest), plain_l2(books, "BTC", n_sig), "{}: BTC against the plain oracle", v.name);
+            eprintln!("{}: BTC's last frame equals the plain oracle", v.name);
+        }
         let stray: Vec<&Value> = frames
             .iter()
             .filter(|f| channel(f) == "l2Book" && !COINS.iter().any(|c| f["data"]["coin"] == *c))
@@ -198,4 +233,87 @@ fn l2_frames_equal_replay_streaming() {
     let full: Vec<Variant> =
         variants().into_iter().filter(|v| v.name == "full" || v.name == "nSigFigs 5 mantissa 2").collect();
     oracle(Mode::Streaming, 200, &full);
+}
+
+/// The variants the plain oracle checks, and their `nSigFigs` (0: full precision).
+fn plain_variant(v: &Variant) -> Option<u32> {
+    match v.name {
+        "full" => Some(0),
+        "nSigFigs 3" => Some(3),
+        _ => None,
+    }
+}
+
+/// The simulator's `[height, books]` snapshot once its height is `last` (it has written its last block).
+fn sim_books_json(info_url: &str, path: &Path, last: u64) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        assert!(sim_snapshot(info_url, path) <= last, "the simulator went past its last block");
+        let v: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        if v[0].as_u64() == Some(last) {
+            return v;
+        }
+        assert!(std::time::Instant::now() < deadline, "the simulator never reached {last}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A level as (price, size, orders), price and size as exact integers of 10^-10 units.
+type Level = (i128, i128, u64);
+
+/// A decimal string as an integer count of 10^-10 (exact; no price or size here has more decimals).
+fn dec(s: &str) -> i128 {
+    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+    assert!(frac.len() <= 10, "too many decimals: {s}");
+    let frac = format!("{frac:0<10}");
+    int.parse::<i128>().unwrap() * 10_000_000_000 + frac.parse::<i128>().unwrap()
+}
+
+/// A frame's levels, bids then asks.
+fn levels_of(frame: &Value) -> [Vec<Level>; 2] {
+    let side = |i: usize| -> Vec<Level> {
+        let levels = frame["data"]["levels"][i].as_array().unwrap();
+        levels
+            .iter()
+            .map(|l| (dec(l["px"].as_str().unwrap()), dec(l["sz"].as_str().unwrap()), l["n"].as_u64().unwrap()))
+            .collect()
+    };
+    [side(0), side(1)]
+}
+
+/// The 20 best levels a side of `coin` in a node-format snapshot: orders summed per price, or per bucket of
+/// `10^(integer digits − n_sig)` rounded away from the spread (bids down, asks up); `n_sig` 0 is full precision.
+fn plain_l2(books: &Value, coin: &str, n_sig: u32) -> [Vec<Level>; 2] {
+    let book = books[1].as_array().unwrap().iter().find(|b| b[0] == coin).unwrap();
+    let side = |i: usize| -> Vec<Level> {
+        let mut sums: std::collections::BTreeMap<i128, (i128, u64)> = std::collections::BTreeMap::new();
+        for entry in book[1][i].as_array().unwrap() {
+            let order = &entry[1];
+            let px = dec(order["limitPx"].as_str().unwrap());
+            let px = match n_sig {
+                0 => px,
+                n => {
+                    let digits = (px / 10_000_000_000).to_string().len() as u32;
+                    let width = 10i128.pow(digits - n) * 10_000_000_000;
+                    let down = px - px % width;
+                    if i == 0 || down == px { down } else { down + width }
+                }
+            };
+            let level = sums.entry(px).or_default();
+            level.0 += dec(order["sz"].as_str().unwrap());
+            level.1 += 1;
+        }
+        let levels = sums.into_iter().map(|(px, (sz, n))| (px, sz, n));
+        if i == 0 { levels.rev().take(20).collect() } else { levels.take(20).collect() }
+    };
+    [side(0), side(1)]
+}
+
+/// The newest height up to `target` whose levels differ from the height before (the server skips a frame whose
+/// levels did not change).
+fn last_change(oracle: &HashMap<u64, Value>, target: u64) -> u64 {
+    let mut heights: Vec<u64> = oracle.keys().copied().filter(|h| *h <= target).collect();
+    heights.sort_unstable();
+    let changed = heights.windows(2).filter(|w| oracle[&w[0]]["levels"] != oracle[&w[1]]["levels"]);
+    changed.map(|w| w[1]).next_back().unwrap_or(heights[0])
 }

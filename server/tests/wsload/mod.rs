@@ -91,6 +91,30 @@ pub async fn collect_until(ws: &mut Ws, stop: &mut tokio::sync::watch::Receiver<
     }
 }
 
+/// Every frame until `done` holds what the caller waits for and `complete(frames, it)` says it has all arrived (a
+/// condition, where a stop after a pause would hope the last frames came). A connection that goes quiet for 30 s
+/// first fails the test.
+pub async fn collect_until_complete<T>(
+    ws: &mut Ws,
+    done: &mut tokio::sync::watch::Receiver<Option<T>>,
+    complete: impl Fn(&[Value], &T) -> bool,
+    what: &str,
+) -> Vec<Value> {
+    let mut got = Vec::new();
+    loop {
+        if done.borrow().as_ref().is_some_and(|want| complete(&got, want)) {
+            return got;
+        }
+        tokio::select! {
+            _ = done.changed() => {}
+            r = next_json(ws, Duration::from_secs(30)) => match r {
+                Read::Json(v) => got.push(v),
+                other => panic!("{what}: connection ended early, or no frame for 30 s: {other:?}"),
+            },
+        }
+    }
+}
+
 /// The next text frame; panics on a timeout or a closed connection.
 pub async fn expect_json(ws: &mut Ws, timeout: Duration) -> Value {
     match next_json(ws, timeout).await {
