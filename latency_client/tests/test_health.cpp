@@ -1,11 +1,10 @@
 // Feed health and audit validation on synthetic frames (no sockets): silence, loss notices, missing acks,
 // downtime, the verdict and its checks; snapshot frames kept out of every histogram; audit stamps that are
-// missing, zero or out of order; the audit end-to-end row adding up; the SVG charts' series and counts;
-// HdrHistogram index geometry of the --hlog writer.
+// missing, zero or out of order; the audit end-to-end row adding up; HdrHistogram index geometry of the --hlog
+// writer. (The charts are in test_charts.cpp.)
 #include <gtest/gtest.h>
 
 #include <map>
-#include <regex>
 
 #include "hlog.hpp"
 #include "report.hpp"
@@ -375,61 +374,6 @@ TEST(Audit, StagesAddUpToTheEndToEndRowPerFrame) {
     EXPECT_LT(r.ms_row - r.e2e, 1000);
   }
   EXPECT_EQ(s.ch[kL2Book].audit_e2e.count(), 500u);
-}
-
-namespace {
-
-// (chart, channel) -> data-count of every <g class="series"> in an SVG.
-std::map<std::pair<std::string, std::string>, uint64_t> series(const std::string& svg) {
-  std::map<std::pair<std::string, std::string>, uint64_t> out;
-  std::regex re(R"re(<g class="series" data-chart="([a-z]+)" data-channel="([A-Za-z0-9]+)" data-count="([0-9]+)">)re");
-  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), re); it != std::sregex_iterator(); ++it)
-    out[{(*it)[1], (*it)[2]}] = std::stoull((*it)[3]);
-  return out;
-}
-
-}  // namespace
-
-TEST(Charts, EachChartHasItsSeriesWithTheirCounts) {
-  Fx fx;
-  fx.cfg.channels = {kL2Book, kTrades, kBbo};
-  Shard sh(fx.cfg, fx.coins, 0, nullptr);
-  const int slot = sh.add_connection(kT0 * kMs);
-  snapshots(sh, slot, {{Kind::L2Book, "BTC"}, {Kind::Bbo, "BTC"}}, kT0 * kMs);
-  for (int i = 0; i < 300; ++i) {
-    const int64_t block = (kT0 + i * 100) * kMs;
-    const Kind k = i % 3 == 0 ? Kind::Bbo : Kind::L2Book;
-    Frame f = frame(k, "BTC", block / kMs);
-    // every 10th frame lacks its node stamp: not in the added-latency chart
-    f.audit = Audit{true, i + 1, block, i % 10 ? block + 160 * kMs : 0, block + 161 * kMs, 0, 0, block + 162 * kMs};
-    sh.on_frame(slot, f, block + 163 * kMs + i * 10000, 1);
-  }
-  Stats s = sh.total_copy();
-  const uint64_t l2 = 200, bbo = 100;
-  auto a = series(format_svg_percentiles(s, fx.cfg));
-  auto b = series(format_svg_stages(s, fx.cfg));
-  auto c = series(format_svg_added(s, fx.cfg));
-  using K = std::pair<std::string, std::string>;
-  EXPECT_EQ(a, (std::map<K, uint64_t>{{{"percentiles", "l2Book"}, l2}, {{"percentiles", "trades"}, 0}, {{"percentiles", "bbo"}, bbo}}));
-  EXPECT_EQ(b, (std::map<K, uint64_t>{{{"stages", "l2Book"}, l2}, {{"stages", "trades"}, 0}, {{"stages", "bbo"}, bbo}}));
-  EXPECT_EQ(c, (std::map<K, uint64_t>{{{"added", "l2Book"}, s.ch[kL2Book].added.count()}, {{"added", "trades"}, 0}, {{"added", "bbo"}, s.ch[kBbo].added.count()}}));
-  EXPECT_EQ(s.ch[kL2Book].added.count() + s.ch[kBbo].added.count(), 270u);
-  for (const std::string& svg : {format_svg_percentiles(s, fx.cfg), format_svg_stages(s, fx.cfg), format_svg_added(s, fx.cfg)}) {
-    std::string why;
-    EXPECT_TRUE(xml_well_formed(svg, why)) << why;
-  }
-  // The stages chart stacks four segments per bar, two bars (p50, p99) per channel.
-  const std::string st = format_svg_stages(s, fx.cfg);
-  size_t segs = 0;
-  for (size_t pos = 0; (pos = st.find("class=\"segment\"", pos)) != std::string::npos; ++pos) ++segs;
-  EXPECT_EQ(segs, 3u * 2 * kNumStages);
-  EXPECT_NE(st.find("data-stage=\"chain -&gt; node\""), std::string::npos);
-  Config no_audit = fx.cfg;
-  no_audit.audit = false;
-  no_audit.svg_path = "out/lat.svg";
-  EXPECT_EQ(svg_paths(no_audit), (std::vector<std::string>{"out/lat.svg"}));
-  fx.cfg.svg_path = "out/lat.svg";
-  EXPECT_EQ(svg_paths(fx.cfg), (std::vector<std::string>{"out/lat.svg", "out/lat-stages.svg", "out/lat-added.svg"}));
 }
 
 TEST(Hlog, CountsIndexMatchesHdrHistogramLayout) {
