@@ -314,6 +314,43 @@ TEST(Health, PerCoinL2BookSilenceCountsOnlyWhenTheBookChanged) {
   EXPECT_EQ(quiet, "ok") << why2;
 }
 
+TEST(Health, HugeHeightJumpAndRegressionThroughTheShard) {
+  Fx fx;
+  fx.cfg.channels = {kL2Book};
+  const int64_t start = kT0 * kMs;
+  Shard sh(fx.cfg, fx.coins, 0, nullptr);
+  const int slot = sh.add_connection(start);
+  sh.on_subscribed(slot, start);
+  Frame ack;
+  ack.kind = Kind::SubAck;
+  ack.ack_channel = kL2Book;
+  for (int i = 0; i < 2; ++i) sh.on_frame(slot, ack, start, 10);
+  constexpr int64_t kHuge = 1'000'000'000'000'000;
+  const int64_t heights[] = {100, 101, kHuge, kHuge + 1, 50, 51};  // a jump of 10^15, then a restart's lower ones
+  int64_t prev = 0, n = 0;
+  for (int64_t h : heights) {
+    ++n;
+    sh.on_frame(slot, chained(audited(Kind::L2Book, "BTC", kT0 + n, h, 0, 0, 0), 1, n, prev), start + n * kMs, 100);
+    prev = h;
+  }
+  sh.finish(start + 10 * kMs);
+  const Stats s = sh.total_copy();
+  const Health& h = s.health;
+  EXPECT_EQ(h.missed_heights(), 0u);
+  EXPECT_EQ(h.chain.ch[kL2Book].regressions, 1u);
+  ASSERT_EQ(h.chain.regressions.size(), 1u);
+  EXPECT_EQ(h.chain.regressions[0].from, kHuge + 1);
+  EXPECT_EQ(h.chain.regressions[0].to, 50);
+  EXPECT_EQ(s.ch[kL2Book].samples, 5u);
+  const Verdict v = verdict(h, fx.cfg, 0);
+  EXPECT_EQ(v.channel[kL2Book], "ok") << v.line;  // a regression is reported, not a failure
+  EXPECT_NE(v.why[kL2Book].find("height went back from 1000000000000001 to 50: 1 times"), std::string::npos) << v.line;
+  RunInfo info;
+  info.coins = fx.cfg.coins;
+  EXPECT_NE(format_table(s, fx.cfg, info).find("height_regressions=1 [l2Book BTC: height went back from"),
+            std::string::npos);
+}
+
 TEST(Health, LossNoticeChannel) {
   EXPECT_EQ(loss_notice_channel(R"(hlbook: this connection fell behind; {"type":"l4Book","coin":"BTC"} lost blocks and continues from the newest)"), -1);
   EXPECT_EQ(loss_notice_channel(R"(hlbook: this connection fell behind; {"type":"bbo","coin":"BTC"} lost blocks)"), kBbo);
