@@ -167,12 +167,15 @@ void Shard::on_frame(int slot, const Frame& f, int64_t recv_ns, size_t bytes) {
   uint64_t recorded = 0;
   for (size_t i = 0; i < f.nsamples; ++i) {
     const Sample& smp = f.samples[i];
-    auto it = coins_.find(std::string_view(smp.coin));
-    if (it == coins_.end()) {
-      for (Stats* s : both) s->c.unknown_coin++;
-      continue;
+    int c = i == 0 ? coin : -1;  // the first sample's coin was looked up above
+    if (c < 0) {
+      auto it = coins_.find(std::string_view(smp.coin));
+      if (it == coins_.end()) {
+        for (Stats* s : both) s->c.unknown_coin++;
+        continue;
+      }
+      c = it->second;
     }
-    const int c = it->second;
     int64_t& last = last_time_[slot][ch][c];
     const bool gap = last != 0 && smp.time_ms - last > gap_ms_;
     if (smp.time_ms > last) last = smp.time_ms;
