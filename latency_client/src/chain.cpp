@@ -87,6 +87,9 @@ bool ChainTracker::on_frame(int ch, int coin, int64_t height, const Chain& c, bo
     if (!went_back) out.add_regression({ch, coin, s.height, height});
     if (known && height > 0) last_height_[idx] = height;
     s.same_height = false;
+  } else if (c.n > s.n + 1 && !fresh && c.prev == s.height && (c.conflated > 0 || c.lost_first > 0)) {
+    // prev is the last frame received, so the numbers skipped were never sent: a server that numbers the frames
+    // it conflated or dropped. The `conflated` / `lost` below already count them.
   } else if (c.n > s.n + 1) {
     // Frames s.n+1 .. c.n-1 never arrived. The last of them had height prev; the others lie after the last
     // frame received (at it too in streaming mode, where frames share heights).

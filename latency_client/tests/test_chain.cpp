@@ -87,6 +87,32 @@ TEST(Chain, ServerLostRangeIsLossConflatedIsNot) {
   EXPECT_EQ(f.h.ch[kL2Book].ranges, 0u);
 }
 
+TEST(Chain, NumbersOfConflatedOrDroppedFramesAreNotLostTwice) {
+  // A server may number the frames it conflated or dropped: the gap in n then sits behind a prev that is the
+  // last frame received, and `conflated` / `lost` already count it.
+  Feed f;
+  f.frame(kL2Book, BTC, 100, link(1, 1, 0, true));
+  Chain k = link(1, 4, 100);
+  k.conflated = 2;
+  f.frame(kL2Book, BTC, 110, k);
+  EXPECT_EQ(f.h.ch[kL2Book].conflated, 2u);
+  EXPECT_EQ(f.h.ch[kL2Book].lost_frames, 0u);
+  f.frame(kTrades, BTC, 100, link(2, 1, 0, true));
+  Chain d = link(2, 5, 100);
+  d.lost_first = 101;
+  d.lost_last = 103;
+  f.frame(kTrades, BTC, 104, d);
+  EXPECT_EQ(f.h.ch[kTrades].dropped_heights, 3u);
+  EXPECT_EQ(f.h.ch[kTrades].lost_frames, 0u);
+  EXPECT_EQ(f.h.ranges_total, 1u);
+  // Frames lost after sending are still lost when the frame after them was also conflated.
+  k = link(1, 6, 118);
+  k.conflated = 1;
+  f.frame(kL2Book, BTC, 120, k);
+  EXPECT_EQ(f.h.ch[kL2Book].lost_frames, 1u);
+  EXPECT_EQ(f.h.ranges.back(), (LostRange{kL2Book, BTC, 118, 118, 1}));
+}
+
 TEST(Chain, HugeJumpsStaySane) {
   Feed f;
   constexpr int64_t kHuge = 1'000'000'000'000'000;
