@@ -33,10 +33,12 @@ usage: latency_stats --url ws://HOST:PORT/ws --coins BTC,ETH|all --channels l2Bo
   --insecure         wss:// only: do not verify the server certificate
   --gap S            expected block interval: exchange-time jumps larger than S per coin per channel count as
                      gaps (default 2)
-  --max-silence S    a channel with no data frame for longer than S is "silent" (default 5)
+  --max-silence S    a connection with no data frame for longer than S is "silent" (a failure); a channel
+                     alone that long is "quiet" (reported only) (default 5)
   --idle S           reconnect after S without a data frame; pongs and acks do not count (default 60)
   --ping S           application ping period (default 30)
-  --allow-loss       exit 0 even when a channel was silent or lost data (the verdict line still says so)
+  --allow-loss       exit 0 even when a channel was silent or lost data (the verdict line still says so); not
+                     for UNVERIFIED (exit 4)
   --help             this text
 
 Latency is taken per frame: wall clock after decompression, before JSON parsing, minus data.time (l2Book, bbo)
@@ -45,8 +47,10 @@ Percentiles are nearest-rank: the smallest recorded value v such that at least p
 histogram resolution (< 0.1% relative error). SIGINT/SIGTERM end the run early; every report is still written.
 
 Exit status: 0 healthy run; 1 bad flags, or an output file that cannot be written (checked at start); 2 server
-unreachable at start; 3 a channel was silent or lost data (missed heights, loss notices, unacknowledged
-subscriptions, disconnects), unless --allow-loss.
+unreachable at start; 3 a channel lost data (lost frames named by the audit chain, loss notices, unacknowledged
+subscriptions, disconnects) or went silent (the whole connection, or a book change came late), unless
+--allow-loss; 4 UNVERIFIED: --audit, but no frame carried the audit chain, so loss could not be checked
+(--allow-loss does not excuse it). A quiet channel alone is reported, not a failure.
 )";
 }
 

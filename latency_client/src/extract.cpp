@@ -50,7 +50,9 @@ Sample& next_sample(Frame& f) {
 }
 
 // Reads {"coin":..., "time":...} from an object in any key order. Returns false on a missing/mistyped field.
-bool read_coin_time(od::object obj, Sample& s) {
+// With `snapshot`, the object's other keys are read too for `"isSnapshot":true` (the rest of the object is
+// skipped by the parser anyway on the way to `audit`, so this costs little).
+bool read_coin_time(od::object obj, Sample& s, bool* snapshot = nullptr) {
   bool have_coin = false, have_time = false;
   for (auto field : obj) {
     std::string_view key;
@@ -65,25 +67,58 @@ bool read_coin_time(od::object obj, Sample& s) {
       if (field.value().get_int64().get(t)) return false;
       s.time_ms = t;
       have_time = true;
+    } else if (snapshot && key == "isSnapshot") {
+      bool b = false;
+      if (field.value().get_bool().get(b) == simdjson::SUCCESS) *snapshot = b;
     }
-    if (have_coin && have_time) return true;  // skip the rest (levels, users...) without parsing it
+    if (!snapshot && have_coin && have_time) return true;  // skip the rest (px, users...) without parsing it
   }
   return have_coin && have_time;
 }
 
-bool read_audit(od::object obj, Audit& a) {
+bool read_int(od::value v, int64_t& out) { return v.get_int64().get(out) == simdjson::SUCCESS; }
+
+// The stamps and the chain fields; keys it does not know are skipped whatever their type (a newer server's).
+bool read_audit(od::object obj, Audit& a, Chain& c) {
   for (auto field : obj) {
     std::string_view key;
     if (field.unescaped_key().get(key)) return false;
-    int64_t v;
-    if (field.value().get_int64().get(v)) return false;
-    if (key == "height") a.height = v;
-    else if (key == "block_ns") a.block_ns = v;
-    else if (key == "node_ns") a.node_ns = v;
-    else if (key == "read_ns") a.read_ns = v;
-    else if (key == "applied_ns") a.applied_ns = v;
-    else if (key == "published_ns") a.published_ns = v;
-    else if (key == "sent_ns") a.sent_ns = v;
+    od::value v;
+    if (field.value().get(v)) return false;
+    bool ok = true;
+    if (key == "height") ok = read_int(v, a.height);
+    else if (key == "block_ns") ok = read_int(v, a.block_ns);
+    else if (key == "node_ns") ok = read_int(v, a.node_ns);
+    else if (key == "read_ns") ok = read_int(v, a.read_ns);
+    else if (key == "applied_ns") ok = read_int(v, a.applied_ns);
+    else if (key == "published_ns") ok = read_int(v, a.published_ns);
+    else if (key == "sent_ns") ok = read_int(v, a.sent_ns);
+    else if (key == "sub") ok = read_int(v, c.sub);
+    else if (key == "n") {
+      ok = read_int(v, c.n) && c.n >= 1;
+      c.present = ok;
+    }
+    else if (key == "prev") ok = read_int(v, c.prev);
+    else if (key == "conflated") ok = read_int(v, c.conflated) && c.conflated >= 0;
+    else if (key == "snapshot") ok = v.get_bool().get(c.snapshot) == simdjson::SUCCESS;
+    else if (key == "lost") {
+      // [first, last]
+      od::array arr;
+      ok = v.get_array().get(arr) == simdjson::SUCCESS;
+      int64_t h[2] = {0, 0};
+      int i = 0;
+      for (auto el : arr) {
+        if (!ok || i == 2) {
+          ok = false;
+          break;
+        }
+        ok = el.get_int64().get(h[i++]) == simdjson::SUCCESS;
+      }
+      ok = ok && i == 2 && h[0] > 0 && h[0] <= h[1];
+      c.lost_first = h[0];
+      c.lost_last = h[1];
+    }
+    if (!ok) return false;
   }
   a.present = true;
   return true;
@@ -149,14 +184,14 @@ Kind parse_doc(od::document& doc, Frame& out, bool want_mids) {
   } else {
     od::object obj;
     if (data.get_object().get(obj)) return Kind::Bad;
-    if (!read_coin_time(obj, next_sample(out))) return Kind::Bad;
+    if (!read_coin_time(obj, next_sample(out), &out.is_snapshot)) return Kind::Bad;
   }
   // Optional top-level audit object (only present with ?audit=1).
   od::value audit;
   auto err = root.find_field_unordered("audit").get(audit);
   if (err == simdjson::SUCCESS) {
     od::object ao;
-    if (audit.get_object().get(ao) || !read_audit(ao, out.audit)) return Kind::Bad;
+    if (audit.get_object().get(ao) || !read_audit(ao, out.audit, out.chain)) return Kind::Bad;
   } else if (err != simdjson::NO_SUCH_FIELD) {
     return Kind::Bad;
   }
@@ -169,6 +204,8 @@ Kind Extractor::parse(const char* data, size_t len, size_t capacity, Frame& out,
   out.kind = Kind::Bad;
   out.nsamples = 0;
   out.audit = Audit{};
+  out.chain = Chain{};
+  out.is_snapshot = false;
   out.mids.clear();
   out.error.clear();
   out.ack_channel = -1;

@@ -28,6 +28,16 @@ struct Audit {
   int64_t height = 0, block_ns = 0, node_ns = 0, read_ns = 0, applied_ns = 0, published_ns = 0, sent_ns = 0;
 };
 
+// The audit object's place in its subscription's chain (docs/api.md "Audit fields"). `present` when it carried
+// `n`; prev, lost_first/lost_last are 0 when left out.
+struct Chain {
+  bool present = false;
+  int64_t sub = 0, n = 0, prev = 0;
+  bool snapshot = false;
+  int64_t conflated = 0;
+  int64_t lost_first = 0, lost_last = 0;
+};
+
 struct Sample {
   std::string coin;  // capacity is reused across frames by the caller's Frame object
   int64_t time_ms = 0;
@@ -38,6 +48,8 @@ struct Frame {
   std::vector<Sample> samples;  // l2Book/bbo: 1; trades: one per trade
   size_t nsamples = 0;          // valid entries in samples (the vector is reused, never shrunk)
   Audit audit;
+  Chain chain;
+  bool is_snapshot = false;       // data.isSnapshot was true
   std::vector<std::string> mids;  // allMids keys, only filled when want_mids
   std::string error;              // Kind::Error, Kind::Notice: the data string
   int ack_channel = -1;           // Kind::SubAck: the acknowledged subscription's channel (-1: other/unknown)

@@ -77,6 +77,5 @@ int main(int argc, char** argv) {
     ok &= write_file(svgs[2], lat::format_svg_added(rr.total, cfg));
   }
   if (!ok) return 1;
-  const bool healthy = lat::verdict(rr.total.health, cfg, rr.total.c.disconnects).healthy;
-  return healthy || cfg.allow_loss ? 0 : 3;
+  return lat::verdict(rr.total.health, cfg, rr.total.c.disconnects).exit_code;
 }

@@ -56,6 +56,19 @@ void json_hist(std::ostream& os, const Histogram& h) {
   os << ",\"max\":" << ms3(h.max()) << ",\"min\":" << ms3(h.min());
 }
 
+std::string coin_of(const RunInfo& info, int coin) {
+  return coin >= 0 && static_cast<size_t>(coin) < info.coins.size() ? info.coins[coin] : "?";
+}
+
+// "BTC 1120", "ETH 1200-1209 (3 frames)", "SOL 1500-1510 (server)"; first 0: not known.
+std::string range_text(const RunInfo& info, const LostRange& r) {
+  std::string s = coin_of(info, r.coin) + " " + (r.first == 0 ? ".." : r.first == r.last ? "" : std::to_string(r.first) + "-") +
+                  std::to_string(r.last);
+  if (r.frames > 1) s += " (" + std::to_string(r.frames) + " frames)";
+  if (r.frames == 0) s += " (server)";
+  return s;
+}
+
 std::string channel_list(const Config& cfg) {
   std::string s;
   for (int ch : cfg.channels) s += (s.empty() ? "" : ",") + std::string(channel_name(ch));
@@ -99,12 +112,24 @@ std::string format_table(const Stats& s, const Config& cfg, const RunInfo& info)
     os << channel_name(ch) << ": frames=" << cs.frames << " samples=" << cs.samples
        << " negative_clamped=" << cs.negatives << " gaps(>" << cfg.gap_s << "s)=" << cs.gaps
        << " max_silence=" << ms3(static_cast<uint64_t>(h.max_silence_ns[ch] / 1000)) << "ms loss_notices="
-       << h.loss_notices[ch] << " acks_missing=" << h.acks_missing[ch] << "/" << h.acks_expected[ch];
+       << h.loss_notices[ch] << " acks_missing=" << h.acks_missing[ch] << "/" << h.acks_expected[ch]
+       << " snapshot_frames=" << cs.snapshot_frames;
     if (cfg.audit) {
+      const ChainChannel& cc = h.chain.ch[ch];
       os << " audited_frames=" << cs.audited_frames << " stage_invalid=";
       for (int k = 0; k < kNumStages; ++k) os << (k ? "," : "") << cs.stage_invalid[k];
+      os << " chained_frames=" << cc.chained_frames << " conflated=" << cc.conflated << " lost_frames=" << cc.lost_frames
+         << " dropped_heights=" << cc.dropped_heights << " height_regressions=" << cc.regressions;
     }
     os << "\n";
+    if (h.chain.ch[ch].ranges) {
+      os << "  " << channel_name(ch) << " lost:";
+      size_t shown = 0;
+      for (const LostRange& r : h.chain.ranges)
+        if (r.ch == ch) os << (shown++ ? ", " : " ") << range_text(info, r);
+      if (shown < h.chain.ch[ch].ranges) os << " ... (" << h.chain.ch[ch].ranges << " ranges)";
+      os << "\n";
+    }
     if (ch == kL2Book && cfg.per_coin)
       for (size_t i = 0; i < h.l2_coin_silence_ns.size() && i < info.coins.size(); ++i)
         os << "  l2Book " << info.coins[i] << " max_silence="
@@ -116,17 +141,15 @@ std::string format_table(const Stats& s, const Config& cfg, const RunInfo& info)
   }
   os << "health: idle_timeouts=" << h.idle_timeouts << " downtime=" << ms3(static_cast<uint64_t>(h.downtime_ns / 1000))
      << "ms max_downtime=" << ms3(static_cast<uint64_t>(h.max_downtime_ns / 1000)) << "ms";
+  os << " max_connection_silence=" << ms3(static_cast<uint64_t>(h.max_conn_silence_ns / 1000)) << "ms";
   if (cfg.audit) {
-    os << " audited_heights=" << h.audited_heights << " missed_heights=" << h.missing_heights;
-    if (!h.missing_ranges.empty()) {
-      os << " [";
-      for (size_t i = 0; i < h.missing_ranges.size(); ++i) {
-        auto [a, b] = h.missing_ranges[i];
-        os << (i ? " " : "") << a;
-        if (b != a) os << "-" << b;
-      }
-      os << (h.missing_heights > 0 && h.missing_ranges.size() == Health::kMaxRanges ? " ...]" : "]");
-    }
+    os << " audited_heights=" << h.audited_heights << " missed_heights=" << h.missed_heights();
+    uint64_t regressions = 0;
+    for (const auto& c : h.chain.ch) regressions += c.regressions;
+    os << " height_regressions=" << regressions;
+    for (const Regression& r : h.chain.regressions)
+      os << " [" << channel_name(r.ch) << " " << coin_of(info, r.coin) << ": height went back from " << r.from
+         << " to " << r.to << "]";
   }
   os << "\n";
   const Counters& c = s.c;
@@ -165,7 +188,21 @@ std::string format_json(const Stats& s, const Config& cfg, const RunInfo& info) 
        << ",\"verdict\":\"" << v.channel[ch] << "\",\"why\":\"" << json_escape(v.why[ch])
        << "\",\"max_silence_ms\":" << ms3(static_cast<uint64_t>(h.max_silence_ns[ch] / 1000))
        << ",\"loss_notices\":" << h.loss_notices[ch] << ",\"acks_missing\":" << h.acks_missing[ch]
-       << ",\"acks_expected\":" << h.acks_expected[ch];
+       << ",\"acks_expected\":" << h.acks_expected[ch] << ",\"snapshot_frames\":" << cs.snapshot_frames;
+    const ChainChannel& cc = h.chain.ch[ch];
+    os << ",\"chained_frames\":" << cc.chained_frames << ",\"conflated\":" << cc.conflated
+       << ",\"lost_frames\":" << cc.lost_frames << ",\"dropped_heights\":" << cc.dropped_heights
+       << ",\"height_regressions\":" << cc.regressions << ",\"chain_mismatches\":" << cc.mismatches
+       << ",\"lost_ranges_total\":" << cc.ranges << ",\"lost_ranges\":[";
+    bool fr = true;
+    for (const LostRange& r : h.chain.ranges) {
+      if (r.ch != ch) continue;
+      os << (fr ? "" : ",") << "{\"coin\":\"" << json_escape(coin_of(info, r.coin)) << "\",\"first\":" << r.first
+         << ",\"last\":" << r.last << ",\"frames\":" << r.frames << ",\"by\":\"" << (r.frames ? "chain" : "server")
+         << "\"}";
+      fr = false;
+    }
+    os << "]";
     if (cfg.audit) {
       os << ",\"audited_frames\":" << cs.audited_frames << ",\"audit_e2e\":{";
       json_hist(os, cs.audit_e2e);
@@ -199,12 +236,31 @@ std::string format_json(const Stats& s, const Config& cfg, const RunInfo& info) 
      << ",\"unknown_coin\":" << c.unknown_coin << ",\"other\":" << c.other << ",\"pongs\":" << c.pongs
      << ",\"acks\":" << c.acks << ",\"warmup_discarded\":" << c.warmup_discarded << "},\"health\":{"
      << "\"idle_timeouts\":" << h.idle_timeouts << ",\"downtime_ms\":" << h.downtime_ns / 1000000
-     << ",\"max_downtime_ms\":" << h.max_downtime_ns / 1000000 << ",\"audited_heights\":" << h.audited_heights
-     << ",\"missed_heights\":" << h.missing_heights << ",\"missed_height_ranges\":[";
-  for (size_t i = 0; i < h.missing_ranges.size(); ++i)
-    os << (i ? "," : "") << "[" << h.missing_ranges[i].first << "," << h.missing_ranges[i].second << "]";
+     << ",\"max_downtime_ms\":" << h.max_downtime_ns / 1000000 << ",\"max_connection_silence_ms\":"
+     << ms3(static_cast<uint64_t>(h.max_conn_silence_ns / 1000)) << ",\"audited_heights\":" << h.audited_heights
+     << ",\"missed_heights\":" << h.missed_heights() << ",\"missed_height_ranges\":[";
+  for (size_t i = 0; i < h.chain.ranges.size(); ++i)
+    os << (i ? "," : "") << "[" << h.chain.ranges[i].first << "," << h.chain.ranges[i].last << "]";
+  uint64_t regressions = 0;
+  for (const auto& cc : h.chain.ch) regressions += cc.regressions;
+  os << "],\"missed_height_ranges_total\":" << h.chain.ranges_total << ",\"height_regressions\":" << regressions
+     << ",\"regressions\":[";
+  for (size_t i = 0; i < h.chain.regressions.size(); ++i) {
+    const Regression& r = h.chain.regressions[i];
+    os << (i ? "," : "") << "{\"channel\":\"" << channel_name(r.ch) << "\",\"coin\":\"" << json_escape(coin_of(info, r.coin))
+       << "\",\"from\":" << r.from << ",\"to\":" << r.to << "}";
+  }
+  auto list = [&](const std::vector<std::string>& v) {
+    os << "[";
+    for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << '"' << json_escape(v[i]) << '"';
+    os << "]";
+  };
   os << "],\"loss_notices_other\":" << h.loss_notices_other << "},\"healthy\":" << (v.healthy ? "true" : "false")
-     << ",\"verdict\":\"" << json_escape(v.line) << "\"}\n";
+     << ",\"result\":\"" << v.result << "\",\"exit_code\":" << v.exit_code << ",\"checked\":";
+  list(v.checked);
+  os << ",\"not_checked\":";
+  list(v.not_checked);
+  os << ",\"verdict\":\"" << json_escape(v.line) << "\"}\n";
   return os.str();
 }
 

@@ -27,6 +27,7 @@ void ChannelStats::merge(const ChannelStats& o) {
   negatives += o.negatives;
   gaps += o.gaps;
   audited_frames += o.audited_frames;
+  snapshot_frames += o.snapshot_frames;
 }
 
 void Counters::merge(const Counters& o) {
@@ -148,21 +149,34 @@ void Shard::on_frame(int slot, const Frame& f, int64_t recv_ns, size_t bytes) {
     }
     return;
   }
-  ConnHealth& health = health_[slot];
-  if (f.audit.present) health.on_height(f.audit.height, total_.health);
+  // The frame's subscription is its channel and its first sample's coin.
+  int coin = -1;
+  if (f.nsamples) {
+    auto it = coins_.find(std::string_view(f.samples[0].coin));
+    if (it != coins_.end()) coin = it->second;
+  }
+  const bool snapshot = health_[slot].on_data(ch, coin, f, recv_ns, total_.health);
+  if (snapshot) {
+    // A whole state measures the subscription, not the feed: counted apart (warmup or not), in no histogram,
+    // and no baseline for gaps.
+    for (Stats* s : both) s->ch[ch].snapshot_frames++;
+    return;
+  }
   const bool measuring = recv_ns >= warmup_end_ns_;
   const int64_t recv_us = recv_ns / 1000;
   uint64_t recorded = 0;
   for (size_t i = 0; i < f.nsamples; ++i) {
     const Sample& smp = f.samples[i];
-    auto it = coins_.find(std::string_view(smp.coin));
-    if (it == coins_.end()) {
-      for (Stats* s : both) s->c.unknown_coin++;
-      continue;
+    int c = i == 0 ? coin : -1;  // the first sample's coin was looked up above
+    if (c < 0) {
+      auto it = coins_.find(std::string_view(smp.coin));
+      if (it == coins_.end()) {
+        for (Stats* s : both) s->c.unknown_coin++;
+        continue;
+      }
+      c = it->second;
     }
-    const int coin = it->second;
-    if (i == 0) health.on_data(ch, coin, recv_ns, f.audit.present ? f.audit.block_ns : 0, total_.health);
-    int64_t& last = last_time_[slot][ch][coin];
+    int64_t& last = last_time_[slot][ch][c];
     const bool gap = last != 0 && smp.time_ms - last > gap_ms_;
     if (smp.time_ms > last) last = smp.time_ms;
     if (!measuring) {
@@ -178,7 +192,7 @@ void Shard::on_frame(int slot, const Frame& f, int64_t recv_ns, size_t bytes) {
       cs.samples++;
       cs.negatives += neg;
       cs.gaps += gap;
-      if (!s->coin.empty()) s->coin[coin][ch].record(v);
+      if (!s->coin.empty()) s->coin[c][ch].record(v);
     }
     ++recorded;
   }

@@ -1,8 +1,9 @@
 // Per-thread statistics shards and their merge.
 //
-// Each connection thread owns one Shard: the hot path (on_frame) takes the receive timestamp's latency, clamps
-// negatives to 0 (counted), tracks per-coin per-channel exchange-time gaps and the feed's health (health.hpp),
-// validates audit stamps, and records into both a run-total and a current-window Stats. The shard mutex is uncontended except when the reporter swaps a window out, so the
+// Each connection thread owns one Shard: the hot path (on_frame) tracks the feed's health (health.hpp, which also
+// tells snapshot frames apart), takes the receive timestamp's latency, clamps negatives to 0 (counted), tracks
+// per-coin per-channel exchange-time gaps, validates audit stamps, and records into both a run-total and a
+// current-window Stats. The shard mutex is uncontended except when the reporter swaps a window out, so the
 // reporter never walks histograms while a connection thread writes them.
 #pragma once
 #include <array>
@@ -31,7 +32,9 @@ struct ChannelStats {
   Histogram audit_e2e;                         // receive - block_ns, for frames whose four stages are all valid
   Histogram added;                             // receive - node_ns (node write -> client), stages 2..4 valid
   std::array<uint64_t, kNumStages> stage_invalid{};  // stamp missing, zero or out of order: not sampled
-  uint64_t frames = 0, samples = 0, negatives = 0, gaps = 0, audited_frames = 0;
+  // frames: measured data frames; snapshot_frames: whole states (a subscription's first frame, isSnapshot,
+  // audit `snapshot`), counted apart and kept out of every histogram here.
+  uint64_t frames = 0, samples = 0, negatives = 0, gaps = 0, audited_frames = 0, snapshot_frames = 0;
   void merge(const ChannelStats& o);
 };
 
@@ -63,7 +66,7 @@ class Shard {
  public:
   Shard(const Config& cfg, const CoinIndex& coins, int64_t warmup_end_ns, std::atomic<uint64_t>* sample_counter);
 
-  // Registers one connection on this shard; returns its slot (gap, silence and height state are per connection).
+  // Registers one connection on this shard; returns its slot (gap, silence and chain state are per connection).
   int add_connection(int64_t now_ns);
   // A (re)connected session sent its subscriptions.
   void on_subscribed(int slot, int64_t now_ns);
@@ -72,7 +75,7 @@ class Shard {
   void on_bad_frame(size_t bytes);
   void on_disconnect(int slot, int64_t now_ns, bool idle_timeout);
   void on_reconnect();
-  // The run ended at end_ns: closes every connection's open silence, downtime, acks and height tracking.
+  // The run ended at end_ns: closes every connection's open silence, downtime and acks.
   void finish(int64_t end_ns);
 
   Stats take_window();    // returns the current window and starts a new one

@@ -109,6 +109,45 @@ int LoopbackServer::data_connections() {
   return data_conns_;
 }
 
+int64_t LoopbackServer::dropped_height() {
+  std::lock_guard lk(m_);
+  return dropped_height_;
+}
+std::pair<int64_t, int64_t> LoopbackServer::lost_range() {
+  std::lock_guard lk(m_);
+  return lost_range_;
+}
+
+namespace {
+
+// The value of "key":"..." in a subscribe message ("" when absent).
+std::string field_of(const std::string& msg, const std::string& key) {
+  const std::string k = "\"" + key + "\":\"";
+  auto p = msg.find(k);
+  if (p == std::string::npos) return "";
+  p += k.size();
+  return msg.substr(p, msg.find('"', p) - p);
+}
+
+// A data frame's channel and data for `coin` stamped `t` ms, without the closing brace (audit may follow).
+std::string data_frame(const std::string& ch, const std::string& coin, int64_t t, int samples, int tid) {
+  std::string frame;
+  if (ch == "trades") {
+    frame = R"({"channel":"trades","data":[)";
+    for (int k = 0; k < samples; ++k)
+      frame += (k ? "," : "") + std::string(R"({"coin":")") + coin + R"(","side":"A","px":"84143.0","sz":"0.1","time":)" +
+               std::to_string(t) + R"(,"hash":"0xab","tid":)" + std::to_string(tid * 10 + k) + R"(,"users":["0xa","0xb"]})";
+    return frame + "]";
+  }
+  if (ch == "bbo")
+    return R"({"channel":"bbo","data":{"coin":")" + coin + R"(","time":)" + std::to_string(t) +
+           R"(,"bbo":[{"px":"1.0","sz":"2.0","n":1},null]})";
+  return R"({"channel":"l2Book","data":{"coin":")" + coin + R"(","time":)" + std::to_string(t) +
+         R"(,"levels":[[{"px":"84143.0","sz":"10.25923","n":36}],[{"px":"84144.0","sz":"1.5","n":2}]]})";
+}
+
+}  // namespace
+
 void LoopbackServer::serve() {
   while (!stop_) {
     auto sock = std::make_unique<tcp::socket>(impl_->ioc);
@@ -152,6 +191,7 @@ void LoopbackServer::session(Ws& ws, const Req& req) {
   ws.text(true);
   int subs = 0;
   bool data_conn = false;
+  std::vector<std::pair<std::string, std::string>> sub_keys;  // (channel, coin) in subscription order: sub = index + 1
   while (subs < opt_.expected_subs) {
     beast::flat_buffer in;
     ws.read(in);  // throws when the probe connection closes
@@ -167,13 +207,16 @@ void LoopbackServer::session(Ws& ws, const Req& req) {
     if (msg.find("\"subscribe\"") == std::string::npos) continue;  // pings
     ++subs;
     data_conn = true;
+    sub_keys.emplace_back(field_of(msg, "type"), field_of(msg, "coin"));
     if (subs <= opt_.unacked) continue;
     ws.write(net::buffer(R"({"channel":"subscriptionResponse","data":{"method":"subscribe","subscription":)" +
                          msg.substr(msg.find("\"subscription\":") + 15)));
   }
   if (!data_conn) return;
+  int conn_index;
   {
     std::lock_guard lk(m_);
+    conn_index = data_conns_;
     ++data_conns_;
     auto it = req.find(http::field::sec_websocket_extensions);
     last_ext_ = it == req.end() ? "" : std::string(it->value());
@@ -197,6 +240,44 @@ void LoopbackServer::session(Ws& ws, const Req& req) {
     ws.write(net::buffer(std::string("\x01\x02garbage", 9)));
     ws.text(true);
   }
+  // Per subscription: frames counted in its chain and the last one's height.
+  std::vector<std::pair<int64_t, int64_t>> chains(sub_keys.size(), {0, 0});
+  auto audit_of = [&](size_t sub, int64_t height, std::array<int64_t, 6> st, int i) {
+    static const char* names[] = {"block_ns", "node_ns", "read_ns", "applied_ns", "published_ns", "sent_ns"};
+    std::string a = R"(,"audit":{"height":)" + std::to_string(height);
+    for (int k = 0; k < 6; ++k)
+      if (st[k] >= 0) a += ",\"" + std::string(names[k]) + "\":" + std::to_string(st[k]);
+    if (opt_.chain && sub < chains.size()) {
+      auto& [n, prev] = chains[sub];
+      a += ",\"sub\":" + std::to_string(sub + 1) + ",\"n\":" + std::to_string(++n);
+      if (n == 1) a += ",\"snapshot\":true";
+      else a += ",\"prev\":" + std::to_string(prev);
+      if (i >= 0 && opt_.conflated && opt_.conflated(i) > 0) a += ",\"conflated\":" + std::to_string(opt_.conflated(i));
+      if (i == opt_.lost_at && n > 1 && prev + 1 <= height - 1) {
+        a += ",\"lost\":[" + std::to_string(prev + 1) + "," + std::to_string(height - 1) + "]";
+        std::lock_guard lk(m_);
+        lost_range_ = {prev + 1, height - 1};
+      }
+      prev = height;
+    }
+    return a + "}";
+  };
+  auto sub_of = [&](const std::string& ch, const std::string& coin) {
+    for (size_t k = 0; k < sub_keys.size(); ++k)
+      if (sub_keys[k].first == ch && sub_keys[k].second == coin) return k;
+    return sub_keys.size();
+  };
+  const int64_t height_base = opt_.restart_lower && conn_index > 0 ? 100 : 1000;
+  if (opt_.snapshots) {
+    // What a subscriber gets first: the slot's current frame (here 5 s old) or recent trades. Not in the budget.
+    for (size_t k = 0; k < sub_keys.size(); ++k) {
+      const int64_t ns = now_ns(), t = ns / 1000000 - 5000, block = t * 1000000;
+      std::string frame = data_frame(sub_keys[k].first, sub_keys[k].second, t, 1, 0);
+      if (opt_.audit)
+        frame += audit_of(k, height_base - 1, {block, block + 2000000, block + 3000000, block + 3100000, block + 3200000, ns}, -1);
+      ws.write(net::buffer(frame + "}"));
+    }
+  }
   int on_this_conn = 0;
   for (;;) {
     const int i = sent_.fetch_add(1);
@@ -206,35 +287,21 @@ void LoopbackServer::session(Ws& ws, const Req& req) {
     const int d = opt_.delay_ms(i);
     const int64_t ns = now_ns();
     const int64_t t = ns / 1000000 - d;
-    std::string frame;
-    int samples = 1;
-    if (ch == "trades") {
-      samples = opt_.trades_per_frame;
-      frame = R"({"channel":"trades","data":[)";
-      for (int k = 0; k < samples; ++k)
-        frame += (k ? "," : "") + std::string(R"({"coin":")") + coin + R"(","side":"A","px":"84143.0","sz":"0.1","time":)" +
-                 std::to_string(t) + R"(,"hash":"0xab","tid":)" + std::to_string(i * 10 + k) +
-                 R"(,"users":["0xa","0xb"]})";
-      frame += "]";
-    } else if (ch == "bbo") {
-      frame = R"({"channel":"bbo","data":{"coin":")" + coin + R"(","time":)" + std::to_string(t) +
-              R"(,"bbo":[{"px":"1.0","sz":"2.0","n":1},null]})";
-    } else {
-      frame = R"({"channel":"l2Book","data":{"coin":")" + coin + R"(","time":)" + std::to_string(t) +
-              R"(,"levels":[[{"px":"84143.0","sz":"10.25923","n":36}],[{"px":"84144.0","sz":"1.5","n":2}]]})";
-    }
+    const int samples = ch == "trades" ? opt_.trades_per_frame : 1;
+    std::string frame = data_frame(ch, coin, t, samples, i);
+    const int64_t height = height_base + i;
     if (opt_.audit) {
       const int64_t block = t * 1000000;
       std::array<int64_t, 6> st{block, block + 2000000, block + 3000000, block + 3100000, block + 3200000, now_ns()};
       if (opt_.tamper) opt_.tamper(i, st);
-      const int64_t height = 1000 + i + (opt_.skip_height_at >= 0 && i >= opt_.skip_height_at ? 1 : 0);
-      static const char* names[] = {"block_ns", "node_ns", "read_ns", "applied_ns", "published_ns", "sent_ns"};
-      frame += R"(,"audit":{"height":)" + std::to_string(height);
-      for (int k = 0; k < 6; ++k)
-        if (st[k] >= 0) frame += ",\"" + std::string(names[k]) + "\":" + std::to_string(st[k]);
-      frame += "}";
+      frame += audit_of(sub_of(ch, coin), height, st, i);
     }
     frame += "}";
+    if (i == opt_.drop_at) {  // counted in its chain above, never sent
+      std::lock_guard lk(m_);
+      dropped_height_ = height;
+      continue;
+    }
     {
       std::lock_guard lk(m_);
       for (int k = 0; k < samples; ++k) delays_.emplace_back(ch, d);

@@ -24,11 +24,18 @@ struct ServerOptions {
   std::vector<std::string> coins{"BTC", "ETH"}; // frame i uses coins[(i / channels) % size]; also allMids keys
   int trades_per_frame = 2;                     // samples per trades frame (same delay)
   bool audit = false;                           // add the audit object to data frames
+  bool chain = true;                            // with audit: the chain fields (sub, n, prev, snapshot, ...)
+  bool snapshots = true;                        // each subscription's first frame, an old one (as hlbook sends)
   int expected_subs = 2;                        // subscribe frames to read before pushing data
   bool noise = false;                           // after the acks: error frame, non-JSON text frame, binary frame
   bool tls = false;                             // wss:// with a fresh self-signed certificate (CN/IP 127.0.0.1)
   int wait_conns = 1;                           // data connections to wait for before any data is pushed
-  int skip_height_at = -1;                      // audit heights are 1000 + i; from frame i = this on, 1001 + i
+  // Audit heights are 1000 + i for data frame i (snapshots carry 999); on the connections after the first,
+  // with restart_lower, 100 + i (a restarted server's lower heights).
+  bool restart_lower = false;
+  int drop_at = -1;                             // data frame i is counted in its chain but not sent
+  int lost_at = -1;                             // data frame i says the server dropped the heights since prev
+  std::function<int(int)> conflated;            // data frame i replaced this many frames (absent when 0)
   // Audit stamps of frame i: block, node, read, applied, published, sent (ns). Set one to 0 to send 0, to -1 to
   // leave the key out.
   std::function<void(int, std::array<int64_t, 6>&)> tamper;
@@ -50,6 +57,8 @@ class LoopbackServer {
   int data_connections();
   int pings() const { return pings_; }  // application pings received after the data was pushed
   bool finished() const { return sent_ >= opt_.frames; }
+  int64_t dropped_height();               // height of the frame drop_at left out (0: none)
+  std::pair<int64_t, int64_t> lost_range();  // the `lost` range frame lost_at carried
 
  private:
   void serve();
@@ -71,4 +80,6 @@ class LoopbackServer {
   std::string last_ext_, last_target_;
   int data_conns_ = 0;
   bool closed_once_ = false;
+  int64_t dropped_height_ = 0;
+  std::pair<int64_t, int64_t> lost_range_{0, 0};
 };

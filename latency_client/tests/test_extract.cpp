@@ -106,6 +106,48 @@ TEST(Extract, AuditAugmented) {
   EXPECT_FALSE(f.audit.present);
 }
 
+TEST(Extract, AuditChainAndSnapshots) {
+  Extractor ex;
+  Frame f;
+  auto k = ex.parse(R"({"channel":"l2Book","data":{"coin":"BTC","time":1,"levels":[[],[]]},"audit":{"height":90,"block_ns":1,"sub":2,"n":41,"prev":87,"conflated":2,"future":{"x":[1]}}})", f);
+  ASSERT_EQ(k, Kind::L2Book);
+  EXPECT_EQ(f.audit.height, 90);
+  ASSERT_TRUE(f.chain.present);
+  EXPECT_EQ(f.chain.sub, 2);
+  EXPECT_EQ(f.chain.n, 41);
+  EXPECT_EQ(f.chain.prev, 87);
+  EXPECT_EQ(f.chain.conflated, 2);
+  EXPECT_FALSE(f.chain.snapshot);
+  EXPECT_EQ(f.chain.lost_first, 0);
+  k = ex.parse(R"({"channel":"trades","data":[{"coin":"ETH","time":3}],"audit":{"height":9,"sub":1,"n":1,"snapshot":true}})", f);
+  ASSERT_EQ(k, Kind::Trades);
+  EXPECT_TRUE(f.chain.present && f.chain.snapshot);
+  EXPECT_EQ(f.chain.prev, 0);  // absent on the first frame
+  k = ex.parse(R"({"channel":"trades","data":[{"coin":"ETH","time":3}],"audit":{"lost":[5,8],"height":9,"sub":1,"n":3,"prev":4}})", f);
+  ASSERT_EQ(k, Kind::Trades);
+  EXPECT_EQ(f.chain.lost_first, 5);
+  EXPECT_EQ(f.chain.lost_last, 8);
+  EXPECT_FALSE(f.chain.snapshot);  // reset between frames
+  // Stamps only (an older server): no chain.
+  ex.parse(R"({"channel":"bbo","data":{"coin":"BTC","time":1,"bbo":[null,null]},"audit":{"height":3,"block_ns":1}})", f);
+  EXPECT_TRUE(f.audit.present);
+  EXPECT_FALSE(f.chain.present);
+  // isSnapshot in the data object, in any place.
+  ex.parse(R"({"channel":"l2Book","data":{"coin":"BTC","isSnapshot":true,"time":1,"levels":[[],[]]}})", f);
+  EXPECT_TRUE(f.is_snapshot);
+  ex.parse(R"({"channel":"l2Book","data":{"coin":"BTC","time":1,"levels":[[],[]],"isSnapshot":true}})", f);
+  EXPECT_TRUE(f.is_snapshot);
+  ex.parse(R"({"channel":"l2Book","data":{"coin":"BTC","time":1,"levels":[[],[]]}})", f);
+  EXPECT_FALSE(f.is_snapshot);
+  for (const char* bad : {R"({"channel":"l2Book","data":{"coin":"BTC","time":1},"audit":{"n":0}})",
+                          R"({"channel":"l2Book","data":{"coin":"BTC","time":1},"audit":{"n":"1"}})",
+                          R"({"channel":"l2Book","data":{"coin":"BTC","time":1},"audit":{"lost":[5]}})",
+                          R"({"channel":"l2Book","data":{"coin":"BTC","time":1},"audit":{"lost":[8,5]}})",
+                          R"({"channel":"l2Book","data":{"coin":"BTC","time":1},"audit":{"lost":[1,2,3]}})",
+                          R"({"channel":"l2Book","data":{"coin":"BTC","time":1},"audit":{"snapshot":1}})"})
+    EXPECT_EQ(ex.parse(bad, f), Kind::Bad) << bad;
+}
+
 TEST(Extract, MalformedIsBad) {
   Extractor ex;
   Frame f;

@@ -43,6 +43,9 @@ TEST(Shard, LatencyClampGapsWarmupAudit) {
   const int64_t t0 = 1'790'000'000'000;  // exchange ms
   Shard sh(fx.cfg, fx.coins, /*warmup_end_ns=*/(t0 + 100) * kMs, nullptr);
   int slot = sh.add_connection(0);
+  // Each subscription's first frame is a snapshot: counted apart, no sample, no gap baseline.
+  for (auto [k, c] : {std::pair{Kind::L2Book, "BTC"}, {Kind::L2Book, "ETH"}, {Kind::Trades, "ETH"}, {Kind::Bbo, "BTC"}})
+    sh.on_frame(slot, make(k, {{c, t0 - 60000}}), (t0 + 200) * kMs, 100);
   // During warmup: discarded, but gap state advances.
   sh.on_frame(slot, make(Kind::L2Book, {{"BTC", t0}}), (t0 + 50) * kMs, 100);
   // 30 ms latency
@@ -67,6 +70,9 @@ TEST(Shard, LatencyClampGapsWarmupAudit) {
 
   Stats s = sh.total_copy();
   EXPECT_EQ(s.c.warmup_discarded, 1u);
+  EXPECT_EQ(s.ch[kL2Book].snapshot_frames, 2u);
+  EXPECT_EQ(s.ch[kTrades].snapshot_frames, 1u);
+  EXPECT_EQ(s.ch[kBbo].snapshot_frames, 1u);
   EXPECT_EQ(s.ch[kL2Book].samples, 3u);
   EXPECT_EQ(s.ch[kL2Book].gaps, 1u);
   EXPECT_EQ(s.ch[kL2Book].negatives, 1u);
@@ -99,7 +105,9 @@ TEST(Shard, LatencyClampGapsWarmupAudit) {
 TEST(Report, TableJsonCsvSvg) {
   Fixture fx;
   Shard sh(fx.cfg, fx.coins, 0, nullptr);
-  int slot = sh.add_connection(0);
+  int slot = sh.add_connection(1'790'000'000'000 * kMs);
+  for (auto [k, c] : {std::pair{Kind::L2Book, "BTC"}, {Kind::L2Book, "ETH"}, {Kind::Bbo, "BTC"}, {Kind::Bbo, "ETH"}})
+    sh.on_frame(slot, make(k, {{c, 1'789'999'000'000}}), 1'790'000'000'000 * kMs, 100);
   for (int i = 0; i < 1000; ++i) {
     const int64_t t = 1'790'000'000'000 + i * 500;
     sh.on_frame(slot, make(i % 2 ? Kind::L2Book : Kind::Bbo, {{i % 3 ? "BTC" : "ETH", t}}),
@@ -130,6 +138,15 @@ TEST(Report, TableJsonCsvSvg) {
   EXPECT_EQ(uint64_t(doc["channels"].at(0)["count"]), 500u);
   EXPECT_GT(double(doc["channels"].at(0)["p50"]), 20.0);
   EXPECT_EQ(doc["channels"].at(0)["stages"].get_array().size(), 4u);
+  EXPECT_EQ(uint64_t(doc["channels"].at(0)["snapshot_frames"]), 2u);
+  for (const char* key : {"conflated", "lost_frames", "dropped_heights", "height_regressions", "lost_ranges_total"})
+    EXPECT_EQ(uint64_t(doc["channels"].at(0)[key]), 0u) << key;
+  EXPECT_EQ(doc["channels"].at(0)["lost_ranges"].get_array().size(), 0u);
+  EXPECT_EQ(std::string_view(doc["result"]), "UNVERIFIED");  // --audit, and no frame carried the chain
+  EXPECT_EQ(int64_t(doc["exit_code"]), 4);
+  EXPECT_FALSE(bool(doc["healthy"]));
+  EXPECT_EQ(uint64_t(doc["health"]["missed_heights"]), 0u);
+  EXPECT_EQ(doc["not_checked"].get_array().size(), 1u);
 
   std::ostringstream csv;
   write_csv_header(csv);
