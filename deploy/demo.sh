@@ -51,19 +51,40 @@ verdict=0
 "$STATS" --url "ws://$addr/ws" --coins all --channels l2Book,trades,bbo --duration "$SECS" --warmup 2 --audit \
 	--json "$OUT/latency.json" --svg "$OUT/latency.svg" --hlog "$OUT/latency.hlog" || verdict=$?
 
+
 echo
-echo "== the server's own stage breakdown over the last minute (GET /status, microseconds)"
-python3 - "http://$admin/status" <<'PY'
+echo "== the server's own stages over the last minute (GET /status), per line of a block, and latency_stats' beside them"
+python3 - "http://$admin/status" "$OUT/latency.json" <<'PY'
 import json, sys, urllib.request
 s = json.load(urllib.request.urlopen(sys.argv[1]))
+report = json.load(open(sys.argv[2]))
 print("state %s  height %s  blocks/s %s  connections %s" % (s["state"], s["height"], s["blocks_per_sec"], s["connections"]))
-print("%-26s %7s %9s %9s %9s %9s  (us)" % ("stage", "blocks", "p50", "p90", "p99", "max"))
-for st in s["stages"]:
-    print("%-26s %7s %9s %9s %9s %9s" % (st["stage"], st["count"], st["p50_us"], st["p90_us"], st["p99_us"], st["max_us"]))
+# Each line of a block feeds its own channels; a stage means the same on both sides: the line's own times.
+feeds = {"fills": ["trades"], "diffs": ["l2Book", "bbo"], "statuses": ["l4Book"]}
+client = {c["channel"]: {st["stage"]: st for st in c.get("stages", [])} for c in report["channels"]}
+print("%-26s %-9s %7s %10s %10s   %s" % ("stage", "line", "blocks", "p50 ms", "p99 ms", "latency_stats p50 ms (same stage, same line)"))
+for line, channels in feeds.items():
+    for st in s["stages_by_line"][line]:
+        if not st["count"]:
+            continue
+        theirs = ["%s %.3f" % (ch, client[ch][st["stage"]]["p50"]) for ch in channels
+                  if ch in client and st["stage"] in client[ch] and client[ch][st["stage"]]["count"]]
+        print("%-26s %-9s %7d %10.3f %10.3f   %s" % (st["stage"], line, st["count"], st["p50_us"] / 1e3,
+                                                   st["p99_us"] / 1e3, ", ".join(theirs)))
 PY
 echo
 echo "charts: $OUT/latency.svg (latency by percentile, per channel)"
 echo "        $OUT/latency-stages.svg (where the time goes: median and p99 per stage)"
 echo "        $OUT/latency-added.svg (added latency, node write -> client, 0-10 ms)"
 echo "report: $OUT/latency.json   HdrHistogram log: $OUT/latency.hlog"
+echo
+echo "== headline: what hlbook and the network add to the node (its file write -> this client's receive)"
+python3 - "$OUT/latency.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+for c in r["channels"]:
+    a = c.get("added") or {}
+    if a.get("count"):
+        print("  %-7s p50 %7.3f ms   p99 %7.3f ms   (%d frames)" % (c["channel"], a["p50"], a["p99"], a["count"]))
+PY
 if [ "$verdict" -ne 0 ]; then echo "demo: latency_stats exited $verdict (see its verdict line)" >&2; exit "$verdict"; fi

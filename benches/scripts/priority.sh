@@ -3,7 +3,7 @@
 # The release hlsim at mainnet load (by-block, --node-lag-ms 0, so a line's local_time - block_time is the node's own
 # time to make and write the block), `hlbook serve` under `nice -n NICE`, and a flood: latency_stats with CONNS
 # connections, each subscribed to l2Book, trades and bbo on every coin. One audited probe connection (also
-# latency_stats) reports the node's write lag ("exchange->node write") and hlbook's own stages.
+# latency_stats) reports the node's write lag ("block_to_node_write") and hlbook's own stages.
 #
 #   benches/scripts/priority.sh NICE CONNS [SECS]     (SECS default 60; OUT=report dir, default build/bench-priority)
 #

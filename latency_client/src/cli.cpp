@@ -39,6 +39,8 @@ usage: latency_stats --url ws://HOST:PORT/ws --coins BTC,ETH|all --channels l2Bo
   --ping S           application ping period (default 30)
   --allow-loss       exit 0 even when a channel was silent or lost data (the verdict line still says so); not
                      for UNVERIFIED (exit 4)
+  --stall AT,SECS    stop reading for SECS seconds, AT seconds after subscribing: a slow client on purpose, to
+                     see what the server does about one (conflation, dropped heights) and that it says so
   --help             this text
 
 Latency is taken per frame: wall clock after decompression, before JSON parsing, minus data.time (l2Book, bbo)
@@ -139,6 +141,15 @@ CliResult parse_cli(const std::vector<std::string>& args, Config& cfg) {
       cfg.ping_s = d;
     } else if (a == "--allow-loss") {
       cfg.allow_loss = true;
+    } else if (a == "--stall") {
+      // AT,SECS: a slow client on purpose (tests of what a server does about one).
+      const auto comma = value(v) ? v.find(',') : std::string::npos;
+      double at = 0, secs = 0;
+      if (comma == std::string::npos || !to_double(v.substr(0, comma), at) || !to_double(v.substr(comma + 1), secs) ||
+          at < 0 || secs <= 0)
+        return fail("--stall needs AT,SECS: seconds after subscribing, and how long to stop reading");
+      cfg.stall_at_s = at;
+      cfg.stall_s = secs;
     } else if (a == "--hlog") {
       if (!value(cfg.hlog_path)) return fail("--hlog needs a file");
     } else if (a == "--json") {

@@ -27,6 +27,7 @@ struct Config {
   std::string hlog_path;            // HdrHistogram interval log (windows of interval_s, default 5 s)
   double ping_s = 30.0;             // application ping period
   double connect_timeout_s = 5.0;
+  double stall_at_s = -1, stall_s = 0;  // --stall: stop reading once, for stall_s, stall_at_s after subscribing
   bool quiet = false;               // no progress lines on stderr (tests)
   // Library-only (tests): stop as soon as this many latency samples were recorded (0 = run for duration).
   uint64_t stop_after_samples = 0;

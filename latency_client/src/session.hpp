@@ -148,6 +148,7 @@ net::awaitable<void> run_connection(RunCtx& ctx, Shard& shard) {
   Frame frame;
   beast::flat_buffer buf;
   bool first = true;
+  bool stalled = false;  // --stall happens once per connection slot
   auto backoff = std::chrono::milliseconds(100);
   while (!ctx.stopping.load()) {
     auto c = T::make_conn(ex, ctx);
@@ -171,7 +172,18 @@ net::awaitable<void> run_connection(RunCtx& ctx, Shard& shard) {
         net::co_spawn(ex, ping_loop<Ws>(c, cfg.ping_s), net::detached);
         net::co_spawn(ex, watchdog<Ws>(c, cfg.idle_s), net::detached);
         const bool count_stop = cfg.stop_after_samples > 0;
+        // --stall: once per run, stop reading (the server's writes back up in the socket buffers).
+        int64_t stall_at = cfg.stall_at_s >= 0 && !stalled
+                               ? now_unix_ns() + static_cast<int64_t>(cfg.stall_at_s * 1e9)
+                               : INT64_MAX;
         for (;;) {
+          if (now_unix_ns() >= stall_at) {
+            stall_at = INT64_MAX;
+            stalled = true;
+            net::steady_timer t(ex, std::chrono::microseconds(static_cast<int64_t>(cfg.stall_s * 1e6)));
+            co_await t.async_wait(ec_token(ec));
+            c->last_data_ns = now_unix_ns();  // the watchdog must not take our own pause for a dead server
+          }
           buf.clear();
           co_await c->ws.async_read(buf, ec_token(ec));
           if (ec) break;

@@ -4,8 +4,8 @@
 namespace lat {
 
 const char* stage_name(int s) {
-  static const char* names[] = {"exchange->node write", "node write->server read", "inside server",
-                                "server send->client recv"};
+  static const char* names[] = {"block_to_node_write", "node_write_to_read", "read_to_sent",
+                                "sent_to_receive"};
   return (s >= 0 && s < kNumStages) ? names[s] : "?";
 }
 

@@ -125,7 +125,7 @@ TEST(Report, TableJsonCsvSvg) {
   EXPECT_NE(table.find("(ms)"), std::string::npos);
   EXPECT_NE(table.find("nearest-rank"), std::string::npos);
   EXPECT_NE(table.find("l2Book BTC"), std::string::npos);
-  EXPECT_NE(table.find("inside server"), std::string::npos);
+  EXPECT_NE(table.find("read_to_sent"), std::string::npos);
   EXPECT_NE(table.find("disconnects=0"), std::string::npos);
 
   std::string json = format_json(s, fx.cfg, info);

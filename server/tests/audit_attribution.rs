@@ -12,7 +12,7 @@
 //! * The server's own stages: one run delaying every second block; `/status?blocks=N` gives each block's
 //!   stages, split by height parity.
 //! * `latency_stats --audit`: it reports percentiles, not blocks, so two simulated markets run side by side (same
-//!   load on both), one delaying every block and one none, and its `node write->server read` p50 of l2Book and bbo
+//!   load on both), one delaying every block and one none, and its `node_write_to_read` p50 of l2Book and bbo
 //!   frames (built from the undelayed diffs line) is compared: the same in both.
 //!   Skipped (with a note) when `latency_stats` is not built.
 
@@ -243,12 +243,12 @@ fn latency_stats_shows_l2_frames_do_not_wait_for_a_delayed_status_line() {
     let mut report = String::from("channel stage                          plain p50  delayed p50   diff (ms)\n");
     let mut checked = Vec::new();
     for channel in ["l2Book", "bbo"] {
-        for stage in ["exchange->node write", "node write->server read", "inside server", "server send->client recv"] {
+        for stage in ["block_to_node_write", "node_write_to_read", "read_to_sent", "sent_to_receive"] {
             let ((p, pn), (d, dn)) =
                 (stage_p50(&plain_report, channel, stage), stage_p50(&delayed_report, channel, stage));
             assert!(pn >= 100 && dn >= 100, "{channel} {stage}: too few frames ({pn} / {dn})");
             report += &format!("{channel:<8}{stage:<30}{p:>11.3}{d:>13.3}{:>12.3}\n", d - p);
-            if stage == "node write->server read" {
+            if stage == "node_write_to_read" {
                 checked.push((channel, d - p));
             }
         }
@@ -258,7 +258,7 @@ fn latency_stats_shows_l2_frames_do_not_wait_for_a_delayed_status_line() {
     for (channel, diff) in checked {
         assert!(
             diff.abs() < HALF_DELAY_MS,
-            "{channel}: latency_stats puts {diff:.3} ms more into node write->server read with the status line held {DELAY_MS} ms: it belongs to l4Book's line only\n{report}"
+            "{channel}: latency_stats puts {diff:.3} ms more into node_write_to_read with the status line held {DELAY_MS} ms: it belongs to l4Book's line only\n{report}"
         );
     }
 }
