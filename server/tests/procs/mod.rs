@@ -155,6 +155,19 @@ pub fn start_serve_env(
     env: &[(&str, &str)],
     log: &Path,
 ) -> Proc {
+    start_serve_at("127.0.0.1:0", node_dir, info_url, snapshots, extra, env, log)
+}
+
+/// `start_serve_env` listening on `listen` (a restarted server taking its predecessor's address).
+pub fn start_serve_at(
+    listen: &str,
+    node_dir: &Path,
+    info_url: &str,
+    snapshots: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+    log: &Path,
+) -> Proc {
     let mut args = vec![
         "serve",
         "--node-dir",
@@ -164,7 +177,7 @@ pub fn start_serve_env(
         "--snapshot-dir",
         snapshots.to_str().unwrap(),
         "--listen",
-        "127.0.0.1:0",
+        listen,
         "--admin-listen",
         "127.0.0.1:0",
     ];
