@@ -70,8 +70,10 @@ fn text_of<'a>(dom: &'a str, id: &str) -> &'a str {
 }
 
 /// The cells of the stage table's row for `stage`.
+/// The cells of a stage's row for the diffs line (the page has one row per stage and line).
 fn stage_row<'a>(dom: &'a str, stage: &str) -> Vec<&'a str> {
-    let at = dom.find(&format!("<tr data-stage=\"{stage}\">")).unwrap_or_else(|| panic!("no row for {stage}:\n{dom}"));
+    let tag = format!("<tr data-stage=\"{stage}\" data-line=\"diffs\">");
+    let at = dom.find(&tag).unwrap_or_else(|| panic!("no row for {stage}:\n{dom}"));
     let row = &dom[at..at + dom[at..].find("</tr>").unwrap()];
     row.split("<td>").skip(1).map(|c| c.split("</td>").next().unwrap()).collect()
 }
@@ -105,17 +107,17 @@ fn the_status_page_shows_live_numbers_in_chromium() {
     // Nobody is connected, so the write stages have no blocks; the others have numbers.
     for stage in ["block_to_node_write", "node_write_to_read", "read_to_applied", "applied_to_published"] {
         let cells = stage_row(&dom, stage);
-        assert_eq!(cells.len(), 7, "{stage}: {cells:?}");
-        assert_eq!(cells[0], stage);
-        let blocks: u64 = cells[1].parse().unwrap_or_else(|_| panic!("{stage}: block count {:?}", cells[1]));
+        assert_eq!(cells.len(), 8, "{stage}: {cells:?}");
+        assert_eq!((cells[0], cells[1]), (stage, "diffs"));
+        let blocks: u64 = cells[2].parse().unwrap_or_else(|_| panic!("{stage}: block count {:?}", cells[2]));
         assert!(blocks > 0, "{stage}: no blocks");
-        for c in &cells[2..] {
+        for c in &cells[3..] {
             let v: f64 = c.parse().unwrap_or_else(|_| panic!("{stage}: {c:?} is not a number"));
             assert!(v >= 0.0, "{stage}: {v}");
         }
     }
     // The exchange-to-node stage is the simulator's 150 ms node lag: the page shows it in ms.
-    let p50: f64 = stage_row(&dom, "block_to_node_write")[2].parse().unwrap();
+    let p50: f64 = stage_row(&dom, "block_to_node_write")[3].parse().unwrap();
     assert!((140.0..1000.0).contains(&p50), "block_to_node_write p50 {p50} ms");
     assert!(dom.contains("<canvas id=\"chart-stages\""), "the chart is there");
     // The one source, named and reading, in the Sources table (the race table is hidden with one source).
