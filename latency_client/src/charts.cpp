@@ -220,7 +220,7 @@ double stage_bar(std::ostringstream& os, const ChannelStats& cs, int ch, double 
     const double hgt = std::min(ms, top) / top * PH;
     total += ms;
     y -= hgt;
-    os << "<rect class=\"segment\" data-stage=\"" << xml_escape(stage_short_name(k)) << "\" data-count=\""
+    os << "<rect class=\"segment\" data-stage=\"" << xml_escape(stage_name(k)) << "\" data-count=\""
        << cs.stage[k].count() << "\" data-ms=\"" << ms << "\" x=\"" << x << "\" y=\"" << y << "\" width=\"" << bw
        << "\" height=\"" << hgt << "\" fill=\"" << kColors[k] << "\"><title>" << channel_name(ch) << " p"
        << static_cast<int>(p) << ' ' << xml_escape(stage_short_name(k)) << ": " << ms << " ms</title></rect>\n";
@@ -247,8 +247,8 @@ std::string format_svg_stages(const Stats& s, const Config& cfg) {
   }
   double cstep, ostep;
   const double ctop = nice_top(chain_max, cstep), otop = nice_top(own_max, ostep);
-  stage_panel(os, L, cw, ctop, cstep, "chain -> node (the node's lag)");
-  stage_panel(os, ox, ow, otop, ostep, "hlbook: node write -> client receive (stacked)");
+  stage_panel(os, L, cw, ctop, cstep, "block_to_node_write, p50 | p99");
+  stage_panel(os, ox, ow, otop, ostep, "node write -> client receive, p50 | p99 (stacked)");
   for (int k = 0; k < kNumStages; ++k) legend(os, k, kColors[k], stage_short_name(k));
   const double n = static_cast<double>(std::max<size_t>(1, cfg.channels.size()));
   const double cslot = cw / n, oslot = ow / n;
@@ -267,7 +267,7 @@ std::string format_svg_stages(const Stats& s, const Config& cfg) {
       stage_bar(os, cs, ch, p, kNodeToRead, kNumStages, ox + oslot * ci + oslot / 2 + (b == 0 ? -obw - 4 : 4), obw,
                 otop, true);
     }
-    xtick(os, L + cslot * ci + cslot / 2, std::string(channel_name(ch)) + " p50|p99");
+    xtick(os, L + cslot * ci + cslot / 2, channel_name(ch));
     xtick(os, ox + oslot * ci + oslot / 2,
           std::string(channel_name(ch)) + " (n=" + std::to_string(cs.audited_frames) + ")");
     os << "</g>\n";
@@ -275,7 +275,7 @@ std::string format_svg_stages(const Stats& s, const Config& cfg) {
             ms_text(cs.stage[kExchToNode].percentile(50) / 1000.0) + " ms";
   }
   os << "<text x=\"" << L << "\" y=\"" << H - 4 << "\" font-size=\"10\">"
-     << xml_escape("chain -> node p50 (left, its own scale, not part of hlbook): " + note) << "</text>\n";
+     << xml_escape("block_to_node_write p50 (left, its own scale: the chain and the node, not hlbook): " + note) << "</text>\n";
   os << "</svg>\n";
   return os.str();
 }

@@ -10,7 +10,9 @@ const char* stage_name(int s) {
 }
 
 const char* stage_short_name(int s) {
-  static const char* names[] = {"chain -> node", "node -> hlbook", "inside hlbook", "network"};
+  // The stage names, with who owns the time for a reader of the chart.
+  static const char* names[] = {"block_to_node_write (chain, node)", "node_write_to_read (node output, hlbook)",
+                                "read_to_sent (hlbook)", "sent_to_receive (network)"};
   return (s >= 0 && s < kNumStages) ? names[s] : "?";
 }
 

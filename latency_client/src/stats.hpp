@@ -24,7 +24,7 @@ namespace lat {
 // Audit split stages, in pipeline order; they add up (per frame, exactly) to the audit end-to-end row.
 enum Stage : int { kExchToNode = 0, kNodeToRead = 1, kInServer = 2, kSendToRecv = 3, kNumStages = 4 };
 const char* stage_name(int s);
-const char* stage_short_name(int s);  // chart labels: chain -> node, node -> hlbook, inside hlbook, network
+const char* stage_short_name(int s);  // chart legends: the stage name and who owns its time
 
 struct ChannelStats {
   Histogram lat;                               // receive - exchange time (ms `time`), µs

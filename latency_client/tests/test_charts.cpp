@@ -86,7 +86,7 @@ TEST(Charts, EachChartHasItsSeriesWithTheirCounts) {
   size_t segs = 0;
   for (size_t pos = 0; (pos = st.find("class=\"segment\"", pos)) != std::string::npos; ++pos) ++segs;
   EXPECT_EQ(segs, 3u * 2 * kNumStages);
-  EXPECT_NE(st.find("data-stage=\"chain -&gt; node\""), std::string::npos);
+  EXPECT_NE(st.find("data-stage=\"block_to_node_write\""), std::string::npos);
   Config no_audit = fx.cfg;
   no_audit.audit = false;
   no_audit.svg_path = "out/lat.svg";
@@ -131,9 +131,9 @@ TEST(Charts, StageChartSetsTheNodeLagApart) {
   const std::string svg = format_svg_stages(node_lagging(), fx.cfg);
   std::string why;
   ASSERT_TRUE(xml_well_formed(svg, why)) << why;
-  EXPECT_NE(svg.find(">chain -&gt; node (the node's lag)<"), std::string::npos) << svg;
-  EXPECT_NE(svg.find(">hlbook: node write -&gt; client receive (stacked)<"), std::string::npos) << svg;
-  EXPECT_NE(svg.find("chain -&gt; node p50 (left, its own scale, not part of hlbook): l2Book 150.0 ms, bbo 150.0 ms"),
+  EXPECT_NE(svg.find(">block_to_node_write, p50 | p99<"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">node write -&gt; client receive, p50 | p99 (stacked)<"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("block_to_node_write p50 (left, its own scale: the chain and the node, not hlbook): l2Book 150.0 ms, bbo 150.0 ms"),
             std::string::npos)
       << svg;
   // hlbook's own stages fill their panel's scale (0.5 ms), instead of a sliver under 150 ms.
@@ -142,7 +142,7 @@ TEST(Charts, StageChartSetsTheNodeLagApart) {
   int own_bars = 0;
   for (auto it = std::sregex_iterator(svg.begin(), svg.end(), seg); it != std::sregex_iterator(); ++it) {
     const double hgt = std::stod((*it)[2]);
-    if ((*it)[1] == "chain -&gt; node") {
+    if ((*it)[1] == "block_to_node_write") {
       chain = std::max(chain, hgt);
     } else {
       own += hgt;
