@@ -58,13 +58,16 @@ setup:
 build: setup
 	$(CARGO) build --release --workspace --bins
 
-## lint: formatting and clippy, warnings are errors; for the workspace and for the Rust snippet crate (whose clippy
-## run checks the SDK's ~430 dependencies too, about a minute more).
+## lint: formatting and clippy, warnings are errors; for the workspace, the Rust snippet crate (whose clippy run
+## checks the SDK's ~430 dependencies too, about a minute more) and the fuzz crate (outside the workspace, linted on
+## stable: clippy checks, it does not link libFuzzer).
 lint: setup
 	$(CARGO) fmt --all -- --check
 	rustfmt --check --edition 2024 $(RUST_SDK_CRATE)/build.rs $(RUST_SDK_CRATE)/src/main.rs
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy --locked --manifest-path $(RUST_SDK_CRATE)/Cargo.toml --target-dir $(RUST_SDK_TARGET) -- -D warnings
+	$(CARGO) fmt --manifest-path server/fuzz/Cargo.toml -- --check
+	$(CARGO) clippy --manifest-path server/fuzz/Cargo.toml --target-dir build/fuzz-target -- -D warnings
 
 ## rust-test: unit and end-to-end tests; latency_stats is built first, the end-to-end audit test runs it, and the
 ## SDK snippet tests must find their libraries. A test that cannot run here says why in $(SKIP_LOG), listed with a
