@@ -1,24 +1,19 @@
 //! The `hlsim` binary end to end: prints its info address, answers over HTTP, writes blocks, exits 0 on SIGTERM.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+mod procs;
 
 #[test]
 fn hlsim_serves_info_and_exits_cleanly_on_sigterm() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hlsim"))
-        .args(["--out", tmp.path().to_str().unwrap(), "--info-listen", "127.0.0.1:0", "--blocks", "5"])
-        .args(["--btc-orders", "500", "--orders-per-coin", "100", "--block-ms", "10", "--reject-ratio", "1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let addr = line.trim().strip_prefix("info listening on ").unwrap_or_else(|| panic!("{line:?}")).to_string();
+    let market = ["--blocks", "5", "--btc-orders", "500", "--orders-per-coin", "100", "--block-ms", "10"];
+    let (mut sim, info_url) = procs::start_sim(
+        &tmp.path().join("data"),
+        &[&market[..], &["--reject-ratio", "1"]].concat(),
+        &tmp.path().join("sim.log"),
+    );
     let client = reqwest::blocking::Client::new();
     let meta: serde_json::Value = client
-        .post(format!("http://{addr}/info"))
+        .post(&info_url)
         .json(&serde_json::json!({"type":"meta"}))
         .send()
         .unwrap()
@@ -31,7 +26,7 @@ fn hlsim_serves_info_and_exits_cleanly_on_sigterm() {
         "includeTriggerOrders":false},"outPath":snap,"includeHeightInOutput":true});
     let mut height = 0;
     for _ in 0..100 {
-        let r = client.post(format!("http://{addr}/info")).json(&req).send().unwrap();
+        let r = client.post(&info_url).json(&req).send().unwrap();
         assert_eq!(r.status(), 200);
         let text = std::fs::read_to_string(&snap).unwrap();
         height = text[1..].split(',').next().unwrap().parse::<u64>().unwrap();
@@ -41,8 +36,6 @@ fn hlsim_serves_info_and_exits_cleanly_on_sigterm() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     assert_eq!(height, 1_000_000_004);
-    assert!(child.try_wait().unwrap().is_none(), "still serving after its last block");
-    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
-    assert!(status.success());
-    assert!(child.wait().unwrap().success(), "exit 0 on SIGTERM");
+    assert!(sim.running(), "still serving after its last block");
+    assert!(sim.stop().success(), "exit 0 on SIGTERM");
 }

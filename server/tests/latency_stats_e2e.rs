@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use procs::{HLBOOK, HLSIM, Proc, wait_health};
+use procs::{start_serve, start_sim, wait_health};
 
 fn latency_stats() -> Option<PathBuf> {
     let p = std::env::var_os("LATENCY_STATS").map_or_else(
@@ -33,45 +33,10 @@ fn latency_stats_reports_every_channel_from_our_server() {
     };
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let sim = Proc::start(
-        HLSIM,
-        &[
-            "--out",
-            data.to_str().unwrap(),
-            "--coins",
-            "5",
-            "--btc-orders",
-            "4000",
-            "--orders-per-coin",
-            "300",
-            "--reject-ratio",
-            "2",
-            "--info-listen",
-            "127.0.0.1:0",
-        ],
-        &dir.path().join("sim.log"),
-    );
-    let info = sim.wait_line("info listening on", Duration::from_secs(30));
+    let market = ["--coins", "5", "--btc-orders", "4000", "--orders-per-coin", "300", "--reject-ratio", "2"];
+    let (_sim, info_url) = start_sim(&data, &market, &dir.path().join("sim.log"));
     let snaps = dir.path().join("snaps");
-    let server = Proc::start(
-        HLBOOK,
-        &[
-            "serve",
-            "--node-dir",
-            data.to_str().unwrap(),
-            "--info-url",
-            &format!("http://{info}/info"),
-            "--snapshot-dir",
-            snaps.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "none",
-            "--validate-interval",
-            "0",
-        ],
-        &dir.path().join("server.log"),
-    );
+    let server = start_serve(&data, &info_url, &snaps, &["--validate-interval", "0"], &dir.path().join("server.log"));
     let addr = server.wait_line("hlbook listening on", Duration::from_secs(30));
     wait_health(&format!("http://{addr}"), Duration::from_secs(60), |h| h["state"] == "live");
 

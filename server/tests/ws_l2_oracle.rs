@@ -17,11 +17,10 @@ mod wsload;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use hlbook::node::Mode;
-use procs::{HLBOOK, Proc, counter, start_sim, wait_health};
+use procs::{counter, start_serve, start_sim, wait_health};
 use serde_json::{Value, json};
 use wsload::{audit_height, channel};
 
@@ -82,7 +81,7 @@ fn replay_l2(snapshot: &Path, node_dir: &Path, mode: Mode, coin: &str, shape: &[
         coin,
     ];
     args.extend_from_slice(shape);
-    let out = Command::new(HLBOOK).args(&args).output().expect("running hlbook replay");
+    let out = procs::hlbook(&args);
     assert!(out.status.success(), "replay {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
     let mut by_height = HashMap::new();
     for line in String::from_utf8(out.stdout).unwrap().lines() {
@@ -133,16 +132,10 @@ fn oracle(mode: Mode, blocks: u64, variants: &[Variant]) {
     let start_height = sim_snapshot(&info_url, &start);
 
     let snaps = out.path().join("snapshots");
-    #[rustfmt::skip]
-    let serve_args = [
-        "serve", "--node-dir", data.to_str().unwrap(), "--mode", mode.as_str(), "--info-url", &info_url,
-        "--snapshot-dir", snaps.to_str().unwrap(), "--listen", "127.0.0.1:0", "--admin-listen", "none",
-    ];
     // The replay prints whole blocks, so streaming mode publishes whole blocks here (`ingest.stream_lines = false`);
     // the books between a block's lines are checked on the capture (tests/stream_lines.rs).
-    let mut serve_args = serve_args.to_vec();
-    serve_args.extend(["--set", "ingest.stream_lines=false"]);
-    let mut server = Proc::start(HLBOOK, &serve_args, &out.path().join("serve.log"));
+    let serve_args = ["--mode", mode.as_str(), "--set", "ingest.stream_lines=false"];
+    let mut server = start_serve(&data, &info_url, &snaps, &serve_args, &out.path().join("serve.log"));
     let addr = server.wait_line("hlbook listening on", Duration::from_secs(30));
     let base = format!("http://{addr}");
     wait_health(&base, Duration::from_secs(60), |h| h["state"] == "live");

@@ -11,7 +11,7 @@ mod wsload;
 
 use std::time::{Duration, Instant};
 
-use procs::{HLBOOK, Proc, get_json, start_sim, wait_health};
+use procs::{get_json, start_serve, start_sim, wait_health};
 use serde_json::json;
 use wsload::{Read, Ws, audit_height, channel};
 
@@ -149,12 +149,8 @@ fn a_stalled_client_costs_bounded_memory_delays_nobody_and_jumps_ahead() {
     let sim_args = ["--coins", "8"];
     let (mut sim, info_url) = start_sim(&data, &sim_args, &out.path().join("sim.log"));
     let snaps = out.path().join("snapshots");
-    #[rustfmt::skip]
-    let serve_args = [
-        "serve", "--config", config.to_str().unwrap(), "--node-dir", data.to_str().unwrap(), "--info-url", &info_url,
-        "--snapshot-dir", snaps.to_str().unwrap(), "--listen", "127.0.0.1:0", "--admin-listen", "none",
-    ];
-    let mut server = Proc::start(HLBOOK, &serve_args, &out.path().join("serve.log"));
+    let serve_args = ["--config", config.to_str().unwrap()];
+    let mut server = start_serve(&data, &info_url, &snaps, &serve_args, &out.path().join("serve.log"));
     let addr = server.wait_line("hlbook listening on", Duration::from_secs(60));
     let base = format!("http://{addr}");
     wait_health(&base, Duration::from_secs(180), |h| matches!(h["state"].as_str(), Some("live" | "catching_up")));

@@ -114,6 +114,11 @@ impl Drop for Proc {
     }
 }
 
+/// Runs `hlbook` with `args` to completion (a command such as `replay`, not a server), its output captured.
+pub fn hlbook(args: &[&str]) -> std::process::Output {
+    Command::new(HLBOOK).args(args).output().unwrap_or_else(|e| panic!("running hlbook {args:?}: {e}"))
+}
+
 /// GET `url` and parse JSON (None on any failure).
 pub fn get_json(url: &str) -> Option<serde_json::Value> {
     reqwest::blocking::get(url).ok()?.json().ok()
