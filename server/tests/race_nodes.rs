@@ -93,7 +93,7 @@ fn finish(mut run: Run) -> serde_json::Value {
     for zero in ["gaps", "broken_blocks", "blocks_already_applied"] {
         assert_eq!(counter(&h, zero), 0, "{zero}: {h}");
     }
-    assert_eq!(counter(&h, "resyncs"), 1, "the bootstrap only: {h}");
+    assert_eq!(counter(&h, "books_loaded"), 1, "the bootstrap only: {h}");
     assert!(run.server.running(), "the server never exits on a failing source");
     assert!(run.server.stop().success(), "SIGTERM exits 0");
     run.sim.stop();
@@ -248,7 +248,7 @@ fn differing_events_with_validation_every(secs: &str) {
 /// live again, applied no block twice, and end equal to the simulator's order by order.
 fn finish_after_losing(mut run: Run, lost: u64) {
     let h = wait_health(&run.base, Duration::from_secs(90), |h| {
-        counter(h, "resyncs") >= 2 && h["state"] == "live" && h["height"].as_u64() > Some(lost)
+        counter(h, "books_loaded") >= 2 && h["state"] == "live" && h["height"].as_u64() > Some(lost)
     });
     assert_eq!(counter(&h, "broken_blocks"), 1, "{h}");
     let theirs = sim_books_at(&run.info_url, &run.dir(""), run.last);
@@ -259,7 +259,7 @@ fn finish_after_losing(mut run: Run, lost: u64) {
     for zero in ["gaps", "blocks_already_applied", "inconsistencies"] {
         assert_eq!(counter(&h, zero), 0, "{zero}: {h}");
     }
-    assert_eq!(counter(&h, "resyncs"), 2, "the bootstrap and one resync: {h}");
+    assert_eq!(counter(&h, "books_loaded"), 2, "the bootstrap and one resync: {h}");
     assert!(run.serve_log().contains(&format!("block {lost} lost its line")), "the log names the lost block");
     assert!(run.server.running(), "the server never exits on a lost block");
     assert!(run.server.stop().success(), "SIGTERM exits 0");

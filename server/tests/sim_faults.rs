@@ -71,7 +71,7 @@ fn clean_run_by_block() {
     for zero in ["gaps", "inconsistencies", "malformed_lines", "broken_blocks", "repairs"] {
         assert_eq!(counter(&h, zero), 0, "{zero}: {h}");
     }
-    assert_eq!(counter(&h, "resyncs"), 1, "bootstrap only: {h}");
+    assert_eq!(counter(&h, "books_loaded"), 1, "bootstrap only: {h}");
 }
 
 #[test]
@@ -87,7 +87,7 @@ fn stop_mid_line_resyncs() {
     let h =
         finish(start(Mode::ByBlock, 150, &["--stop-mid-line-at", &(START + 60).to_string(), "--pause-secs", "1"], &[]));
     assert!(counter(&h, "malformed_lines") >= 1, "{h}");
-    assert!(counter(&h, "resyncs") >= 2, "bootstrap and one resync: {h}");
+    assert!(counter(&h, "books_loaded") >= 2, "bootstrap and one resync: {h}");
     assert_eq!(counter(&h, "inconsistencies"), 0, "{h}");
 }
 
@@ -103,28 +103,28 @@ fn pause_goes_stale_then_live() {
     assert_eq!(stale["height"].as_u64(), Some(START + 49), "{stale}");
     wait_health(&run.base, Duration::from_secs(60), |h| h["state"] == "live");
     let h = finish(run);
-    assert_eq!((counter(&h, "gaps"), counter(&h, "resyncs")), (0, 1), "{h}");
+    assert_eq!((counter(&h, "gaps"), counter(&h, "books_loaded")), (0, 1), "{h}");
 }
 
 #[test]
 fn restart_reemits_without_double_apply() {
     let h = finish(start(Mode::ByBlock, 120, &["--restart-at", &(START + 60).to_string(), "--restart-back", "5"], &[]));
     assert_eq!(counter(&h, "stale_lines"), 15, "5 blocks × 3 streams dropped: {h}");
-    assert_eq!((counter(&h, "inconsistencies"), counter(&h, "resyncs")), (0, 1), "{h}");
+    assert_eq!((counter(&h, "inconsistencies"), counter(&h, "books_loaded")), (0, 1), "{h}");
 }
 
 #[test]
 fn restart_reemits_streaming() {
     let h = finish(start(Mode::Streaming, 120, &["--restart-at", &(START + 60).to_string()], &[]));
     assert!(counter(&h, "stale_lines") > 0, "{h}");
-    assert_eq!((counter(&h, "inconsistencies"), counter(&h, "resyncs")), (0, 1), "{h}");
+    assert_eq!((counter(&h, "inconsistencies"), counter(&h, "books_loaded")), (0, 1), "{h}");
 }
 
 #[test]
 fn dropped_line_by_block_resyncs() {
     let h = finish(start(Mode::ByBlock, 150, &["--drop-block", &(START + 60).to_string()], &[]));
     assert_eq!(counter(&h, "broken_blocks"), 1, "{h}");
-    assert!(counter(&h, "resyncs") >= 2, "{h}");
+    assert!(counter(&h, "books_loaded") >= 2, "{h}");
 }
 
 #[test]
@@ -134,7 +134,7 @@ fn dropped_status_line_by_block_resyncs() {
     let drop = ["--drop-block", &(START + 60).to_string(), "--drop-stream", "statuses"];
     let h = finish(start(Mode::ByBlock, 150, &drop, &[]));
     assert_eq!(counter(&h, "broken_blocks"), 1, "{h}");
-    assert!(counter(&h, "resyncs") >= 2, "{h}");
+    assert!(counter(&h, "books_loaded") >= 2, "{h}");
 }
 
 #[test]
@@ -150,7 +150,7 @@ fn dropped_line_streaming_is_caught_by_validation() {
 fn corrupt_line_resyncs() {
     let h = finish(start(Mode::ByBlock, 150, &["--corrupt-at", &(START + 60).to_string()], &[]));
     assert_eq!(counter(&h, "malformed_lines"), 1, "{h}");
-    assert!(counter(&h, "resyncs") >= 2, "{h}");
+    assert!(counter(&h, "books_loaded") >= 2, "{h}");
 }
 
 #[test]
@@ -167,5 +167,5 @@ fn rollover_and_pruning_are_followed() {
     let run = start(Mode::ByBlock, 200, &["--rollover-secs", "2", "--prune-keep", "2"], &[]);
     let h = finish(run);
     assert!(counter(&h, "rollovers") >= 6, "three streams, at least two rollovers each: {h}");
-    assert_eq!((counter(&h, "gaps"), counter(&h, "broken_blocks"), counter(&h, "resyncs")), (0, 0, 1), "{h}");
+    assert_eq!((counter(&h, "gaps"), counter(&h, "broken_blocks"), counter(&h, "books_loaded")), (0, 0, 1), "{h}");
 }

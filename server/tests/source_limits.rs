@@ -136,7 +136,7 @@ fn a_relay_peer_over_the_line_cap_is_refused_and_reconnected_without_buffering()
     );
     writeln!(sock, "D {far} {}\n{line}", line.len()).unwrap();
     let after_far = wait_health(&base, Duration::from_secs(60), |h| counter(h, "lines_too_far_ahead") == 1);
-    for same in ["resyncs", "snapshots_requested", "broken_blocks", "gaps", "blocks_applied"] {
+    for same in ["books_loaded", "snapshots_requested", "broken_blocks", "gaps", "blocks_applied"] {
         assert_eq!(counter(&after_far, same), counter(&h, same), "{same}: {after_far}");
     }
     wait_log(&log, &format!("a line of block {far}, 10001 blocks past block {after3}"));

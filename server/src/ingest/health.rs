@@ -80,7 +80,8 @@ pub struct IngestCounters {
     pub rollovers: AtomicU64,
     pub partial_lines_dropped: AtomicU64,
     pub files_reopened: AtomicU64,
-    pub resyncs: AtomicU64,
+    /// Whole books installed from a snapshot: the first load, then every resync (so a fresh server shows 1).
+    pub books_loaded: AtomicU64,
     pub io_errors: AtomicU64,
     pub snapshots_requested: AtomicU64,
     pub snapshot_failures: AtomicU64,
@@ -126,7 +127,7 @@ impl IngestCounters {
             ("rollovers", self.rollovers.load(Relaxed)),
             ("partial_lines_dropped", self.partial_lines_dropped.load(Relaxed)),
             ("files_reopened", self.files_reopened.load(Relaxed)),
-            ("resyncs", self.resyncs.load(Relaxed)),
+            ("books_loaded", self.books_loaded.load(Relaxed)),
             ("io_errors", self.io_errors.load(Relaxed)),
             ("snapshots_requested", self.snapshots_requested.load(Relaxed)),
             ("snapshot_failures", self.snapshot_failures.load(Relaxed)),

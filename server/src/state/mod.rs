@@ -152,7 +152,7 @@ impl Shared {
         }
     }
 
-    /// Replaces every book with a loaded snapshot (counted as a resync); the blocks kept for validation no
+    /// Replaces every book with a loaded snapshot (counted in `books_loaded`); the blocks kept for validation no
     /// longer follow on.
     pub(crate) fn install(&self, books: Books) {
         let height = books.height();
@@ -160,16 +160,16 @@ impl Shared {
             let mut guard = self.books.write();
             *guard = books;
             self.recent.lock().clear();
-            self.health.counters.resyncs.fetch_add(1, Relaxed);
+            self.health.counters.books_loaded.fetch_add(1, Relaxed);
         }
         self.health.resynced(height);
         self.signal_change();
     }
 
-    /// Times whole books were replaced by a snapshot (the `resyncs` counter); read under the books' lock, it
+    /// Times whole books were replaced by a snapshot (the `books_loaded` counter); read under the books' lock, it
     /// tells a reader that the books it saw before are gone.
     pub fn installs(&self) -> u64 {
-        self.health.counters.resyncs.load(Relaxed)
+        self.health.counters.books_loaded.load(Relaxed)
     }
 
     pub fn health(&self) -> &Health {
