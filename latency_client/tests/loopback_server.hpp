@@ -14,6 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "config.hpp"
+#include "extract.hpp"
+
 struct ServerOptions {
   bool deflate = false;                         // server-side permessage-deflate
   int frames = 600;                             // data frames to push in total (a budget shared by connections)
@@ -83,3 +86,14 @@ class LoopbackServer {
   int64_t dropped_height_ = 0;
   std::pair<int64_t, int64_t> lost_range_{0, 0};
 };
+
+// A run against `srv`: BTC and ETH l2Book, quiet, ending when the injected samples arrived (60 s at most).
+inline lat::Config loopback_config(const LoopbackServer& srv) {
+  lat::Config c;
+  c.url = srv.url();
+  c.coins = {"BTC", "ETH"};
+  c.channels = {lat::kL2Book};
+  c.duration_s = 60;  // upper bound; the run ends when every injected sample arrived
+  c.quiet = true;
+  return c;
+}

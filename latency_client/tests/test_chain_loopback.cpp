@@ -19,12 +19,7 @@ using namespace lat;
 namespace {
 
 Config audit_config(const LoopbackServer& srv, uint64_t samples) {
-  Config c;
-  c.url = srv.url();
-  c.coins = {"BTC", "ETH"};
-  c.channels = {kL2Book};
-  c.duration_s = 60;  // upper bound; the run ends when every injected sample arrived
-  c.quiet = true;
+  Config c = loopback_config(srv);
   c.audit = true;
   c.stop_after_samples = samples;
   return c;

@@ -9,22 +9,16 @@
 
 #include "report.hpp"
 #include "stats.hpp"
+#include "synthetic.hpp"
 #include "xml_check.hpp"
 
 using namespace lat;
 
 namespace {
 
-constexpr int64_t kMs = 1000000;
-constexpr int64_t kT0 = 1'790'000'000'000;  // exchange ms
-
-Frame frame(Kind k, const std::string& coin, int64_t t_ms) {
-  Frame f;
-  f.kind = k;
-  f.samples.push_back(Sample{coin, t_ms});
-  f.nsamples = 1;
-  return f;
-}
+using test::frame;
+using test::kMs;
+using test::kT0;
 
 struct Fx {
   Config cfg;

@@ -9,22 +9,28 @@
 #include "hlog.hpp"
 #include "report.hpp"
 #include "stats.hpp"
+#include "synthetic.hpp"
 #include "xml_check.hpp"
 
 using namespace lat;
 
 namespace {
 
-constexpr int64_t kMs = 1000000;
-constexpr int64_t kT0 = 1'790'000'000'000;  // exchange ms
+using test::frame;
+using test::kMs;
+using test::kT0;
 
-Frame frame(Kind k, const std::string& coin, int64_t t_ms) {
-  Frame f;
-  f.kind = k;
-  f.samples.push_back(Sample{coin, t_ms});
-  f.nsamples = 1;
-  return f;
+// Connects one connection to `sh` at `start` and acknowledges its two l2Book subscriptions (BTC, ETH); its slot.
+int subscribe_l2(Shard& sh, int64_t start) {
+  const int slot = sh.add_connection(start);
+  sh.on_subscribed(slot, start);
+  Frame ack;
+  ack.kind = Kind::SubAck;
+  ack.ack_channel = kL2Book;
+  for (int i = 0; i < 2; ++i) sh.on_frame(slot, ack, start, 10);
+  return slot;
 }
+
 
 Frame audited(Kind k, const std::string& coin, int64_t t_ms, int64_t height, int64_t node_ns, int64_t read_ns,
               int64_t sent_ns) {
@@ -143,12 +149,7 @@ TEST(Health, HealthyFeedIsOk) {
   fx.cfg.channels = {kL2Book};
   const int64_t start = kT0 * kMs;
   Shard sh(fx.cfg, fx.coins, 0, nullptr);
-  const int slot = sh.add_connection(start);
-  sh.on_subscribed(slot, start);
-  Frame ack;
-  ack.kind = Kind::SubAck;
-  ack.ack_channel = kL2Book;
-  for (int i = 0; i < 2; ++i) sh.on_frame(slot, ack, start, 10);
+  const int slot = subscribe_l2(sh, start);
   // BTC's book changes every 400 ms but only every other block: the chain vouches for the heights between.
   for (int i = 1; i <= 20; ++i)
     sh.on_frame(slot,
@@ -271,12 +272,7 @@ std::pair<std::string, std::string> btc_late_or_quiet(double btc_block_s, int64_
   fx.cfg.channels = {kL2Book};
   const int64_t start = kT0 * kMs;
   Shard sh(fx.cfg, fx.coins, 0, nullptr);
-  const int slot = sh.add_connection(start);
-  sh.on_subscribed(slot, start);
-  Frame ack;
-  ack.kind = Kind::SubAck;
-  ack.ack_channel = kL2Book;
-  for (int i = 0; i < 2; ++i) sh.on_frame(slot, ack, start, 10);
+  const int slot = subscribe_l2(sh, start);
   std::map<std::string, std::pair<int64_t, int64_t>> chains;  // coin -> (n, last height)
   auto send = [&](const char* coin, int64_t block_ms_after, int64_t recv_ms_after, int64_t height) {
     Frame f = frame(Kind::L2Book, coin, kT0 + block_ms_after);
@@ -319,12 +315,7 @@ TEST(Health, HugeHeightJumpAndRegressionThroughTheShard) {
   fx.cfg.channels = {kL2Book};
   const int64_t start = kT0 * kMs;
   Shard sh(fx.cfg, fx.coins, 0, nullptr);
-  const int slot = sh.add_connection(start);
-  sh.on_subscribed(slot, start);
-  Frame ack;
-  ack.kind = Kind::SubAck;
-  ack.ack_channel = kL2Book;
-  for (int i = 0; i < 2; ++i) sh.on_frame(slot, ack, start, 10);
+  const int slot = subscribe_l2(sh, start);
   constexpr int64_t kHuge = 1'000'000'000'000'000;
   const int64_t heights[] = {100, 101, kHuge, kHuge + 1, 50, 51};  // a jump of 10^15, then a restart's lower ones
   int64_t prev = 0, n = 0;

@@ -32,16 +32,6 @@ uint64_t nearest_rank_ms(std::vector<int> v, double p) {
   return static_cast<uint64_t>(v[std::min(rank, v.size()) - 1]);
 }
 
-Config base_config(const LoopbackServer& srv) {
-  Config c;
-  c.url = srv.url();
-  c.coins = {"BTC", "ETH"};
-  c.channels = {kL2Book};
-  c.duration_s = 60;  // upper bound; the run ends when every injected sample arrived
-  c.quiet = true;
-  return c;
-}
-
 void expect_matches(const Histogram& h, const std::vector<int>& injected, const char* what) {
   ASSERT_EQ(h.count(), injected.size()) << what;
   for (double p : {25.0, 50.0, 75.0, 90.0, 99.0, 99.9, 100.0}) {
@@ -62,7 +52,7 @@ TEST(Loopback, UniformDelaysPlain) {
   o.frames = 600;
   o.delay_ms = uniform_20_80;
   LoopbackServer srv(o);
-  Config c = base_config(srv);
+  Config c = loopback_config(srv);
   c.stop_after_samples = 600;
   auto rr = run_latency(c, nullptr);
   ASSERT_EQ(rr.exit_code, 0) << rr.error;
@@ -85,7 +75,7 @@ TEST(Loopback, AllChannelsWithDeflate) {
   o.expected_subs = 6;
   o.delay_ms = [](int i) { return (i % 5 == 0) ? 70 : 30 + i % 7; };  // fixed set: 30..36 and 70
   LoopbackServer srv(o);
-  Config c = base_config(srv);
+  Config c = loopback_config(srv);
   c.channels = {kL2Book, kTrades, kBbo};
   c.compress = true;
   c.stop_after_samples = 300 + 300 * 2 + 300;
@@ -108,7 +98,7 @@ TEST(Loopback, AllCoinsDiscoveryAndAudit) {
   o.audit = true;
   o.delay_ms = [](int) { return 40; };
   LoopbackServer srv(o);
-  Config c = base_config(srv);
+  Config c = loopback_config(srv);
   c.coins.clear();
   c.all_coins = true;
   c.audit = true;
@@ -135,7 +125,7 @@ TEST(Loopback, ReconnectsAfterServerClose) {
   o.close_after = 150;
   o.delay_ms = uniform_20_80;
   LoopbackServer srv(o);
-  Config c = base_config(srv);
+  Config c = loopback_config(srv);
   c.stop_after_samples = 400;
   auto rr = run_latency(c, nullptr);
   ASSERT_EQ(rr.exit_code, 0) << rr.error;
@@ -152,7 +142,7 @@ TEST(Loopback, SeveralConnectionsShardedOverThreads) {
   o.delay_ms = uniform_20_80;
   o.wait_conns = 3;  // all three subscribed before the budget starts, so each one is counted deterministically
   LoopbackServer srv(o);
-  Config c = base_config(srv);
+  Config c = loopback_config(srv);
   c.conns = 3;
   c.per_coin = true;
   c.stop_after_samples = 900;
@@ -170,7 +160,7 @@ TEST(Loopback, ErrorAndBadFramesCountedPingsSent) {
   o.noise = true;
   o.delay_ms = uniform_20_80;
   LoopbackServer srv(o);
-  Config c = base_config(srv);
+  Config c = loopback_config(srv);
   c.duration_s = 1.5;  // timed run: pings every 0.2 s while the server idles after its 50 frames
   c.ping_s = 0.2;
   auto rr = run_latency(c, nullptr);
@@ -190,7 +180,7 @@ TEST(Loopback, CompressionRefusedIsReported) {
   ServerOptions o;
   o.frames = 100;
   LoopbackServer srv(o);  // no server-side deflate
-  Config c = base_config(srv);
+  Config c = loopback_config(srv);
   c.compress = true;
   c.stop_after_samples = 100;
   auto rr = run_latency(c, nullptr);
@@ -224,7 +214,7 @@ TEST(Loopback, SecureWebSocketWithDeflate) {
   o.frames = 300;
   o.delay_ms = uniform_20_80;
   LoopbackServer srv(o);
-  Config c = base_config(srv);
+  Config c = loopback_config(srv);
   c.compress = true;
   c.insecure = true;  // the loopback certificate is self-signed
   c.stop_after_samples = 300;
@@ -235,7 +225,7 @@ TEST(Loopback, SecureWebSocketWithDeflate) {
   expect_matches(rr.total.ch[kL2Book].lat, srv.delays("l2Book"), "l2Book over TLS");
 
   // Without --insecure the self-signed certificate must be refused at start.
-  Config strict = base_config(srv);
+  Config strict = loopback_config(srv);
   strict.connect_timeout_s = 3;
   auto bad = run_latency(strict, nullptr);
   EXPECT_EQ(bad.exit_code, 2);
