@@ -12,13 +12,8 @@ fn hlsim_serves_info_and_exits_cleanly_on_sigterm() {
         &tmp.path().join("sim.log"),
     );
     let client = reqwest::blocking::Client::new();
-    let meta: serde_json::Value = client
-        .post(&info_url)
-        .json(&serde_json::json!({"type":"meta"}))
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
+    let meta: serde_json::Value =
+        client.post(&info_url).json(&serde_json::json!({"type":"meta"})).send().unwrap().json().unwrap();
     assert_eq!(meta["universe"][0]["name"], "BTC");
     // After its blocks it keeps serving: wait for the last line, then ask for a snapshot at its height.
     let snap = tmp.path().join("snap.json");

@@ -266,6 +266,10 @@ fn user_frames(mode: Mode) {
             (tx, rt.spawn(collect(addr.clone(), u.clone(), rx)))
         })
         .unzip();
+    // Every user channel is counted (/health, /metrics): three users, each on the three channels.
+    wait_health(&base, Duration::from_secs(60), |h| {
+        ["orderUpdates", "userFills", "userEvents"].iter().all(|c| h["subscriptions"][c] == users.len())
+    });
     // Streaming: the simulator's last block never completes (no later line), but its lines' frames went out.
     let streaming = mode == Mode::Streaming;
     let last = FIRST_HEIGHT + BLOCKS - 1 - u64::from(streaming);

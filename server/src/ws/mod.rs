@@ -84,12 +84,13 @@ pub struct WsCounters {
     pub http_header_timeouts: AtomicU64,
     /// Plain HTTP connections closed after `http_idle_timeout_secs` with nothing in flight.
     pub http_closed_idle: AtomicU64,
-    pub subs_l2_book: AtomicI64,
-    pub subs_trades: AtomicI64,
-    pub subs_bbo: AtomicI64,
-    pub subs_all_mids: AtomicI64,
-    pub subs_l4_book: AtomicI64,
+    /// Open subscriptions per channel, in `CHANNELS` order.
+    subs: [AtomicI64; CHANNELS.len()],
 }
+
+/// Every channel a client can subscribe to, as `Subscription::channel` names it: each is counted.
+pub const CHANNELS: [&str; 9] =
+    ["l2Book", "trades", "bbo", "allMids", "l4Book", "candle", "orderUpdates", "userFills", "userEvents"];
 
 /// What the exporters (`/metrics`, `/status`) read.
 impl crate::audit::Exposed for WsContext {
@@ -125,26 +126,17 @@ impl crate::audit::Exposed for WsContext {
 
 impl WsCounters {
     pub fn subscription_delta(&self, channel: &str, d: i64) {
-        let c = match channel {
-            "l2Book" => &self.subs_l2_book,
-            "trades" => &self.subs_trades,
-            "bbo" => &self.subs_bbo,
-            "allMids" => &self.subs_all_mids,
-            "l4Book" => &self.subs_l4_book,
-            _ => return,
-        };
-        c.fetch_add(d, Relaxed);
+        if let Some(i) = CHANNELS.iter().position(|c| *c == channel) {
+            self.subs[i].fetch_add(d, Relaxed);
+        } else {
+            // A channel added to the protocol and not here: said, never silently left out.
+            tracing::error!(channel, "a subscription of a channel the counters do not list");
+        }
     }
 
     /// Subscriptions by channel.
-    pub fn subscriptions(&self) -> [(&'static str, i64); 5] {
-        [
-            ("l2Book", self.subs_l2_book.load(Relaxed)),
-            ("trades", self.subs_trades.load(Relaxed)),
-            ("bbo", self.subs_bbo.load(Relaxed)),
-            ("allMids", self.subs_all_mids.load(Relaxed)),
-            ("l4Book", self.subs_l4_book.load(Relaxed)),
-        ]
+    pub fn subscriptions(&self) -> [(&'static str, i64); CHANNELS.len()] {
+        std::array::from_fn(|i| (CHANNELS[i], self.subs[i].load(Relaxed)))
     }
 
     pub fn to_map(&self) -> std::collections::BTreeMap<&'static str, u64> {

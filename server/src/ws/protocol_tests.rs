@@ -158,3 +158,22 @@ fn an_oversized_subscription_is_refused_and_a_large_post_is_not() {
     let post = format!(r#"{{"method":"post","id":1,"request":{{"type":"info","payload":{{"pad":"{pad}"}}}}}}"#);
     assert!(matches!(parse(&post), Ok(Request::Post { .. })));
 }
+
+#[test]
+fn every_channel_is_one_the_counters_list() {
+    let user = r#""user":"0x0000000000000000000000000000000000000001""#;
+    let subs = [
+        r#"{"type":"l2Book","coin":"BTC"}"#.to_string(),
+        r#"{"type":"trades","coin":"BTC"}"#.to_string(),
+        r#"{"type":"bbo","coin":"BTC"}"#.to_string(),
+        r#"{"type":"allMids"}"#.to_string(),
+        r#"{"type":"l4Book","coin":"BTC"}"#.to_string(),
+        r#"{"type":"candle","coin":"BTC","interval":"1m"}"#.to_string(),
+        format!(r#"{{"type":"orderUpdates",{user}}}"#),
+        format!(r#"{{"type":"userFills",{user}}}"#),
+        format!(r#"{{"type":"userEvents",{user}}}"#),
+    ];
+    let channels: Vec<&str> =
+        subs.iter().map(|s| sub(&format!(r#"{{"method":"subscribe","subscription":{s}}}"#)).channel()).collect();
+    assert_eq!(channels, crate::ws::CHANNELS, "each subscription type is counted under its own channel");
+}
