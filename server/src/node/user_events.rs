@@ -114,7 +114,8 @@ impl NodeParser {
 /// The watched users' fills of a fills line, verbatim.
 pub(crate) fn watched_fills(line: &str, view: &WatchView) -> Vec<(Address, Box<str>)> {
     let Ok(env) = serde_json::from_str::<Envelope<(HexBytes<20>, &RawValue)>>(line) else { return Vec::new() };
-    env.events.into_iter().filter(|(u, _)| view.users.contains(u)).map(|(u, f)| (u, Box::from(f.get()))).collect()
+    let keep = |u: &Address| view.all_fills || view.users.contains(u);
+    env.events.into_iter().filter(|(u, _)| keep(u)).map(|(u, f)| (u, Box::from(f.get()))).collect()
 }
 
 #[cfg(test)]

@@ -53,7 +53,13 @@ struct StatusQuery {
 
 /// State, stage percentiles over the last minute, connections (docs/api.md).
 async fn status(State(s): State<AppState>, Query(q): Query<StatusQuery>) -> Response {
-    axum::Json(crate::audit::status::status(&*s.ws, q.blocks.unwrap_or(0))).into_response()
+    let mut body = crate::audit::status::status(&*s.ws, q.blocks.unwrap_or(0));
+    // The history store's state and backfill progress (docs/api.md, "/status").
+    if let Some(o) = body.as_object_mut() {
+        let store = s.ws.hub.store.get().map_or(serde_json::json!({"state": "off"}), |st| st.status_json());
+        o.insert("store".into(), store);
+    }
+    axum::Json(body).into_response()
 }
 
 /// The status page: one self-contained HTML file that charts `/status` (no build step, nothing fetched from
