@@ -123,7 +123,7 @@ fn snapshot(base: &str, coin: &str, interval: &str) -> Vec<Value> {
 fn wait_store(admin: &str, height: u64) -> Value {
     let deadline = std::time::Instant::now() + Duration::from_secs(180);
     loop {
-        let s = get_json(&format!("{admin}/status")).map(|s| s["store"].clone()).unwrap_or(Value::Null);
+        let s = get_json(&format!("{admin}/status")).map_or(Value::Null, |s| s["store"].clone());
         if s["height"].as_u64() >= Some(height) && s["state"] == "live" {
             return s;
         }

@@ -11,6 +11,9 @@
 //! node's files). Each commit holds whole blocks and the last height, so a restart continues after that height
 //! from the node's files (`files`). Readers (`Store`) open read transactions from any thread.
 
+// redb's error is 160 bytes; these results come once per transaction, not per item.
+#![allow(clippy::result_large_err)]
+
 pub mod candle;
 pub mod files;
 pub mod fills;
@@ -301,7 +304,7 @@ impl Store {
             "fills_written": s.fills_written.load(Relaxed),
             "candles_written": s.candles_written.load(Relaxed),
             "commits": s.commits.load(Relaxed),
-            "write_cpu_us_per_block": if live > 0 { cpu / live / 1000 } else { 0 },
+            "write_cpu_us_per_block": cpu.checked_div(live).unwrap_or(0) / 1000,
             "dropped": s.dropped.load(Relaxed),
             "gaps": s.gaps.load(Relaxed),
             "seeded_candles": s.seeded_candles.load(Relaxed),

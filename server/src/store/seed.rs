@@ -58,7 +58,7 @@ pub fn spawn(store: Arc<Store>, shared: Arc<Shared>, seed: Seed) {
             return;
         }
         let coins: Vec<String> = if seed.coins.is_empty() {
-            shared.books().coin_names().iter().map(|c| c.to_string()).collect()
+            shared.books().coin_names().iter().map(std::string::ToString::to_string).collect()
         } else {
             seed.coins.clone()
         };
@@ -83,8 +83,9 @@ fn seed_all(store: &Store, seed: &Seed, coins: &[String], first_ms: i64) -> Resu
                 "req": {"coin": coin, "interval": i.as_str(), "startTime": 0, "endTime": first_ms - 1}});
             let answer =
                 client.post(&seed.url).json(&body).send().and_then(reqwest::blocking::Response::error_for_status);
-            let list: Vec<serde_json::Value> =
-                answer.and_then(|r| r.json()).map_err(|e| format!("{coin} {}: {e}", i.as_str()))?;
+            let list: Vec<serde_json::Value> = answer
+                .and_then(reqwest::blocking::Response::json)
+                .map_err(|e| format!("{coin} {}: {e}", i.as_str()))?;
             let candles: Vec<Candle> = list.iter().filter_map(candle_of).filter(|c| c.close_time < first_ms).collect();
             kept += keep(store, coin, i, &candles).map_err(|e| e.to_string())?;
             std::thread::sleep(seed.pause);
