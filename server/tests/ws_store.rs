@@ -316,3 +316,45 @@ fn a_killed_server_reopens_its_store_and_it_agrees_with_the_files() {
     sim.stop();
     second.stop();
 }
+
+#[test]
+fn candles_older_than_the_store_are_seeded_from_an_info_server() {
+    let out = tempfile::tempdir().unwrap();
+    let data = out.path().join("data");
+    #[rustfmt::skip]
+    let sim_args = ["--coins", "3", "--btc-orders", "1000", "--orders-per-coin", "200", "--block-ms", "40",
+        "--rate", "0.1", "--reject-ratio", "1", "--users", "25", "--blocks", "300"];
+    let (mut sim, info) = start_sim(&data, &sim_args, &out.path().join("sim.log"));
+    // hlsim's info server plays the official API: it answers candleSnapshot for the time before it began.
+    let seed = [
+        "--set",
+        &format!("store.seed_url=\"{info}\""),
+        "--set",
+        "store.seed_coins=[\"BTC\"]",
+        "--set",
+        "store.seed_pause_ms=0",
+    ];
+    let mut server = start_serve(&data, &info, &out.path().join("snaps"), &seed, &out.path().join("serve.log"));
+    let base = format!("http://{}", server.wait_line("hlbook listening on", Duration::from_secs(30)));
+    let admin = admin_base(&server);
+    // 13 intervals (1M has no past candles here) of 100 candles each.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let store = loop {
+        let s = get_json(&format!("{admin}/status")).map_or(Value::Null, |s| s["store"].clone());
+        if s["seeded_candles"].as_u64() >= Some(1300) {
+            break s;
+        }
+        assert!(std::time::Instant::now() < deadline, "not seeded: {s}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let first_ms = store["first_block_ms"].as_i64().unwrap();
+    let hours = snapshot(&base, "BTC", "1h");
+    let seeded: Vec<&Value> = hours.iter().filter(|c| c["T"].as_i64() < Some(first_ms)).collect();
+    assert_eq!(seeded.len(), 100, "the hours before the store began, from the info server");
+    assert!(seeded.iter().all(|c| c["n"] == 1 && c["o"] == "100.0"), "{:?}", seeded.last());
+    let own = &hours[seeded.len()..];
+    assert!(!own.is_empty() && own.iter().all(|c| c["T"].as_i64() >= Some(first_ms)), "then the store's own");
+    assert_eq!(snapshot(&base, "ETH", "1h").iter().filter(|c| c["T"].as_i64() < Some(first_ms)).count(), 0);
+    sim.stop();
+    server.stop();
+}

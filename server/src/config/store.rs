@@ -25,7 +25,7 @@ impl Default for StoreConfig {
     fn default() -> StoreConfig {
         StoreConfig {
             dir: PathBuf::new(),
-            fills_retention_days: 30,
+            fills_retention_days: 2,
             seed_url: String::new(),
             seed_coins: Vec::new(),
             seed_pause_ms: 500,

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
-use redb::{Database, ReadableTable, TableHandle};
+use redb::{Database, ReadableTable, ReadableTableMetadata, TableHandle};
 
 use self::candle::{Candle, Interval};
 use self::schema::{CANDLES, GAPS, META, fills_day, interval_byte};
@@ -284,6 +284,31 @@ impl Store {
             }
             out.reverse();
             Ok(out)
+        };
+        read().map_err(|e| format!("store read: {e}"))
+    }
+
+    /// Bytes each kind of table takes: (candles, fills of every day, pages holding them and their metadata), for
+    /// `/status?store_tables=1` (it walks every table: not for polling).
+    pub fn table_bytes(&self) -> Result<serde_json::Value, String> {
+        let read = || -> Result<serde_json::Value, redb::Error> {
+            let r = self.db.begin_read()?;
+            let size = |st: redb::TableStats| (st.stored_bytes(), st.metadata_bytes() + st.fragmented_bytes());
+            let (candles, candles_overhead) = size(r.open_table(CANDLES)?.stats()?);
+            let (mut fills, mut fills_overhead, mut days) = (0, 0, 0);
+            for t in r.list_tables()? {
+                if fills_day(t.name()).is_some() {
+                    let def = redb::TableDefinition::<schema::FillKey<'static>, &[u8]>::new(t.name());
+                    let (a, b) = size(r.open_table(def)?.stats()?);
+                    (fills, fills_overhead, days) = (fills + a, fills_overhead + b, days + 1);
+                }
+            }
+            let entries = r.open_table(CANDLES)?.len()?;
+            Ok(
+                serde_json::json!({"candles": {"entries": entries, "stored_bytes": candles, "overhead_bytes": candles_overhead},
+                "fills": {"days": days, "stored_bytes": fills, "overhead_bytes": fills_overhead},
+                "file_bytes": self.file_bytes()}),
+            )
         };
         read().map_err(|e| format!("store read: {e}"))
     }
