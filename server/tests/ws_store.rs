@@ -354,7 +354,7 @@ fn candles_older_than_the_store_are_seeded_from_an_info_server() {
     assert!(seeded.iter().all(|c| c["n"] == 1 && c["o"] == "100.0"), "{:?}", seeded.last());
     let own = &hours[seeded.len()..];
     assert!(!own.is_empty() && own.iter().all(|c| c["T"].as_i64() >= Some(first_ms)), "then the store's own");
-    assert_eq!(snapshot(&base, "ETH", "1h").iter().filter(|c| c["T"].as_i64() < Some(first_ms)).count(), 0);
+    assert_eq!(snapshot(&base, "@107", "1h").iter().filter(|c| c["T"].as_i64() < Some(first_ms)).count(), 0);
     sim.stop();
     server.stop();
 }
