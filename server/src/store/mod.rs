@@ -149,13 +149,20 @@ pub struct Store {
 /// The store's file in its folder.
 const FILE: &str = "history.redb";
 
+/// redb's page cache.
+const CACHE_BYTES: usize = 64 << 20;
+
 impl Store {
     /// Opens (or creates) the store in `dir`. A store left by a killed process is repaired here, back to its last
     /// commit.
     pub fn open(dir: &Path) -> Result<Arc<Store>, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("cannot create the store folder {}: {e}", dir.display()))?;
         let path = dir.join(FILE);
-        let db = Database::create(&path).map_err(|e| format!("cannot open the store {}: {e}", path.display()))?;
+        // redb's page cache defaults to 1 GiB; the store's reads are few (first frames, snapshots), so a small one.
+        let db = Database::builder()
+            .set_cache_size(CACHE_BYTES)
+            .create(&path)
+            .map_err(|e| format!("cannot open the store {}: {e}", path.display()))?;
         let w = db.begin_write().map_err(|e| e.to_string())?;
         for t in [w.open_table(META).map(drop), w.open_table(CANDLES).map(drop), w.open_table(GAPS).map(drop)] {
             t.map_err(|e| format!("store {}: {e}", path.display()))?;
@@ -195,11 +202,12 @@ impl Store {
         self.advanced.notify_all();
     }
 
-    /// Waits until the store holds every block up to `height`, at most `timeout`; whether it does.
+    /// Waits until the store holds every block up to `height`, at most `timeout`; whether it does. A failed store
+    /// (its writer cannot write) is not waited for: readers take what it has.
     pub fn wait_for(&self, height: u64, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         let mut h = self.committed.lock();
-        while *h < height {
+        while *h < height && self.status.state() != State::Failed {
             if self.advanced.wait_until(&mut h, deadline).timed_out() {
                 return *h >= height;
             }

@@ -141,7 +141,7 @@ impl Writer {
         }
     }
 
-    /// Runs until `stop` is set or the publisher's end is gone.
+    /// Runs until `stop` is set.
     pub fn run(mut self, rx: &Receiver<Feed>, stop: &AtomicBool) {
         let live = if self.committed == 0 { State::Backfilling } else { State::CatchingUp };
         self.store.status.set_state(live);
@@ -149,7 +149,9 @@ impl Writer {
             match rx.recv_timeout(Duration::from_millis(250)) {
                 Ok(m) => self.take(m),
                 Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break,
+                // The publisher is gone (the service is stopping, or failing for its own reason: that one is
+                // reported, not this thread's end).
+                Err(RecvTimeoutError::Disconnected) => std::thread::sleep(Duration::from_millis(250)),
             }
             while let Ok(m) = rx.try_recv() {
                 self.take(m);
