@@ -30,7 +30,12 @@ fn units(s: &str) -> u128 {
 
 /// Every fills line of the hour files under `data`, oldest first.
 fn fills_lines(data: &Path) -> Vec<Value> {
-    let hourly = data.join("node_fills_by_block/hourly");
+    fills_lines_of(data, "by_block")
+}
+
+/// `fills_lines` of a mode's folder (`by_block` or `streaming`).
+fn fills_lines_of(data: &Path, mode: &str) -> Vec<Value> {
+    let hourly = data.join(format!("node_fills_{mode}/hourly"));
     let mut files: Vec<(u32, u8, PathBuf)> = Vec::new();
     for day in std::fs::read_dir(&hourly).into_iter().flatten().flatten() {
         let date: u32 = day.file_name().to_string_lossy().parse().unwrap();
@@ -43,11 +48,15 @@ fn fills_lines(data: &Path) -> Vec<Value> {
     text.iter().flat_map(|t| t.lines()).filter_map(|l| serde_json::from_str(l).ok()).collect()
 }
 
-/// (time, price as written, size in units) of a coin's trades, one per tid of each block.
+/// (time, price as written, size in units) of a coin's trades, one per tid of each block (streaming mode writes a
+/// trade's two sides on two lines of one block).
 fn trades(lines: &[Value], coin: &str) -> Vec<(i64, String, u128)> {
     let mut out = Vec::new();
+    let (mut block, mut tids) = (None, HashSet::new());
     for l in lines {
-        let mut tids = HashSet::new();
+        if block != l["block_number"].as_u64() {
+            (block, tids) = (l["block_number"].as_u64(), HashSet::new());
+        }
         for ev in l["events"].as_array().unwrap() {
             let f = &ev[1];
             if f["coin"] == coin && tids.insert(f["tid"].as_u64().unwrap()) {
@@ -291,21 +300,42 @@ fn history_outlives_the_nodes_files() {
 
 #[test]
 fn a_killed_server_reopens_its_store_and_it_agrees_with_the_files() {
+    killed_and_reopened("by-block");
+}
+
+#[test]
+fn a_killed_streaming_server_reopens_its_store_and_it_agrees_with_the_files() {
+    killed_and_reopened("streaming");
+}
+
+fn killed_and_reopened(mode: &str) {
     let out = tempfile::tempdir().unwrap();
     let data = out.path().join("data");
     let blocks = 1500;
     #[rustfmt::skip]
-    let sim_args = ["--coins", "4", "--btc-orders", "1000", "--orders-per-coin", "200", "--block-ms", "20",
-        "--rate", "0.3", "--reject-ratio", "1", "--users", "50", "--blocks", "1500", "--time-scale", "60"];
+    let sim_args = ["--mode", mode, "--coins", "4", "--btc-orders", "1000", "--orders-per-coin", "200",
+        "--block-ms", "20", "--rate", "0.3", "--reject-ratio", "1", "--users", "50", "--blocks", "1500",
+        "--time-scale", "60"];
     let (mut sim, info) = start_sim(&data, &sim_args, &out.path().join("sim.log"));
-    let (mut first, _, admin) = serve(&data, &info, out.path(), "serve1.log");
+    let serve = |log: &str| {
+        let server = start_serve(&data, &info, &out.path().join("snaps"), &["--mode", mode], &out.path().join(log));
+        let base = format!("http://{}", server.wait_line("hlbook listening on", Duration::from_secs(30)));
+        let admin = admin_base(&server);
+        wait_health(&base, Duration::from_secs(60), |h| h["state"] == "live");
+        (server, base, admin)
+    };
+    let (mut first, _, admin) = serve("serve1.log");
     // Killed while it writes a block every 20 ms.
     wait_store(&admin, FIRST_HEIGHT + 300);
     first.kill();
-    let (mut second, base, admin) = serve(&data, &info, out.path(), "serve2.log");
-    let status = wait_store(&admin, FIRST_HEIGHT + blocks - 1);
+    let (mut second, base, admin) = serve("serve2.log");
+    // Streaming: the simulator's last block never completes (no later line).
+    let last = FIRST_HEIGHT + blocks - 1 - u64::from(mode == "streaming");
+    let status = wait_store(&admin, last);
     assert_eq!(status["gaps"], 0, "{status}");
-    let lines = fills_lines(&data);
+    let folder = if mode == "streaming" { "streaming" } else { "by_block" };
+    let lines: Vec<Value> =
+        fills_lines_of(&data, folder).into_iter().filter(|l| l["block_number"].as_u64() <= Some(last)).collect();
     for coin in ["BTC", "@107"] {
         let list = trades(&lines, coin);
         for i in ["1m", "5m", "1h", "1d"] {
