@@ -15,6 +15,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod candle;
+mod compact;
 pub mod files;
 pub mod fills;
 mod schema;
@@ -281,7 +282,7 @@ impl Store {
                 let t = r.open_table(redb::TableDefinition::<schema::FillKey<'static>, &[u8]>::new(name))?;
                 for e in t.range((&user.0, 0, 0)..(&user.0, before, 0))?.rev() {
                     let (_, v) = e?;
-                    out.push(Box::from(String::from_utf8_lossy(v.value()).as_ref()));
+                    out.extend(compact::decode(v.value()).map(String::into_boxed_str));
                     if out.len() >= max {
                         break;
                     }

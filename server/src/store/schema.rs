@@ -8,7 +8,8 @@
 //! - `gaps`: block-time ranges (after, before) the store missed (blocks it could neither get live nor read back
 //!   from the node's files): a candle overlapping one is partial.
 //! - `fills_YYYYMMDD`: one table per UTC day of block time, (user, height, index in the block) → the node's fill
-//!   object verbatim. A user's newest fills are a reverse range per day, and retention drops whole days.
+//!   object in its stored form (`compact`: its bytes back exactly). A user's newest fills are a reverse range per
+//!   day, and retention drops whole days.
 
 use redb::TableDefinition;
 

@@ -319,7 +319,7 @@ impl Writer {
                     let name = fills_table(day_of(b.time_ms));
                     let mut t = txn.open_table(redb::TableDefinition::<schema::FillKey<'static>, &[u8]>::new(&name))?;
                     for (i, (user, raw)) in b.users.iter().enumerate() {
-                        t.insert((&user.0, b.height, i as u32), raw.as_bytes())?;
+                        t.insert((&user.0, b.height, i as u32), super::compact::encode(raw).as_slice())?;
                     }
                     fills_written += b.users.len() as u64;
                 }
