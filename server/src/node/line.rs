@@ -178,7 +178,8 @@ impl NodeParser {
                     self.fill(FillWire(user, body))
                 });
                 // The fast path read every byte of the line as UTF-8 (or refused it), so the check cannot fail.
-                let verbatim = mine.into_iter().map(|(u, raw)| Some((u, Box::from(std::str::from_utf8(raw).ok()?))));
+                let verbatim =
+                    mine.into_iter().map(|(u, raw)| Some((u, std::sync::Arc::from(std::str::from_utf8(raw).ok()?))));
                 if let (Some((meta, fills)), Some(verbatim)) = (parsed, verbatim.collect::<Option<Vec<_>>>()) {
                     users.fills = verbatim;
                     return Ok(Line { meta, events: Events::Fills(fills), users });

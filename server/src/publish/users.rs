@@ -156,7 +156,7 @@ pub fn order_frames(
 /// The userFills and userEvents frames of every followed user with fills in one block's fills line (`line_fills`:
 /// the line's watched users' fill objects, verbatim).
 pub fn fill_frames(
-    line_fills: &[(Address, Box<str>)],
+    line_fills: &[(Address, Arc<str>)],
     wanted: &FxHashMap<Address, UserWants>,
     seq: u64,
     audit: Audit,

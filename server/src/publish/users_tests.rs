@@ -116,7 +116,7 @@ fn aggregated_user_fills_merge_one_orders_fills_and_are_the_same_frame_when_noth
         )
     };
     let wanted: FxHashMap<Address, UserWants> = [(a, [false, true, false])].into_iter().collect();
-    let line = |fills: &[String]| fills.iter().map(|f| (a, Box::from(f.as_str()))).collect::<Vec<_>>();
+    let line = |fills: &[String]| fills.iter().map(|f| (a, Arc::from(f.as_str()))).collect::<Vec<_>>();
     let frames = fill_frames(
         &line(&[fill(7, "100.0", 1), fill(7, "102.0", 2), fill(8, "101.0", 3)]),
         &wanted,

@@ -47,7 +47,7 @@ const PIECES: &[&str] = &[
     r#"","method":"market"}"#,
     r#"","method":"backstop"}"#,
     r#".0",""#,
-    r#"0.0"#,
+    "0.0",
 ];
 
 fn hex_digit(b: u8) -> Option<u8> {

@@ -35,7 +35,7 @@ pub struct BlockFills {
     /// Every fill's trade, with its coin and tid (both sides of a trade: deduplicated by `candle::one_per_tid`).
     pub trades: Vec<(Coin, u64, Trade)>,
     /// Every fill object verbatim, with its user, in the node's order.
-    pub users: Vec<(Address, Box<str>)>,
+    pub users: Vec<(Address, std::sync::Arc<str>)>,
 }
 
 #[derive(Deserialize)]
@@ -168,7 +168,7 @@ fn read_file(
                 continue;
             };
             b.trades.push((Coin::from(&*f.coin), f.tid, Trade { time: f.time, px: f.px, sz: f.sz }));
-            b.users.push((user, Box::from(raw.get())));
+            b.users.push((user, std::sync::Arc::from(raw.get())));
         }
     }
 }

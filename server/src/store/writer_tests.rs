@@ -38,7 +38,7 @@ fn step(h: u64, tids: &[u64]) -> Arc<Step> {
                 crossed: user == A,
                 tid,
             });
-            users.push((addr(user), Box::from(raw(tid, time, &format!("{}.0", 100 + tid)).as_str())));
+            users.push((addr(user), Arc::from(raw(tid, time, &format!("{}.0", 100 + tid)).as_str())));
         }
     }
     let data = StepData::Fills { fills, users, generation: None };
