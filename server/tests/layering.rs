@@ -15,10 +15,12 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // Per-source numbers (wins, leads, copies) are read off ingest's source board, beside its health.
     ("audit", &["node", "state", "ingest::health", "ingest::sources"]),
     ("ingest", &["node", "book", "state"]),
-    ("publish", &["node", "book", "state", "audit"]),
+    // The history store sits between the state it is fed from and the publisher that feeds and reads it.
+    ("store", &["node", "state"]),
+    ("publish", &["node", "book", "state", "audit", "store"]),
     // The simulator checks its own output with the replay engine.
     ("sim", &["node", "book", "ingest::replay"]),
-    ("ws", &["node", "book", "state", "ingest", "publish", "audit", "config"]),
+    ("ws", &["node", "book", "state", "ingest", "publish", "audit", "config", "store"]),
 ];
 
 fn src() -> PathBuf {

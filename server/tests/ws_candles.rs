@@ -5,8 +5,10 @@
 //! - every frame, the first one included, to be the candle of its bucket over the blocks up to the frame's height;
 //! - a frame for every block in which the coin traded after the first one, and none for other blocks;
 //! - every closed candle (its last frame) to be the whole bucket's;
-//! - an `hlbookNotice` after a first frame exactly when the files begin inside its bucket (always so for 1M);
-//! - `candleSnapshot` (HTTP and the socket's `post`) to answer the complete buckets the files hold.
+//! - an `hlbookNotice` after a first frame exactly when the history store (backfilled from those files) begins
+//!   inside its bucket (always so for 1M);
+//! - `candleSnapshot` (HTTP and the socket's `post`) to answer every bucket the files hold, the first one counted
+//!   from where they begin.
 
 mod procs;
 mod wsload;
@@ -171,14 +173,14 @@ fn check_stream(
     closed
 }
 
-/// The complete buckets of the files (they began before the bucket), ascending.
-fn file_candles(coin: &str, interval: &str, trades: &[Trade], first_ms: i64) -> Vec<Value> {
+/// Every bucket of the files, ascending (the first counted from where they begin).
+fn file_candles(coin: &str, interval: &str, trades: &[Trade]) -> Vec<Value> {
     let len = len_of(interval);
     let mut by: BTreeMap<i64, Vec<&Trade>> = BTreeMap::new();
     for tr in trades {
         by.entry(tr.time - tr.time.rem_euclid(len)).or_default().push(tr);
     }
-    by.iter().filter(|(t, _)| first_ms < **t).map(|(t, list)| candle(coin, interval, *t, t + len - 1, list)).collect()
+    by.iter().map(|(t, list)| candle(coin, interval, *t, t + len - 1, list)).collect()
 }
 
 fn normalized_all(v: &Value) -> Vec<Value> {
@@ -235,8 +237,8 @@ fn candles_equal_what_the_simulators_fills_say() {
     assert!(noticed && !frames.is_empty(), "1M: a first frame and a notice");
     assert_eq!(frames[0]["data"]["i"], "1M");
 
-    // candleSnapshot over HTTP: ccxt's startTime 0 gets every complete bucket, a range gets its own.
-    let want = file_candles("BTC", "1m", &btc, first_ms);
+    // candleSnapshot over HTTP: ccxt's startTime 0 gets every bucket, a range gets its own.
+    let want = file_candles("BTC", "1m", &btc);
     let req = |coin: &str, i: &str, start: i64, end: Value| json!({"type": "candleSnapshot", "req": {"coin": coin, "interval": i, "startTime": start, "endTime": end}});
     let (status, all) = post_info(&base, &req("BTC", "1m", 0, Value::Null));
     assert_eq!(status, 200, "{all}");
@@ -251,7 +253,7 @@ fn candles_equal_what_the_simulators_fills_say() {
         assert_eq!(status, 422, "{bad}: {text}");
     }
     // The same over the socket's post, for 5m.
-    let want5 = file_candles("BTC", "5m", &btc, first_ms);
+    let want5 = file_candles("BTC", "5m", &btc);
     let answer = rt.block_on(async {
         let mut ws = wsload::connect(&addr, "", None).await;
         let payload = req("BTC", "5m", 0, Value::Null);

@@ -20,6 +20,7 @@ use crate::ingest::validate::{self, ValidateConfig};
 use crate::node::Mode;
 use crate::publish::{self, Hub};
 use crate::state::Shared;
+use crate::store::{self, Store, Writer};
 use crate::ws::admin;
 use crate::ws::http::{AppState, router};
 use crate::ws::info::Passthrough;
@@ -159,6 +160,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let failed = Arc::new(tokio::sync::Notify::new());
     let mut threads = Vec::new();
+    let store = open_store(&c, &shared);
     let ingest = Ingest::new(live_config(&c)?, shared.clone());
     let watch = Supervisor { shared: shared.clone(), stop: stop.clone(), failed: failed.clone() };
     let w = watch.clone();
@@ -185,9 +187,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let history_wait = std::time::Duration::from_millis(c.server.history_wait_ms);
     let hub = Hub::new(shared.clone(), c.server.backlog_blocks + FEED_MARGIN, c.server.backlog_bytes);
     let hub = Arc::new(hub.with_history_limits(c.server.history_reads, c.server.history_queue, history_wait));
-    // userFills snapshots read the node's fills files back (empty when they are not on this host).
-    let _ =
-        hub.fills_dir.set(publish::user_history::FillsDir { node_dir: c.ingest.node_dir.clone(), mode: c.ingest.mode });
+    threads.extend(start_store(&c, &hub, store, &watch)?);
     let publisher = {
         let (hub, w) = (hub.clone(), watch.clone());
         rt.spawn_blocking(move || w.run("publisher", || publish::run(hub, &w.stop)))
@@ -220,6 +220,57 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     }
     tracing::info!("hlbook stopped");
     Ok(())
+}
+
+/// Opens the history store before ingest starts. A store that cannot be opened (another process holds it, a disk
+/// error) leaves the server running without history, said loudly in the log and on `/status`.
+fn open_store(c: &Config, shared: &Shared) -> Option<Arc<Store>> {
+    let dir = c.store.dir_beside(&c.ingest.snapshot_dir);
+    match Store::open(&dir) {
+        Ok(store) => {
+            tracing::info!(path = %store.path().display(), height = store.height(), "history store open");
+            // Every user's fills, not only the followed users', reach the writer verbatim, from the first line.
+            shared.watched().keep_all_fills();
+            Some(store)
+        }
+        Err(e) => {
+            tracing::error!("no history store: {e}; candles and userFills start from what is served live");
+            None
+        }
+    }
+}
+
+/// Starts the store's writer (before the publisher, which takes the writer's channel).
+fn start_store(
+    c: &Config,
+    hub: &Arc<Hub>,
+    store: Option<Arc<Store>>,
+    watch: &Supervisor,
+) -> anyhow::Result<Option<std::thread::JoinHandle<()>>> {
+    let Some(store) = store else { return Ok(None) };
+    let _ = hub.store.set(store.clone());
+    let (feeder, rx) = store::writer::channel(&store);
+    *hub.store_feed.lock() = Some(feeder);
+    // Missed blocks are read back from the node's files on this host: the first file source's.
+    let files = c.sources()?.into_iter().find_map(|s| match s {
+        Source::File => Some(c.node_dir()),
+        Source::FileAt(dir) => Some(dir),
+        Source::Tcp(_) => None,
+    });
+    let files = files.map(|node_dir| store::files::FillsDir { node_dir, mode: c.ingest.mode });
+    if !c.store.seed_url.is_empty() {
+        let seed = store::seed::Seed {
+            url: c.store.seed_url.clone(),
+            coins: c.store.seed_coins.clone(),
+            pause: Duration::from_millis(c.store.seed_pause_ms),
+        };
+        store::seed::spawn(store.clone(), hub.shared.clone(), seed);
+    }
+    let writer = Writer::new(store, files, c.store.fills_retention_days);
+    let w = watch.clone();
+    Ok(Some(std::thread::Builder::new().name("hlbook-store".into()).spawn(move || {
+        w.run("history store", || writer.run(&rx, &w.stop));
+    })?))
 }
 
 /// Watches the threads the service cannot do without: one that panics, or returns while the server is not

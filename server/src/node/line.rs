@@ -170,14 +170,16 @@ impl NodeParser {
             }
             Stream::Fills => {
                 let mut mine = Vec::new();
+                let all = view.as_ref().is_some_and(|v| v.all_fills);
                 let parsed = fast::fills(line, |user, body, raw| {
-                    if watch.is_some_and(|v| v.users.contains(&user)) {
+                    if all || watch.is_some_and(|v| v.users.contains(&user)) {
                         mine.push((user, raw));
                     }
                     self.fill(FillWire(user, body))
                 });
                 // The fast path read every byte of the line as UTF-8 (or refused it), so the check cannot fail.
-                let verbatim = mine.into_iter().map(|(u, raw)| Some((u, Box::from(std::str::from_utf8(raw).ok()?))));
+                let verbatim =
+                    mine.into_iter().map(|(u, raw)| Some((u, std::sync::Arc::from(std::str::from_utf8(raw).ok()?))));
                 if let (Some((meta, fills)), Some(verbatim)) = (parsed, verbatim.collect::<Option<Vec<_>>>()) {
                     users.fills = verbatim;
                     return Ok(Line { meta, events: Events::Fills(fills), users });
@@ -186,7 +188,7 @@ impl NodeParser {
         }
         self.off_layout[stream.index()] += 1;
         let line = std::str::from_utf8(line).map_err(|e| err(&e))?;
-        if let Some(v) = watch {
+        if let Some(v) = view.as_ref().filter(|v| !v.users.is_empty() || (v.all_fills && stream == Stream::Fills)) {
             self.watched_in_full(stream, line, v, &mut users);
         }
         let (meta, events) = self.events_in_full(stream, line).map_err(|e| err(&e))?;

@@ -5,6 +5,7 @@
 //! can be replayed in line order without the book ever seeing a rejection.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -22,8 +23,9 @@ pub struct UserEvents {
     pub generation: Option<u64>,
     /// Rejected statuses of watched users, each with the number of book statuses before it (in the block).
     pub rejected: Vec<(u32, OrderStatus)>,
-    /// Fills of watched users, `[user, fill]`'s fill object verbatim, in stream order.
-    pub fills: Vec<(Address, Box<str>)>,
+    /// Fills of watched users (every user's while the history store is open), `[user, fill]`'s fill object
+    /// verbatim, in stream order. Shared (`Arc`): a block's fills go to the publisher and the store uncopied.
+    pub fills: Vec<(Address, Arc<str>)>,
 }
 
 impl UserEvents {
@@ -112,9 +114,10 @@ impl NodeParser {
 }
 
 /// The watched users' fills of a fills line, verbatim.
-pub(crate) fn watched_fills(line: &str, view: &WatchView) -> Vec<(Address, Box<str>)> {
+pub(crate) fn watched_fills(line: &str, view: &WatchView) -> Vec<(Address, Arc<str>)> {
     let Ok(env) = serde_json::from_str::<Envelope<(HexBytes<20>, &RawValue)>>(line) else { return Vec::new() };
-    env.events.into_iter().filter(|(u, _)| view.users.contains(u)).map(|(u, f)| (u, Box::from(f.get()))).collect()
+    let keep = |u: &Address| view.all_fills || view.users.contains(u);
+    env.events.into_iter().filter(|(u, _)| keep(u)).map(|(u, f)| (u, Arc::from(f.get()))).collect()
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 //! under, so a subscriber knows from which block on its user's events are complete.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -21,6 +21,8 @@ pub struct Watched {
     counts: Mutex<FxHashMap<Address, usize>>,
     set: ArcSwap<FxHashSet<Address>>,
     generation: AtomicU64,
+    /// Every user's fills are kept verbatim (the history store keeps them all), watched or not.
+    all_fills: AtomicBool,
 }
 
 /// What one line is parsed against: the set and the generation it belongs to.
@@ -28,6 +30,8 @@ pub struct Watched {
 pub struct WatchView {
     pub generation: u64,
     pub users: Arc<FxHashSet<Address>>,
+    /// Keep every fill verbatim, not only the watched users'.
+    pub all_fills: bool,
 }
 
 impl Watched {
@@ -66,7 +70,12 @@ impl Watched {
     /// The generation first, then the set: a line read with generation g holds every user added up to g.
     pub fn view(&self) -> WatchView {
         let generation = self.generation.load(SeqCst);
-        WatchView { generation, users: self.set.load_full() }
+        WatchView { generation, users: self.set.load_full(), all_fills: self.all_fills.load(Relaxed) }
+    }
+
+    /// From now on fills lines carry every user's fill objects verbatim (for the history store).
+    pub fn keep_all_fills(&self) {
+        self.all_fills.store(true, Relaxed);
     }
 
     pub fn len(&self) -> usize {

@@ -1,12 +1,12 @@
-//! Reads of history from the node's files, bounded: userFills first frames, candle backfills and
-//! `candleSnapshot` all take a turn among `server.history_reads`, waiting in a queue of at most
-//! `server.history_queue` for at most `server.history_wait_ms`; and a userFills read is shared by every
-//! subscriber of the same user that comes while it runs or while its result still fits the feed.
+//! Reads of history from the store, bounded: userFills first frames and `candleSnapshot` take a turn among
+//! `server.history_reads`, waiting in a queue of at most `server.history_queue` for at most
+//! `server.history_wait_ms`; and a userFills read is shared by every subscriber of the same user that comes while
+//! it runs or while its result still fits the feed.
 //!
-//! Each read scans hour files of the node's disk, so a client that resubscribes in a loop, or follows one busy
-//! user on hundreds of connections, must not turn into as many scans: the first subscriber's read is everyone's,
-//! and a later subscriber goes live from the block the shared read ends at (the feed still holds the blocks
-//! since, and they hold every event of a user followed all along). A read nobody waits for any more stops.
+//! A client that resubscribes in a loop, or follows one busy user on hundreds of connections, must not turn into
+//! as many reads: the first subscriber's read is everyone's, and a later subscriber goes live from the block the
+//! shared read ends at (the feed still holds the blocks since, and they hold every event of a user followed all
+//! along). A read nobody waits for any more stops.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -19,8 +19,21 @@ use super::frame::{Audit, Frame};
 use super::hub::Hub;
 use crate::node::Address;
 
-/// Most fills a userFills snapshot carries (the official REST `userFills` returns at most 2000).
+/// Most fills a userFills snapshot carries: the official `userFills` answers the user's 2000 most recent.
 pub const SNAPSHOT_FILLS: usize = 2000;
+
+/// A userFills snapshot, as written and with `aggregateByTime`.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub plain: Arc<Frame>,
+    pub aggregated: Arc<Frame>,
+}
+
+impl Snapshot {
+    pub fn frame(&self, aggregate_by_time: bool) -> &Arc<Frame> {
+        if aggregate_by_time { &self.aggregated } else { &self.plain }
+    }
+}
 
 /// Finished userFills reads kept for later subscribers hold at most this many bytes in all.
 const KEPT_BYTES: usize = 64 << 20;
@@ -93,7 +106,7 @@ pub struct FillsRead {
     pub before: u64,
     pub after_seq: u64,
     waiters: AtomicUsize,
-    result: std::sync::OnceLock<Result<Arc<Frame>, String>>,
+    result: std::sync::OnceLock<Result<Snapshot, String>>,
 }
 
 /// A subscriber's wait on a read; dropping it (the subscriber left) may stop the read.
@@ -111,8 +124,8 @@ impl Waiter {
         &self.0
     }
 
-    /// The snapshot frame, or why there is none; `None` while the read runs.
-    pub fn result(&self) -> Option<&Result<Arc<Frame>, String>> {
+    /// The snapshot frames, or why there are none; `None` while the read runs.
+    pub fn result(&self) -> Option<&Result<Snapshot, String>> {
         self.0.result.get()
     }
 }
@@ -120,7 +133,7 @@ impl Waiter {
 /// Counters of history reads.
 #[derive(Debug, Default)]
 pub struct HistoryCounters {
-    /// userFills reads of the node's files started.
+    /// userFills reads of the store started.
     pub fills_reads: AtomicU64,
     /// userFills subscriptions served by a read another subscriber started.
     pub fills_reads_shared: AtomicU64,
@@ -197,7 +210,7 @@ impl History {
     /// Drops finished reads nobody waits for while they hold more than `KEPT_BYTES`.
     fn trim(reads: &mut FxHashMap<Address, Arc<FillsRead>>) {
         let size = |r: &FillsRead| match r.result.get() {
-            Some(Ok(f)) => f.json.len(),
+            Some(Ok(f)) => f.plain.json.len() + f.aggregated.json.len(),
             _ => 0,
         };
         let mut total: usize = reads.values().map(|r| size(r)).sum();
@@ -216,20 +229,30 @@ impl History {
     }
 }
 
-/// Takes a turn, reads, and keeps the frame (or the reason there is none) for the read's subscribers.
+/// Waits for the store to hold the blocks below the read's, takes a turn, reads, and keeps the frames (or the
+/// reason there are none) for the read's subscribers.
 fn run_fills_read(hub: &Arc<Hub>, read: &Arc<FillsRead>) {
     let test = crate::state::test_panic("user_fills");
     assert!(!test, "HLBOOK_TEST_PANIC asked the userFills snapshot task to panic");
     let history = &hub.history;
     let gone = || read.waiters.load(Relaxed) == 0;
-    let result = history.turns.take().and_then(|_turn| {
-        let dir = hub.fills_dir.get().cloned();
-        let read_files = |d| super::user_history::recent_fills(&d, read.user, read.before, SNAPSHOT_FILLS, &gone);
-        let fills = dir.map_or(Some(Vec::new()), read_files);
-        let fills = fills.ok_or_else(|| "every subscriber waiting for it left".to_string())?;
-        let refs: Vec<&str> = fills.iter().map(String::as_str).collect();
-        let json = super::users::user_fills(&read.user, &refs, true);
-        Ok(Arc::new(Frame::new(0, json, Audit::default())))
+    let fills = || -> Result<Vec<Box<str>>, String> {
+        let Some(store) = hub.store.get() else { return Ok(Vec::new()) };
+        while !store.wait_for(read.before.saturating_sub(1), Duration::from_millis(500)) {
+            if gone() {
+                return Err("every subscriber waiting for it left".into());
+            }
+        }
+        let _turn = history.turns.take()?;
+        store.user_fills(&read.user, read.before, SNAPSHOT_FILLS)
+    };
+    let result = fills().map(|fills| {
+        let refs: Vec<&str> = fills.iter().map(|f| &**f).collect();
+        let merged = crate::store::fills::aggregate(&refs);
+        let merged: Vec<&str> = merged.iter().map(|f| &**f).collect();
+        let frame =
+            |list: &[&str]| Arc::new(Frame::new(0, super::users::user_fills(&read.user, list, true), Audit::default()));
+        Snapshot { plain: frame(&refs), aggregated: frame(&merged) }
     });
     if let Err(e) = &result {
         let abandoned = gone();

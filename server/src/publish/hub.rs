@@ -16,11 +16,10 @@ use parking_lot::{Mutex, RwLock};
 use rustc_hash::FxHashMap;
 use tokio::sync::{oneshot, watch};
 
-use super::candle_keeper::{CandleFrames, CandleKey};
 use super::candles::Interval;
+use super::candles::keeper::{CandleFrames, CandleKey};
 use super::frame::{Audit, Frame};
 use super::history::{History, Turns};
-use super::user_history::FillsDir;
 use super::users::{UserChannel, UserFrames, UserSubs};
 pub use super::wanted::{CoinWants, Depth, L2Group, Wanted};
 use super::wanted::{Registry, ShapeChanges};
@@ -194,9 +193,11 @@ pub struct Hub {
     pub recent_trades: super::recent_trades::RecentTrades,
     /// Each wanted candle's newest frame, and finished backfills.
     pub candles: CandleFrames,
-    /// The node's fills files, for userFills' and candles' first frames (unset: no history).
-    pub fills_dir: std::sync::OnceLock<FillsDir>,
-    /// Reads of those files: their turns, and userFills reads shared per user.
+    /// The history store, for userFills' and candles' first frames and candleSnapshot (unset: no history).
+    pub store: std::sync::OnceLock<Arc<crate::store::Store>>,
+    /// The store writer's channel, taken by the publisher (which feeds it every fills step).
+    pub store_feed: Mutex<Option<crate::store::writer::Feeder>>,
+    /// Reads of history: their turns, and userFills reads shared per user.
     pub history: History,
 }
 
@@ -218,7 +219,8 @@ impl Hub {
             users: UserSubs::default(),
             recent_trades: Default::default(),
             candles: CandleFrames::default(),
-            fills_dir: std::sync::OnceLock::new(),
+            store: std::sync::OnceLock::new(),
+            store_feed: Mutex::new(None),
             history: History::new(Turns::new(2, 64, std::time::Duration::from_secs(10))),
         }
     }

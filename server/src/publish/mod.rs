@@ -7,8 +7,6 @@
 //! per frame, and handed to the connections through the `hub`. Trades and l4Book diffs come from the applied blocks
 //! themselves (kept by ingest as `Arc<Block>`), one tick per block, in order.
 
-pub mod candle_history;
-pub mod candle_keeper;
 pub mod candles;
 pub mod frame;
 pub mod history;
@@ -16,7 +14,6 @@ pub mod hub;
 pub mod json;
 mod pass;
 pub mod recent_trades;
-pub mod user_history;
 pub mod users;
 pub mod wanted;
 

@@ -12,8 +12,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::candle_keeper::Keeper;
 use super::candles::Interval;
+use super::candles::keeper::Keeper;
 use super::frame::{Audit, Frame};
 use super::hub::{CoinWants, Hub, L4Snapshot, Tick, Wanted};
 use super::json::{self, Bbo};
@@ -62,9 +62,8 @@ pub struct Publisher {
     fills_seq: u64,
     /// Coins changed in a pass whose books were not sane then (`CoinBook::is_sane`): built by a later pass.
     withheld: FxHashSet<Coin>,
-    /// The trade ids published of the newest height with fills: a candle backfill counts only these of that
-    /// block (streaming publishes a block's trades in parts; the rest are counted live).
-    last_tids: (u64, Arc<FxHashSet<u64>>),
+    /// The history store's writer, handed every fills step and the height blocks are whole up to.
+    store: Option<crate::store::writer::Feeder>,
     /// l4Book snapshot requests waiting for the books to be complete.
     held: Vec<SnapshotRequest>,
     installs: u64,
@@ -78,6 +77,7 @@ pub struct Publisher {
 
 impl Publisher {
     pub fn new(hub: Arc<Hub>) -> Publisher {
+        let store = hub.store_feed.lock().take();
         Publisher {
             hub,
             pass: 0,
@@ -89,7 +89,7 @@ impl Publisher {
             diffs_seq: 0,
             fills_seq: 0,
             withheld: FxHashSet::default(),
-            last_tids: (0, Arc::default()),
+            store,
             held: Vec::new(),
             installs: 0,
             wanted_version: 0,
@@ -223,6 +223,7 @@ impl Publisher {
             tracing::info!(height = h, "publishing from reloaded books: every stream restarts from the new state");
         }
         hub.push_ticks(ticks);
+        self.feed_store(reloaded, &fill_steps, h);
         self.serve_snapshots(snapshots, requests, self.audit_of(h, block_time, Stream::Statuses));
         let published = now_nanos();
         for &(height, line) in &lines {
@@ -231,21 +232,28 @@ impl Publisher {
         hub.stages.settle(published);
         (self.height, self.diffs_height, self.fills_height) = (h, dh, fh);
         (self.diffs_seq, self.fills_seq) = (diffs_seq, fills_seq);
-        for step in &fill_steps {
-            let StepData::Fills { fills, .. } = &step.data else { continue };
-            if step.height != self.last_tids.0 {
-                self.last_tids = (step.height, Arc::default());
-            }
-            Arc::make_mut(&mut self.last_tids.1).extend(fills.iter().map(|f| f.tid));
-        }
         if fh > 0 {
-            let partial = if self.last_tids.0 == fh { self.last_tids.1.clone() } else { Arc::default() };
-            self.candles.start_backfills(&hub, fh + 1, &partial);
+            self.candles.start_backfills(&hub, fh + 1);
         }
         (self.installs, self.wanted_version) = (installs, wanted.version);
         hub.shared.set_publisher_wants_complete(!self.held.is_empty());
         hub.counters.passes.fetch_add(1, Relaxed);
         hub.announce(self.pass);
+    }
+
+    /// Hands the store's writer this pass's fills steps and how far blocks are whole; never waits (a full channel
+    /// drops, and the writer reads what it missed back from the node's files).
+    fn feed_store(&mut self, reloaded: bool, fill_steps: &[Arc<Step>], complete: u64) {
+        let Some(feed) = &mut self.store else { return };
+        if reloaded {
+            feed.send(crate::store::Feed::Gap);
+        }
+        for s in fill_steps {
+            feed.send(crate::store::Feed::Step(s.clone()));
+        }
+        if complete > self.height || reloaded {
+            feed.send(crate::store::Feed::Complete(complete));
+        }
     }
 
     /// Coins whose wanted shapes need building this pass.

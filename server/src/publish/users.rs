@@ -104,6 +104,8 @@ impl UserSubs {
 pub struct UserFrames {
     pub orders: Option<Arc<Frame>>,
     pub fills: Option<Arc<Frame>>,
+    /// userFills with `aggregateByTime` (the same frame when nothing merges).
+    pub fills_aggregated: Option<Arc<Frame>>,
     pub events: Option<Arc<Frame>>,
 }
 
@@ -116,8 +118,15 @@ impl UserFrames {
         }
     }
 
+    /// userFills' frame, merged by time or not.
+    pub fn fills(&self, aggregate_by_time: bool) -> Option<&Arc<Frame>> {
+        if aggregate_by_time { self.fills_aggregated.as_ref() } else { self.fills.as_ref() }
+    }
+
     pub fn bytes(&self) -> usize {
-        [&self.orders, &self.fills, &self.events].iter().filter_map(|f| f.as_ref()).map(|f| f.json.len()).sum()
+        let merged = self.fills_aggregated.as_ref().filter(|m| !self.fills.as_ref().is_some_and(|f| Arc::ptr_eq(f, m)));
+        let frames = [&self.orders, &self.fills, &self.events].into_iter().flatten().chain(merged);
+        frames.map(|f| f.json.len()).sum()
     }
 }
 
@@ -147,7 +156,7 @@ pub fn order_frames(
 /// The userFills and userEvents frames of every followed user with fills in one block's fills line (`line_fills`:
 /// the line's watched users' fill objects, verbatim).
 pub fn fill_frames(
-    line_fills: &[(Address, Box<str>)],
+    line_fills: &[(Address, Arc<str>)],
     wanted: &FxHashMap<Address, UserWants>,
     seq: u64,
     audit: Audit,
@@ -165,6 +174,13 @@ pub fn fill_frames(
         let f = out.entry(u).or_default();
         if w[UserChannel::Fills.index()] {
             f.fills = frame(user_fills(&u, &list, false));
+            let merged = crate::store::fills::aggregate(&list);
+            f.fills_aggregated = if merged.len() == list.len() {
+                f.fills.clone()
+            } else {
+                let merged: Vec<&str> = merged.iter().map(|m| &**m).collect();
+                frame(user_fills(&u, &merged, false))
+            };
         }
         if w[UserChannel::Events.index()] {
             f.events = frame(user_event_fills(&list));

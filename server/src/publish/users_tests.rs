@@ -106,3 +106,31 @@ fn fills_pass_through_verbatim_with_the_user_lower_case() {
     subs.remove(a, UserChannel::Events, &watched);
     assert!(watched.is_empty() && subs.is_empty());
 }
+
+#[test]
+fn aggregated_user_fills_merge_one_orders_fills_and_are_the_same_frame_when_nothing_merges() {
+    let a = Address::parse(A).unwrap();
+    let fill = |oid: u64, px: &str, tid: u64| {
+        format!(
+            r#"{{"coin":"BTC","px":"{px}","sz":"0.5","side":"B","time":1778002753024,"startPosition":"0.0","dir":"Open Long","closedPnl":"0.0","hash":"0x00","oid":{oid},"crossed":true,"fee":"0.01","tid":{tid},"feeToken":"USDC","twapId":null}}"#
+        )
+    };
+    let wanted: FxHashMap<Address, UserWants> = [(a, [false, true, false])].into_iter().collect();
+    let line = |fills: &[String]| fills.iter().map(|f| (a, Arc::from(f.as_str()))).collect::<Vec<_>>();
+    let frames = fill_frames(
+        &line(&[fill(7, "100.0", 1), fill(7, "102.0", 2), fill(8, "101.0", 3)]),
+        &wanted,
+        1,
+        Audit::default(),
+    );
+    let f = &frames[&a];
+    let merged: serde_json::Value = serde_json::from_slice(&f.fills(true).unwrap().json).unwrap();
+    let fills = merged["data"]["fills"].as_array().unwrap();
+    assert_eq!(fills.len(), 2);
+    assert_eq!((&fills[0]["px"], &fills[0]["sz"], &fills[0]["tid"]), (&"101.0".into(), &"1.0".into(), &1.into()));
+    let plain: serde_json::Value = serde_json::from_slice(&f.fills(false).unwrap().json).unwrap();
+    assert_eq!(plain["data"]["fills"].as_array().unwrap().len(), 3);
+    let frames = fill_frames(&line(&[fill(7, "100.0", 1), fill(8, "101.0", 3)]), &wanted, 2, Audit::default());
+    let f = &frames[&a];
+    assert!(Arc::ptr_eq(f.fills(true).unwrap(), f.fills(false).unwrap()), "nothing to merge: one frame");
+}

@@ -1,6 +1,7 @@
 //! The node's info server (`POST /info`): meta, spotMeta, metaAndAssetCtxs, spotMetaAndAssetCtxs and perpDexs
 //! (the market answers clients ask for at start-up, see `coins` and `ctxs`), and fileSnapshot, which writes the
-//! sim's books as an L4 snapshot file.
+//! sim's books as an L4 snapshot file. It also answers `candleSnapshot` as the official API would for the time
+//! before the simulator (a real node does not): synthetic candles, for tests of hlbook's history seeding.
 //!
 //! The books are copied under the producer's lock (cheap) and serialized on a blocking thread without it, so a
 //! large snapshot never stalls block production or the async runtime.
@@ -201,9 +202,52 @@ async fn info(State(s): State<InfoState>, body: Bytes) -> Response {
         Some("spotMetaAndAssetCtxs") => json(ctxs::spot_meta_and_asset_ctxs(&shared.coins, &ctxs::tops(&shared))),
         Some("perpDexs") => json(ctxs::perp_dexs(&shared.coins)),
         Some("fileSnapshot") => file_snapshot(shared, &v).await,
+        Some("candleSnapshot") => candle_snapshot(&v),
         Some(other) => bad(format!("unsupported info type {other:?}")),
         None => bad("missing \"type\""),
     }
+}
+
+/// Candles a `candleSnapshot` answers at most: the newest of the range.
+const PAST_CANDLES: i64 = 100;
+
+/// The newest `PAST_CANDLES` buckets of the range that closed by `endTime`, each one trade at 100.0 (1M: none):
+/// what the official API would answer for a market older than the simulator.
+fn candle_snapshot(v: &Value) -> Response {
+    let req = v.get("req");
+    let field = |k: &str| req.and_then(|r| r.get(k));
+    let (Some(coin), Some(interval), Some(start)) = (
+        field("coin").and_then(Value::as_str),
+        field("interval").and_then(Value::as_str),
+        field("startTime").and_then(Value::as_i64),
+    ) else {
+        return (StatusCode::UNPROCESSABLE_ENTITY, "Failed to deserialize the JSON body").into_response();
+    };
+    let end = field("endTime").and_then(Value::as_i64).unwrap_or(i64::MAX / 2);
+    let minutes = match interval {
+        "1m" => 1,
+        "3m" => 3,
+        "5m" => 5,
+        "15m" => 15,
+        "30m" => 30,
+        "1h" => 60,
+        "2h" => 120,
+        "4h" => 240,
+        "8h" => 480,
+        "12h" => 720,
+        "1d" => 1440,
+        "3d" => 4320,
+        "1w" => 10_080,
+        _ => return json(Value::Array(Vec::new())),
+    };
+    let len = minutes * 60_000;
+    let last = (end + 1).div_euclid(len) * len - len;
+    let first = (start.div_euclid(len) * len).max(last - (PAST_CANDLES - 1) * len).max(0);
+    let candles = (0..).map(|k| first + k * len).take_while(|t| *t <= last).map(|t| {
+        serde_json::json!({"t": t, "T": t + len - 1, "s": coin, "i": interval, "o": "100.0", "c": "100.0",
+            "h": "100.0", "l": "100.0", "v": "1.0", "n": 1})
+    });
+    json(Value::Array(candles.collect()))
 }
 
 async fn file_snapshot(shared: Arc<Shared>, v: &Value) -> Response {

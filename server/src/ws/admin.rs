@@ -49,11 +49,24 @@ async fn metrics(State(s): State<AppState>) -> Response {
 struct StatusQuery {
     /// Also return the last N settled blocks' stage values.
     blocks: Option<usize>,
+    /// Also return the bytes the store's tables take (walks them all).
+    store_tables: Option<u8>,
 }
 
 /// State, stage percentiles over the last minute, connections (docs/api.md).
 async fn status(State(s): State<AppState>, Query(q): Query<StatusQuery>) -> Response {
-    axum::Json(crate::audit::status::status(&*s.ws, q.blocks.unwrap_or(0))).into_response()
+    let mut body = crate::audit::status::status(&*s.ws, q.blocks.unwrap_or(0));
+    // The history store's state and backfill progress (docs/api.md, "/status").
+    if let Some(o) = body.as_object_mut() {
+        let mut store = s.ws.hub.store.get().map_or(serde_json::json!({"state": "off"}), |st| st.status_json());
+        if let (Some(st), Some(1)) = (s.ws.hub.store.get(), q.store_tables) {
+            let st = st.clone();
+            let tables = tokio::task::spawn_blocking(move || st.table_bytes()).await.ok().and_then(Result::ok);
+            store["tables"] = tables.unwrap_or_default();
+        }
+        o.insert("store".into(), store);
+    }
+    axum::Json(body).into_response()
 }
 
 /// The status page: one self-contained HTML file that charts `/status` (no build step, nothing fetched from

@@ -1,11 +1,10 @@
-//! `candleSnapshot` (`POST /info` and the socket's `post`): a coin's candles of a time range, read from the node's
-//! fills files (`publish::candle_history`), the only history there is.
+//! `candleSnapshot` (`POST /info` and the socket's `post`): a coin's candles of a time range, from the history
+//! store.
 //!
 //! The request is the official one, `{"type":"candleSnapshot","req":{"coin","interval","startTime","endTime"?}}`.
-//! The answer is every complete bucket with trades from the one holding `startTime` to the one holding `endTime`
-//! (now when absent or null), ascending, at most the newest 5000 (so ccxt's `startTime: 0` gets the newest). Only
-//! buckets the files read cover from their start are answered. Reading is bounded and runs on a blocking thread,
-//! two requests at a time.
+//! The answer is every bucket with trades from the one holding `startTime` to the one holding `endTime` (now when
+//! absent or null), ascending, at most the newest 5000 as the exchange (so ccxt's `startTime: 0` gets the newest).
+//! A bucket the store holds only part of (it began inside it) is answered as counted; docs/api.md says when.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -16,8 +15,10 @@ use serde_json::Value;
 use super::info_gate::Place;
 use super::passthrough::Answer;
 use crate::publish::Hub;
-use crate::publish::candle_history::{MAX_SNAPSHOT_CANDLES, between};
 use crate::publish::candles::{Interval, candle_object};
+
+/// Candles a `candleSnapshot` returns at most (the newest), as the official API.
+pub const MAX_SNAPSHOT_CANDLES: usize = 5000;
 
 /// Sets its flag when dropped.
 struct DropFlag(Arc<AtomicBool>);
@@ -66,10 +67,10 @@ pub async fn candle_snapshot(hub: &Arc<Hub>, body: &Value, place: Place) -> Answ
         let coin = Value::String(r.coin.chars().take(100).collect());
         return Answer::text(422, &format!("candleSnapshot: hlbook's books have no coin {coin}"));
     }
-    let Some(dir) = hub.fills_dir.get().cloned() else {
+    let Some(store) = hub.store.get().cloned() else {
         return Answer { status: 200, json: Bytes::from_static(b"[]") };
     };
-    // Set when this request is dropped (its client left): the read stops at its next line.
+    // Set when this request is dropped (its client left): it is not read once its turn comes.
     let gone = Arc::new(AtomicBool::new(false));
     let _drop = DropFlag(gone.clone());
     let hub = hub.clone();
@@ -82,10 +83,17 @@ pub async fn candle_snapshot(hub: &Arc<Hub>, body: &Value, place: Place) -> Answ
                     return Answer::text(503, &format!("candleSnapshot: {e}"));
                 }
             };
-            let stop = || gone.load(Relaxed);
-            let candles = between(&dir, &r.coin, r.interval, (r.start, r.end), MAX_SNAPSHOT_CANDLES, &stop);
+            if gone.load(Relaxed) {
+                hub.history.counters.reads_abandoned.fetch_add(1, Relaxed);
+                return Answer::text(499, "candleSnapshot: the client left");
+            }
+            let range = (r.interval.bucket(r.start).0, r.interval.bucket(r.end).0);
+            let candles = store.candles(&r.coin, r.interval, range, MAX_SNAPSHOT_CANDLES);
             drop(turn);
-            let Some(candles) = candles else { return Answer::text(499, "candleSnapshot: the client left") };
+            let candles = match candles {
+                Ok(c) => c,
+                Err(e) => return Answer::text(500, &format!("candleSnapshot: {e}")),
+            };
             let json = Value::Array(candles.iter().map(|c| candle_object(&r.coin, r.interval, c)).collect());
             Answer { status: 200, json: Bytes::from(json.to_string()) }
         })

@@ -3,13 +3,13 @@
 //!
 //! The first frame is the key's newest (`CandleFrames::latest`), which belongs to feed tick `seq`; the connection
 //! goes on from `max(seq, head)` where `head` was read before it, so no frame is missed or sent twice: every tick
-//! up to `head` was pushed after its frames were kept as the newest. Until the key has a frame (its backfill is
-//! being read, or the coin has not traded in the files read) the subscription waits.
+//! up to `head` was pushed after its frames were kept as the newest. Until the key has a frame (its candle is being
+//! read from the store, or the coin has never traded there) the subscription waits.
 
 use std::sync::Arc;
 
 use crate::node::time::format_node_time;
-use crate::publish::candle_keeper::CandleKey;
+use crate::publish::candles::keeper::CandleKey;
 use crate::publish::{Frame, Hub, Tick};
 
 pub(super) enum CandleState {
@@ -17,7 +17,7 @@ pub(super) enum CandleState {
     Live { cursor: u64 },
 }
 
-/// A waiting subscription's first frame, and a notice when the files did not reach back to its bucket's start.
+/// A waiting subscription's first frame, and a notice when the history store does not hold its whole bucket.
 pub(super) fn first_frame(
     hub: &Hub,
     key: &CandleKey,
@@ -28,11 +28,16 @@ pub(super) fn first_frame(
     let CandleState::Waiting = state else { return None };
     let latest = hub.candles.latest(key)?;
     *state = CandleState::Live { cursor: head.max(latest.frame.seq) };
-    let notice = (!latest.complete).then(|| {
-        let from = format_node_time(latest.covered_from_ms.saturating_mul(1_000_000));
+    let notice = latest.partial_from.map(|from_ms| {
+        if from_ms >= i64::MAX - 1 {
+            return format!(
+                "hlbook: no history store: the first candle of {echo} counts only the trades since it was subscribed"
+            );
+        }
+        let from = format_node_time(from_ms.saturating_mul(1_000_000));
         format!(
-            "hlbook: the node's fills files begin inside this candle's bucket: the first candle of {echo} counts \
-             the trades from {from} UTC on"
+            "hlbook: the history store does not hold every block of this candle's bucket: the first candle of \
+             {echo} counts the trades from {from} UTC on"
         )
     });
     Some((latest.frame, notice))

@@ -29,7 +29,7 @@ use super::candle_stream::{CandleState, first_frame, take_candle_tick};
 use super::protocol::{self, Subscription};
 use super::user_stream::{UserState, release_user, take_snapshot, take_user_tick};
 use crate::node::Address;
-use crate::publish::candle_keeper::CandleKey;
+use crate::publish::candles::keeper::CandleKey;
 use crate::publish::users::UserChannel;
 use crate::publish::{Frame, L4Snapshot, Slot, Tick, Want};
 
@@ -93,7 +93,7 @@ impl Delivery {
         match self {
             Delivery::Trades { cursor, .. }
             | Delivery::L4 { state: L4State::Live { cursor }, .. }
-            | Delivery::User { state: UserState::Pending { cursor, .. } | UserState::Live { cursor }, .. }
+            | Delivery::User { state: UserState::Pending { cursor, .. } | UserState::Live { cursor, .. }, .. }
             | Delivery::Candle { state: CandleState::Live { cursor }, .. } => Some(cursor),
             _ => None,
         }

@@ -2,7 +2,8 @@
 //! feed, the userFills snapshot read from the node's files, and the per-IP user cap's release.
 //!
 //! A subscription skips feed ticks whose blocks were parsed before its user was watched (their user events may be
-//! partial), then takes every block; userFills first waits for its snapshot of the fills before that block.
+//! partial), then takes every block; userFills first waits for its snapshot of the fills before that block (from
+//! the history store), and with `aggregateByTime: true` gets the merged frames (`store::fills`).
 
 use std::sync::Arc;
 
@@ -16,18 +17,14 @@ pub(super) enum UserState {
     /// Skipping blocks parsed before the user was watched. `after`: the height of the first tick looked at, which
     /// may already have had ticks before the subscription (streaming sends a block's events in parts): the stream
     /// goes live at a later block's first tick, so it starts with whole blocks.
-    Pending {
-        cursor: u64,
-        after: Option<u64>,
-    },
-    /// userFills: the snapshot of fills before the first live block is being read from the node's files, by
-    /// this subscription or shared with another of the same user (`publish::history`).
-    Waiting {
-        wait: Waiter,
-        cursor: u64,
-    },
+    Pending { cursor: u64, after: Option<u64> },
+    /// userFills: the snapshot of fills before the first live block is being read from the store, by this
+    /// subscription or shared with another of the same user (`publish::history`).
+    Waiting { wait: Waiter, cursor: u64 },
     Live {
         cursor: u64,
+        /// userFills with `aggregateByTime: true`.
+        aggregate: bool,
     },
 }
 
@@ -45,14 +42,16 @@ pub(super) fn release_user(ctx: &WsContext, ip: Option<std::net::IpAddr>, want: 
 /// feed tick it goes live after: the shared read's, which may be earlier than where this one waited.
 pub(super) fn take_snapshot(state: &mut UserState, echo: &serde_json::Value) -> Option<Result<Arc<Frame>, String>> {
     let UserState::Waiting { wait, cursor } = state else { return None };
+    // The echo is the client's own subscription: its `aggregateByTime` picks the frames.
+    let aggregate = echo.get("aggregateByTime") == Some(&serde_json::Value::Bool(true));
     let out = match wait.result()? {
-        Ok(frame) => {
+        Ok(snapshot) => {
             *cursor = wait.read().after_seq.min(*cursor);
-            Ok(frame.clone())
+            Ok(snapshot.frame(aggregate).clone())
         }
         Err(e) => Err(format!("hlbook: no history for {echo}: {e}; its live fills follow")),
     };
-    *state = UserState::Live { cursor: *cursor };
+    *state = UserState::Live { cursor: *cursor, aggregate };
     Some(out)
 }
 
@@ -78,13 +77,18 @@ pub(super) fn take_user_tick(
             UserChannel::Fills => {
                 UserState::Waiting { wait: hub.history.user_fills(hub, user, tick.height, cursor), cursor }
             }
-            _ => UserState::Live { cursor },
+            _ => UserState::Live { cursor, aggregate: false },
         };
     }
-    let UserState::Live { cursor } = state else { return None };
+    let UserState::Live { cursor, aggregate } = state else { return None };
     if tick.seq <= *cursor {
         return None;
     }
     *cursor = tick.seq;
-    tick.users.get(&user).and_then(|f| f.get(ch)).cloned()
+    let frames = tick.users.get(&user)?;
+    match ch {
+        UserChannel::Fills => frames.fills(*aggregate),
+        _ => frames.get(ch),
+    }
+    .cloned()
 }

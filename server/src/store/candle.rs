@@ -1,25 +1,23 @@
-//! Candles: the official intervals, UTC bucketing, one candle's OHLCV from trades, and its JSON.
+//! Candle arithmetic: the official intervals, the exchange's buckets, one candle's OHLCV from trades, and the one
+//! place where a block's fills become trades (one per `tid`).
 //!
 //! A trade is one `tid` (the node writes a fill per side, both sharing it), counted once: `o` is the bucket's
 //! first trade price, `c` its last, `h`/`l` the extremes, `v` the summed size (base units), `n` the trade count.
-//! Prices and sizes stay fixed-point (`Fixed`, `FixedSum`) and are written as the node writes decimals.
+//! Prices and sizes stay fixed-point (`Fixed`, `FixedSum`).
 //!
-//! Buckets are on UTC boundaries of the trade's `time`: minutes to days (and 3d) on multiples of their length
-//! since the Unix epoch, weeks from Monday 00:00 UTC, months on calendar months. The official alignment of 3d, 1w
-//! and 1M is not documented (../shared/docs/hl-user-channels.md §4); this is the documented choice (docs/api.md).
+//! Buckets: every fixed-length interval, 1m to 1w, on multiples of its length since 1970-01-01 00:00 UTC, as the
+//! exchange serves them (its weekly candles open on Thursday, the epoch's weekday); months on UTC calendar months.
+//! The evidence and the choices are in docs/api.md ("candle").
 
 use rustc_hash::FxHashSet;
-use serde::Serialize;
 
 use crate::node::{Fill, Fixed, FixedSum};
 
-const MINUTE: i64 = 60_000;
-const HOUR: i64 = 60 * MINUTE;
-const DAY: i64 = 24 * HOUR;
+pub const MINUTE: i64 = 60_000;
+pub const HOUR: i64 = 60 * MINUTE;
+pub const DAY: i64 = 24 * HOUR;
 /// About the year 8000: later times are taken as this one.
 const LATEST_MS: i64 = 190_000_000_000_000;
-/// 1970-01-05, the first Monday after the epoch (a Thursday).
-const FIRST_MONDAY: i64 = 4 * DAY;
 
 /// The official candle intervals.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -83,7 +81,7 @@ impl Interval {
     }
 
     /// The fixed length in ms (`None` for months).
-    fn fixed_ms(self) -> Option<i64> {
+    pub fn fixed_ms(self) -> Option<i64> {
         Some(match self {
             Interval::M1 => MINUTE,
             Interval::M3 => 3 * MINUTE,
@@ -108,8 +106,7 @@ impl Interval {
         let ms = ms.clamp(0, LATEST_MS);
         match self.fixed_ms() {
             Some(len) => {
-                let origin = if self == Interval::W1 { FIRST_MONDAY } else { 0 };
-                let t = (ms - origin).div_euclid(len) * len + origin;
+                let t = ms.div_euclid(len) * len;
                 (t, t + len - 1)
             }
             None => month_bucket(ms),
@@ -144,8 +141,14 @@ pub struct Trade {
 
 /// One coin's trades of one block, one per `tid`, in first-appearance order.
 pub fn block_trades<'a>(fills: impl Iterator<Item = &'a Fill>) -> Vec<Trade> {
+    one_per_tid(fills.map(|f| (f.tid, Trade { time: f.time, px: f.px, sz: f.sz })))
+}
+
+/// The one tid dedup: the two sides of a trade share its `tid` (in one line by-block, in two lines of one block in
+/// streaming mode), so a block's fills give one trade per `tid`, in first-appearance order.
+pub fn one_per_tid(fills: impl Iterator<Item = (u64, Trade)>) -> Vec<Trade> {
     let mut seen = FxHashSet::default();
-    fills.filter(|f| seen.insert(f.tid)).map(|f| Trade { time: f.time, px: f.px, sz: f.sz }).collect()
+    fills.filter(|(tid, _)| seen.insert(*tid)).map(|(_, t)| t).collect()
 }
 
 /// One bucket's OHLCV.
@@ -201,51 +204,6 @@ pub fn push(candle: &mut Option<Candle>, interval: Interval, tr: Trade) -> bool 
     true
 }
 
-/// The official candle object.
-#[derive(Serialize)]
-struct CandleOut<'a> {
-    t: i64,
-    #[serde(rename = "T")]
-    close_time: i64,
-    s: &'a str,
-    i: &'static str,
-    o: Fixed,
-    c: Fixed,
-    h: Fixed,
-    l: Fixed,
-    v: String,
-    n: u64,
-}
-
-fn out<'a>(coin: &'a str, interval: Interval, c: &Candle) -> CandleOut<'a> {
-    CandleOut {
-        t: c.t,
-        close_time: c.close_time,
-        s: coin,
-        i: interval.as_str(),
-        o: c.o,
-        c: c.c,
-        h: c.h,
-        l: c.l,
-        v: c.v.to_string(),
-        n: c.n,
-    }
-}
-
-/// `{"t","T","s","i","o","c","h","l","v","n"}`: `s` is the coin as subscribed (the books' own name).
-pub fn candle_object(coin: &str, interval: Interval, c: &Candle) -> serde_json::Value {
-    serde_json::to_value(out(coin, interval, c)).unwrap_or_default()
-}
-
-/// `{"channel":"candle","data":{…}}`.
-pub fn candle_frame(coin: &str, interval: Interval, c: &Candle) -> Vec<u8> {
-    let mut bytes = b"{\"channel\":\"candle\",\"data\":".to_vec();
-    // Serializing a plain struct into a Vec cannot fail.
-    serde_json::to_writer(&mut bytes, &out(coin, interval, c)).expect("candle serialize");
-    bytes.push(b'}');
-    bytes
-}
-
 #[cfg(test)]
-#[path = "candles_tests.rs"]
+#[path = "candle_tests.rs"]
 mod tests;

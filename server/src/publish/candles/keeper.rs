@@ -2,12 +2,14 @@
 //! block's fills step, where trades are published.
 //!
 //! A key's state exists only while it is wanted, and is one candle (the current bucket): O(1) per key. A new key
-//! starts with a backfill from the node's fills files (`candle_history`, on the `hlbook-candles` thread) of every
-//! block below the first fills step it has not seen, and meanwhile counts the later steps' trades itself; the two
-//! are joined when the backfill arrives, so its first frame is whole. After that one frame per block in which the
-//! coin traded goes in the block's feed tick, and the newest frame of each key is kept (`CandleFrames`) for new
-//! subscribers, with whether the files reached back to its bucket's start. With no key wanted, a fills step costs
-//! one emptiness check.
+//! starts from the history store (on the `hlbook-candles` thread): the coin's newest candle there, read together
+//! with the height the store holds every block up to. Meanwhile the key keeps each later step's trades with their
+//! height; when the store's candle arrives, the trades of heights above the store's are added to it, so its first
+//! frame counts every trade of its bucket exactly once, whatever the store and the publisher were doing. The
+//! store is never behind the first step the key saw (the thread waits for it). After that one frame per block in
+//! which the coin traded goes in the block's feed tick, and the newest frame of each key is kept (`CandleFrames`)
+//! for new subscribers, with where the store's coverage of its bucket begins when it does not reach back to the
+//! bucket's start. With no key wanted, a fills step costs one emptiness check.
 //!
 //! Backfills wait in a bounded queue (`BACKFILL_QUEUE` requests; a key that finds it full stays new and is tried
 //! again at the next pass), and the thread skips any key nobody wants any more before reading a file, so clients
@@ -20,11 +22,12 @@ use std::sync::mpsc;
 use parking_lot::Mutex;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::candle_history::{Backfill, latest};
-use super::candles::{Candle, Interval, Trade, block_trades, candle_frame, push};
-use super::frame::{Audit, Frame};
-use super::hub::Hub;
+use super::candle_frame;
 use crate::node::{Coin, Fill};
+use crate::publish::frame::{Audit, Frame};
+use crate::publish::hub::Hub;
+use crate::store::Coverage;
+use crate::store::candle::{Candle, Interval, Trade, block_trades, push};
 
 /// Backfill requests (one per coin and pass) waiting for the backfill thread at most.
 const BACKFILL_QUEUE: usize = 64;
@@ -36,10 +39,9 @@ pub type CandleKey = (Coin, Interval);
 #[derive(Clone, Debug)]
 pub struct Latest {
     pub frame: Arc<Frame>,
-    /// The fills files reached back to the start of its bucket (or the bucket began after they do).
-    pub complete: bool,
-    /// Where the files read for its key begin (ms).
-    pub covered_from_ms: i64,
+    /// `None`: its candle counts every trade of its bucket; else the time (ms) from which it counts them (the
+    /// store began, or a hole in it ended, inside the bucket).
+    pub partial_from: Option<i64>,
 }
 
 /// What the publisher hands connections, and what the backfill thread hands the publisher.
@@ -61,9 +63,19 @@ impl CandleFrames {
         self.latest.lock().insert(key, l);
     }
 
-    pub(super) fn has_inbox(&self) -> bool {
+    pub(crate) fn has_inbox(&self) -> bool {
         !self.inbox.lock().is_empty()
     }
+}
+
+/// A key's candle from the store.
+#[derive(Clone, Debug)]
+pub struct Backfill {
+    /// The coin's newest candle in the store, `None` if it has none.
+    pub candle: Option<Candle>,
+    /// The store held every block up to this height.
+    pub height: u64,
+    pub coverage: Coverage,
 }
 
 /// A finished backfill of one coin's keys.
@@ -78,17 +90,17 @@ struct Request {
     coin: Coin,
     intervals: Vec<Interval>,
     before: u64,
-    /// The trades of block `before - 1` already counted (`candle_history::latest`).
-    partial: Arc<FxHashSet<u64>>,
 }
 
 #[derive(Debug)]
 enum Phase {
     /// Wanted since this pass: the backfill starts at the end of the pass, below the next fills step.
     New,
-    /// The backfill reads blocks below `before`; trades from `before` on are counted meanwhile.
+    /// The store's candle (of blocks below `before` at least) is being read; the trades of the steps since are
+    /// kept with their heights.
     Backfilling {
         before: u64,
+        trades: Vec<(u64, Trade)>,
     },
     Live,
 }
@@ -98,12 +110,12 @@ struct State {
     interval: Interval,
     phase: Phase,
     candle: Option<Candle>,
-    covered_from_ms: i64,
+    coverage: Coverage,
 }
 
 impl State {
     fn latest(&self, frame: Arc<Frame>, c: &Candle) -> Latest {
-        Latest { frame, complete: self.covered_from_ms < c.t, covered_from_ms: self.covered_from_ms }
+        Latest { frame, partial_from: self.coverage.partial_from(c) }
     }
 }
 
@@ -126,7 +138,7 @@ impl Keeper {
             let states = self.coins.entry(coin.clone()).or_default();
             for &interval in intervals {
                 if !states.iter().any(|s| s.interval == interval) {
-                    let s = State { interval, phase: Phase::New, candle: None, covered_from_ms: i64::MAX };
+                    let s = State { interval, phase: Phase::New, candle: None, coverage: Coverage::default() };
                     states.push(s);
                 }
             }
@@ -135,7 +147,7 @@ impl Keeper {
         hub.candles.latest.lock().retain(|(c, i), _| coins.get(c).is_some_and(|s| s.iter().any(|s| s.interval == *i)));
         hub.candles.backfilling.lock().retain(|((c, i), b)| {
             let of_key =
-                |s: &State| s.interval == *i && matches!(s.phase, Phase::Backfilling { before } if before == *b);
+                |s: &State| s.interval == *i && matches!(s.phase, Phase::Backfilling { before, .. } if before == *b);
             coins.get(c).is_some_and(|s| s.iter().any(of_key))
         });
     }
@@ -144,9 +156,10 @@ impl Keeper {
         self.coins.is_empty()
     }
 
-    /// Starts the backfill of every `New` key, of the blocks below `before` (the first fills step not yet seen);
-    /// a coin whose request finds the queue full stays `New` until a later pass.
-    pub fn start_backfills(&mut self, hub: &Arc<Hub>, before: u64, partial: &Arc<FxHashSet<u64>>) {
+    /// Starts the backfill of every `New` key: its candle from the store once it holds the blocks below `before`
+    /// (the height after the last fills step published); a coin whose request finds the queue full stays `New`
+    /// until a later pass.
+    pub fn start_backfills(&mut self, hub: &Arc<Hub>, before: u64) {
         for (coin, states) in &mut self.coins {
             let intervals: Vec<Interval> =
                 states.iter().filter(|s| matches!(s.phase, Phase::New)).map(|s| s.interval).collect();
@@ -156,15 +169,14 @@ impl Keeper {
             let worker = self.worker.get_or_insert_with(|| spawn_worker(hub.clone()));
             // Held across the send, so the thread cannot look the keys up before they are marked wanted.
             let mut backfilling = hub.candles.backfilling.lock();
-            let request =
-                Request { coin: coin.clone(), intervals: intervals.clone(), before, partial: partial.clone() };
+            let request = Request { coin: coin.clone(), intervals: intervals.clone(), before };
             if worker.try_send(request).is_err() {
                 hub.counters.candle_backfills_deferred.fetch_add(1, Relaxed);
                 continue;
             }
             backfilling.extend(intervals.into_iter().map(|i| ((coin.clone(), i), before)));
             for s in states.iter_mut().filter(|s| matches!(s.phase, Phase::New)) {
-                s.phase = Phase::Backfilling { before };
+                s.phase = Phase::Backfilling { before, trades: Vec::new() };
             }
         }
     }
@@ -178,14 +190,16 @@ impl Keeper {
             for (interval, b) in d.results {
                 let Some(s) = states.iter_mut().find(|s| s.interval == interval) else { continue };
                 // A key dropped and wanted again meanwhile waits for its own backfill.
-                if !matches!(s.phase, Phase::Backfilling { before } if before == d.before) {
+                let Phase::Backfilling { before, trades } = &mut s.phase else { continue };
+                if *before != d.before {
                     continue;
                 }
-                s.candle = match (b.candle, s.candle) {
-                    (Some(old), Some(live)) if old.t == live.t => Some(old.merged(live)),
-                    (old, live) => live.or(old),
-                };
-                (s.phase, s.covered_from_ms) = (Phase::Live, b.covered_from_ms);
+                // The store holds every block up to its height: only later steps' trades are added.
+                let mut candle = b.candle;
+                for (_, tr) in trades.iter().filter(|(h, _)| *h > b.height) {
+                    push(&mut candle, interval, *tr);
+                }
+                (s.candle, s.phase, s.coverage) = (candle, Phase::Live, b.coverage);
                 hub.candles.backfilling.lock().remove(&((d.coin.clone(), interval), d.before));
                 if let Some(c) = s.candle {
                     let frame = Arc::new(Frame::new(seq, candle_frame(&d.coin, interval, &c), audit));
@@ -195,9 +209,16 @@ impl Keeper {
         }
     }
 
-    /// Counts one fills step's trades; returns the frame of every live key whose coin traded, current after feed
-    /// tick `seq` (also kept as the key's newest).
-    pub fn on_fills(&mut self, hub: &Hub, fills: &[Fill], seq: u64, audit: Audit) -> FxHashMap<CandleKey, Arc<Frame>> {
+    /// Counts one fills step's trades (of block `height`); returns the frame of every live key whose coin traded,
+    /// current after feed tick `seq` (also kept as the key's newest).
+    pub fn on_fills(
+        &mut self,
+        hub: &Hub,
+        height: u64,
+        fills: &[Fill],
+        seq: u64,
+        audit: Audit,
+    ) -> FxHashMap<CandleKey, Arc<Frame>> {
         let mut out = FxHashMap::default();
         if self.coins.is_empty() {
             return out;
@@ -210,6 +231,10 @@ impl Keeper {
             let trades: Vec<Trade> = block_trades(list.into_iter());
             let Some(states) = self.coins.get_mut(coin) else { continue };
             for s in states.iter_mut().filter(|s| !matches!(s.phase, Phase::New)) {
+                if let Phase::Backfilling { trades: kept, .. } = &mut s.phase {
+                    kept.extend(trades.iter().map(|t| (height, *t)));
+                    continue;
+                }
                 let mut counted = false;
                 for tr in &trades {
                     counted |= push(&mut s.candle, s.interval, *tr);
@@ -247,20 +272,34 @@ fn serve_backfills(hub: &Hub, rx: &mpsc::Receiver<Request>) {
             hub.counters.candle_backfills_skipped.fetch_add(1, Relaxed);
             continue;
         }
-        let results = match hub.fills_dir.get() {
-            Some(dir) => {
-                // One thread reads backfills one at a time; it still takes a turn, so with candleSnapshot and
-                // userFills it never reads more than `server.history_reads` at once. Waiting its turn it does not
-                // give up: a backfill is owed to its subscribers.
-                let _turn = loop {
-                    match hub.history.turns.take() {
-                        Ok(t) => break t,
-                        Err(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
+        let results = match hub.store.get() {
+            Some(store) => {
+                // The store writes a block soon after the publisher published it; while it catches up (a first
+                // start reads every file on disk) the key waits, as long as someone wants it.
+                let mut gone = false;
+                while !store.wait_for(r.before.saturating_sub(1), std::time::Duration::from_millis(500)) {
+                    if !r.intervals.iter().any(wanted) {
+                        gone = true;
+                        break;
                     }
-                };
-                latest(dir, &r.coin, &r.intervals, r.before, Some(&r.partial))
+                }
+                if gone {
+                    hub.counters.candle_backfills_skipped.fetch_add(1, Relaxed);
+                    continue;
+                }
+                match store.newest(&r.coin, &r.intervals) {
+                    Ok(n) => n
+                        .candles
+                        .into_iter()
+                        .map(|candle| Backfill { candle, height: n.height, coverage: n.coverage.clone() })
+                        .collect(),
+                    Err(e) => {
+                        tracing::warn!("candle first frame without history: {e}");
+                        no_history(&r.intervals)
+                    }
+                }
             }
-            None => r.intervals.iter().map(|_| Backfill { candle: None, covered_from_ms: i64::MAX }).collect(),
+            None => no_history(&r.intervals),
         };
         let results = r.intervals.into_iter().zip(results).collect();
         hub.candles.inbox.lock().push(Done { coin: r.coin, before: r.before, results });
@@ -268,6 +307,12 @@ fn serve_backfills(hub: &Hub, rx: &mpsc::Receiver<Request>) {
     }
 }
 
+/// Without a store: the candle is what the key counts live (and says so).
+fn no_history(intervals: &[Interval]) -> Vec<Backfill> {
+    let coverage = Coverage { first_ms: i64::MAX - 1, ..Coverage::default() };
+    intervals.iter().map(|_| Backfill { candle: None, height: 0, coverage: coverage.clone() }).collect()
+}
+
 #[cfg(test)]
-#[path = "candle_keeper_tests.rs"]
+#[path = "keeper_tests.rs"]
 mod tests;

@@ -1,0 +1,132 @@
+//! `[server]`: the listeners, their limits, and what is passed to the node's info server.
+
+use std::net::IpAddr;
+
+use serde::Deserialize;
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Addresses to serve the public endpoints on (`/ws`, `POST /info`, `/health`; several allowed).
+    pub listen: Vec<String>,
+    /// Addresses for the operator's endpoints (`/status`, `/metrics`, `/l4snapshot`, the status page, and
+    /// `/health` again); empty turns them off. Loopback by default: they reveal every resting order's user.
+    pub admin_listen: Vec<String>,
+    /// Offer permessage-deflate to clients that ask for it.
+    pub compression: bool,
+    /// Deflate level 1 (fastest) to 9; each shared frame is compressed once at this level.
+    pub compression_level: u32,
+    /// Open WebSocket connections, in total and per client IP.
+    pub max_connections: usize,
+    pub max_connections_per_ip: usize,
+    /// New WebSocket connections a minute from one IP.
+    pub new_connections_per_minute_per_ip: u32,
+    /// Subscriptions one connection may hold.
+    pub max_subscriptions: usize,
+    /// Largest client frame (and inflated message), in bytes.
+    pub max_frame_bytes: usize,
+    /// Client messages a minute on one connection.
+    pub max_messages_per_minute: u32,
+    /// Close a connection after this many seconds with nothing sent or received.
+    pub idle_timeout_secs: u64,
+    /// Every listener (public and admin): a request's headers must be complete within this many seconds of the
+    /// server starting to wait for them (at accept, and after each response on a keep-alive connection), or the
+    /// connection is dropped, so a client that sends nothing or a byte at a time (slowloris) holds nothing long.
+    pub header_timeout_secs: u64,
+    /// Every listener: a plain HTTP connection with no request being answered and no byte moving either way for
+    /// this many seconds is closed. WebSocket connections, once upgraded, follow `idle_timeout_secs` instead.
+    pub http_idle_timeout_secs: u64,
+    /// Every listener: open TCP connections (plain HTTP and WebSocket alike) from one client IP group
+    /// (`ipv6_prefix_len`); the public and the admin listeners count apart. More are closed at accept, before a
+    /// byte is read. Peers in `trusted_proxies` are not capped here (their clients are, at `/ws`).
+    pub max_http_connections_per_ip: usize,
+    /// Require this bearer token (`?token=` or `Authorization: Bearer`); empty: open.
+    pub token: String,
+    /// Blocks of trades/l4Book frames kept for connections that fall behind, and their byte cap.
+    pub backlog_blocks: usize,
+    pub backlog_bytes: usize,
+    /// Bytes held for one connection and not yet written (its batch's own copies, post answers, l4Book
+    /// snapshots); over it the connection is closed with 1008.
+    pub conn_budget_bytes: usize,
+    /// The same for all connections together; when it is exhausted the heavy holders are closed.
+    pub global_budget_bytes: usize,
+    /// History reads of the node's files (userFills first frames, candle backfills, candleSnapshot) running at
+    /// once, how many may wait for a turn, and how long each waits before it is refused with an error.
+    pub history_reads: usize,
+    pub history_queue: usize,
+    pub history_wait_ms: u64,
+    /// Per-user subscriptions (orderUpdates, userFills, userEvents) one client IP may hold, across connections.
+    pub max_user_subscriptions_per_ip: usize,
+    /// Pass the `info_types` of `POST /info` and socket `post` requests to `ingest.info_url` (the node's info
+    /// server); l2Book is always answered from our books.
+    pub info_passthrough: bool,
+    /// The only info types passed to the node: read-only public market data. Anything else (`fileSnapshot`,
+    /// which makes the node write a file) is refused with the type named.
+    pub info_types: Vec<String>,
+    /// Passed-through requests in flight at the node at once, in total.
+    pub info_max_in_flight: usize,
+    /// Info requests of one client IP being answered at once, of every type (`ws::info_gate`).
+    pub info_max_in_flight_per_ip: usize,
+    /// Info requests of one client IP waiting for a place, beyond which it is refused (429).
+    pub info_max_queued_per_ip: usize,
+    /// A passed-through request's limit, waiting included.
+    pub info_timeout_ms: u64,
+    /// Largest answer taken from the node; a larger one is an error (502).
+    pub info_max_response_bytes: usize,
+    /// Identical requests within this many milliseconds share one answer from the node (0: no cache).
+    pub info_cache_ms: u64,
+    /// Balancers in front of this server: for connections from these addresses the per-IP limits apply to the
+    /// client named by `X-Forwarded-For`, not to the balancer.
+    pub trusted_proxies: Vec<IpAddr>,
+    /// Distinct users (orderUpdates, userFills, userEvents) one client IP may follow (the official API: 15).
+    pub max_users_per_ip: usize,
+    /// Per-IP limits count an IPv6 client by its first this many bits (a /64 is one subscriber's network; 128 counts
+    /// every address apart).
+    pub ipv6_prefix_len: u8,
+}
+
+/// What the four client families (the Python and Rust SDKs, ccxt, @nktkas/hyperliquid) ask the info server at
+/// start-up: market metadata, read-only and the same for every client.
+pub const DEFAULT_INFO_TYPES: &[&str] = &["meta", "spotMeta", "metaAndAssetCtxs", "spotMetaAndAssetCtxs", "perpDexs"];
+
+impl Default for ServerConfig {
+    fn default() -> ServerConfig {
+        ServerConfig {
+            listen: vec!["127.0.0.1:8000".into()],
+            admin_listen: vec!["127.0.0.1:8001".into()],
+            compression: true,
+            compression_level: 1,
+            max_connections: 10_000,
+            max_connections_per_ip: 1_000,
+            new_connections_per_minute_per_ip: 1_200,
+            max_subscriptions: 1_000,
+            max_frame_bytes: 1 << 20,
+            max_messages_per_minute: 2_000,
+            idle_timeout_secs: 60,
+            header_timeout_secs: 10,
+            http_idle_timeout_secs: 60,
+            // The WebSocket cap (`max_connections_per_ip`) and room for plain requests beside it.
+            max_http_connections_per_ip: 1_100,
+            token: String::new(),
+            backlog_blocks: 2_048,
+            backlog_bytes: 256 << 20,
+            conn_budget_bytes: 64 << 20,
+            global_budget_bytes: 2 << 30,
+            history_reads: 2,
+            history_queue: 64,
+            history_wait_ms: 10_000,
+            max_user_subscriptions_per_ip: 100,
+            info_passthrough: true,
+            info_types: DEFAULT_INFO_TYPES.iter().map(|t| (*t).to_string()).collect(),
+            info_max_in_flight: 4,
+            info_max_in_flight_per_ip: 2,
+            info_max_queued_per_ip: 256,
+            info_timeout_ms: 10_000,
+            info_max_response_bytes: 64 << 20,
+            info_cache_ms: 1_000,
+            trusted_proxies: Vec::new(),
+            max_users_per_ip: 15,
+            ipv6_prefix_len: 64,
+        }
+    }
+}

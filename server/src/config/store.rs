@@ -1,0 +1,55 @@
+//! `[store]`: the embedded history store (candles of every coin and interval, every user's fills) kept in
+//! hlbook's state directory across restarts.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// The store's folder; empty: `hlbook-store` beside `ingest.snapshot_dir` (both are hlbook's own state).
+    pub dir: PathBuf,
+    /// Users' fills are kept this many days (whole UTC days of block time); candles are kept for good.
+    pub fills_retention_days: u32,
+    /// An info server (`POST …/info`, the official API in production) asked once for the candles older than the
+    /// store's first block; empty: never.
+    pub seed_url: String,
+    /// The coins to seed; empty: every coin of the books.
+    pub seed_coins: Vec<String>,
+    /// Pause between two seed requests, in milliseconds (the official API limits requests per IP).
+    pub seed_pause_ms: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> StoreConfig {
+        StoreConfig {
+            dir: PathBuf::new(),
+            fills_retention_days: 2,
+            seed_url: String::new(),
+            seed_coins: Vec::new(),
+            seed_pause_ms: 500,
+        }
+    }
+}
+
+impl StoreConfig {
+    /// The folder to open: `dir`, or `hlbook-store` beside the snapshot dir.
+    pub fn dir_beside(&self, snapshot_dir: &Path) -> PathBuf {
+        if !self.dir.as_os_str().is_empty() {
+            return super::expand_home(&self.dir);
+        }
+        let parent = snapshot_dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        parent.join("hlbook-store")
+    }
+
+    pub(super) fn check(&self) -> Result<(), super::ConfigError> {
+        if self.fills_retention_days == 0 || self.fills_retention_days > 3650 {
+            return Err(super::invalid("store.fills_retention_days", "must be 1..=3650"));
+        }
+        if !self.seed_url.is_empty() && !self.seed_url.starts_with("http") {
+            return Err(super::invalid("store.seed_url", "must be an http:// or https:// URL, or empty"));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,70 @@
+use super::*;
+
+fn parse(text: &str) -> Result<Config, String> {
+    let c: Config = toml::from_str(text).map_err(|e| e.to_string())?;
+    c.validate().map_err(|e| e.to_string())?;
+    Ok(c)
+}
+
+#[test]
+fn set_overrides_any_key_and_is_checked() {
+    let set = |v: &[&str]| Config::load(None, &v.iter().map(std::string::ToString::to_string).collect::<Vec<_>>());
+    let c = set(&["server.max_connections=5", "server.token=s3cret", "ingest.mode=\"streaming\""]).unwrap();
+    assert_eq!((c.server.max_connections, c.server.token.as_str(), c.ingest.mode), (5, "s3cret", Mode::Streaming));
+    assert!(set(&["server.nope=1"]).unwrap_err().to_string().contains("nope"));
+    assert!(set(&["server.max_connections=lots"]).is_err());
+    assert!(set(&["nodot=1"]).is_err());
+}
+
+#[test]
+fn defaults_are_valid_and_files_override_them() {
+    Config::default().validate().unwrap();
+    let c = parse("[ingest]\nmode = \"streaming\"\nsource = \"tcp://10.0.0.1:7000\"\n").unwrap();
+    assert_eq!(c.ingest.mode, Mode::Streaming);
+    assert_eq!(c.source().unwrap(), Source::Tcp("10.0.0.1:7000".into()));
+    assert_eq!(c.server, ServerConfig::default());
+}
+
+#[test]
+fn the_shipped_config_lists_the_defaults() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/hlbook.toml");
+    let shipped = Config::from_file(&path).unwrap();
+    shipped.validate().unwrap();
+    // The deliberate differences: system paths for snapshots and the store instead of the temp dir.
+    let defaults = Config {
+        ingest: IngestConfig { snapshot_dir: "/var/lib/hlbook/snapshots".into(), ..IngestConfig::default() },
+        store: StoreConfig { dir: "/var/lib/hlbook/store".into(), ..StoreConfig::default() },
+        ..Config::default()
+    };
+    assert_eq!(shipped, defaults);
+}
+
+#[test]
+fn bad_settings_name_their_key() {
+    for (text, key) in [
+        ("[ingest]\nnode_dri = \"/x\"\n", "node_dri"),
+        ("[ingest]\nsource = \"udp://x:1\"\n", "ingest.source"),
+        ("[ingest]\nsource = \"tcp://nohost\"\n", "ingest.source"),
+        ("[ingest]\nmode = \"fast\"\n", "mode"),
+        ("[ingest]\nstale_after_secs = -1\n", "ingest.stale_after_secs"),
+        ("[ingest]\ninfo_url = \"\"\n", "ingest.info_url"),
+        ("[server]\nlisten = [\"localhost\"]\n", "server.listen"),
+        ("[server]\nadmin_listen = [\"x\"]\n", "server.admin_listen"),
+        ("[server]\ninfo_types = [\"meta\", \"fileSnapshot\"]\n", "server.info_types"),
+        ("[server]\ninfo_max_in_flight = 0\n", "server.info_max_in_flight"),
+        ("[log]\nformat = \"xml\"\n", "log.format"),
+        ("[store]\nfills_retention_days = 0\n", "store.fills_retention_days"),
+        ("[store]\nseed_url = \"ftp://x\"\n", "store.seed_url"),
+    ] {
+        let e = parse(text).unwrap_err();
+        assert!(e.contains(key), "{text:?}: {e}");
+    }
+}
+
+#[test]
+fn the_store_lives_beside_the_snapshots_unless_told() {
+    let c = StoreConfig::default();
+    assert_eq!(c.dir_beside(Path::new("/tmp/t/snaps")), PathBuf::from("/tmp/t/hlbook-store"));
+    let c = StoreConfig { dir: "/data/h".into(), ..StoreConfig::default() };
+    assert_eq!(c.dir_beside(Path::new("/tmp/t/snaps")), PathBuf::from("/data/h"));
+}

@@ -1,0 +1,218 @@
+//! The one reader of the node's fills hour files: the store's backfill (every file still on disk, on first start)
+//! and its catch-up (the blocks it missed while it was down or fell behind) both go through it.
+//!
+//! Files are read oldest first, a file being skipped whole when the next one begins at or below the first height
+//! wanted, so a catch-up of a few blocks opens one or two files. Lines are streamed (memory is one line); a last
+//! line still being written (no newline yet) ends the read. Streaming mode writes one line per event: consecutive
+//! lines of one height make one block.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::candle::Trade;
+use crate::node::event::HexBytes;
+use crate::node::paths::hour_files;
+use crate::node::time::parse_node_time;
+use crate::node::{Address, Coin, Fixed, Mode, Stream};
+
+/// Where the node's fills files are.
+#[derive(Clone, Debug)]
+pub struct FillsDir {
+    pub node_dir: PathBuf,
+    pub mode: Mode,
+}
+
+/// One block's fills as the store takes them, from a file or from the live feed.
+#[derive(Debug, Default)]
+pub struct BlockFills {
+    pub height: u64,
+    /// Block time (ms).
+    pub time_ms: i64,
+    /// Every fill's trade, with its coin and tid (both sides of a trade: deduplicated by `candle::one_per_tid`).
+    pub trades: Vec<(Coin, u64, Trade)>,
+    /// Every fill object verbatim, with its user, in the node's order.
+    pub users: Vec<(Address, std::sync::Arc<str>)>,
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    block_time: &'a str,
+    block_number: u64,
+    #[serde(borrow)]
+    events: Vec<(HexBytes<20>, &'a RawValue)>,
+}
+
+#[derive(Deserialize)]
+struct FillLite<'a> {
+    #[serde(borrow)]
+    coin: std::borrow::Cow<'a, str>,
+    px: Fixed,
+    sz: Fixed,
+    time: i64,
+    tid: u64,
+}
+
+/// How a read went.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ReadOutcome {
+    /// The first and last heights handed out (0: none).
+    pub first: u64,
+    pub last: u64,
+    /// Files opened.
+    pub files: usize,
+    /// Lines that did not parse (skipped).
+    pub malformed: u64,
+}
+
+/// The block number of a file's first line (`None`: empty or unreadable).
+fn first_height(path: &Path) -> Option<u64> {
+    let mut line = Vec::new();
+    BufReader::new(File::open(path).ok()?).read_until(b'\n', &mut line).ok()?;
+    let at = memchr::memmem::find(&line, b"\"block_number\":")? + "\"block_number\":".len();
+    let digits: Vec<u8> = line[at..].iter().copied().take_while(u8::is_ascii_digit).collect();
+    std::str::from_utf8(&digits).ok()?.parse().ok()
+}
+
+/// Hands every block of heights `from..=to` the files hold to `each`, oldest first; `progress(files done, files
+/// in all)` after each file. Stops early once `stop` says so (asked every line).
+pub fn read_blocks(
+    dir: &FillsDir,
+    (from, to): (u64, u64),
+    stop: &dyn Fn() -> bool,
+    progress: &mut dyn FnMut(usize, usize),
+    each: &mut dyn FnMut(BlockFills),
+) -> ReadOutcome {
+    let files = hour_files(&dir.node_dir, dir.mode, Stream::Fills).unwrap_or_default();
+    let firsts: Vec<Option<u64>> = files.iter().map(|f| first_height(&f.path)).collect();
+    let mut out = ReadOutcome::default();
+    let mut block: Option<BlockFills> = None;
+    for (k, f) in files.iter().enumerate() {
+        // Every block wanted is in a later file: the next one begins at or below `from`.
+        if firsts.get(k + 1).copied().flatten().is_some_and(|h| h <= from) {
+            progress(k + 1, files.len());
+            continue;
+        }
+        if firsts[k].is_some_and(|h| h > to) || stop() {
+            break;
+        }
+        out.files += 1;
+        if !read_file(&f.path, (from, to), stop, &mut block, &mut out, each) {
+            break;
+        }
+        progress(k + 1, files.len());
+    }
+    if let Some(b) = block.take() {
+        hand(b, &mut out, each);
+    }
+    out
+}
+
+fn hand(b: BlockFills, out: &mut ReadOutcome, each: &mut dyn FnMut(BlockFills)) {
+    if out.first == 0 {
+        out.first = b.height;
+    }
+    out.last = b.height;
+    each(b);
+}
+
+/// One file's lines into blocks; false once the read is over (past `to`, or stopped).
+fn read_file(
+    path: &Path,
+    (from, to): (u64, u64),
+    stop: &dyn Fn() -> bool,
+    block: &mut Option<BlockFills>,
+    out: &mut ReadOutcome,
+    each: &mut dyn FnMut(BlockFills),
+) -> bool {
+    let Ok(file) = File::open(path) else { return true };
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let mut line = Vec::new();
+    loop {
+        if stop() {
+            return false;
+        }
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return true,
+            Ok(_) => {}
+        }
+        // A last line still being written has no newline yet: it is not read.
+        if line.last() != Some(&b'\n') {
+            return true;
+        }
+        let Ok(env) = serde_json::from_slice::<Envelope<'_>>(line.trim_ascii_end()) else {
+            out.malformed += 1;
+            continue;
+        };
+        let h = env.block_number;
+        if h < from {
+            continue;
+        }
+        if h > to {
+            return false;
+        }
+        if block.as_ref().is_some_and(|b| b.height != h)
+            && let Some(b) = block.take()
+        {
+            hand(b, out, each);
+        }
+        let time_ms = parse_node_time(env.block_time).map_or(0, |ns| ns.div_euclid(1_000_000));
+        let b = block.get_or_insert_with(|| BlockFills { height: h, time_ms, ..BlockFills::default() });
+        for (user, raw) in env.events {
+            let Ok(f) = serde_json::from_str::<FillLite<'_>>(raw.get()) else {
+                out.malformed += 1;
+                continue;
+            };
+            b.trades.push((Coin::from(&*f.coin), f.tid, Trade { time: f.time, px: f.px, sz: f.sz }));
+            b.users.push((user, std::sync::Arc::from(raw.get())));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A by-block fills line of height `h` with one fill per (user, tid).
+    pub(crate) fn line(h: u64, time: &str, fills: &[(&str, u64, &str)]) -> String {
+        let ev: Vec<String> = fills
+            .iter()
+            .map(|(u, tid, px)| {
+                format!(
+                    r#"["{u}",{{"coin":"BTC","px":"{px}","sz":"0.5","side":"B","time":{},"tid":{tid},"x":1}}]"#,
+                    1000 + h
+                )
+            })
+            .collect();
+        format!(r#"{{"local_time":"{time}","block_time":"{time}","block_number":{h},"events":[{}]}}"#, ev.join(","))
+    }
+
+    #[test]
+    fn blocks_in_height_order_across_files_skipping_files_before_the_range() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = "0x5eaac7c475b1fad85701f02c4e9e796a53f94bd5";
+        let hourly = dir.path().join("node_fills_by_block/hourly/20260505");
+        std::fs::create_dir_all(&hourly).unwrap();
+        let t = "2026-05-05T09:00:00.0";
+        std::fs::write(hourly.join("9"), format!("{}\n{}\n", line(1, t, &[(a, 1, "1.0")]), line(2, t, &[]))).unwrap();
+        let third = line(3, t, &[(a, 3, "2.0"), (a, 3, "2.0")]);
+        std::fs::write(hourly.join("10"), format!("{third}\n{}\n{{\"partial", line(4, t, &[]))).unwrap();
+        let fd = FillsDir { node_dir: dir.path().to_path_buf(), mode: Mode::ByBlock };
+        let read = |from, to| {
+            let mut got = Vec::new();
+            let o =
+                read_blocks(&fd, (from, to), &|| false, &mut |_, _| {}, &mut |b| got.push((b.height, b.users.len())));
+            (got, o.files)
+        };
+        assert_eq!(read(0, u64::MAX), (vec![(1, 1), (2, 0), (3, 2), (4, 0)], 2));
+        assert_eq!(read(3, 3), (vec![(3, 2)], 1), "the first file ends before 3: not opened");
+        assert_eq!(read(2, 2), (vec![(2, 0)], 1));
+        let mut times = Vec::new();
+        read_blocks(&fd, (3, 3), &|| false, &mut |_, _| {}, &mut |b| times.push(b.time_ms));
+        assert_eq!(times, [parse_node_time(t).unwrap() / 1_000_000]);
+    }
+}

@@ -1,0 +1,352 @@
+//! The history store: every coin's candles at every interval and every user's fills, kept across restarts in an
+//! embedded database in hlbook's state directory, so `candle` first frames, `candleSnapshot` and userFills
+//! snapshots reach back as far as the exchange serves them, not only as far as the node's files still do.
+//!
+//! Why redb: a pure-Rust embedded key-value store (no C library to build or audit), ACID transactions with
+//! copy-on-write pages and checksummed commits, so a process killed at any moment reopens at its last commit,
+//! never half-written; MVCC readers never wait for the writer; one file, maintained and 1.0+ stable format.
+//!
+//! One writer thread (`writer`) owns every write: the publisher hands it each fills step over a bounded channel
+//! and never waits (a full channel drops messages and says so: the writer reads the blocks it missed back from the
+//! node's files). Each commit holds whole blocks and the last height, so a restart continues after that height
+//! from the node's files (`files`). Readers (`Store`) open read transactions from any thread.
+
+// redb's error is 160 bytes; these results come once per transaction, not per item.
+#![allow(clippy::result_large_err)]
+
+pub mod candle;
+mod compact;
+pub mod files;
+pub mod fills;
+mod schema;
+pub mod seed;
+pub mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use redb::{Database, ReadableTable, ReadableTableMetadata, TableHandle};
+
+use self::candle::{Candle, Interval};
+use self::schema::{CANDLES, GAPS, META, fills_day, interval_byte};
+use crate::node::Address;
+
+pub use self::writer::{Feed, Writer};
+
+/// What the store holds: from which block time it has every block, and the holes it could not fill.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Coverage {
+    /// Block time (ms) of the first block stored (`i64::MAX`: none yet).
+    pub first_ms: i64,
+    /// (after, before): block times between which blocks are missing.
+    pub gaps: Vec<(i64, i64)>,
+    /// Candles closing before this time were seeded whole from an info server (0: none were).
+    pub seeded_to_ms: i64,
+}
+
+impl Coverage {
+    /// `None` when every trade of the candle's bucket is in the store; else the time from which its trades are
+    /// counted (the store began, or a hole ended, inside the bucket).
+    pub fn partial_from(&self, c: &Candle) -> Option<i64> {
+        if c.close_time < self.seeded_to_ms {
+            return None;
+        }
+        if self.first_ms >= c.t {
+            return Some(self.first_ms);
+        }
+        let hole = self.gaps.iter().filter(|(after, before)| *after < c.close_time && *before > c.t);
+        hole.map(|(_, before)| *before).max()
+    }
+}
+
+/// A consistent read of a coin's newest candles: the store held every block up to `height`.
+#[derive(Clone, Debug)]
+pub struct Newest {
+    pub height: u64,
+    pub candles: Vec<Option<Candle>>,
+    pub coverage: Coverage,
+}
+
+/// The store's state, for logs, `/status` and `/metrics`.
+#[derive(Debug, Default)]
+pub struct Status {
+    /// `State` as a number.
+    state: AtomicU8,
+    pub height: AtomicU64,
+    pub first_ms: AtomicI64,
+    /// Backfill and catch-up progress: hour files read of those listed.
+    pub files_done: AtomicU64,
+    pub files_total: AtomicU64,
+    pub blocks_written: AtomicU64,
+    pub fills_written: AtomicU64,
+    pub candles_written: AtomicU64,
+    pub commits: AtomicU64,
+    /// CPU time of the writer thread spent applying and committing live blocks, ns.
+    pub write_cpu_ns: AtomicU64,
+    /// Live blocks those commits held.
+    pub live_blocks: AtomicU64,
+    /// Messages the publisher could not hand over (the channel was full): read back from the files instead.
+    pub dropped: AtomicU64,
+    pub gaps: AtomicU64,
+    pub seeded_candles: AtomicU64,
+    pub error: Mutex<Option<String>>,
+}
+
+/// What the writer is doing.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum State {
+    Opening = 0,
+    /// First start: reading every fills file still on disk.
+    Backfilling = 1,
+    /// Reading back blocks it missed (down, or behind).
+    CatchingUp = 2,
+    Live = 3,
+    Failed = 4,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Opening => "opening",
+            State::Backfilling => "backfilling",
+            State::CatchingUp => "catching_up",
+            State::Live => "live",
+            State::Failed => "failed",
+        }
+    }
+}
+
+impl Status {
+    pub fn state(&self) -> State {
+        match self.state.load(Relaxed) {
+            1 => State::Backfilling,
+            2 => State::CatchingUp,
+            3 => State::Live,
+            4 => State::Failed,
+            _ => State::Opening,
+        }
+    }
+
+    pub fn set_state(&self, s: State) {
+        self.state.store(s as u8, Relaxed);
+    }
+}
+
+/// The store, for readers; the writer thread holds one too.
+#[derive(Debug)]
+pub struct Store {
+    db: Database,
+    path: PathBuf,
+    pub status: Status,
+    /// The last height committed, for readers that wait for a block.
+    committed: Mutex<u64>,
+    advanced: Condvar,
+}
+
+/// The store's file in its folder.
+const FILE: &str = "history.redb";
+
+/// redb's page cache.
+const CACHE_BYTES: usize = 64 << 20;
+
+impl Store {
+    /// Opens (or creates) the store in `dir`. A store left by a killed process is repaired here, back to its last
+    /// commit.
+    pub fn open(dir: &Path) -> Result<Arc<Store>, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create the store folder {}: {e}", dir.display()))?;
+        let path = dir.join(FILE);
+        // redb's page cache defaults to 1 GiB; the store's reads are few (first frames, snapshots), so a small one.
+        let db = Database::builder()
+            .set_cache_size(CACHE_BYTES)
+            .create(&path)
+            .map_err(|e| format!("cannot open the store {}: {e}", path.display()))?;
+        let w = db.begin_write().map_err(|e| e.to_string())?;
+        for t in [w.open_table(META).map(drop), w.open_table(CANDLES).map(drop), w.open_table(GAPS).map(drop)] {
+            t.map_err(|e| format!("store {}: {e}", path.display()))?;
+        }
+        w.commit().map_err(|e| e.to_string())?;
+        let store = Store { db, path, status: Status::default(), committed: Mutex::new(0), advanced: Condvar::new() };
+        let (height, first_ms) = (store.meta("height").unwrap_or(0), store.meta("first_ms"));
+        *store.committed.lock() = height;
+        store.status.height.store(height, Relaxed);
+        store.status.first_ms.store(first_ms.map_or(i64::MAX, |v| v as i64), Relaxed);
+        Ok(Arc::new(store))
+    }
+
+    fn meta(&self, key: &str) -> Option<u64> {
+        let r = self.db.begin_read().ok()?;
+        let t = r.open_table(META).ok()?;
+        t.get(key).ok()?.map(|v| v.value())
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes the store's file takes on disk.
+    pub fn file_bytes(&self) -> u64 {
+        std::fs::metadata(&self.path).map_or(0, |m| m.len())
+    }
+
+    /// The last height committed: every block up to it is in the store.
+    pub fn height(&self) -> u64 {
+        *self.committed.lock()
+    }
+
+    pub(crate) fn committed(&self, height: u64) {
+        *self.committed.lock() = height;
+        self.status.height.store(height, Relaxed);
+        self.advanced.notify_all();
+    }
+
+    /// Waits until the store holds every block up to `height`, at most `timeout`; whether it does. A failed store
+    /// (its writer cannot write) is not waited for: readers take what it has.
+    pub fn wait_for(&self, height: u64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut h = self.committed.lock();
+        while *h < height && self.status.state() != State::Failed {
+            if self.advanced.wait_until(&mut h, deadline).timed_out() {
+                return *h >= height;
+            }
+        }
+        true
+    }
+
+    fn coverage_in(r: &redb::ReadTransaction) -> Result<Coverage, redb::Error> {
+        let meta = r.open_table(META)?;
+        let first_ms = meta.get("first_ms")?.map_or(i64::MAX, |v| v.value() as i64);
+        let seeded_to_ms = meta.get("seeded_to_ms")?.map_or(0, |v| v.value() as i64);
+        let gaps = r.open_table(GAPS)?;
+        let gaps = gaps.iter()?.filter_map(Result::ok).map(|(a, b)| (a.value(), b.value())).collect();
+        Ok(Coverage { first_ms, gaps, seeded_to_ms })
+    }
+
+    pub fn coverage(&self) -> Coverage {
+        let r = self.db.begin_read().ok();
+        r.and_then(|r| Self::coverage_in(&r).ok()).unwrap_or(Coverage { first_ms: i64::MAX, ..Coverage::default() })
+    }
+
+    /// The coin's newest candle of each interval, read in one transaction with the height they are current at.
+    pub fn newest(&self, coin: &str, intervals: &[Interval]) -> Result<Newest, String> {
+        let read = || -> Result<Newest, redb::Error> {
+            let r = self.db.begin_read()?;
+            let height = r.open_table(META)?.get("height")?.map_or(0, |v| v.value());
+            let t = r.open_table(CANDLES)?;
+            let mut candles = Vec::with_capacity(intervals.len());
+            for &i in intervals {
+                let b = interval_byte(i);
+                let last = t.range((coin, b, i64::MIN)..=(coin, b, i64::MAX))?.next_back().transpose()?;
+                candles.push(last.and_then(|(k, v)| schema::decode_candle(i, k.value().2, v.value())));
+            }
+            Ok(Newest { height, candles, coverage: Self::coverage_in(&r)? })
+        };
+        read().map_err(|e| format!("store read: {e}"))
+    }
+
+    /// The coin's candles opening in `lo..=hi`, ascending, the newest `max` of them.
+    pub fn candles(
+        &self,
+        coin: &str,
+        interval: Interval,
+        (lo, hi): (i64, i64),
+        max: usize,
+    ) -> Result<Vec<Candle>, String> {
+        let read = || -> Result<Vec<Candle>, redb::Error> {
+            let r = self.db.begin_read()?;
+            let t = r.open_table(CANDLES)?;
+            let b = interval_byte(interval);
+            let mut out = Vec::new();
+            for e in t.range((coin, b, lo)..=(coin, b, hi))?.rev().take(max) {
+                let (k, v) = e?;
+                out.extend(schema::decode_candle(interval, k.value().2, v.value()));
+            }
+            out.reverse();
+            Ok(out)
+        };
+        read().map_err(|e| format!("store read: {e}"))
+    }
+
+    /// The user's newest `max` fills of blocks below `before`, oldest first, as the node wrote them.
+    pub fn user_fills(&self, user: &Address, before: u64, max: usize) -> Result<Vec<Box<str>>, String> {
+        let read = || -> Result<Vec<Box<str>>, redb::Error> {
+            let r = self.db.begin_read()?;
+            let mut days: Vec<(u32, String)> =
+                r.list_tables()?.filter_map(|t| Some((fills_day(t.name())?, t.name().to_string()))).collect();
+            days.sort_unstable();
+            let mut out = Vec::new();
+            for (_, name) in days.iter().rev() {
+                let t = r.open_table(redb::TableDefinition::<schema::FillKey<'static>, &[u8]>::new(name))?;
+                for e in t.range((&user.0, 0, 0)..(&user.0, before, 0))?.rev() {
+                    let (_, v) = e?;
+                    out.extend(compact::decode(v.value()).map(String::into_boxed_str));
+                    if out.len() >= max {
+                        break;
+                    }
+                }
+                if out.len() >= max {
+                    break;
+                }
+            }
+            out.reverse();
+            Ok(out)
+        };
+        read().map_err(|e| format!("store read: {e}"))
+    }
+
+    /// Bytes each kind of table takes: (candles, fills of every day, pages holding them and their metadata), for
+    /// `/status?store_tables=1` (it walks every table: not for polling).
+    pub fn table_bytes(&self) -> Result<serde_json::Value, String> {
+        let read = || -> Result<serde_json::Value, redb::Error> {
+            let r = self.db.begin_read()?;
+            let size = |st: redb::TableStats| (st.stored_bytes(), st.metadata_bytes() + st.fragmented_bytes());
+            let (candles, candles_overhead) = size(r.open_table(CANDLES)?.stats()?);
+            let (mut fills, mut fills_overhead, mut days) = (0, 0, 0);
+            for t in r.list_tables()? {
+                if fills_day(t.name()).is_some() {
+                    let def = redb::TableDefinition::<schema::FillKey<'static>, &[u8]>::new(t.name());
+                    let (a, b) = size(r.open_table(def)?.stats()?);
+                    (fills, fills_overhead, days) = (fills + a, fills_overhead + b, days + 1);
+                }
+            }
+            let entries = r.open_table(CANDLES)?.len()?;
+            Ok(
+                serde_json::json!({"candles": {"entries": entries, "stored_bytes": candles, "overhead_bytes": candles_overhead},
+                "fills": {"days": days, "stored_bytes": fills, "overhead_bytes": fills_overhead},
+                "file_bytes": self.file_bytes()}),
+            )
+        };
+        read().map_err(|e| format!("store read: {e}"))
+    }
+
+    /// `/status`'s `store` object.
+    pub fn status_json(&self) -> serde_json::Value {
+        let s = &self.status;
+        let cpu = s.write_cpu_ns.load(Relaxed);
+        let live = s.live_blocks.load(Relaxed);
+        let first = s.first_ms.load(Relaxed);
+        serde_json::json!({
+            "state": s.state().as_str(),
+            "height": s.height.load(Relaxed),
+            "first_block_ms": (first != i64::MAX).then_some(first),
+            "files_read": s.files_done.load(Relaxed),
+            "files_total": s.files_total.load(Relaxed),
+            "blocks_written": s.blocks_written.load(Relaxed),
+            "fills_written": s.fills_written.load(Relaxed),
+            "candles_written": s.candles_written.load(Relaxed),
+            "commits": s.commits.load(Relaxed),
+            "write_cpu_us_per_block": cpu.checked_div(live).unwrap_or(0) / 1000,
+            "dropped": s.dropped.load(Relaxed),
+            "gaps": s.gaps.load(Relaxed),
+            "seeded_candles": s.seeded_candles.load(Relaxed),
+            "bytes": self.file_bytes(),
+            "error": s.error.lock().clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

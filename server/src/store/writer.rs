@@ -1,0 +1,402 @@
+//! The store's one writer: live blocks from the publisher, and the blocks it missed read back from the node's files.
+//!
+//! The publisher hands over each fills step (`Feed::Step`), the height up to which blocks are whole
+//! (`Feed::Complete`) and any break in what it hands over (`Feed::Gap`: books reloaded, steps lost, or this
+//! channel full). Steps wait until their block is whole, then each whole block goes into one transaction with the
+//! height it brings the store to. After a break, and on start, the first height the publisher hands over is not
+//! trusted (its earlier parts may be gone): everything from the last commit up to the first trusted height is read
+//! back from the node's files (`files`), in batches, which on a first start is every file still on disk. Blocks the
+//! files no longer hold (pruned, or a relay source with no files here) become a gap in the store's coverage.
+//!
+//! Commits use redb's `Eventual` durability: each commit is atomic and written before the next, so a killed process
+//! loses nothing written (the kernel has it); a power cut may lose the last commits, never the file's consistency,
+//! and the next start reads those blocks back. The publisher never waits: a full channel drops and says so.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::time::Duration;
+
+use redb::{Durability, ReadableTable, TableHandle, WriteTransaction};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use super::candle::{Candle, DAY, Interval, Trade, one_per_tid, push};
+use super::files::{BlockFills, FillsDir, read_blocks};
+use super::schema::{self, CANDLES, GAPS, META, day_of, fills_day, fills_table, interval_byte};
+use super::{State, Store};
+use crate::node::{Coin, Mode};
+use crate::state::{Step, StepData};
+
+/// Messages from the publisher; bounded, never waited on.
+#[derive(Debug)]
+pub enum Feed {
+    /// A fills step: a block's fills line (by-block) or a batch of them (streaming).
+    Step(Arc<Step>),
+    /// Every block up to this height is whole.
+    Complete(u64),
+    /// What came before and what comes after may not join: read the missing blocks back from the files.
+    Gap,
+}
+
+/// Messages waiting for the writer at most: about three minutes of mainnet blocks.
+pub const FEED_CAPACITY: usize = 4096;
+
+/// Blocks read back from files per commit.
+const BATCH_BLOCKS: usize = 2000;
+
+/// The publisher's end of the channel: never blocks; after a message it could not hand over, the next one is
+/// preceded by `Gap`.
+#[derive(Debug)]
+pub struct Feeder {
+    tx: SyncSender<Feed>,
+    store: Arc<Store>,
+    dropped: bool,
+}
+
+impl Feeder {
+    pub fn send(&mut self, m: Feed) {
+        if self.dropped {
+            if self.tx.try_send(Feed::Gap).is_err() {
+                self.store.status.dropped.fetch_add(1, Relaxed);
+                return;
+            }
+            self.dropped = false;
+        }
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.tx.try_send(m) {
+            self.store.status.dropped.fetch_add(1, Relaxed);
+            self.dropped = true;
+        }
+    }
+}
+
+/// The writer thread's state.
+pub struct Writer {
+    store: Arc<Store>,
+    files: Option<FillsDir>,
+    retention_days: u32,
+    committed: u64,
+    last_ms: i64,
+    first_ms: i64,
+    /// Live steps are taken from this height on (`None`: after a break, until the next step).
+    live_from: Option<u64>,
+    complete: u64,
+    pending: BTreeMap<u64, BlockFills>,
+    /// The newest candle of each (coin, interval) the writer has touched.
+    cache: FxHashMap<(Coin, Interval), Option<Candle>>,
+    /// A hole opened after this block time; the next block written closes it.
+    gap_after: Option<i64>,
+    pruned_day: u32,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer").field("committed", &self.committed).finish_non_exhaustive()
+    }
+}
+
+/// A new channel to the writer.
+pub fn channel(store: &Arc<Store>) -> (Feeder, Receiver<Feed>) {
+    let (tx, rx) = std::sync::mpsc::sync_channel(FEED_CAPACITY);
+    (Feeder { tx, store: store.clone(), dropped: false }, rx)
+}
+
+/// CPU time of the calling thread, ns.
+fn thread_cpu_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    (t.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(t.tv_nsec as u64)
+}
+
+/// One live step as the store takes it.
+fn part_of(step: &Step) -> Option<BlockFills> {
+    let StepData::Fills { fills, users, .. } = &step.data else { return None };
+    Some(BlockFills {
+        height: step.height,
+        time_ms: step.block_time.div_euclid(1_000_000),
+        trades: fills.iter().map(|f| (f.coin.clone(), f.tid, Trade { time: f.time, px: f.px, sz: f.sz })).collect(),
+        users: users.clone(),
+    })
+}
+
+impl Writer {
+    /// A writer for `store`, reading missed blocks back from `files` (`None`: the node's files are not here).
+    pub fn new(store: Arc<Store>, files: Option<FillsDir>, retention_days: u32) -> Writer {
+        let committed = store.height();
+        let meta = |k| store.meta(k);
+        let (last_ms, first_ms) =
+            (meta("last_ms").unwrap_or(0) as i64, meta("first_ms").map_or(i64::MAX, |v| v as i64));
+        Writer {
+            store,
+            files,
+            retention_days,
+            committed,
+            last_ms,
+            first_ms,
+            live_from: None,
+            complete: 0,
+            pending: BTreeMap::new(),
+            cache: FxHashMap::default(),
+            gap_after: None,
+            pruned_day: 0,
+        }
+    }
+
+    /// Runs until `stop` is set.
+    pub fn run(mut self, rx: &Receiver<Feed>, stop: &AtomicBool) {
+        let live = if self.committed == 0 { State::Backfilling } else { State::CatchingUp };
+        self.store.status.set_state(live);
+        while !stop.load(Relaxed) {
+            match rx.recv_timeout(Duration::from_millis(250)) {
+                Ok(m) => self.take(m),
+                Err(RecvTimeoutError::Timeout) => {}
+                // The publisher is gone (the service is stopping, or failing for its own reason: that one is
+                // reported, not this thread's end).
+                Err(RecvTimeoutError::Disconnected) => std::thread::sleep(Duration::from_millis(250)),
+            }
+            while let Ok(m) = rx.try_recv() {
+                self.take(m);
+            }
+            if let Err(e) = self.settle(stop) {
+                tracing::error!("history store: {e}; retrying");
+                self.store.status.set_state(State::Failed);
+                *self.store.status.error.lock() = Some(e);
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+    }
+
+    pub fn take(&mut self, m: Feed) {
+        match m {
+            Feed::Gap => {
+                self.pending.clear();
+                self.live_from = None;
+            }
+            Feed::Complete(h) => self.complete = self.complete.max(h),
+            Feed::Step(step) => {
+                let Some(part) = part_of(&step) else { return };
+                // The first height after a break may have lost parts: it is read back from the files.
+                let from = *self.live_from.get_or_insert(part.height + 1);
+                if part.height < from || part.height <= self.committed {
+                    return;
+                }
+                let b = self.pending.entry(part.height).or_insert_with(|| BlockFills {
+                    height: part.height,
+                    time_ms: part.time_ms,
+                    ..BlockFills::default()
+                });
+                b.trades.extend(part.trades);
+                b.users.extend(part.users);
+            }
+        }
+    }
+
+    /// Writes every whole block it can: first those it must read back, then the live ones.
+    pub fn settle(&mut self, stop: &AtomicBool) -> Result<(), String> {
+        let target = self.complete;
+        if target <= self.committed {
+            self.pending.retain(|h, _| *h > target);
+            return Ok(());
+        }
+        let live_from = self.live_from.unwrap_or(target + 1);
+        let files_to = target.min(live_from.saturating_sub(1));
+        if files_to > self.committed {
+            self.catch_up(files_to, stop)?;
+        }
+        let rest = self.pending.split_off(&(target + 1));
+        let ready = std::mem::replace(&mut self.pending, rest);
+        let ready: Vec<BlockFills> = ready.into_values().filter(|b| b.height > self.committed).collect();
+        if !ready.is_empty() {
+            let cpu = thread_cpu_ns();
+            let n = ready.len() as u64;
+            self.commit(ready, target)?;
+            let s = &self.store.status;
+            s.write_cpu_ns.fetch_add(thread_cpu_ns().saturating_sub(cpu), Relaxed);
+            s.live_blocks.fetch_add(n, Relaxed);
+        } else if self.committed < target {
+            self.commit(Vec::new(), target)?;
+        }
+        if !stop.load(Relaxed) && self.store.status.state() != State::Live {
+            tracing::info!(height = self.committed, "history store: live");
+            self.store.status.set_state(State::Live);
+            *self.store.status.error.lock() = None;
+        }
+        Ok(())
+    }
+
+    /// Reads blocks `committed + 1 ..= to` back from the node's files and writes them in batches.
+    fn catch_up(&mut self, to: u64, stop: &AtomicBool) -> Result<(), String> {
+        let from = if self.committed == 0 { 0 } else { self.committed + 1 };
+        let Some(dir) = self.files.clone() else {
+            // Nothing to read them from here: the store misses them.
+            self.hole();
+            return self.commit(Vec::new(), to);
+        };
+        let state = if self.committed == 0 { State::Backfilling } else { State::CatchingUp };
+        self.store.status.set_state(state);
+        tracing::info!(from, to, "history store: {} from the node's fills files", state.as_str());
+        let (mut batch, err) = (Vec::new(), std::cell::RefCell::new(None));
+        let store = self.store.clone();
+        let mut progress = |done: usize, total: usize| {
+            let status = &store.status;
+            status.files_done.store(done as u64, Relaxed);
+            status.files_total.store(total as u64, Relaxed);
+            tracing::info!(done, total, "history store: {} the node's fills files", state.as_str());
+        };
+        let by_block = dir.mode == Mode::ByBlock;
+        let (mut first, mut expect, mut prev_ms) = (true, self.committed + 1, self.last_ms);
+        let outcome = {
+            let this = &mut *self;
+            read_blocks(&dir, (from, to), &|| stop.load(Relaxed) || err.borrow().is_some(), &mut progress, &mut |b| {
+                // A block missing between two read (by-block writes a line for every block) or before the first.
+                let skipped = b.height > expect && (by_block || first) && this.committed > 0;
+                if skipped && this.gap_after.is_none() {
+                    this.gap_after = Some(prev_ms);
+                }
+                (first, expect, prev_ms) = (false, b.height + 1, b.time_ms);
+                batch.push(b);
+                if batch.len() >= BATCH_BLOCKS {
+                    let h = batch.last().map_or(0, |b: &BlockFills| b.height);
+                    if let Err(e) = this.commit(std::mem::take(&mut batch), h) {
+                        *err.borrow_mut() = Some(e);
+                    }
+                }
+            })
+        };
+        if let Some(e) = err.into_inner() {
+            return Err(e);
+        }
+        if stop.load(Relaxed) {
+            return Ok(());
+        }
+        if outcome.last < to && by_block {
+            self.hole();
+        }
+        self.commit(batch, to)
+    }
+
+    /// Blocks after the last one written are missing: the next block written closes the hole.
+    fn hole(&mut self) {
+        if self.committed > 0 && self.gap_after.is_none() {
+            self.gap_after = Some(self.last_ms);
+        }
+    }
+
+    /// Writes `blocks` (ascending) and moves the store to `height` in one transaction.
+    fn commit(&mut self, blocks: Vec<BlockFills>, height: u64) -> Result<(), String> {
+        let mut txn = self.store.db.begin_write().map_err(|e| e.to_string())?;
+        txn.set_durability(Durability::Eventual);
+        let n = blocks.len() as u64;
+        self.write(&txn, &blocks, height).map_err(|e| format!("writing the store: {e}"))?;
+        txn.commit().map_err(|e| format!("committing the store: {e}"))?;
+        self.committed = height.max(self.committed);
+        let s = &self.store.status;
+        s.blocks_written.fetch_add(n, Relaxed);
+        s.commits.fetch_add(1, Relaxed);
+        s.first_ms.store(self.first_ms, Relaxed);
+        self.store.committed(self.committed);
+        Ok(())
+    }
+
+    fn write(&mut self, txn: &WriteTransaction, blocks: &[BlockFills], height: u64) -> Result<(), redb::Error> {
+        {
+            let mut candles = txn.open_table(CANDLES)?;
+            let mut meta = txn.open_table(META)?;
+            let mut gaps = txn.open_table(GAPS)?;
+            let mut dirty: FxHashSet<(Coin, Interval)> = FxHashSet::default();
+            let mut fills_written = 0;
+            for b in blocks {
+                if let Some(after) = self.gap_after.take() {
+                    gaps.insert(after, b.time_ms)?;
+                    self.store.status.gaps.fetch_add(1, Relaxed);
+                }
+                if self.first_ms == i64::MAX {
+                    self.first_ms = b.time_ms;
+                    meta.insert("first_ms", b.time_ms as u64)?;
+                    meta.insert("first_height", b.height)?;
+                }
+                self.candles(&mut candles, b, &mut dirty)?;
+                if !b.users.is_empty() {
+                    let name = fills_table(day_of(b.time_ms));
+                    let mut t = txn.open_table(redb::TableDefinition::<schema::FillKey<'static>, &[u8]>::new(&name))?;
+                    for (i, (user, raw)) in b.users.iter().enumerate() {
+                        t.insert((&user.0, b.height, i as u32), super::compact::encode(raw).as_slice())?;
+                    }
+                    fills_written += b.users.len() as u64;
+                }
+                self.last_ms = b.time_ms;
+            }
+            for key in &dirty {
+                if let Some(Some(c)) = self.cache.get(key) {
+                    candles.insert((&*key.0, interval_byte(key.1), c.t), schema::encode_candle(c).as_slice())?;
+                }
+            }
+            let s = &self.store.status;
+            s.candles_written.fetch_add(dirty.len() as u64, Relaxed);
+            s.fills_written.fetch_add(fills_written, Relaxed);
+            meta.insert("height", height.max(self.committed))?;
+            meta.insert("last_ms", self.last_ms.max(0) as u64)?;
+        }
+        self.prune(txn)
+    }
+
+    /// One block's trades (one per tid) into every interval's candle of their coin.
+    fn candles(
+        &mut self,
+        table: &mut redb::Table<'_, (&'static str, u8, i64), &'static [u8]>,
+        b: &BlockFills,
+        dirty: &mut FxHashSet<(Coin, Interval)>,
+    ) -> Result<(), redb::Error> {
+        let mut by_coin: FxHashMap<&Coin, Vec<(u64, Trade)>> = FxHashMap::default();
+        for (coin, tid, tr) in &b.trades {
+            by_coin.entry(coin).or_default().push((*tid, *tr));
+        }
+        for (coin, list) in by_coin {
+            let trades = one_per_tid(list.into_iter());
+            for i in Interval::ALL {
+                let key = (coin.clone(), i);
+                if !self.cache.contains_key(&key) {
+                    let byte = interval_byte(i);
+                    let last = table.range((&**coin, byte, i64::MIN)..=(&**coin, byte, i64::MAX))?.next_back();
+                    let last = last.transpose()?.and_then(|(k, v)| schema::decode_candle(i, k.value().2, v.value()));
+                    self.cache.insert(key.clone(), last);
+                }
+                let c = self.cache.get_mut(&key).expect("just inserted");
+                for tr in &trades {
+                    // A trade opening a later bucket: the finished candle is written before it is replaced.
+                    if let Some(old) = *c
+                        && i.bucket(tr.time).0 > old.t
+                    {
+                        table.insert((&**coin, interval_byte(i), old.t), schema::encode_candle(&old).as_slice())?;
+                    }
+                    push(c, i, *tr);
+                }
+                dirty.insert(key);
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops the fills tables of days older than the retention, once per day of block time.
+    fn prune(&mut self, txn: &WriteTransaction) -> Result<(), redb::Error> {
+        let today = day_of(self.last_ms);
+        if today == self.pruned_day || self.last_ms <= 0 {
+            return Ok(());
+        }
+        self.pruned_day = today;
+        let cutoff = day_of(self.last_ms - i64::from(self.retention_days) * DAY);
+        let old: Vec<String> = txn
+            .list_tables()?
+            .filter(|t| fills_day(t.name()).is_some_and(|d| d < cutoff))
+            .map(|t| t.name().to_string())
+            .collect();
+        for name in old {
+            txn.delete_table(redb::TableDefinition::<schema::FillKey<'static>, &[u8]>::new(&name))?;
+            tracing::info!(table = name, "history store: fills past store.fills_retention_days dropped");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "writer_tests.rs"]
+mod tests;
