@@ -102,3 +102,25 @@ fn the_state_keeps_its_locks_private() {
         }
     }
 }
+
+/// The fields of `struct NAME` in `file` that are `pub` (not `pub(super)`/`pub(crate)`).
+fn public_fields(file: &Path, name: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(file).unwrap();
+    let start = text.find(&format!("pub struct {name} {{")).unwrap_or_else(|| panic!("no struct {name} in {file:?}"));
+    let body = &text[start..start + text[start..].find("\n}").unwrap()];
+    body.lines()
+        .skip(1)
+        .map(str::trim)
+        .filter(|l| l.starts_with("pub ") && l.contains(": "))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn hub_and_state_have_no_public_fields() {
+    // Other stages talk to them through methods: what they hold and how they lock it can change behind those.
+    for (file, name) in [("publish/hub.rs", "Hub"), ("state/mod.rs", "Shared")] {
+        let open = public_fields(&src().join(file), name);
+        assert!(open.is_empty(), "{name} has public fields: {open:?}");
+    }
+}

@@ -196,6 +196,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let passthrough = (c.server.info_passthrough && !c.ingest.info_url.is_empty())
         .then(|| Passthrough::new(&c.ingest.info_url, &c.server));
     let ws = Arc::new(WsContext {
+        state: shared.clone(),
         hub,
         cfg: c.server.clone(),
         passthrough,
@@ -206,7 +207,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         budgets: crate::ws::budget::Budgets::new(c.server.conn_budget_bytes, c.server.global_budget_bytes),
         user_cap: Default::default(),
     });
-    let state = AppState::new(shared.clone(), ws.clone());
+    let state = AppState::new(ws.clone());
     let served = rt.block_on(serve_http(&c.server, state, closing_tx, shared.clone(), failed));
     rt.block_on(drain(&ws));
     stop.store(true, Relaxed);
@@ -248,9 +249,8 @@ fn start_store(
     watch: &Supervisor,
 ) -> anyhow::Result<Option<std::thread::JoinHandle<()>>> {
     let Some(store) = store else { return Ok(None) };
-    let _ = hub.store.set(store.clone());
     let (feeder, rx) = store::writer::channel(&store);
-    *hub.store_feed.lock() = Some(feeder);
+    hub.set_store(store.clone(), feeder);
     // Missed blocks are read back from the node's files on this host: the first file source's.
     let files = c.sources()?.into_iter().find_map(|s| match s {
         Source::File => Some(c.node_dir()),
@@ -264,7 +264,7 @@ fn start_store(
             coins: c.store.seed_coins.clone(),
             pause: Duration::from_millis(c.store.seed_pause_ms),
         };
-        store::seed::spawn(store.clone(), hub.shared.clone(), seed);
+        store::seed::spawn(store.clone(), hub.state().clone(), seed);
     }
     let writer = Writer::new(store, files, c.store.fills_retention_days);
     let w = watch.clone();

@@ -173,7 +173,7 @@ impl PublishCounters {
 
 #[derive(Debug)]
 pub struct Hub {
-    pub shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
     registry: Mutex<Registry>,
     wanted: ArcSwap<Wanted>,
     feed: RwLock<VecDeque<Arc<Tick>>>,
@@ -184,21 +184,21 @@ pub struct Hub {
     feed_bytes: AtomicU64,
     requests: Mutex<Vec<(Coin, oneshot::Sender<L4Snapshot>)>>,
     published: watch::Sender<u64>,
-    pub counters: PublishCounters,
+    pub(super) counters: PublishCounters,
     /// Per-block stage times, settled into latency histograms.
-    pub stages: crate::audit::Stages,
+    pub(super) stages: crate::audit::Stages,
     /// Followers of per-user channels.
-    pub users: UserSubs,
+    pub(super) users: UserSubs,
     /// Each coin's last trades, for a trades subscription's first frame.
-    pub recent_trades: super::recent_trades::RecentTrades,
+    pub(super) recent_trades: super::recent_trades::RecentTrades,
     /// Each wanted candle's newest frame, and finished backfills.
-    pub candles: CandleFrames,
+    pub(super) candles: CandleFrames,
     /// The history store, for userFills' and candles' first frames and candleSnapshot (unset: no history).
-    pub store: std::sync::OnceLock<Arc<crate::store::Store>>,
+    pub(super) store: std::sync::OnceLock<Arc<crate::store::Store>>,
     /// The store writer's channel, taken by the publisher (which feeds it every fills step).
-    pub store_feed: Mutex<Option<crate::store::writer::Feeder>>,
+    pub(super) store_feed: Mutex<Option<crate::store::writer::Feeder>>,
     /// Reads of history: their turns, and userFills reads shared per user.
-    pub history: History,
+    pub(super) history: History,
 }
 
 impl Hub {
@@ -230,6 +230,49 @@ impl Hub {
     pub fn with_history_limits(mut self, reads: usize, queue: usize, wait: std::time::Duration) -> Hub {
         self.history = History::new(Turns::new(reads, queue, wait));
         self
+    }
+
+    /// The state the hub publishes from.
+    pub fn state(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Per-line stage times (the audit stamps frames with them; connections record their writes).
+    pub fn stages(&self) -> &crate::audit::Stages {
+        &self.stages
+    }
+
+    /// The publish stage's counters and its history reads', by name.
+    pub fn counter_list(&self) -> Vec<(&'static str, u64)> {
+        let mut list = self.counters.to_list();
+        list.extend(self.history.counters.to_list());
+        list
+    }
+
+    /// Reads of history (userFills snapshots, candleSnapshot): their turns and counters.
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    /// `coin`'s recent trades as a trades subscription's first frame, for a subscription at feed tick `cursor`.
+    pub fn recent_trades_frame(&self, coin: &Coin, cursor: u64) -> Option<Vec<u8>> {
+        self.recent_trades.frame(coin, cursor)
+    }
+
+    /// A candle key's newest frame (its first frame for a new subscription).
+    pub fn latest_candle(&self, key: &CandleKey) -> Option<super::candles::keeper::Latest> {
+        self.candles.latest(key)
+    }
+
+    /// The history store, once opened (no store: no history).
+    pub fn store(&self) -> Option<Arc<crate::store::Store>> {
+        self.store.get().cloned()
+    }
+
+    /// Gives the hub its history store and the writer's channel, which the publisher feeds every fills step.
+    pub fn set_store(&self, store: Arc<crate::store::Store>, feed: crate::store::writer::Feeder) {
+        let _ = self.store.set(store);
+        *self.store_feed.lock() = Some(feed);
     }
 
     /// Wakes after every publish pass.

@@ -63,11 +63,11 @@ pub async fn candle_snapshot(hub: &Arc<Hub>, body: &Value, place: Place) -> Answ
         Ok(r) => r,
         Err(a) => return a,
     };
-    if hub.shared.books().coin(&r.coin).is_none() {
+    if hub.state().books().coin(&r.coin).is_none() {
         let coin = Value::String(r.coin.chars().take(100).collect());
         return Answer::text(422, &format!("candleSnapshot: hlbook's books have no coin {coin}"));
     }
-    let Some(store) = hub.store.get().cloned() else {
+    let Some(store) = hub.store() else {
         return Answer { status: 200, json: Bytes::from_static(b"[]") };
     };
     // Set when this request is dropped (its client left): it is not read once its turn comes.
@@ -76,15 +76,15 @@ pub async fn candle_snapshot(hub: &Arc<Hub>, body: &Value, place: Place) -> Answ
     let hub = hub.clone();
     place
         .blocking("candleSnapshot", move || {
-            let turn = match hub.history.turns.take() {
+            let turn = match hub.history().turns.take() {
                 Ok(t) => t,
                 Err(e) => {
-                    hub.history.counters.reads_refused.fetch_add(1, Relaxed);
+                    hub.history().counters.reads_refused.fetch_add(1, Relaxed);
                     return Answer::text(503, &format!("candleSnapshot: {e}"));
                 }
             };
             if gone.load(Relaxed) {
-                hub.history.counters.reads_abandoned.fetch_add(1, Relaxed);
+                hub.history().counters.reads_abandoned.fetch_add(1, Relaxed);
                 return Answer::text(499, "candleSnapshot: the client left");
             }
             let range = (r.interval.bucket(r.start).0, r.interval.bucket(r.end).0);

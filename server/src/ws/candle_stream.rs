@@ -26,7 +26,7 @@ pub(super) fn first_frame(
     state: &mut CandleState,
 ) -> Option<(Arc<Frame>, Option<String>)> {
     let CandleState::Waiting = state else { return None };
-    let latest = hub.candles.latest(key)?;
+    let latest = hub.latest_candle(key)?;
     *state = CandleState::Live { cursor: head.max(latest.frame.seq) };
     let notice = latest.partial_from.map(|from_ms| {
         if from_ms >= i64::MAX - 1 {

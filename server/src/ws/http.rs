@@ -11,13 +11,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tokio::sync::Semaphore;
 
-use crate::state::Shared;
 use crate::ws::WsContext;
 
 /// What every handler can reach.
 #[derive(Clone, Debug)]
 pub struct AppState {
-    pub shared: Arc<Shared>,
     pub ws: Arc<WsContext>,
     pub metrics: Arc<prometheus_client::registry::Registry>,
     /// One `/l4snapshot` export at a time.
@@ -25,9 +23,9 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(shared: Arc<Shared>, ws: Arc<WsContext>) -> AppState {
+    pub fn new(ws: Arc<WsContext>) -> AppState {
         let metrics = Arc::new(crate::audit::metrics::registry(ws.clone()));
-        AppState { shared, ws, metrics, exports: Arc::new(Semaphore::new(1)) }
+        AppState { ws, metrics, exports: Arc::new(Semaphore::new(1)) }
     }
 }
 
@@ -69,7 +67,7 @@ async fn info(State(s): State<AppState>, ConnectInfo(peer): ConnectInfo<SocketAd
 /// 200 while the books follow the node (`live`, `catching_up`), 503 otherwise, so a balancer can drop a server
 /// whose books are stale or being rebuilt, or whose threads died.
 pub async fn health(State(s): State<AppState>) -> Response {
-    let h = &s.shared.health();
+    let h = &s.ws.state.health();
     let state = h.state();
     let (block_lag, node_lag) = h.lag();
     let mut body = serde_json::json!({

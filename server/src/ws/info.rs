@@ -53,7 +53,7 @@ async fn local(hub: &Arc<Hub>, kind: &str, body: &Value, place: Place) -> Answer
         return super::candle_info::candle_snapshot(hub, body, place).await;
     }
     // The blocking work gets its own copies: it runs on even if the client goes away.
-    let (shared, owned) = (hub.shared.clone(), body.clone());
+    let (shared, owned) = (hub.state().clone(), body.clone());
     if kind == "l2Book" {
         return place.work_blocking(&L2_BOOKS, kind, move || l2_book(&shared, &owned)).await;
     }

@@ -42,6 +42,8 @@ use crate::publish::Hub;
 /// What every connection shares.
 #[derive(Debug)]
 pub struct WsContext {
+    /// The books and the state beside them (info answers read them; subscriptions check their coins).
+    pub state: Arc<crate::state::Shared>,
     pub hub: Arc<Hub>,
     pub cfg: ServerConfig,
     pub passthrough: Option<info::Passthrough>,
@@ -95,15 +97,13 @@ pub const CHANNELS: [&str; 9] =
 /// What the exporters (`/metrics`, `/status`) read.
 impl crate::audit::Exposed for WsContext {
     fn health(&self) -> &crate::ingest::health::Health {
-        self.hub.shared.health()
+        self.state.health()
     }
     fn stages(&self) -> &crate::audit::Stages {
-        &self.hub.stages
+        self.hub.stages()
     }
     fn publish_counters(&self) -> Vec<(&'static str, u64)> {
-        let mut list = self.hub.counters.to_list();
-        list.extend(self.hub.history.counters.to_list());
-        list
+        self.hub.counter_list()
     }
     fn feed_bytes(&self) -> u64 {
         self.hub.feed_bytes()

@@ -75,7 +75,7 @@ pub(super) fn take_user_tick(
         let cursor = tick.seq - 1;
         *state = match ch {
             UserChannel::Fills => {
-                UserState::Waiting { wait: hub.history.user_fills(hub, user, tick.height, cursor), cursor }
+                UserState::Waiting { wait: hub.history().user_fills(hub, user, tick.height, cursor), cursor }
             }
             _ => UserState::Live { cursor, aggregate: false },
         };

@@ -50,7 +50,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         // Whatever tungstenite queued (a pong) goes out first, so our messages never land inside one of its frames.
         self.ws.flush().await?;
         wire::write_all(self.ws.get_mut(), &messages).await?;
-        let stages = &self.ctx.hub.stages;
+        let stages = self.ctx.hub.stages();
         let written = now_nanos();
         for f in &batch.frames {
             if let Out::Shared(fr, _) = f
