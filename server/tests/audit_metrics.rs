@@ -272,7 +272,11 @@ fn audit_fields_come_only_when_asked() {
         }
         let audit = m["audit"].as_object().unwrap_or_else(|| panic!("{channel} frame without audit: {m}"));
         let keys: Vec<&str> = audit.keys().map(String::as_str).collect();
-        assert_eq!(keys, AUDIT_KEYS, "{m}");
+        // The stage stamps, then the subscription's chain (docs/api.md).
+        assert_eq!(keys[..AUDIT_KEYS.len()], AUDIT_KEYS, "{m}");
+        let chain = &keys[AUDIT_KEYS.len()..];
+        assert!(chain.starts_with(&["sub", "n"]), "{m}");
+        assert!(chain.iter().all(|k| ["sub", "n", "prev", "snapshot", "conflated", "lost"].contains(k)), "{m}");
         let t: Vec<i64> = AUDIT_KEYS.iter().map(|k| audit[*k].as_i64().expect("an integer")).collect();
         assert!(t.iter().all(|&x| x > 0), "{channel}: a stage time is missing: {audit:?}");
         // All stamped with this machine's clock: block ≤ node write ≤ read ≤ applied ≤ published ≤ sent.
