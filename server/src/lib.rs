@@ -1,10 +1,22 @@
 //! hlbook: a self-hosted Hyperliquid order-book server.
 //!
-//! The data path reads in module order: `node` (what the node writes) → `ingest` (reading it, assembling blocks)
-//! → `book` (exact L4 books and their L2 views) → `publish` (frames, serialized once) → `ws` (serving them);
-//! `store` keeps candle and fills history across restarts (fed by `publish`, read by `publish` and `ws`);
-//! `audit` times every stage, `config` holds the settings and `sim` the node simulator that stands in for hl-node
-//! in tests, demos and benchmarks.
+//! The data path: the node's files → `node` (parse) → `ingest` (whole blocks, in order) → `book` (exact L4 books,
+//! in `state`) → `publish` (frames, serialized once) → `ws` (clients). The modules, in dependency order: each may
+//! use only the ones above it in this list (`tests/layering.rs` checks it, docs/architecture.md explains it).
+//!
+//! | module | owns |
+//! | --- | --- |
+//! | `node` | the node's formats: lines, events, snapshots, times; imports nothing of ours |
+//! | `config` | the settings, from the file and the flags |
+//! | `book` | exact L4 books and their L2 views |
+//! | `state` | what ingest shares with everyone: the books behind their lock, the kept blocks and steps, each line's stage times, the change signal, health (read through `ingest::health` until it moves here) |
+//! | `store` | candle and fills history on disk (redb), fed from the state |
+//! | `ingest` | reading the node's lines (files, relays), assembling and applying blocks, snapshots, validation |
+//! | `audit` | per-stage latency and its exports (`/status`, `/metrics`) |
+//! | `publish` | frames built from the state, serialized once, and the backlog connections read |
+//! | `ws` | serving: WebSocket, info requests, health, the admin endpoints |
+//! | `cli` | the commands: `serve`, `relay`, `replay` |
+//! | `sim` | the node simulator (`hlsim`): beside the server, never imported by it |
 
 pub mod audit;
 pub mod book;

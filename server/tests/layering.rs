@@ -1,4 +1,4 @@
-//! The import rule of docs/architecture.md, checked on the sources: each module of the library names only the
+//! The dependency order of docs/architecture.md ("The dependency order") and lib.rs, checked on the sources: each module of the library names only the
 //! modules below it (node → book → state → ingest / publish → ws, with audit and config beside them), so no stage
 //! reaches back up the pipeline; and the state module keeps its locks private.
 
