@@ -17,6 +17,8 @@ pub struct Config {
     pub ingest: IngestConfig,
     pub server: ServerConfig,
     pub log: LogConfig,
+    /// NATS: credentials, TLS and stream settings for `nats://` sources and `hlbook relay --nats`.
+    pub nats: crate::ingest::nats::NatsConfig,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -243,6 +245,11 @@ pub enum Source {
     /// Another node data dir on this host (`file:PATH`).
     FileAt(PathBuf),
     Tcp(String),
+    /// `nats://HOST:PORT[,HOST:PORT…][/STREAM]`: servers as `nats://HOST:PORT,…`, and the stream when named.
+    Nats {
+        servers: String,
+        stream: Option<String>,
+    },
 }
 
 impl Config {
@@ -386,6 +393,7 @@ impl Config {
         if v.backlog_bytes < 1 << 20 {
             return Err(invalid("server.backlog_bytes", "must be at least 1048576"));
         }
+        self.nats.check().map_err(|why| invalid("nats", &why))?;
         if !matches!(self.log.format.as_str(), "human" | "json") {
             return Err(invalid("log.format", "`human` or `json`"));
         }
@@ -427,11 +435,22 @@ fn parse_source(key: &'static str, s: &str) -> Result<Source, ConfigError> {
     if let Some(path) = s.strip_prefix("file:").filter(|p| !p.is_empty()) {
         return Ok(Source::FileAt(expand_home(Path::new(path))));
     }
+    if let Some(rest) = s.strip_prefix("nats://") {
+        let (hosts, stream) = rest.split_once('/').map_or((rest, None), |(h, st)| (h, Some(st.to_string())));
+        let ok = |a: &str| a.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+        if hosts.split(',').all(ok) && stream.as_deref().is_none_or(|st| !st.is_empty() && !st.contains('/')) {
+            let servers = hosts.split(',').map(|a| format!("nats://{a}")).collect::<Vec<_>>().join(",");
+            return Ok(Source::Nats { servers, stream });
+        }
+        return Err(invalid(key, &format!("{s:?}: expected `nats://HOST:PORT[,HOST:PORT…][/STREAM]`")));
+    }
     match s.strip_prefix("tcp://") {
         Some(addr) if addr.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok()) => {
             Ok(Source::Tcp(addr.to_string()))
         }
-        _ => Err(invalid(key, &format!("{s:?}: expected `file`, `file:PATH` or `tcp://HOST:PORT`"))),
+        _ => {
+            Err(invalid(key, &format!("{s:?}: expected `file`, `file:PATH`, `tcp://HOST:PORT` or `nats://HOST:PORT`")))
+        }
     }
 }
 
@@ -481,6 +500,9 @@ mod tests {
         assert_eq!(c.ingest.mode, Mode::Streaming);
         assert_eq!(c.source().unwrap(), Source::Tcp("10.0.0.1:7000".into()));
         assert_eq!(c.server, ServerConfig::default());
+        let c = parse("[ingest]\nsource = \"nats://a:4222,b:4222/HL2\"\n").unwrap();
+        let servers = "nats://a:4222,nats://b:4222".to_string();
+        assert_eq!(c.source().unwrap(), Source::Nats { servers, stream: Some("HL2".into()) });
     }
 
     #[test]
@@ -502,6 +524,8 @@ mod tests {
             ("[ingest]\nnode_dri = \"/x\"\n", "node_dri"),
             ("[ingest]\nsource = \"udp://x:1\"\n", "ingest.source"),
             ("[ingest]\nsource = \"tcp://nohost\"\n", "ingest.source"),
+            ("[ingest]\nsource = \"nats://a:4222/\"\n", "ingest.source"),
+            ("[nats]\nchunk_bytes = 10\n", "nats"),
             ("[ingest]\nmode = \"fast\"\n", "mode"),
             ("[ingest]\nstale_after_secs = -1\n", "ingest.stale_after_secs"),
             ("[ingest]\ninfo_url = \"\"\n", "ingest.info_url"),

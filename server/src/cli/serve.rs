@@ -16,6 +16,7 @@ use crate::book::Books;
 use crate::config::{Config, ServerConfig, Source};
 use crate::ingest::info::SnapshotFrom;
 use crate::ingest::live::{Ingest, LiveConfig, SourceSpec};
+use crate::ingest::nats::source::NatsTarget;
 use crate::ingest::validate::{self, ValidateConfig};
 use crate::node::Mode;
 use crate::publish::{self, Hub};
@@ -40,8 +41,8 @@ pub struct ServeArgs {
     /// The node's output mode: by-block (--batch-by-block) or streaming (--stream-with-block-info).
     #[arg(long, value_enum)]
     pub mode: Option<Mode>,
-    /// `file` (the node's files in --node-dir), `file:PATH` (another node's data dir) or `tcp://HOST:PORT` (an
-    /// `hlbook relay`) [default: file]. Repeat to race several nodes (by-block): each line is taken from the
+    /// `file` (the node's files in --node-dir), `file:PATH` (another node's data dir), `tcp://HOST:PORT` (an
+    /// `hlbook relay`) or `nats://HOST:PORT[/STREAM]` (`hlbook relay --nats`; `[nats]` in --config) [default: file]. Repeat to race several nodes (by-block): each line is taken from the
     /// source that delivers it first and checked against the others.
     #[arg(long)]
     pub source: Vec<String>,
@@ -122,6 +123,11 @@ fn live_config(c: &Config) -> anyhow::Result<LiveConfig> {
             Source::File => SourceSpec::Files(c.node_dir()),
             Source::FileAt(dir) => SourceSpec::Files(dir),
             Source::Tcp(addr) => SourceSpec::Tcp(addr),
+            Source::Nats { servers, stream } => SourceSpec::Nats(Box::new(NatsTarget {
+                servers,
+                stream: stream.unwrap_or_else(|| c.nats.stream.clone()),
+                cfg: c.nats.clone(),
+            })),
         })
         .collect();
     let mut snapshots = Vec::new();

@@ -1,0 +1,89 @@
+//! Real `nats-server` processes for the NATS tests: a generated config, a port the server picks (read back from
+//! its log) or the one it had before a restart, JetStream stored under the test's temporary folder.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::Proc;
+
+pub const NATS_SERVER: &str = "nats-server";
+
+/// Whether `nats-server` can run here; when not, the caller skips (`make setup` installs it).
+pub fn available() -> bool {
+    std::process::Command::new(NATS_SERVER).arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+#[derive(Debug)]
+pub struct NatsServer {
+    pub proc: Proc,
+    pub port: u16,
+    dir: PathBuf,
+    extra: String,
+    starts: u32,
+}
+
+impl NatsServer {
+    /// Starts a JetStream server storing under `dir`, with `extra` config lines (accounts, TLS, cluster).
+    pub fn start(dir: &Path, extra: &str) -> NatsServer {
+        let mut s = NatsServer { proc: spawn(dir, 0, extra, 0), port: 0, dir: dir.to_path_buf(), extra: extra.into(), starts: 1 };
+        s.port = s.wait_ready();
+        s
+    }
+
+    /// `nats://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// SIGKILL: a crash.
+    pub fn kill(&mut self) {
+        self.proc.kill();
+    }
+
+    /// Starts again on the same port with the same store.
+    pub fn restart(&mut self) {
+        self.proc.kill();
+        self.proc = spawn(&self.dir, self.port, &self.extra, self.starts);
+        self.starts += 1;
+        self.wait_ready();
+    }
+
+    fn log(&self) -> PathBuf {
+        self.dir.join(format!("nats-{}.log", self.starts - 1))
+    }
+
+    /// Waits for the log to say the server is ready; returns its client port.
+    fn wait_ready(&self) -> u16 {
+        let text = wait_log(&self.log(), "Server is ready", Duration::from_secs(30));
+        let at = text.find("Listening for client connections on").expect("client port in the log");
+        let line = text[at..].lines().next().unwrap();
+        line.rsplit(':').next().unwrap().trim().parse().expect("a port")
+    }
+}
+
+fn spawn(dir: &Path, port: u16, extra: &str, n: u32) -> Proc {
+    std::fs::create_dir_all(dir).unwrap();
+    let port = if port == 0 { "-1".to_string() } else { port.to_string() };
+    let conf = dir.join(format!("nats-{n}.conf"));
+    let store = dir.join("js");
+    let text = format!(
+        "host: 127.0.0.1\nport: {port}\njetstream {{\n  store_dir: \"{}\"\n}}\n{extra}\n",
+        store.display()
+    );
+    std::fs::write(&conf, text).unwrap();
+    let log = dir.join(format!("nats-{n}.log"));
+    Proc::start(NATS_SERVER, &["-c", conf.to_str().unwrap()], &log)
+}
+
+/// The log's text once it contains `needle` (checked as the file grows, bounded by `timeout`).
+pub fn wait_log(log: &Path, needle: &str, timeout: Duration) -> String {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if text.contains(needle) {
+            return text;
+        }
+        assert!(Instant::now() < deadline, "{} never said {needle:?}:\n{text}", log.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
