@@ -25,7 +25,13 @@ pub struct NatsServer {
 impl NatsServer {
     /// Starts a JetStream server storing under `dir`, with `extra` config lines (accounts, TLS, cluster).
     pub fn start(dir: &Path, extra: &str) -> NatsServer {
-        let mut s = NatsServer { proc: spawn(dir, 0, extra, 0), port: 0, dir: dir.to_path_buf(), extra: extra.into(), starts: 1 };
+        let mut s = NatsServer {
+            proc: spawn(dir, 0, extra, 0),
+            port: 0,
+            dir: dir.to_path_buf(),
+            extra: extra.into(),
+            starts: 1,
+        };
         s.port = s.wait_ready();
         s
     }
@@ -66,10 +72,8 @@ fn spawn(dir: &Path, port: u16, extra: &str, n: u32) -> Proc {
     let port = if port == 0 { "-1".to_string() } else { port.to_string() };
     let conf = dir.join(format!("nats-{n}.conf"));
     let store = dir.join("js");
-    let text = format!(
-        "host: 127.0.0.1\nport: {port}\njetstream {{\n  store_dir: \"{}\"\n}}\n{extra}\n",
-        store.display()
-    );
+    let text =
+        format!("host: 127.0.0.1\nport: {port}\njetstream {{\n  store_dir: \"{}\"\n}}\n{extra}\n", store.display());
     std::fs::write(&conf, text).unwrap();
     let log = dir.join(format!("nats-{n}.log"));
     Proc::start(NATS_SERVER, &["-c", conf.to_str().unwrap()], &log)
