@@ -120,3 +120,50 @@ fn by_block_in_parts_through_publisher_and_edge_crashes() {
 fn streaming_through_publisher_edge_and_nats_crashes() {
     run(Mode::Streaming, 985148231, 900 * 1024, true);
 }
+
+/// Whole-market status lines of several MB (the simulator at mainnet's rejection ratio) cross NATS in parts under
+/// its default 1 MB payload limit and arrive whole: the edge's books equal the simulator's own at the last block.
+#[test]
+fn multi_mb_status_lines_arrive_whole() {
+    if !procs::nats::available() {
+        procs::skip("nats-server is not installed (make setup installs it)");
+        return;
+    }
+    let (data, logs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let log = |name: &str| logs.path().join(name);
+    let nats = NatsServer::start(&logs.path().join("nats"), "");
+    let market = ["--coins", "5", "--btc-orders", "4000", "--orders-per-coin", "300", "--block-ms", "100"];
+    let market = [&market[..], &["--reject-ratio", "20", "--blocks", "40"]].concat();
+    let (_sim, info) = procs::start_sim(data.path(), &market, &log("sim.log"));
+    let config = log("relay.toml");
+    std::fs::write(&config, "[nats]\n").unwrap();
+    let _publisher = publisher(&nats.url(), data.path(), "by-block", &config, &log("pub.log"));
+    let snaps = logs.path().join("snapshots");
+    std::fs::create_dir_all(&snaps).unwrap();
+    let source = format!("{}/HL", nats.url());
+    let extra = ["--source", &source, "--validate-interval", "0"];
+    let mut server = procs::start_serve(Path::new("/nonexistent"), &info, &snaps, &extra, &log("edge.log"));
+    let base = format!("http://{}", server.wait_line("hlbook listening on", Duration::from_secs(20)));
+    let admin = procs::admin_base(&server);
+    let last = 1_000_000_000 + 39;
+    let h = wait_health(&base, Duration::from_secs(120), |h| h["height"].as_u64() == Some(last));
+    let largest = largest_line(&data.path().join("node_order_statuses_by_block"));
+    assert!(largest > 3 << 20, "the test needs status lines of several MB, not {largest} bytes");
+    let ours = books_from_snapshot(&get_bytes(&format!("{admin}/l4snapshot")).expect("snapshot"));
+    procs::assert_same_books(&ours, &procs::sim_books_at(&info, logs.path(), last));
+    for zero in ["gaps", "inconsistencies", "malformed_lines", "broken_blocks", "lines_too_long"] {
+        assert_eq!(counter(&h, zero), 0, "{zero}: {h}");
+    }
+    assert!(server.stop().success());
+}
+
+fn largest_line(dir: &Path) -> usize {
+    let mut largest = 0;
+    for day in std::fs::read_dir(dir.join("hourly")).unwrap() {
+        for hour in std::fs::read_dir(day.unwrap().path()).unwrap() {
+            let text = std::fs::read(hour.unwrap().path()).unwrap();
+            largest = largest.max(text.split(|&b| b == b'\n').map(<[u8]>::len).max().unwrap_or(0));
+        }
+    }
+    largest
+}
