@@ -19,19 +19,21 @@ pub struct NatsServer {
     pub port: u16,
     dir: PathBuf,
     extra: String,
+    env: Vec<(String, String)>,
     starts: u32,
 }
 
 impl NatsServer {
     /// Starts a JetStream server storing under `dir`, with `extra` config lines (accounts, TLS, cluster).
     pub fn start(dir: &Path, extra: &str) -> NatsServer {
-        let mut s = NatsServer {
-            proc: spawn(dir, 0, extra, 0),
-            port: 0,
-            dir: dir.to_path_buf(),
-            extra: extra.into(),
-            starts: 1,
-        };
+        NatsServer::start_env(dir, extra, &[])
+    }
+
+    /// `start` with environment variables (the passwords deploy/nats/accounts.conf reads).
+    pub fn start_env(dir: &Path, extra: &str, env: &[(&str, &str)]) -> NatsServer {
+        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let proc = spawn(dir, 0, extra, &env, 0);
+        let mut s = NatsServer { proc, port: 0, dir: dir.to_path_buf(), extra: extra.into(), env, starts: 1 };
         s.port = s.wait_ready();
         s
     }
@@ -49,7 +51,7 @@ impl NatsServer {
     /// Starts again on the same port with the same store.
     pub fn restart(&mut self) {
         self.proc.kill();
-        self.proc = spawn(&self.dir, self.port, &self.extra, self.starts);
+        self.proc = spawn(&self.dir, self.port, &self.extra, &self.env, self.starts);
         self.starts += 1;
         self.wait_ready();
     }
@@ -67,7 +69,7 @@ impl NatsServer {
     }
 }
 
-fn spawn(dir: &Path, port: u16, extra: &str, n: u32) -> Proc {
+fn spawn(dir: &Path, port: u16, extra: &str, env: &[(String, String)], n: u32) -> Proc {
     std::fs::create_dir_all(dir).unwrap();
     let port = if port == 0 { "-1".to_string() } else { port.to_string() };
     let conf = dir.join(format!("nats-{n}.conf"));
@@ -76,7 +78,8 @@ fn spawn(dir: &Path, port: u16, extra: &str, n: u32) -> Proc {
         format!("host: 127.0.0.1\nport: {port}\njetstream {{\n  store_dir: \"{}\"\n}}\n{extra}\n", store.display());
     std::fs::write(&conf, text).unwrap();
     let log = dir.join(format!("nats-{n}.log"));
-    Proc::start(NATS_SERVER, &["-c", conf.to_str().unwrap()], &log)
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    Proc::start_env(NATS_SERVER, &["-c", conf.to_str().unwrap()], &env, &log)
 }
 
 /// The log's text once it contains `needle` (checked as the file grows, bounded by `timeout`).
