@@ -99,3 +99,88 @@ fn edges_read_but_cannot_publish_or_delete_and_strangers_get_nothing() {
     });
     assert!(good.stop().success() && stranger.stop().success());
 }
+
+/// A self-signed CA and a server certificate for 127.0.0.1 that it signed, made with `openssl` in `dir`; false
+/// when openssl is missing.
+fn make_ca(dir: &Path) -> bool {
+    let run = |args: &[&str]| {
+        let Ok(out) = std::process::Command::new("openssl").args(args).current_dir(dir).output() else { return false };
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        true
+    };
+    std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    let key = ["-newkey", "rsa:2048", "-nodes"];
+    run(&[
+        &["req", "-x509"][..],
+        &key,
+        &["-keyout", "ca-key.pem", "-out", "ca.pem", "-days", "2", "-subj", "/CN=hlbook test CA"],
+    ]
+    .concat())
+        && run(&[&["req"][..], &key, &["-keyout", "server-key.pem", "-out", "server.csr", "-subj", "/CN=127.0.0.1"]]
+            .concat())
+        && run(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca-key.pem",
+            "-CAcreateserial",
+            "-out",
+            "server.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "san.ext",
+        ])
+}
+
+/// TLS with a self-signed CA: publisher and edge given the CA (`nats.tls_ca_file`) carry lines end to end and the
+/// edge's books equal the simulator's; a client that does not trust the CA cannot connect.
+#[test]
+fn lines_cross_tls_signed_by_our_own_ca() {
+    if !procs::nats::available() {
+        procs::skip("nats-server is not installed (make setup installs it)");
+        return;
+    }
+    let (data, logs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let log = |name: &str| logs.path().join(name);
+    let pki = logs.path().join("pki");
+    std::fs::create_dir_all(&pki).unwrap();
+    if !make_ca(&pki) {
+        procs::skip("openssl is not installed");
+        return;
+    }
+    let p = |f: &str| pki.join(f).display().to_string();
+    let tls = format!(
+        "tls {{\n  cert_file: \"{}\"\n  key_file: \"{}\"\n  ca_file: \"{}\"\n}}",
+        p("server.pem"),
+        p("server-key.pem"),
+        p("ca.pem")
+    );
+    let nats = NatsServer::start(&logs.path().join("nats"), &tls);
+    let market = [&procs::CHECKED_MARKET[..], &["--blocks", "20"]].concat();
+    let (_sim, info) = procs::start_sim(data.path(), &market, &log("sim.log"));
+    let last = 1_000_000_000 + 19;
+    let conf = log("tls.toml");
+    std::fs::write(&conf, format!("[nats]\ntls_ca_file = \"{}\"\n", p("ca.pem"))).unwrap();
+    let args = ["relay", "--nats", &nats.url(), "--config", conf.to_str().unwrap(), "--node-dir"];
+    let publisher = Proc::start(HLBOOK, &[&args[..], &[data.path().to_str().unwrap()]].concat(), &log("pub.log"));
+    publisher.wait_line("relay publishing to nats stream", Duration::from_secs(30));
+    let source = format!("{}/HL", nats.url());
+    let extra = ["--source", &source, "--validate-interval", "0", "--config", conf.to_str().unwrap()];
+    let snaps = logs.path().join("snaps");
+    std::fs::create_dir_all(&snaps).unwrap();
+    let mut edge = procs::start_serve(Path::new("/nonexistent"), &info, &snaps, &extra, &log("edge.log"));
+    let base = format!("http://{}", edge.wait_line("hlbook listening on", Duration::from_secs(20)));
+    let admin = procs::admin_base(&edge);
+    wait_health(&base, Duration::from_secs(120), |h| h["height"].as_u64() == Some(last));
+    let ours = procs::books_from_snapshot(&get_bytes(&format!("{admin}/l4snapshot")).expect("snapshot"));
+    procs::assert_same_books(&ours, &procs::sim_books_at(&info, logs.path(), last));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let untrusting = rt.block_on(async_nats::ConnectOptions::new().require_tls(true).connect(nats.url()));
+    assert!(untrusting.is_err(), "a client without our CA cannot connect");
+    assert!(edge.stop().success());
+}
