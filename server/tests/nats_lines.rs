@@ -167,3 +167,34 @@ fn largest_line(dir: &Path) -> usize {
     }
     largest
 }
+
+/// NATS races the node's files like any other source: the edge takes each line from whichever brings it first,
+/// checks it against the other's copy, and ends equal to replay with no disagreement.
+#[test]
+fn nats_races_the_files() {
+    if !procs::nats::available() {
+        procs::skip("nats-server is not installed (make setup installs it)");
+        return;
+    }
+    let Some(cap) = common::unpack() else { return };
+    let (dst, logs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let log = |name: &str| logs.path().join(name);
+    let nats = NatsServer::start(&logs.path().join("nats"), "");
+    let config = log("relay.toml");
+    std::fs::write(&config, "[nats]\n").unwrap();
+    let _publisher = publisher(&nats.url(), dst.path(), "by-block", &config, &log("pub.log"));
+    let (files, source) = (format!("file:{}", dst.path().display()), format!("{}/HL", nats.url()));
+    let snapshot = cap.snapshot.to_str().unwrap();
+    let args = ["serve", "--source", &files, "--source", &source, "--snapshot-file", snapshot, "--info-url", ""];
+    let args = [&args[..], &["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--validate-interval", "0"]];
+    let mut server = Proc::start(HLBOOK, &args.concat(), &log("edge.log"));
+    let base = format!("http://{}", server.wait_line("hlbook listening on", Duration::from_secs(20)));
+    let admin = procs::admin_base(&server);
+    common::write_capture(&cap.node_dir, dst.path(), Mode::ByBlock, None, Duration::from_millis(60));
+    check(&cap, Mode::ByBlock, &base, &admin, 985148232);
+    let h = procs::get_json(&format!("{base}/health")).unwrap();
+    assert_eq!(counter(&h, "disagreements"), 0, "{h}");
+    let names: Vec<&str> = h["sources"].as_array().unwrap().iter().filter_map(|s| s["name"].as_str()).collect();
+    assert_eq!(names.len(), 2, "{h}");
+    assert!(server.stop().success());
+}
