@@ -6,9 +6,11 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages the build and the tests need (Boost is added in `setup`: Debian 12 ships 1.81, Ubuntu 24.04 newer).
 # python3-websockets and chromium are third-party WebSocket clients for server/tests/ws_compression.rs and
 # ws_chromium.rs; haproxy runs in server/tests/scale_out.rs, balancing two edge servers with deploy/haproxy/hlbook.cfg;
-# systemd brings systemd-analyze, which server/tests/deploy.rs verifies the units with.
+# systemd brings systemd-analyze, which server/tests/deploy.rs verifies the units with; nats-server (2.9 on Debian 12,
+# JetStream included) is the real NATS that server/tests/nats_*.rs start (hlbook relay --nats, --source nats://), and
+# openssl makes the self-signed CA of nats_auth.rs's TLS test.
 APT_PACKAGES := build-essential pkg-config ca-certificates curl git cmake libsimdjson-dev libgtest-dev libssl-dev \
-	python3 python3-websockets python3-venv haproxy systemd
+	python3 python3-websockets python3-venv haproxy systemd nats-server openssl
 # Installed when the distribution has a real package: Debian's chromium is one, Ubuntu 24.04 only has a snap
 # stub under another name, and the Chromium tests say so and skip there.
 OPTIONAL_APT_PACKAGES := chromium

@@ -12,10 +12,12 @@ use serde::Deserialize;
 use crate::node::Mode;
 
 mod ingest;
+mod nats;
 mod server;
 mod store;
 
 pub use ingest::IngestConfig;
+pub use nats::NatsConfig;
 pub use server::{DEFAULT_INFO_TYPES, ServerConfig};
 pub use store::StoreConfig;
 
@@ -26,6 +28,8 @@ pub struct Config {
     pub server: ServerConfig,
     pub store: StoreConfig,
     pub log: LogConfig,
+    /// NATS: credentials, TLS and stream settings for `nats://` sources and `hlbook relay --nats`.
+    pub nats: NatsConfig,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -60,6 +64,11 @@ pub enum Source {
     /// Another node data dir on this host (`file:PATH`).
     FileAt(PathBuf),
     Tcp(String),
+    /// `nats://HOST:PORT[,HOST:PORT…][/STREAM]`: servers as `nats://HOST:PORT,…`, and the stream when named.
+    Nats {
+        servers: String,
+        stream: Option<String>,
+    },
 }
 
 impl Config {
@@ -204,6 +213,7 @@ impl Config {
             return Err(invalid("server.backlog_bytes", "must be at least 1048576"));
         }
         self.store.check()?;
+        self.nats.check().map_err(|why| invalid("nats", &why))?;
         if !matches!(self.log.format.as_str(), "human" | "json") {
             return Err(invalid("log.format", "`human` or `json`"));
         }
@@ -245,11 +255,22 @@ fn parse_source(key: &'static str, s: &str) -> Result<Source, ConfigError> {
     if let Some(path) = s.strip_prefix("file:").filter(|p| !p.is_empty()) {
         return Ok(Source::FileAt(expand_home(Path::new(path))));
     }
+    if let Some(rest) = s.strip_prefix("nats://") {
+        let (hosts, stream) = rest.split_once('/').map_or((rest, None), |(h, st)| (h, Some(st.to_string())));
+        let ok = |a: &str| a.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+        if hosts.split(',').all(ok) && stream.as_deref().is_none_or(|st| !st.is_empty() && !st.contains('/')) {
+            let servers = hosts.split(',').map(|a| format!("nats://{a}")).collect::<Vec<_>>().join(",");
+            return Ok(Source::Nats { servers, stream });
+        }
+        return Err(invalid(key, &format!("{s:?}: expected `nats://HOST:PORT[,HOST:PORT…][/STREAM]`")));
+    }
     match s.strip_prefix("tcp://") {
         Some(addr) if addr.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok()) => {
             Ok(Source::Tcp(addr.to_string()))
         }
-        _ => Err(invalid(key, &format!("{s:?}: expected `file`, `file:PATH` or `tcp://HOST:PORT`"))),
+        _ => {
+            Err(invalid(key, &format!("{s:?}: expected `file`, `file:PATH`, `tcp://HOST:PORT` or `nats://HOST:PORT`")))
+        }
     }
 }
 

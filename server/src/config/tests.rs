@@ -22,6 +22,9 @@ fn defaults_are_valid_and_files_override_them() {
     let c = parse("[ingest]\nmode = \"streaming\"\nsource = \"tcp://10.0.0.1:7000\"\n").unwrap();
     assert_eq!(c.ingest.mode, Mode::Streaming);
     assert_eq!(c.source().unwrap(), Source::Tcp("10.0.0.1:7000".into()));
+    let c = parse("[ingest]\nsource = \"nats://a:4222,b:4222/HL2\"\n").unwrap();
+    let servers = "nats://a:4222,nats://b:4222".to_string();
+    assert_eq!(c.source().unwrap(), Source::Nats { servers, stream: Some("HL2".into()) });
     assert_eq!(c.server, ServerConfig::default());
 }
 
@@ -45,6 +48,8 @@ fn bad_settings_name_their_key() {
         ("[ingest]\nnode_dri = \"/x\"\n", "node_dri"),
         ("[ingest]\nsource = \"udp://x:1\"\n", "ingest.source"),
         ("[ingest]\nsource = \"tcp://nohost\"\n", "ingest.source"),
+        ("[ingest]\nsource = \"nats://a:4222/\"\n", "ingest.source"),
+        ("[nats]\nchunk_bytes = 10\n", "nats"),
         ("[ingest]\nmode = \"fast\"\n", "mode"),
         ("[ingest]\nstale_after_secs = -1\n", "ingest.stale_after_secs"),
         ("[ingest]\ninfo_url = \"\"\n", "ingest.info_url"),

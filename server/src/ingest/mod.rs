@@ -6,6 +6,7 @@ pub mod info;
 pub mod input;
 pub mod limits;
 pub mod live;
+pub mod nats;
 pub mod race;
 pub mod relay;
 pub mod replay;

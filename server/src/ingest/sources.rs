@@ -16,6 +16,7 @@ use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
+use super::nats::source::{NatsSource, NatsTarget};
 use super::source::{FileSource, LineSource};
 use super::tcp::TcpSource;
 use crate::node::time::now_nanos;
@@ -28,6 +29,8 @@ pub enum SourceSpec {
     Files(PathBuf),
     /// A relay (`hlbook relay`) at `HOST:PORT`.
     Tcp(String),
+    /// A JetStream stream that `hlbook relay --nats` publishes into.
+    Nats(Box<NatsTarget>),
 }
 
 impl SourceSpec {
@@ -36,6 +39,7 @@ impl SourceSpec {
         match self {
             SourceSpec::Files(p) => format!("file:{}", p.display()),
             SourceSpec::Tcp(a) => format!("tcp://{a}"),
+            SourceSpec::Nats(t) => format!("nats://{}/{}", t.servers.trim_start_matches("nats://"), t.stream),
         }
     }
 
@@ -46,6 +50,7 @@ impl SourceSpec {
             SourceSpec::Files(dir) if lines => Box::new(FileSource::new(dir, mode, height, max_line).fills_first()),
             SourceSpec::Files(dir) => Box::new(FileSource::new(dir, mode, height, max_line)),
             SourceSpec::Tcp(addr) => Box::new(TcpSource::new(addr, mode, height, max_line)),
+            SourceSpec::Nats(t) => Box::new(NatsSource::new(t, mode, height, max_line)),
         }
     }
 }

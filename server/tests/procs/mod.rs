@@ -8,6 +8,8 @@ mod skip_impl;
 #[allow(unused_imports)]
 pub use skip_impl::skip;
 
+pub mod nats;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};

@@ -1,0 +1,71 @@
+//! `[nats]`: how `hlbook relay --nats` publishes a node's lines and how `nats://` sources read them (credentials
+//! and TLS from files named here, never from the command line).
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// `[nats]` in the config file: how to reach NATS and what to call things there. Credentials are read from
+/// files named here, never from the command line.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct NatsConfig {
+    /// The JetStream stream of one node's lines (each racing node publishes its own).
+    pub stream: String,
+    /// Subjects are `<subject_prefix>.<mode>.<stream>`; two nodes' streams need different prefixes.
+    pub subject_prefix: String,
+    /// A NATS user and a file holding its password (deploy/nats/hlbook.conf defines `publisher` and `edge`).
+    pub user: String,
+    pub password_file: Option<PathBuf>,
+    /// A NATS credentials file (JWT + nkey), instead of user and password.
+    pub creds_file: Option<PathBuf>,
+    /// PEM CA that signed the NATS servers' certificates; set: TLS is required.
+    pub tls_ca_file: Option<PathBuf>,
+    /// Publisher: how long, and how many bytes, the stream keeps (0 bytes: no byte limit).
+    pub max_age_secs: u64,
+    pub max_bytes: i64,
+    /// Publisher: stream replicas (3 in a 3-node cluster).
+    pub replicas: usize,
+    /// Publisher: lines longer than this go in parts of at most this many bytes (below NATS's 1 MB default
+    /// `max_payload`, headers included).
+    pub chunk_bytes: usize,
+}
+
+impl Default for NatsConfig {
+    fn default() -> NatsConfig {
+        NatsConfig {
+            stream: "HL".into(),
+            subject_prefix: "hl".into(),
+            user: String::new(),
+            password_file: None,
+            creds_file: None,
+            tls_ca_file: None,
+            max_age_secs: 6 * 3600,
+            max_bytes: 0,
+            replicas: 1,
+            chunk_bytes: 900 * 1024,
+        }
+    }
+}
+
+impl NatsConfig {
+    pub fn check(&self) -> Result<(), String> {
+        let name_ok = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !name_ok(&self.stream) {
+            return Err(format!("nats.stream {:?}: letters, digits, `_` and `-` only", self.stream));
+        }
+        if self.subject_prefix.is_empty() || self.subject_prefix.contains(['*', '>', ' ']) {
+            return Err(format!("nats.subject_prefix {:?}: a subject without wildcards", self.subject_prefix));
+        }
+        if !(4096..=64 << 20).contains(&self.chunk_bytes) {
+            return Err("nats.chunk_bytes: 4096 ..= 67108864".into());
+        }
+        if !(1..=5).contains(&self.replicas) {
+            return Err("nats.replicas: 1 ..= 5".into());
+        }
+        if self.user.is_empty() != self.password_file.is_none() {
+            return Err("nats.user and nats.password_file go together".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,84 @@
+//! A 3-node nats-server cluster with the stream replicated three times: one node crashes mid-stream, the
+//! publisher and the edge move to the others, and the edge's books equal a `replay` of the files with every block
+//! applied once and none skipped. The node killed is the stream's leader.
+
+#[allow(clippy::duplicate_mod)]
+mod common;
+#[allow(clippy::duplicate_mod)]
+mod procs;
+
+use std::time::Duration;
+
+use hlbook::node::Mode;
+use procs::{HLBOOK, Proc, books_from_snapshot, counter, get_bytes, wait_health};
+
+const FIRST: u64 = 985148182;
+const LAST: u64 = 985148232;
+
+#[test]
+fn a_nats_node_crash_loses_no_block() {
+    if !procs::nats::available() {
+        procs::skip("nats-server is not installed (make setup installs it)");
+        return;
+    }
+    let Some(cap) = common::unpack() else { return };
+    let (dst, logs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let log = |name: &str| logs.path().join(name);
+    let mut nodes = procs::nats::start_cluster(&logs.path().join("nats"));
+    let all = procs::nats::urls(&nodes);
+    let config = log("relay.toml");
+    std::fs::write(&config, "[nats]\nreplicas = 3\nchunk_bytes = 262144\n").unwrap();
+    let servers: String = all.split(',').map(|a| format!("nats://{a}")).collect::<Vec<_>>().join(",");
+    let args = ["relay", "--nats", &servers, "--config", config.to_str().unwrap(), "--node-dir"];
+    let publisher = Proc::start(HLBOOK, &[&args[..], &[dst.path().to_str().unwrap()]].concat(), &log("pub.log"));
+    publisher.wait_line("relay publishing to nats stream", Duration::from_secs(60));
+    let source = format!("nats://{all}/HL");
+    let args = [
+        "serve",
+        "--source",
+        &source,
+        "--snapshot-file",
+        cap.snapshot.to_str().unwrap(),
+        "--info-url",
+        "",
+        "--listen",
+        "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
+        "--validate-interval",
+        "0",
+    ];
+    let mut edge = Proc::start(HLBOOK, &args, &log("edge.log"));
+    let base = format!("http://{}", edge.wait_line("hlbook listening on", Duration::from_secs(20)));
+    let admin = procs::admin_base(&edge);
+
+    let (src, out) = (cap.node_dir.clone(), dst.path().to_path_buf());
+    let writer =
+        std::thread::spawn(move || common::write_capture(&src, &out, Mode::ByBlock, None, Duration::from_millis(60)));
+    wait_health(&base, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(FIRST + 15));
+    // The crash that matters most: the node leading the stream's replicas.
+    let leader = stream_leader(&nodes[0].url());
+    let n: usize = leader.trim_start_matches('n').parse().expect("a node name n1..n3");
+    nodes[n - 1].kill();
+    writer.join().unwrap();
+
+    let h = wait_health(&base, Duration::from_secs(120), |h| h["height"].as_u64() == Some(LAST));
+    let ours = books_from_snapshot(&get_bytes(&format!("{admin}/l4snapshot")).expect("snapshot"));
+    assert_eq!(common::l4_digest(&ours), common::replay_digest(&cap, Mode::ByBlock, LAST), "differs from replay");
+    for zero in ["gaps", "inconsistencies", "malformed_lines", "broken_blocks", "blocks_already_applied"] {
+        assert_eq!(counter(&h, zero), 0, "{zero}: {h}");
+    }
+    assert_eq!(counter(&h, "blocks_applied"), LAST - FIRST + 1, "each block applied exactly once: {h}");
+    assert!(edge.stop().success());
+}
+
+/// The name (`n1`..`n3`) of the server leading stream HL's replicas.
+fn stream_leader(url: &str) -> String {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let js = async_nats::jetstream::new(async_nats::connect(url).await.expect("connect"));
+        let mut st = js.get_stream("HL").await.expect("stream HL");
+        let info = st.info().await.expect("stream info");
+        info.cluster.as_ref().and_then(|c| c.leader.clone()).expect("a replicated stream has a leader")
+    })
+}

@@ -1,0 +1,140 @@
+//! Real `nats-server` processes for the NATS tests: a generated config, a port the server picks (read back from
+//! its log) or the one it had before a restart, JetStream stored under the test's temporary folder.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::Proc;
+
+pub const NATS_SERVER: &str = "nats-server";
+
+/// Whether `nats-server` can run here; when not, the caller skips (`make setup` installs it).
+pub fn available() -> bool {
+    std::process::Command::new(NATS_SERVER).arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+#[derive(Debug)]
+pub struct NatsServer {
+    pub proc: Proc,
+    pub port: u16,
+    dir: PathBuf,
+    extra: String,
+    env: Vec<(String, String)>,
+    starts: u32,
+    /// JetStream on (off only while a cluster's nodes learn each other's route ports).
+    js: bool,
+}
+
+impl NatsServer {
+    /// Starts a JetStream server storing under `dir`, with `extra` config lines (accounts, TLS, cluster).
+    pub fn start(dir: &Path, extra: &str) -> NatsServer {
+        NatsServer::start_env(dir, extra, &[])
+    }
+
+    /// `start` with environment variables (the passwords deploy/nats/accounts.conf reads).
+    pub fn start_env(dir: &Path, extra: &str, env: &[(&str, &str)]) -> NatsServer {
+        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        NatsServer::launch(dir, extra, env, true)
+    }
+
+    fn launch(dir: &Path, extra: &str, env: Vec<(String, String)>, js: bool) -> NatsServer {
+        let proc = spawn(dir, 0, extra, &env, js, 0);
+        let mut s = NatsServer { proc, port: 0, dir: dir.to_path_buf(), extra: extra.into(), env, starts: 1, js };
+        s.port = s.wait_ready();
+        s
+    }
+
+    /// `nats://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// SIGKILL: a crash.
+    pub fn kill(&mut self) {
+        self.proc.kill();
+    }
+
+    /// Starts again on the same port with the same store.
+    pub fn restart(&mut self) {
+        self.proc.kill();
+        self.proc = spawn(&self.dir, self.port, &self.extra, &self.env, self.js, self.starts);
+        self.starts += 1;
+        self.wait_ready();
+    }
+
+    fn log(&self) -> PathBuf {
+        self.dir.join(format!("nats-{}.log", self.starts - 1))
+    }
+
+    /// Waits for the log to say the server is ready; returns its client port.
+    fn wait_ready(&self) -> u16 {
+        wait_log(&self.log(), "Server is ready", Duration::from_secs(30));
+        logged_port(&self.log(), "client")
+    }
+}
+
+fn spawn(dir: &Path, port: u16, extra: &str, env: &[(String, String)], js: bool, n: u32) -> Proc {
+    std::fs::create_dir_all(dir).unwrap();
+    let port = if port == 0 { "-1".to_string() } else { port.to_string() };
+    let conf = dir.join(format!("nats-{n}.conf"));
+    let store = dir.join("js");
+    let js = if js { format!("jetstream {{\n  store_dir: \"{}\"\n}}\n", store.display()) } else { String::new() };
+    let text = format!("host: 127.0.0.1\nport: {port}\n{js}{extra}\n");
+    std::fs::write(&conf, text).unwrap();
+    let log = dir.join(format!("nats-{n}.log"));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    Proc::start_env(NATS_SERVER, &["-c", conf.to_str().unwrap()], &env, &log)
+}
+
+/// The log's text once it contains `needle` (checked as the file grows, bounded by `timeout`).
+pub fn wait_log(log: &Path, needle: &str, timeout: Duration) -> String {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if text.contains(needle) {
+            return text;
+        }
+        assert!(Instant::now() < deadline, "{} never said {needle:?}:\n{text}", log.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The port a server's log says it listens on for `what` ("client", "route").
+fn logged_port(log: &Path, what: &str) -> u16 {
+    let needle = format!("Listening for {what} connections on");
+    let text = wait_log(log, &needle, Duration::from_secs(30));
+    let at = text.find(&needle).unwrap();
+    text[at..].lines().next().unwrap().rsplit(':').next().unwrap().trim().parse().expect("a port")
+}
+
+/// Three JetStream servers clustered on loopback. A JetStream cluster needs every node's routes in its config,
+/// so the nodes first start without JetStream on ports they pick, then restart on those ports with JetStream
+/// and the full route list.
+pub fn start_cluster(dir: &Path) -> Vec<NatsServer> {
+    let cluster = |i: usize, port: &str, routes: &str| {
+        format!(
+            "server_name: n{i}\ncluster {{\n  name: hlbook\n  host: 127.0.0.1\n  port: {port}\n  routes: [{routes}]\n}}"
+        )
+    };
+    let mut nodes: Vec<NatsServer> = (1..=3)
+        .map(|i| NatsServer::launch(&dir.join(format!("n{i}")), &cluster(i, "-1", ""), Vec::new(), false))
+        .collect();
+    let ports: Vec<u16> = nodes.iter().map(|n| logged_port(&n.log(), "route")).collect();
+    let routes = ports.iter().map(|p| format!("\"nats-route://127.0.0.1:{p}\"")).collect::<Vec<_>>().join(", ");
+    for (i, n) in nodes.iter_mut().enumerate() {
+        n.extra = cluster(i + 1, &ports[i].to_string(), &routes);
+        n.js = true;
+        n.restart();
+    }
+    // JetStream answers once the three agree on a metadata leader.
+    for n in &nodes {
+        // The leader says "Self is new JetStream cluster metadata leader", the others name it.
+        wait_log(&n.log(), "metadata leader", Duration::from_secs(60));
+    }
+    nodes
+}
+
+/// The servers' client URLs, comma-separated (as `--nats` and `nats://` sources take them).
+pub fn urls(nodes: &[NatsServer]) -> String {
+    nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect::<Vec<_>>().join(",")
+}
