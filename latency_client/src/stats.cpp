@@ -11,7 +11,7 @@ const char* stage_name(int s) {
 
 const char* stage_short_name(int s) {
   // The stage names, with who owns the time for a reader of the chart.
-  static const char* names[] = {"block_to_node_write (chain, node)", "node_write_to_read (node output, hlbook)",
+  static const char* names[] = {"block_to_node_write (chain, node)", "node_write_to_read (node, hlbook)",
                                 "read_to_sent (hlbook)", "sent_to_receive (network)"};
   return (s >= 0 && s < kNumStages) ? names[s] : "?";
 }
