@@ -33,24 +33,7 @@ fn a_nats_node_crash_loses_no_block() {
     let publisher = Proc::start(HLBOOK, &[&args[..], &[dst.path().to_str().unwrap()]].concat(), &log("pub.log"));
     publisher.wait_line("relay publishing to nats stream", Duration::from_secs(60));
     let source = format!("nats://{all}/HL");
-    let args = [
-        "serve",
-        "--source",
-        &source,
-        "--snapshot-file",
-        cap.snapshot.to_str().unwrap(),
-        "--info-url",
-        "",
-        "--listen",
-        "127.0.0.1:0",
-        "--admin-listen",
-        "127.0.0.1:0",
-        "--validate-interval",
-        "0",
-    ];
-    let mut edge = Proc::start(HLBOOK, &args, &log("edge.log"));
-    let base = format!("http://{}", edge.wait_line("hlbook listening on", Duration::from_secs(20)));
-    let admin = procs::admin_base(&edge);
+    let (mut edge, base, admin) = procs::start_edge(&source, "by-block", &cap.snapshot, &log("edge.log"));
 
     let (src, out) = (cap.node_dir.clone(), dst.path().to_path_buf());
     let writer =

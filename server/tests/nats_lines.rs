@@ -37,28 +37,7 @@ fn publisher(url: &str, dir: &Path, mode: &str, config: &Path, log: &Path) -> Pr
 
 /// An edge fed only by NATS; returns it with its public and admin bases.
 fn edge(url: &str, mode: &str, snapshot: &Path, log: &Path) -> (Proc, String, String) {
-    let source = format!("{url}/HL");
-    let args = [
-        "serve",
-        "--source",
-        &source,
-        "--mode",
-        mode,
-        "--snapshot-file",
-        snapshot.to_str().unwrap(),
-        "--info-url",
-        "",
-        "--listen",
-        "127.0.0.1:0",
-        "--admin-listen",
-        "127.0.0.1:0",
-        "--validate-interval",
-        "0",
-    ];
-    let p = Proc::start(HLBOOK, &args, log);
-    let base = format!("http://{}", p.wait_line("hlbook listening on", Duration::from_secs(20)));
-    let admin = procs::admin_base(&p);
-    (p, base, admin)
+    procs::start_edge(&format!("{url}/HL"), mode, snapshot, log)
 }
 
 fn check(cap: &common::Capture, mode: Mode, base: &str, admin: &str, last: u64) {

@@ -29,27 +29,8 @@ fn run(mode: Mode, last: u64) {
     let logs = tempfile::tempdir().unwrap();
     let (mut relay1, addr) = relay(dst.path(), mode_name, "127.0.0.1:0", &logs.path().join("relay1.log"));
     let source = format!("tcp://{addr}");
-    let snapshot = cap.snapshot.to_str().unwrap().to_string();
-    let args = [
-        "serve",
-        "--source",
-        &source,
-        "--mode",
-        mode_name,
-        "--snapshot-file",
-        &snapshot,
-        "--info-url",
-        "",
-        "--listen",
-        "127.0.0.1:0",
-        "--admin-listen",
-        "127.0.0.1:0",
-        "--validate-interval",
-        "0",
-    ];
-    let mut server = Proc::start(HLBOOK, &args, &logs.path().join("serve.log"));
-    let base = format!("http://{}", server.wait_line("hlbook listening on", Duration::from_secs(20)));
-    let admin = procs::admin_base(&server);
+    let (mut server, base, admin) =
+        procs::start_edge(&source, mode_name, &cap.snapshot, &logs.path().join("serve.log"));
 
     let (src, out) = (cap.node_dir.clone(), dst.path().to_path_buf());
     let writer = std::thread::spawn(move || common::write_capture(&src, &out, mode, None, Duration::from_millis(60)));

@@ -192,6 +192,21 @@ pub fn start_serve_at(
     Proc::start_env(HLBOOK, &args, env, log)
 }
 
+/// An edge: `hlbook serve` reading only `source` (`tcp://…`, `nats://…`) in `mode`, bootstrapped from `snapshot`,
+/// with no info server and no validation; returns it with its public and admin bases.
+pub fn start_edge(source: &str, mode: &str, snapshot: &Path, log: &Path) -> (Proc, String, String) {
+    let snapshot = snapshot.to_str().expect("utf-8 path");
+    #[rustfmt::skip]
+    let args = [
+        "serve", "--source", source, "--mode", mode, "--snapshot-file", snapshot, "--info-url", "",
+        "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--validate-interval", "0",
+    ];
+    let p = Proc::start(HLBOOK, &args, log);
+    let base = format!("http://{}", p.wait_line("hlbook listening on", Duration::from_secs(20)));
+    let admin = admin_base(&p);
+    (p, base, admin)
+}
+
 /// `http://HOST:PORT` of a started server's admin listener (`/status`, `/metrics`, `/l4snapshot`); call it after
 /// reading every `hlbook listening on` line, which come first.
 pub fn admin_base(server: &Proc) -> String {
