@@ -64,8 +64,10 @@ fn get_health(s: &mut TcpStream) -> Option<u16> {
 
 #[test]
 fn slowloris_is_dropped_on_both_listeners_while_others_are_served() {
-    // Both deadlines at a second: the WebSocket below, silent for longer, must be cut by neither.
-    let feed = Feed::start("header_timeout_secs = 1\nhttp_idle_timeout_secs = 1");
+    // Short deadlines: the WebSocket below, silent for longer than both, must be cut by neither. The slow
+    // header's bytes come more often than the idle deadline, so only the header deadline can end it (with both at
+    // a second and a byte a second, the idle deadline won the race on a loaded CI machine).
+    let feed = Feed::start("header_timeout_secs = 1\nhttp_idle_timeout_secs = 3");
     let rt = tokio::runtime::Runtime::new().unwrap();
     let mut ws = rt.block_on(async {
         let mut ws = connect(&feed.addr, "", None).await;
@@ -79,13 +81,13 @@ fn slowloris_is_dropped_on_both_listeners_while_others_are_served() {
         .map(|addr| {
             let s = TcpStream::connect(&addr).unwrap();
             let mut w = s.try_clone().unwrap();
-            // A header a byte a second, never finished in time.
+            // A header five bytes a second, never finished in time.
             let writer = std::thread::spawn(move || {
                 for b in b"GET /health HTTP/1.1\r\nHost: test\r\nX-Slow: 1234567890123456789012345678901234567890\r\n" {
                     if w.write_all(&[*b]).is_err() {
                         return;
                     }
-                    std::thread::sleep(Duration::from_secs(1));
+                    std::thread::sleep(Duration::from_millis(200));
                 }
             });
             (s, writer)
@@ -103,7 +105,7 @@ fn slowloris_is_dropped_on_both_listeners_while_others_are_served() {
     assert!(metric(&feed, "hlbook_ws_http_header_timeouts_total") >= 2, "both dropped connections are counted");
     rt.block_on(async {
         // Silent since it subscribed, for longer than both HTTP deadlines: still fed.
-        while ws_opened.elapsed() < Duration::from_secs(4) {
+        while ws_opened.elapsed() < Duration::from_secs(5) {
             let v = expect_json(&mut ws, Duration::from_secs(10)).await;
             assert!(v["channel"] == "l2Book" || v["channel"] == "subscriptionResponse", "{v}");
         }
