@@ -347,7 +347,7 @@ impl Store {
             ("height", "Last height committed to the history store", false, c(&s.height)),
             ("file_bytes", "Size of the history store's file", false, self.file_bytes()),
             ("backfill_files_read", "Node fills files read by the backfill or catch-up", false, c(&s.files_done)),
-            ("backfill_files_total", "Node fills files the backfill or catch-up reads", false, c(&s.files_total)),
+            ("backfill_files_listed", "Node fills files the backfill or catch-up reads", false, c(&s.files_total)),
             ("live", "1 when the history store's writer is live", false, u64::from(s.state() == State::Live)),
         ]
     }
