@@ -11,9 +11,7 @@
 //! `HLBOOK_BENCH_CASES` picks cases by index (e.g. `0,1`).
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
@@ -25,23 +23,21 @@ use hlbook::ingest::live::{Ingest, LiveConfig, SourceSpec};
 use hlbook::ingest::validate::{self, ValidateConfig};
 use hlbook::node::{Mode, Stream};
 use hlbook::state::Shared;
-use hlbook_benches::{Proc, release_bin};
+use rig::Proc;
+
+// The tests' process rig (server/tests/procs): how every test and bench starts hlsim and hlbook.
+#[allow(clippy::duration_suboptimal_units)]
+#[path = "../../server/tests/procs/mod.rs"]
+mod rig;
 
 const WARMUP: Duration = Duration::from_secs(5);
 
 fn start_sim(out: &Path, mode: &str, rate: &str) -> (Proc, String) {
-    let mut child = Command::new(release_bin("hlsim"))
-        .args(["--out", out.join("data").to_str().unwrap(), "--mode", mode, "--rate", rate])
-        .args(["--timing", out.join("timing.csv").to_str().unwrap(), "--info-listen", "127.0.0.1:0"])
-        .args(std::env::var("HLBOOK_BENCH_SIM_ARGS").unwrap_or_default().split_whitespace())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start hlsim");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).expect("hlsim prints its address");
-    let addr = line.trim().strip_prefix("info listening on ").expect("address line").to_string();
-    (Proc(child), addr)
+    let timing = out.join("timing.csv");
+    let mut market = vec!["--mode", mode, "--rate", rate, "--timing", timing.to_str().unwrap()];
+    let extra = std::env::var("HLBOOK_BENCH_SIM_ARGS").unwrap_or_default();
+    market.extend(extra.split_whitespace());
+    rig::start_sim(&out.join("data"), &market, &out.join("sim.log"))
 }
 
 /// Block height → when each of its lines was fully written (ns), indexed by `Stream::index` (0: none).
@@ -69,8 +65,7 @@ struct Case {
 
 fn run(case: &Case, secs: u64) {
     let tmp = tempfile::tempdir().expect("temp dir");
-    let (sim, info) = start_sim(tmp.path(), case.mode.as_str(), case.rate);
-    let url = format!("http://{info}/info");
+    let (sim, url) = start_sim(tmp.path(), case.mode.as_str(), case.rate);
     let snaps = tmp.path().join("snapshots");
     let shared = Arc::new(Shared::new(Books::default(), Duration::from_secs(10)));
     let cfg = LiveConfig {
