@@ -33,7 +33,7 @@ fn exec_start(unit: &str) -> Vec<String> {
 
 /// Every `--flag` a help text names.
 fn help_flags(sub: &str) -> BTreeSet<String> {
-    let out = Command::new(HLBOOK).args([sub, "--help"]).output().unwrap();
+    let out = procs::hlbook(&[sub, "--help"]);
     assert!(out.status.success(), "hlbook {sub} --help");
     String::from_utf8(out.stdout)
         .unwrap()
@@ -398,7 +398,7 @@ fn deploy_files_are_consistent() {
         .chain(["--check".to_string()])
         .collect();
     assert!(args.iter().any(|a| a.ends_with("config/hlbook.toml")), "the serve unit reads /etc/hlbook/hlbook.toml");
-    let out = Command::new(HLBOOK).args(&args).output().unwrap();
+    let out = procs::hlbook(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(
         out.status.success(),
         "hlbook {}: {}{}",
