@@ -12,17 +12,14 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use hlbook::book::Books;
-use hlbook::ingest::info::SnapshotFrom;
-use hlbook::ingest::live::{Ingest, LiveConfig, SourceSpec};
 use hlbook::ingest::validate::{self, ValidateConfig};
 use hlbook::node::{Mode, Stream};
 use hlbook::state::Shared;
+use hlbook_benches::{Follower, written_times};
 use rig::Proc;
 
 // The tests' process rig (server/tests/procs): how every test and bench starts hlsim and hlbook.
@@ -40,23 +37,6 @@ fn start_sim(out: &Path, mode: &str, rate: &str) -> (Proc, String) {
     rig::start_sim(&out.join("data"), &market, &out.join("sim.log"))
 }
 
-/// Block height → when each of its lines was fully written (ns), indexed by `Stream::index` (0: none).
-fn written_times(timing: &Path) -> HashMap<u64, [i64; 3]> {
-    let text = std::fs::read_to_string(timing).expect("timing csv");
-    let mut rows = text.lines();
-    let header: Vec<&str> = rows.next().unwrap_or_default().split(',').collect();
-    let col = |name: &str| header.iter().position(|c| *c == name).expect("a timing column");
-    let cols = [col("fills_written_ns"), col("diffs_written_ns"), col("statuses_written_ns")];
-    let mut out = HashMap::new();
-    for row in rows {
-        let f: Vec<i64> = row.split(',').filter_map(|x| x.parse().ok()).collect();
-        if f.len() == header.len() {
-            out.insert(f[0] as u64, cols.map(|c| f[c]));
-        }
-    }
-    out
-}
-
 struct Case {
     mode: Mode,
     rate: &'static str,
@@ -67,23 +47,8 @@ fn run(case: &Case, secs: u64) {
     let tmp = tempfile::tempdir().expect("temp dir");
     let (sim, url) = start_sim(tmp.path(), case.mode.as_str(), case.rate);
     let snaps = tmp.path().join("snapshots");
-    let shared = Arc::new(Shared::new(Books::default(), Duration::from_secs(10)));
-    let cfg = LiveConfig {
-        sources: vec![SourceSpec::Files(tmp.path().join("data"))],
-        mode: case.mode,
-        race_grace: Duration::from_secs(1),
-        poll_interval: Duration::from_millis(100),
-        stale_after: Duration::from_secs(10),
-        snapshots: vec![SnapshotFrom::Info { url: url.clone(), dir: snaps.clone() }],
-
-        stream_lines: true,
-        resync_min_interval: Duration::from_secs(5),
-        limits: hlbook::ingest::limits::Limits::default(),
-    };
-    let stop = Arc::new(AtomicBool::new(false));
-    let ingest = Ingest::new(cfg, shared.clone());
-    let (st, sh) = (stop.clone(), shared.clone());
-    let t_ingest = std::thread::spawn(move || ingest.run(&st));
+    let follower = Follower::start(&tmp.path().join("data"), case.mode, &url, &snaps);
+    let (stop, shared) = (follower.stop.clone(), follower.shared.clone());
     let t_validate = case.validate.then(|| {
         let vc = ValidateConfig {
             info_url: url,
@@ -91,7 +56,7 @@ fn run(case: &Case, secs: u64) {
             interval: Some(Duration::from_secs(1)),
             repair_min_interval: Duration::from_secs(1),
         };
-        let (st, sh) = (stop.clone(), sh);
+        let (st, sh) = (stop.clone(), shared.clone());
         std::thread::spawn(move || validate::run(vc, sh, &st))
     });
     std::thread::sleep(WARMUP);
@@ -99,8 +64,7 @@ fn run(case: &Case, secs: u64) {
     std::thread::sleep(Duration::from_secs(secs));
     let last = shared.health().height();
     drop(sim);
-    stop.store(true, Relaxed);
-    t_ingest.join().unwrap();
+    follower.finish();
     if let Some(t) = t_validate {
         t.join().unwrap();
     }

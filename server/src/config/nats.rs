@@ -29,6 +29,9 @@ pub struct NatsConfig {
     /// Publisher: lines longer than this go in parts of at most this many bytes (below NATS's 1 MB default
     /// `max_payload`, headers included).
     pub chunk_bytes: usize,
+    /// Edge: also take the next line straight from its subject, before JetStream has stored it (the stream stays
+    /// the record; docs/scale-out.md, "Latency"). Off: lines come from the stream only.
+    pub live_subjects: bool,
 }
 
 impl Default for NatsConfig {
@@ -44,6 +47,7 @@ impl Default for NatsConfig {
             max_bytes: 0,
             replicas: 1,
             chunk_bytes: 900 * 1024,
+            live_subjects: true,
         }
     }
 }

@@ -2,8 +2,9 @@
 //! `LineSource` like the node's files, so it races with them under the same rules.
 //!
 //! A worker thread runs the NATS client and an ordered pull consumer that starts at the height ingest asks for
-//! (`lookup`), puts lines split in parts back together, and hands whole lines over a bounded channel: a slow edge
-//! only slows its own consumer, never the publisher or other edges. When the consumer fails the worker reports
+//! (`lookup`), also subscribes to the line subjects for the lines still to come (`lines` says when those may be
+//! used), puts lines split in parts back together, and hands whole lines over a bounded channel: a slow edge only
+//! slows its own consumer, never the publisher or other edges. When the consumer fails the worker reports
 //! it and ends; the next worker resumes after the last block ingest fully saw, behind a `SourceEvent::Restart`,
 //! so nothing is applied twice and nothing is skipped.
 
@@ -15,7 +16,8 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{H_HEIGHT, H_INDEX, H_LOST, NatsConfig, header_part, header_u64, word_stream};
+use super::NatsConfig;
+use super::lines::{Lines, Via, Whole};
 use crate::ingest::source::{LineSource, SourceCounters, SourceEvent};
 use crate::node::{Mode, Stream};
 
@@ -189,16 +191,11 @@ impl LineSource for NatsSource {
     }
 }
 
-/// A line being put back together from its parts.
-#[derive(Default)]
-struct Parts {
-    buf: Vec<u8>,
-    next: u64,
-    /// Over `max_line`: the rest of its parts are dropped and the line reported lost.
-    over: bool,
-}
+/// Messages straight from the subject waiting for the reader; more are dropped (the stream has them).
+const SUBJECT_QUEUE: usize = 64;
 
-/// Reads the stream from the first line after `after` and sends whole lines until an error.
+/// Reads the stream from the first line after `after` and sends whole lines until an error; lines still to come
+/// are also taken straight from the subject when they are next in sequence (`lines`).
 async fn consume(
     t: &NatsTarget,
     mode: Mode,
@@ -208,11 +205,25 @@ async fn consume(
 ) -> anyhow::Result<()> {
     let (re_tx, mut reconnected) = mpsc::unbounded_channel();
     let client = super::connect(&t.servers, &t.cfg, "hlbook serve", Some(re_tx)).await?;
-    let js = jetstream::new(client);
+    let js = jetstream::new(client.clone());
     let mut st = js.get_stream(&t.stream).await.map_err(|e| anyhow::anyhow!("stream {}: {e}", t.stream))?;
     let wanted = format!(".{}.*", mode.as_str());
     let prefix = st.cached_info().config.subjects.iter().find_map(|s| s.strip_suffix(&wanted)).map(str::to_string);
     let prefix = prefix.ok_or_else(|| anyhow::anyhow!("stream {} holds no {} lines", t.stream, mode.as_str()))?;
+    let (live_tx, mut live_rx) = mpsc::channel(SUBJECT_QUEUE);
+    let mut _drain = None;
+    if t.cfg.live_subjects {
+        let mut live = client.subscribe(format!("{prefix}{wanted}")).await?;
+        // Drains the subscription into a small queue, dropping what does not fit, so a slow edge holds at most
+        // SUBJECT_QUEUE such messages; it ends with this function.
+        _drain = Some(AbortOnDrop(tokio::spawn(async move {
+            while let Some(m) = live.next().await {
+                if let Err(mpsc::error::TrySendError::Closed(_)) = live_tx.try_send(m) {
+                    break;
+                }
+            }
+        })));
+    }
     let start = super::lookup::start_sequence(&mut st, &prefix, mode, after).await?;
     let c = st
         .create_consumer(consumer::pull::OrderedConfig {
@@ -223,61 +234,39 @@ async fn consume(
         .await?;
     let mut msgs = c.messages().await?;
     tx.send(Msg::Up).await?;
-    let mut parts: [Parts; 3] = Default::default();
-    // The last line handed on per stream (height, index): a line seen again is dropped.
-    let mut seen: [Option<(u64, u64)>; 3] = [None; 3];
+    let mut lines = Lines::new(after, max_line);
+    let mut caught_up = false;
     loop {
-        let m = tokio::select! {
-            m = msgs.next() => m,
+        let whole = tokio::select! {
+            biased;
             _ = reconnected.recv() => anyhow::bail!("reconnected to NATS; the consumer starts over"),
-        };
-        let Some(m) = m else { break };
-        let m = m?;
-        let s = m.subject.rsplit('.').next().and_then(word_stream);
-        let (Some(s), Some(h)) = (s, m.headers.as_ref()) else {
-            anyhow::bail!("message on {} is not a node line of ours", m.subject);
-        };
-        let height = header_u64(h, H_HEIGHT).ok_or_else(|| anyhow::anyhow!("no {H_HEIGHT} header"))?;
-        let key = (height, header_u64(h, H_INDEX).unwrap_or(0));
-        let (part, n) = header_part(h).ok_or_else(|| anyhow::anyhow!("bad part header on {}", m.subject))?;
-        let i = s as usize;
-        if height <= after || seen[i].is_some_and(|k| key <= k) {
-            continue;
-        }
-        if let Some(bytes) = header_u64(h, H_LOST) {
-            seen[i] = Some(key);
-            tx.send(Msg::TooLong(s, height, bytes)).await?;
-            continue;
-        }
-        if n == 1 {
-            seen[i] = Some(key);
-            if m.payload.len() > max_line {
-                tx.send(Msg::TooLong(s, height, m.payload.len() as u64)).await?;
-            } else {
-                tx.send(Msg::Line(s, m.payload.clone())).await?;
+            Some(m) = live_rx.recv() => {
+                let whole = lines.take(Via::Subject, &m.subject, m.headers.as_ref(), &m.payload)?;
+                if whole.is_some() && !std::mem::replace(&mut caught_up, true) {
+                    tracing::info!(stream = %t.stream, "caught up: lines now come straight from their subjects");
+                }
+                whole
             }
-            continue;
-        }
-        let p = &mut parts[i];
-        if part == 0 {
-            *p = Parts::default();
-        } else if part != p.next {
-            // A part of a line we did not see begin (a publisher restarted mid-line): its whole copy follows.
-            *p = Parts { next: u64::MAX, ..Parts::default() };
-            continue;
-        }
-        p.next = part + 1;
-        p.over |= p.buf.len() + m.payload.len() > max_line;
-        if !p.over {
-            p.buf.extend_from_slice(&m.payload);
-        }
-        if part + 1 == n {
-            seen[i] = Some(key);
-            let p = std::mem::take(p);
-            let msg =
-                if p.over { Msg::TooLong(s, height, n * m.payload.len() as u64) } else { Msg::Line(s, p.buf.into()) };
-            tx.send(msg).await?;
+            m = msgs.next() => {
+                let Some(m) = m else { break };
+                let m = m?;
+                lines.take(Via::Stream, &m.subject, m.headers.as_ref(), &m.payload)?
+            }
+        };
+        match whole {
+            Some(Whole::Line(s, line)) => tx.send(Msg::Line(s, line)).await?,
+            Some(Whole::TooLong(s, height, bytes)) => tx.send(Msg::TooLong(s, height, bytes)).await?,
+            None => {}
         }
     }
     Ok(())
+}
+
+/// A task aborted when this is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
