@@ -91,8 +91,7 @@ fn run(case: &Case, secs: u64) {
     let t_ingest = std::thread::spawn(move || ingest.run(&st));
     let t_validate = case.validate.then(|| {
         let vc = ValidateConfig {
-            info_url: url,
-            snapshot_dir: snaps,
+            from: SnapshotFrom::Info { url, dir: snaps },
             interval: Some(Duration::from_secs(1)),
             repair_min_interval: Duration::from_secs(1),
         };
