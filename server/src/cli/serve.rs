@@ -47,7 +47,8 @@ pub struct ServeArgs {
     /// source that delivers it first and checked against the others.
     #[arg(long)]
     pub source: Vec<String>,
-    /// The node's info server, for snapshots [default: http://127.0.0.1:3001/info].
+    /// The node's info server, for snapshots [default: http://127.0.0.1:3001/info]; "" with a nats:// source:
+    /// snapshots come from that publisher's NATS object store.
     #[arg(long)]
     pub info_url: Option<String>,
     /// Where the node writes snapshots we ask for (it must be able to write there).
