@@ -61,6 +61,19 @@ fn stored_heights(url: &str) -> Vec<u64> {
     })
 }
 
+/// Raw requests with the edge's credentials: a bad one gets a clear error, a good one names a stored snapshot.
+fn ask(url: &str, body: &'static [u8]) -> serde_json::Value {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let client = async_nats::ConnectOptions::with_user_and_password("edge".into(), EDGE_PASS.into())
+            .connect(url)
+            .await
+            .unwrap();
+        let answer = client.request("hl.snapshot.request", body.into()).await.expect("the publisher answers");
+        serde_json::from_slice(&answer.payload).expect("a JSON reply")
+    })
+}
+
 #[test]
 fn an_edge_with_only_nats_bootstraps_resyncs_and_validates() {
     if !procs::nats::available() {
@@ -114,6 +127,10 @@ fn an_edge_with_only_nats_bootstraps_resyncs_and_validates() {
     assert!(held.iter().any(|&h| h >= DROPPED), "the resync asked for one past the lost line: {held:?}");
     let stored = std::fs::read_to_string(log("pub.log")).unwrap().matches("node snapshot stored in NATS").count();
     assert!(stored > KEPT, "more were taken ({stored}) than kept, so old ones were deleted");
+    let bad = ask(&nats.url(), b"{\"min_height\":\"soon\"}");
+    assert!(bad["error"].as_str().is_some_and(|e| e.contains("bad request")), "{bad}");
+    let good = ask(&nats.url(), b"{\"min_height\":0}");
+    assert_eq!(good["stored"]["height"].as_u64(), held.iter().max().copied(), "the newest: {good}");
     let left: Vec<_> = std::fs::read_dir(&edge_snaps).unwrap().collect();
     assert!(left.is_empty(), "the edge deletes each downloaded snapshot once loaded: {left:?}");
     assert!(edge.stop().success() && publisher.stop().success());
