@@ -51,8 +51,7 @@ fn run(case: &Case, secs: u64) {
     let (stop, shared) = (follower.stop.clone(), follower.shared.clone());
     let t_validate = case.validate.then(|| {
         let vc = ValidateConfig {
-            info_url: url,
-            snapshot_dir: snaps,
+            from: SnapshotFrom::Info { url, dir: snaps },
             interval: Some(Duration::from_secs(1)),
             repair_min_interval: Duration::from_secs(1),
         };

@@ -1,5 +1,6 @@
 //! `hlbook relay`: serves this host's node files to `hlbook serve` on other hosts: publishes them into NATS
-//! JetStream with `--nats` (`ingest::nats::publish`), or serves them over the older TCP protocol.
+//! JetStream with `--nats` (`ingest::nats::publish`), with the node's snapshots beside them
+//! (`ingest::nats::keeper`), or serves them over the older TCP protocol.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -8,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use anyhow::Context;
 
+use crate::ingest::nats::keeper::{self, KeeperConfig};
 use crate::ingest::nats::publish::PublishConfig;
 use crate::ingest::relay::{RelayConfig, serve};
 use crate::node::Mode;
@@ -39,6 +41,13 @@ pub struct RelayArgs {
     /// With an empty stream, publish the lines of blocks after this height (0: every node file present).
     #[arg(long, default_value_t = 0)]
     pub start_after: u64,
+    /// With --nats: the node's info server, asked for the snapshots edges fetch over NATS (default: the config's
+    /// `ingest.info_url`; "" for none).
+    #[arg(long)]
+    pub info_url: Option<String>,
+    /// With --nats: where the node writes those snapshots before they go to NATS (default: `ingest.snapshot_dir`).
+    #[arg(long)]
+    pub snapshot_dir: Option<PathBuf>,
     /// Log format: human or json.
     #[arg(long, default_value = "human")]
     pub log_format: String,
@@ -77,7 +86,7 @@ fn publish(args: &RelayArgs, node_dir: PathBuf, url: &str) -> anyhow::Result<()>
         node_dir,
         mode: args.mode,
         url: url.to_string(),
-        nats: cfg.nats,
+        nats: cfg.nats.clone(),
         start_after: args.start_after,
         max_line_bytes: args.max_line_bytes,
     };
@@ -91,6 +100,17 @@ fn publish(args: &RelayArgs, node_dir: PathBuf, url: &str) -> anyhow::Result<()>
         super::systemd::stopping();
         st.store(true, Relaxed);
     });
+    let info_url = args.info_url.clone().unwrap_or(cfg.ingest.info_url);
+    if !info_url.is_empty() {
+        let kc = KeeperConfig {
+            url: url.to_string(),
+            nats: pc.nats.clone(),
+            info_url,
+            snapshot_dir: args.snapshot_dir.clone().unwrap_or(cfg.ingest.snapshot_dir),
+        };
+        let st = stop.clone();
+        std::thread::Builder::new().name("hlbook-snapshots".into()).spawn(move || keeper::run(&kc, &st))?;
+    }
     crate::ingest::nats::publish::run(&pc, &stop)?;
     tracing::info!("publisher stopped");
     Ok(())

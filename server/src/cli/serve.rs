@@ -47,7 +47,8 @@ pub struct ServeArgs {
     /// source that delivers it first and checked against the others.
     #[arg(long)]
     pub source: Vec<String>,
-    /// The node's info server, for snapshots [default: http://127.0.0.1:3001/info].
+    /// The node's info server, for snapshots [default: http://127.0.0.1:3001/info]; "" with a nats:// source:
+    /// snapshots come from that publisher's NATS object store.
     #[arg(long)]
     pub info_url: Option<String>,
     /// Where the node writes snapshots we ask for (it must be able to write there).
@@ -117,7 +118,7 @@ fn set<T: Clone>(slot: &mut T, flag: Option<&T>) {
 }
 
 fn live_config(c: &Config) -> anyhow::Result<LiveConfig> {
-    let sources = c
+    let sources: Vec<SourceSpec> = c
         .sources()?
         .into_iter()
         .map(|s| match s {
@@ -135,8 +136,14 @@ fn live_config(c: &Config) -> anyhow::Result<LiveConfig> {
     if let Some(f) = &c.ingest.snapshot_file {
         snapshots.push(SnapshotFrom::File(f.clone()));
     }
+    let dir = c.ingest.snapshot_dir.clone();
     if !c.ingest.info_url.is_empty() {
-        snapshots.push(SnapshotFrom::Info { url: c.ingest.info_url.clone(), dir: c.ingest.snapshot_dir.clone() });
+        snapshots.push(SnapshotFrom::Info { url: c.ingest.info_url.clone(), dir });
+    } else if let Some(target) = sources.iter().find_map(|s| match s {
+        SourceSpec::Nats(t) => Some(t.clone()),
+        _ => None,
+    }) {
+        snapshots.push(SnapshotFrom::Nats { target, dir });
     }
     Ok(LiveConfig {
         sources,
@@ -173,12 +180,11 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     threads.push(std::thread::Builder::new().name("hlbook-ingest".into()).spawn(move || {
         w.run("ingest", || ingest.run(&w.stop));
     })?);
-    // Validation also repairs the coins racing sources disagree about, so it runs whenever there is a node to ask,
-    // periodic or not.
-    if !c.ingest.info_url.is_empty() {
+    // Validation also repairs the coins racing sources disagree about, so it runs whenever there is a node (or a
+    // publisher over NATS) to ask, periodic or not.
+    if let Some(from) = live_config(&c)?.snapshots.pop().filter(|f| !matches!(f, SnapshotFrom::File(_))) {
         let vc = ValidateConfig {
-            info_url: c.ingest.info_url.clone(),
-            snapshot_dir: c.ingest.snapshot_dir.clone(),
+            from,
             interval: c.validate_interval(),
             repair_min_interval: Duration::from_secs_f64(c.ingest.resync_min_interval_secs),
         };

@@ -151,8 +151,11 @@ impl Config {
         if !i.info_url.is_empty() && !i.info_url.starts_with("http://") {
             return Err(invalid("ingest.info_url", "must be an http:// URL (the node's info server is local)"));
         }
-        if i.info_url.is_empty() && i.snapshot_file.is_none() {
-            return Err(invalid("ingest.info_url", "needed to bootstrap unless ingest.snapshot_file is set"));
+        if i.info_url.is_empty() && i.snapshot_file.is_none() && !self.nats_snapshots() {
+            return Err(invalid(
+                "ingest.info_url",
+                "needed to bootstrap unless ingest.snapshot_file is set or a nats:// source brings snapshots",
+            ));
         }
         if self.server.listen.is_empty() {
             return Err(invalid("server.listen", "at least one address"));
@@ -244,7 +247,13 @@ impl Config {
 
     pub fn validate_interval(&self) -> Option<Duration> {
         let s = self.ingest.validate_interval_secs;
-        (s > 0.0 && !self.ingest.info_url.is_empty()).then(|| Duration::from_secs_f64(s))
+        (s > 0.0 && (!self.ingest.info_url.is_empty() || self.nats_snapshots())).then(|| Duration::from_secs_f64(s))
+    }
+
+    /// An edge: no node info server, so snapshots come from the publisher of its first `nats://` source.
+    pub fn nats_snapshots(&self) -> bool {
+        self.ingest.info_url.is_empty()
+            && self.sources().is_ok_and(|s| s.iter().any(|s| matches!(s, Source::Nats { .. })))
     }
 }
 

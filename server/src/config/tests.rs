@@ -29,6 +29,16 @@ fn defaults_are_valid_and_files_override_them() {
 }
 
 #[test]
+fn an_edge_without_an_info_server_takes_snapshots_over_nats() {
+    let c = parse("[ingest]\ninfo_url = \"\"\nsource = \"nats://a:4222\"\n").unwrap();
+    assert!(c.nats_snapshots());
+    assert_eq!(c.validate_interval(), Some(Duration::from_secs(60)), "and validates from them");
+    assert!(!Config::default().nats_snapshots(), "a node's info server comes first");
+    let e = parse("[ingest]\ninfo_url = \"\"\nsource = \"file\"\n").unwrap_err();
+    assert!(e.contains("ingest.info_url"), "no node and no NATS: nothing to bootstrap from: {e}");
+}
+
+#[test]
 fn the_shipped_config_lists_the_defaults() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/hlbook.toml");
     let shipped = Config::from_file(&path).unwrap();
@@ -50,6 +60,7 @@ fn bad_settings_name_their_key() {
         ("[ingest]\nsource = \"tcp://nohost\"\n", "ingest.source"),
         ("[ingest]\nsource = \"nats://a:4222/\"\n", "ingest.source"),
         ("[nats]\nchunk_bytes = 10\n", "nats"),
+        ("[nats]\nsnapshots_kept = 0\n", "nats.snapshots_kept"),
         ("[ingest]\nmode = \"fast\"\n", "mode"),
         ("[ingest]\nstale_after_secs = -1\n", "ingest.stale_after_secs"),
         ("[ingest]\ninfo_url = \"\"\n", "ingest.info_url"),

@@ -16,7 +16,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::assemble::{Assembled, Assembler};
-use super::info::{self, InfoClient, SnapshotFrom};
+use super::info::{self, SnapshotFrom};
 use super::input::{Input, InputEvent};
 pub use super::sources::SourceSpec;
 use super::steps;
@@ -365,10 +365,15 @@ impl Ingest {
         self.last_sync = Some(Instant::now());
         let (tx, rx) = mpsc::channel();
         let shared = self.shared.clone();
+        // A resync needs a snapshot past the block that broke (a line lost for good would break it again).
+        let min = match self.shared.books().height() {
+            0 => 0,
+            h => h + 1,
+        };
         // A loader that fails reports it and is retried; one that panics is a bug, which a retry would repeat.
         std::thread::Builder::new()
             .name("hlbook-snapshot".into())
-            .spawn(move || shared.health().supervised("snapshot loader thread", || load_snapshot(from, &tx)))
+            .spawn(move || shared.health().supervised("snapshot loader thread", || load_snapshot(&from, min, &tx)))
             .expect("spawning a thread");
         self.phase = Phase::Syncing { rx, height: None, cache: Vec::new() };
     }
@@ -439,13 +444,10 @@ fn retry_at(now: Instant, backoff: Duration, last: Option<Instant>, min_interval
     (now + backoff).max(earliest)
 }
 
-/// The loader thread: ask for (or open) a snapshot, report its height, then load it.
-fn load_snapshot(from: SnapshotFrom, tx: &mpsc::Sender<Loaded>) {
+/// The loader thread: ask for (or open) a snapshot at or above `min_height`, report its height, then load it.
+fn load_snapshot(from: &SnapshotFrom, min_height: u64, tx: &mpsc::Sender<Loaded>) {
     let result = (|| {
-        let (path, ours) = match &from {
-            SnapshotFrom::File(p) => (p.clone(), false),
-            SnapshotFrom::Info { url, dir } => (InfoClient::new(url, dir)?.request_snapshot()?, true),
-        };
+        let (path, ours) = from.fetch(min_height)?;
         let h = if ours || path.extension().is_none_or(|e| e != "gz") {
             info::snapshot_height(&path)?
         } else {

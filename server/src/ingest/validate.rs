@@ -1,4 +1,5 @@
-//! Periodic validation against the node's own snapshot, and in-place repair of any coin that disagrees.
+//! Periodic validation against the node's own snapshot (from its info server, or on an edge from the publisher's
+//! NATS object store), and in-place repair of any coin that disagrees.
 //!
 //! It never stalls ingest or publication: the snapshot is loaded on this thread, then brought forward to our
 //! height by applying the blocks ingest keeps in `Shared::blocks_after` (the same engine, so both sides saw the same
@@ -16,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use super::health::State;
-use super::info::{self, InfoClient};
+use super::info::{self, SnapshotFrom};
 use crate::book::{Books, CoinBook, Outcome};
 use crate::node::{Coin, Fixed, Side};
 use crate::state::Shared;
@@ -26,8 +27,8 @@ const PIECE: usize = 1024;
 
 #[derive(Clone, Debug)]
 pub struct ValidateConfig {
-    pub info_url: String,
-    pub snapshot_dir: std::path::PathBuf,
+    /// The node's info server, or (an edge) the NATS object store of its publisher.
+    pub from: SnapshotFrom,
     /// Periodic validation; `None`: only untrusted coins start a cycle.
     pub interval: Option<Duration>,
     /// At most one snapshot request per this long for untrusted coins.
@@ -57,10 +58,6 @@ pub enum Skip {
 
 /// Runs a cycle every `interval`, and as soon as the rate limit allows when a coin is untrusted, until `stop` is set.
 pub fn run(cfg: ValidateConfig, shared: Arc<Shared>, stop: &AtomicBool) {
-    let client = match InfoClient::new(&cfg.info_url, &cfg.snapshot_dir) {
-        Ok(c) => c,
-        Err(e) => return tracing::error!("validation disabled: {e}"),
-    };
     // The periodic clock starts now; the repair clock at the last snapshot request (none yet).
     let (mut last, mut requested) = (Instant::now(), None::<Instant>);
     while !stop.load(Relaxed) {
@@ -78,7 +75,11 @@ pub fn run(cfg: ValidateConfig, shared: Arc<Shared>, stop: &AtomicBool) {
             tracing::info!(?coins, "untrusted coins: repairing them from a node snapshot now");
         }
         assert!(!crate::state::test_panic("validation"), "HLBOOK_TEST_PANIC asked the validation thread to panic");
-        match cycle(&client, &shared, stop) {
+        // A repair needs a snapshot newer than what made the coin untrusted; a periodic check takes a stored one the
+        // kept blocks can bring forward (with room for the fetch's time), so edges share their publisher's snapshots.
+        let height = shared.health().height();
+        let min_height = if repair { height } else { height.saturating_sub(crate::state::RECENT_BLOCKS as u64 / 2) };
+        match cycle(&cfg.from, min_height, &shared, stop) {
             Ok(r) if r.mismatched.is_empty() => tracing::debug!(height = r.height, coins = r.coins, "books validated"),
             Ok(r) => tracing::warn!(
                 height = r.height,
@@ -94,10 +95,11 @@ pub fn run(cfg: ValidateConfig, shared: Arc<Shared>, stop: &AtomicBool) {
     }
 }
 
-/// One validation: snapshot, bring forward, compare, repair.
-pub fn cycle(client: &InfoClient, shared: &Shared, stop: &AtomicBool) -> Result<Report, Skip> {
-    let path = client.request_snapshot()?;
-    let mut copy = info::load(&path, true)?;
+/// One validation: a snapshot at or above `min_height` (when its source can choose), brought forward, compared,
+/// repaired.
+pub fn cycle(from: &SnapshotFrom, min_height: u64, shared: &Shared, stop: &AtomicBool) -> Result<Report, Skip> {
+    let (path, ours) = from.fetch(min_height)?;
+    let mut copy = info::load(&path, ours)?;
     wait_for_height(shared, copy.height(), stop)?;
     catch_up(shared, &mut copy)?;
     let c = &shared.health().counters;

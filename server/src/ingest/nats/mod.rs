@@ -1,6 +1,8 @@
 //! NATS JetStream between the node's host and edges (issue #36): `hlbook relay --nats` publishes every node line
 //! (`publish`), `hlbook serve --source nats://…` consumes them (`source`, `lines`), starting at a height found by
-//! binary search over the stream (`lookup`).
+//! binary search over the stream (`lookup`). Snapshots go the same way: the publisher keeps node snapshots in an
+//! object store and answers requests for them (`keeper`), edges bootstrap, resync and validate from them
+//! (`snapshots`).
 //!
 //! What both sides agree on lives here. A node's lines go to one JetStream stream, one subject per node stream:
 //! `<prefix>.<mode>.<fills|diffs|statuses>`. Every message carries its block height and stream in headers, and a
@@ -9,9 +11,11 @@
 //! (`Hl-Part: i/n`), so the largest status lines (several MB) arrive whole under NATS's default 1 MB payload
 //! limit, on any server, cluster or gateway, without raising `max_payload` everywhere.
 
+pub mod keeper;
 mod lines;
 pub mod lookup;
 pub mod publish;
+pub mod snapshots;
 pub mod source;
 
 use anyhow::Context;
