@@ -16,6 +16,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
+use hlbook::ingest::info::SnapshotFrom;
 use hlbook::ingest::validate::{self, ValidateConfig};
 use hlbook::node::{Mode, Stream};
 use hlbook::state::Shared;
