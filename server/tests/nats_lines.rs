@@ -68,6 +68,10 @@ fn run(mode: Mode, last: u64, chunk_bytes: usize) {
 
     check(&cap, mode, &base_a, &admin_a, last);
     check(&cap, mode, &base_b2, &admin_b2, last);
+    // Edge a lived through the NATS restart: it lost its consumer and started another, and never exited.
+    let h = procs::get_json(&format!("{base_a}/health")).unwrap();
+    assert!(counter(&h, "source_disconnects") >= 1 && counter(&h, "source_connects") >= 2, "{h}");
+    assert!(a.running(), "an edge never exits on a lost NATS connection");
     assert!(a.stop().success() && b2.stop().success());
 }
 
