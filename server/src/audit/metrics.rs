@@ -117,7 +117,7 @@ impl Collector for Hlbook {
     }
 }
 
-/// Per source (labelled by its `file:PATH` / `tcp://HOST:PORT` name): the lines it delivered first and by how much
+/// Per source (labelled by its `file:PATH` / `nats://HOST:PORT/STREAM` name): the lines it delivered first and by how much
 /// it led the next source to deliver each (per line of the block), copies compared, disagreements, height.
 fn sources(e: &mut DescriptorEncoder, entries: &[Arc<SourceEntry>]) -> Result<(), std::fmt::Error> {
     {

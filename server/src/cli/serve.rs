@@ -42,8 +42,8 @@ pub struct ServeArgs {
     /// The node's output mode: by-block (--batch-by-block) or streaming (--stream-with-block-info).
     #[arg(long, value_enum)]
     pub mode: Option<Mode>,
-    /// `file` (the node's files in --node-dir), `file:PATH` (another node's data dir), `tcp://HOST:PORT` (an
-    /// `hlbook relay`) or `nats://HOST:PORT[/STREAM]` (`hlbook relay --nats`; `[nats]` in --config) [default: file]. Repeat to race several nodes (by-block): each line is taken from the
+    /// `file` (the node's files in --node-dir), `file:PATH` (another node's data dir) or
+    /// `nats://HOST:PORT[/STREAM]` (`hlbook relay --nats`; `[nats]` in --config) [default: file]. Repeat to race several nodes (by-block): each line is taken from the
     /// source that delivers it first and checked against the others.
     #[arg(long)]
     pub source: Vec<String>,
@@ -124,7 +124,6 @@ fn live_config(c: &Config) -> anyhow::Result<LiveConfig> {
         .map(|s| match s {
             Source::File => SourceSpec::Files(c.node_dir()),
             Source::FileAt(dir) => SourceSpec::Files(dir),
-            Source::Tcp(addr) => SourceSpec::Tcp(addr),
             Source::Nats { servers, stream } => SourceSpec::Nats(Box::new(NatsTarget {
                 servers,
                 stream: stream.unwrap_or_else(|| c.nats.stream.clone()),
@@ -141,7 +140,7 @@ fn live_config(c: &Config) -> anyhow::Result<LiveConfig> {
         snapshots.push(SnapshotFrom::Info { url: c.ingest.info_url.clone(), dir });
     } else if let Some(target) = sources.iter().find_map(|s| match s {
         SourceSpec::Nats(t) => Some(t.clone()),
-        _ => None,
+        SourceSpec::Files(_) => None,
     }) {
         snapshots.push(SnapshotFrom::Nats { target, dir });
     }
@@ -267,7 +266,7 @@ fn start_store(
     let files = c.sources()?.into_iter().find_map(|s| match s {
         Source::File => Some(c.node_dir()),
         Source::FileAt(dir) => Some(dir),
-        Source::Tcp(_) | Source::Nats { .. } => None,
+        Source::Nats { .. } => None,
     });
     let files = files.map(|node_dir| store::files::FillsDir { node_dir, mode: c.ingest.mode });
     if !c.store.seed_url.is_empty() {

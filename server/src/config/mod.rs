@@ -63,7 +63,6 @@ pub enum Source {
     File,
     /// Another node data dir on this host (`file:PATH`).
     FileAt(PathBuf),
-    Tcp(String),
     /// `nats://HOST:PORT[,HOST:PORT…][/STREAM]`: servers as `nats://HOST:PORT,…`, and the stream when named.
     Nats {
         servers: String,
@@ -273,15 +272,15 @@ fn parse_source(key: &'static str, s: &str) -> Result<Source, ConfigError> {
         }
         return Err(invalid(key, &format!("{s:?}: expected `nats://HOST:PORT[,HOST:PORT…][/STREAM]`")));
     }
-    match s.strip_prefix("tcp://") {
-        Some(addr) if addr.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok()) => {
-            Ok(Source::Tcp(addr.to_string()))
-        }
-        _ => {
-            Err(invalid(key, &format!("{s:?}: expected `file`, `file:PATH`, `tcp://HOST:PORT` or `nats://HOST:PORT`")))
-        }
+    if s.starts_with("tcp://") {
+        return Err(invalid(key, &format!("{s:?}: {TCP_RETIRED}")));
     }
+    Err(invalid(key, &format!("{s:?}: expected `file`, `file:PATH` or `nats://HOST:PORT[/STREAM]`")))
 }
+
+/// What a `tcp://` source, or `hlbook relay --listen`, is told: the TCP relay is gone, NATS replaces it.
+pub const TCP_RETIRED: &str = "the TCP relay and `tcp://` sources were retired; publish with `hlbook relay --nats` \
+     and read `nats://HOST:4222/STREAM` (docs/operations.md, \"Moving from the TCP relay to NATS\")";
 
 /// Info types that make the node act rather than answer; refused even when listed.
 pub const WRITE_INFO_TYPES: &[&str] = &["fileSnapshot"];

@@ -31,7 +31,10 @@ impl Ingest {
         let mut open = self.open.filter(|o| o.height == h).unwrap_or(Open { height: h, ..Open::default() });
         if std::mem::take(&mut self.statuses_due) {
             steps::hand_statuses_part(&self.shared, block, open.statuses, open.rejected, read);
-            (open.statuses, open.rejected) = (block.statuses.len(), block.users.rejected.len());
+            // Counts never go down: after a source's `Restart` the block's lines come again from its start, and
+            // what went on before must not go twice while the re-read catches up.
+            open.statuses = open.statuses.max(block.statuses.len());
+            open.rejected = open.rejected.max(block.users.rejected.len());
         }
         let mut outcome = None;
         // The books are complete before a block's first part: someone who waits for that gets its turn first (the
@@ -39,7 +42,7 @@ impl Ingest {
         if self.diffs_due && (open.diffs > 0 || !self.shared.wants_complete()) {
             self.diffs_due = false;
             outcome = steps::apply_diffs_part(&self.shared, block, open.diffs, read);
-            open.diffs = block.diffs.len();
+            open.diffs = open.diffs.max(block.diffs.len());
         }
         self.open = Some(open);
         if let Some(o) = outcome {

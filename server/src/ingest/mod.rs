@@ -8,13 +8,11 @@ pub mod limits;
 pub mod live;
 pub mod nats;
 pub mod race;
-pub mod relay;
 pub mod replay;
 pub mod source;
 pub mod sources;
 pub mod steps;
 pub mod tail;
-pub mod tcp;
 pub mod validate;
 pub mod wake;
 

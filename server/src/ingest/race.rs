@@ -1,4 +1,4 @@
-//! Racing several sources (two nodes, or a node and a relay): each by-block line is taken from whichever source
+//! Racing several sources (two nodes, or a node and a NATS stream): each by-block line is taken from whichever source
 //! delivers it first, and every later copy is checked against it.
 //!
 //! Each source has a reader thread of its own (its `LineSource` and `NodeParser`), so parsing runs in parallel and

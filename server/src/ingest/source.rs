@@ -1,4 +1,4 @@
-//! Where node lines come from: the node's files on this host, or a relay's TCP stream (`ingest::tcp`).
+//! Where node lines come from: the node's files on this host, or a NATS JetStream stream (`ingest::nats`).
 //!
 //! Both hand complete lines to ingest in each stream's order and can be told to start over after a height. A
 //! source that loses its place (a file replaced under its name, a dropped connection) says so with
@@ -52,8 +52,8 @@ pub trait LineSource: Send + std::fmt::Debug {
     /// Where to resume if the source loses its place: the last block ingest has fully seen.
     fn set_resume_after(&mut self, height: u64);
     fn counters(&self) -> SourceCounters;
-    /// What keeps this source from delivering lines, if anything can be named (a missing folder, a relay that
-    /// refuses); asked only while the source is silent, so it may look at the file system.
+    /// What keeps this source from delivering lines, if anything can be named (a missing folder, a NATS server out
+    /// of reach); asked only while the source is silent, so it may look at the file system.
     fn problem(&mut self) -> Option<String> {
         None
     }

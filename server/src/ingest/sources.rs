@@ -1,5 +1,5 @@
 //! The sources ingest reads from, and what operators see of each: `SourceSpec` (where lines come from), what a
-//! source is missing when it gives nothing (`diagnose_dir`, a relay's refusal), and the `SourceBoard` behind the
+//! source is missing when it gives nothing (`diagnose_dir`, a NATS server out of reach), and the `SourceBoard` behind the
 //! per-source part of `/health`, `/status` and `/metrics`: height, lag behind the leading source, state, lines,
 //! and, when several sources race (`ingest::race`), which one won each line and by how much it led the next.
 //!
@@ -18,7 +18,6 @@ use serde_json::{Value, json};
 
 use super::nats::source::{NatsSource, NatsTarget};
 use super::source::{FileSource, LineSource};
-use super::tcp::TcpSource;
 use crate::node::time::now_nanos;
 use crate::node::{Mode, Stream};
 
@@ -27,18 +26,15 @@ use crate::node::{Mode, Stream};
 pub enum SourceSpec {
     /// A node's data dir (`~/hl/data`) on this host.
     Files(PathBuf),
-    /// A relay (`hlbook relay`) at `HOST:PORT`.
-    Tcp(String),
     /// A JetStream stream that `hlbook relay --nats` publishes into.
     Nats(Box<NatsTarget>),
 }
 
 impl SourceSpec {
-    /// The name logs, `/health` and metric labels use: `file:PATH` or `tcp://HOST:PORT`.
+    /// The name logs, `/health` and metric labels use: `file:PATH` or `nats://HOST:PORT/STREAM`.
     pub fn label(&self) -> String {
         match self {
             SourceSpec::Files(p) => format!("file:{}", p.display()),
-            SourceSpec::Tcp(a) => format!("tcp://{a}"),
             SourceSpec::Nats(t) => format!("nats://{}/{}", t.servers.trim_start_matches("nats://"), t.stream),
         }
     }
@@ -49,7 +45,6 @@ impl SourceSpec {
         match self {
             SourceSpec::Files(dir) if lines => Box::new(FileSource::new(dir, mode, height, max_line).fills_first()),
             SourceSpec::Files(dir) => Box::new(FileSource::new(dir, mode, height, max_line)),
-            SourceSpec::Tcp(addr) => Box::new(TcpSource::new(addr, mode, height, max_line)),
             SourceSpec::Nats(t) => Box::new(NatsSource::new(t, mode, height, max_line)),
         }
     }
@@ -413,7 +408,7 @@ mod tests {
         b.touch(now);
         assert_eq!((a.state(10, now), b.state(10, now)), ("reading", "behind"));
         assert_eq!(b.state(10, now + 3 * SILENT_NS), "silent");
-        b.set_problem(Some("relay refused".into()));
+        b.set_problem(Some("NATS out of reach".into()));
         assert_eq!(b.state(10, now + 3 * SILENT_NS), "unavailable");
         board.record_win(10, Stream::Fills, 0);
         board.record_win(10, Stream::Diffs, 1);
@@ -422,6 +417,6 @@ mod tests {
         let r = board.recent();
         assert_eq!(r.len(), 1);
         assert_eq!(r[0].lines, [Some((0, Some(5_000_000))), Some((1, None)), None]);
-        assert_eq!(board.to_json()[1]["missing"], "relay refused");
+        assert_eq!(board.to_json()[1]["missing"], "NATS out of reach");
     }
 }

@@ -203,7 +203,7 @@ pub fn start_serve_at(
     Proc::start_env(HLBOOK, &args, env, log)
 }
 
-/// An edge: `hlbook serve` reading only `source` (`tcp://…`, `nats://…`) in `mode`, bootstrapped from `snapshot`,
+/// An edge: `hlbook serve` reading only `source` (`nats://…`) in `mode`, bootstrapped from `snapshot`,
 /// with no info server and no validation; returns it with its public and admin bases.
 pub fn start_edge(source: &str, mode: &str, snapshot: &Path, log: &Path) -> (Proc, String, String) {
     let snapshot = snapshot.to_str().expect("utf-8 path");

@@ -5,8 +5,11 @@
 //! (`lookup`), also subscribes to the line subjects for the lines still to come (`lines` says when those may be
 //! used), puts lines split in parts back together, and hands whole lines over a bounded channel: a slow edge only
 //! slows its own consumer, never the publisher or other edges. When the consumer fails the worker reports
-//! it and ends; the next worker resumes after the last block ingest fully saw, behind a `SourceEvent::Restart`,
-//! so nothing is applied twice and nothing is skipped.
+//! it and ends; the next worker resumes at the stream sequence after the last line this source handed to ingest,
+//! so a reconnect (a NATS server restarted mid-block) is invisible to ingest: no line comes twice, none is
+//! skipped, and a streaming block's applied diffs are not read again. Only when that position is gone from the
+//! stream (retention) does it fall back to the block after the last one ingest fully saw, behind a
+//! `SourceEvent::Restart`.
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -17,7 +20,7 @@ use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
 use super::NatsConfig;
-use super::lines::{Lines, Via, Whole};
+use super::lines::{Lines, Pos, Via, Whole};
 use crate::ingest::source::{LineSource, SourceCounters, SourceEvent};
 use crate::node::{Mode, Stream};
 
@@ -35,9 +38,11 @@ pub struct NatsTarget {
 }
 
 enum Msg {
-    Up,
-    Line(Stream, Bytes),
-    TooLong(Stream, u64, u64),
+    Up(u64),
+    /// The stream no longer holds the resume position: lines come again from a block start.
+    Restart,
+    Line(Stream, Bytes, Pos),
+    TooLong(Stream, u64, u64, Pos),
     Broken(String),
 }
 
@@ -60,6 +65,8 @@ pub struct NatsSource {
     mode: Mode,
     max_line: usize,
     resume_after: u64,
+    /// Set once a line was handed on: a new worker continues right after it.
+    pos: Option<Pos>,
     worker: Option<Worker>,
     lost: bool,
     backoff: Duration,
@@ -77,6 +84,7 @@ impl NatsSource {
             mode,
             max_line,
             resume_after: height,
+            pos: None,
             worker: None,
             lost: false,
             backoff: BACKOFF_MIN,
@@ -90,14 +98,15 @@ impl NatsSource {
     fn spawn(&mut self) {
         let (tx, rx) = mpsc::channel(QUEUE);
         let (cancel, cancelled) = oneshot::channel();
-        let (target, mode, after, max_line) = (self.target.clone(), self.mode, self.resume_after, self.max_line);
+        let (target, mode, max_line) = (self.target.clone(), self.mode, self.max_line);
+        let from = From { after: self.resume_after, pos: self.pos };
         std::thread::Builder::new()
             .name("nats-source".into())
             .spawn(move || {
                 let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
                 rt.block_on(async move {
                     tokio::select! {
-                        r = consume(&target, mode, after, max_line, &tx) => {
+                        r = consume(&target, mode, from, max_line, &tx) => {
                             let why = match r { Ok(()) => "the consumer ended".to_string(), Err(e) => format!("{e:#}") };
                             let _ = tx.send(Msg::Broken(why)).await;
                         }
@@ -111,20 +120,31 @@ impl NatsSource {
 
     fn handle(&mut self, m: Msg, on: &mut dyn FnMut(SourceEvent<'_>)) {
         match m {
-            Msg::Up => {
+            Msg::Up(seq) => {
                 self.counters.connects += 1;
                 self.problem = None;
                 self.backoff = BACKOFF_MIN;
-                tracing::info!(nats = %self.target.servers, stream = %self.target.stream, "reading lines after block {}", self.resume_after);
+                tracing::info!(nats = %self.target.servers, stream = %self.target.stream, "reading lines from sequence {seq}");
             }
-            Msg::Line(s, line) => {
+            Msg::Restart => {
+                self.pos = None;
+                on(SourceEvent::Restart);
+            }
+            Msg::Line(s, line, pos) => {
                 self.counters.lines += 1;
                 self.counters.bytes += line.len() as u64;
+                self.pos = Some(pos);
                 on(SourceEvent::Line(s, &line));
             }
-            Msg::TooLong(stream, height, bytes) => on(SourceEvent::TooLong { stream, height: Some(height), bytes }),
+            Msg::TooLong(stream, height, bytes, pos) => {
+                self.pos = Some(pos);
+                on(SourceEvent::TooLong { stream, height: Some(height), bytes });
+            }
             Msg::Broken(why) => {
-                tracing::warn!(nats = %self.target.servers, "NATS source lost ({why}); resuming after block {}", self.resume_after);
+                let at = self
+                    .pos
+                    .map_or(format!("after block {}", self.resume_after), |p| format!("at sequence {}", p.next));
+                tracing::warn!(nats = %self.target.servers, "NATS source lost ({why}); resuming {at}");
                 self.problem = Some(format!("nats {}/{}: {why}", self.target.servers, self.target.stream));
                 self.counters.disconnects += 1;
                 self.worker = None;
@@ -144,7 +164,9 @@ impl LineSource for NatsSource {
                 std::thread::sleep((self.next_attempt - now).min(wait));
                 return Ok(());
             }
-            if std::mem::take(&mut self.lost) {
+            // Lost with no line handed on since (re)positioning: ingest drops partial blocks, as the new worker
+            // reads from the block after the last whole one. With a position, it continues right there.
+            if std::mem::take(&mut self.lost) && self.pos.is_none() {
                 on(SourceEvent::Restart);
             }
             self.spawn();
@@ -173,6 +195,7 @@ impl LineSource for NatsSource {
 
     fn restart_after(&mut self, height: u64) {
         self.resume_after = height;
+        self.pos = None;
         self.worker = None;
         self.lost = false;
         self.next_attempt = Instant::now();
@@ -191,15 +214,43 @@ impl LineSource for NatsSource {
     }
 }
 
+/// Where a worker starts: right after the last line handed on (`pos`), or else at the block after `after`.
+#[derive(Clone, Copy, Debug)]
+struct From {
+    after: u64,
+    pos: Option<Pos>,
+}
+
+/// The sequence to start at: `from.pos` when the stream still holds it, else the first line after `from.after`
+/// (announced with `Msg::Restart` when a position was given up).
+async fn start_at(
+    st: &mut async_nats::jetstream::stream::Stream,
+    prefix: &str,
+    mode: Mode,
+    from: &mut From,
+    tx: &mpsc::Sender<Msg>,
+) -> anyhow::Result<u64> {
+    if let Some(pos) = from.pos {
+        let first = st.get_info().await?.state.first_sequence;
+        if pos.next >= first {
+            return Ok(pos.next);
+        }
+        tracing::warn!("the NATS stream no longer holds sequence {} (retention); reading from a block start", pos.next);
+        from.pos = None;
+        tx.send(Msg::Restart).await?;
+    }
+    super::lookup::start_sequence(st, prefix, mode, from.after).await
+}
+
 /// Messages straight from the subject waiting for the reader; more are dropped (the stream has them).
 const SUBJECT_QUEUE: usize = 64;
 
-/// Reads the stream from the first line after `after` and sends whole lines until an error; lines still to come
-/// are also taken straight from the subject when they are next in sequence (`lines`).
+/// Reads the stream from `from` and sends whole lines until an error; lines still to come are also taken straight
+/// from the subject when they are next in sequence (`lines`).
 async fn consume(
     t: &NatsTarget,
     mode: Mode,
-    after: u64,
+    mut from: From,
     max_line: usize,
     tx: &mpsc::Sender<Msg>,
 ) -> anyhow::Result<()> {
@@ -224,7 +275,7 @@ async fn consume(
             }
         })));
     }
-    let start = super::lookup::start_sequence(&mut st, &prefix, mode, after).await?;
+    let start = start_at(&mut st, &prefix, mode, &mut from, tx).await?;
     let c = st
         .create_consumer(consumer::pull::OrderedConfig {
             filter_subject: format!("{prefix}{wanted}"),
@@ -233,15 +284,15 @@ async fn consume(
         })
         .await?;
     let mut msgs = c.messages().await?;
-    tx.send(Msg::Up).await?;
-    let mut lines = Lines::new(after, max_line);
+    tx.send(Msg::Up(start)).await?;
+    let mut lines = Lines::new(from.after, max_line, from.pos);
     let mut caught_up = false;
     loop {
         let whole = tokio::select! {
             biased;
             _ = reconnected.recv() => anyhow::bail!("reconnected to NATS; the consumer starts over"),
             Some(m) = live_rx.recv() => {
-                let whole = lines.take(Via::Subject, &m.subject, m.headers.as_ref(), &m.payload)?;
+                let whole = lines.take(Via::Subject, None, &m.subject, m.headers.as_ref(), &m.payload)?;
                 if whole.is_some() && !std::mem::replace(&mut caught_up, true) {
                     tracing::info!(stream = %t.stream, "caught up: lines now come straight from their subjects");
                 }
@@ -250,12 +301,13 @@ async fn consume(
             m = msgs.next() => {
                 let Some(m) = m else { break };
                 let m = m?;
-                lines.take(Via::Stream, &m.subject, m.headers.as_ref(), &m.payload)?
+                let seq = m.info().map_err(|e| anyhow::anyhow!("message without stream info: {e}"))?.stream_sequence;
+                lines.take(Via::Stream, Some(seq), &m.subject, m.headers.as_ref(), &m.payload)?
             }
         };
         match whole {
-            Some(Whole::Line(s, line)) => tx.send(Msg::Line(s, line)).await?,
-            Some(Whole::TooLong(s, height, bytes)) => tx.send(Msg::TooLong(s, height, bytes)).await?,
+            Some(Whole::Line(s, line)) => tx.send(Msg::Line(s, line, lines.pos())).await?,
+            Some(Whole::TooLong(s, height, bytes)) => tx.send(Msg::TooLong(s, height, bytes, lines.pos())).await?,
             None => {}
         }
     }
