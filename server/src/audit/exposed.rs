@@ -3,7 +3,7 @@
 //! (the socket layer hands itself over as an `Exposed`).
 
 use super::Stages;
-use crate::ingest::health::Health;
+use crate::state::health::Health;
 
 pub trait Exposed: Send + Sync + std::fmt::Debug {
     fn health(&self) -> &Health;

@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use prometheus_client::collector::Collector;
-use std::sync::atomic::Ordering::Relaxed;
 
 use hdrhistogram::Histogram;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder, NoLabelSet};
@@ -17,9 +16,9 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
 use super::{Exposed, STAGES};
-use crate::ingest::health::State;
-use crate::ingest::sources::SourceEntry;
 use crate::node::Stream;
+use crate::state::health::State;
+use crate::state::sources::SourceEntry;
 
 /// Upper bounds (seconds) of the exported stage histograms: 50 µs to ~100 s, doubling.
 #[allow(clippy::float_arithmetic)]
@@ -75,7 +74,7 @@ impl Collector for Hlbook {
                     .encode(m.encode_family(&[("since", kind)])?)?;
             }
         }
-        for (name, v) in h.counters.to_map() {
+        for (name, v) in h.counters().to_map() {
             counter(&mut e, &format!("hlbook_ingest_{name}"), "Ingest counter (docs/operations.md)", v)?;
         }
         for (name, v) in ctx.publish_counters() {
@@ -98,7 +97,7 @@ impl Collector for Hlbook {
                 ConstGauge::new(n).encode(m.encode_family(&[("channel", channel)])?)?;
             }
         }
-        sources(&mut e, &h.sources.entries())?;
+        sources(&mut e, &h.sources().entries())?;
         let mut m = e.encode_descriptor(
             "hlbook_stage_latency_seconds",
             "Per-block latency of each pipeline stage, by the block's line it started from (docs/latency.md)",
@@ -156,21 +155,21 @@ fn sources(e: &mut DescriptorEncoder, entries: &[Arc<SourceEntry>]) -> Result<()
             "hlbook_source_copies",
             "Lines another source had delivered first: compared and dropped",
             MetricType::Counter,
-            |s| s.copies.load(Relaxed),
+            |s| s.copies.get(),
         ),
         (
             "hlbook_source_disagreements",
             "Lines whose copies from this source and another differed (counted on both)",
             MetricType::Counter,
-            |s| s.disagreements.load(Relaxed),
+            |s| s.disagreements.get(),
         ),
         (
             "hlbook_source_refused_lines",
             "Lines refused: over ingest.max_line_bytes or past ingest.max_height_jump",
             MetricType::Counter,
-            |s| s.refused.load(Relaxed),
+            |s| s.refused.get(),
         ),
-        ("hlbook_source_lines", "Lines read from this source", MetricType::Counter, |s| s.lines.load(Relaxed)),
+        ("hlbook_source_lines", "Lines read from this source", MetricType::Counter, |s| s.lines.get()),
         (
             "hlbook_source_height",
             "Highest block this source delivered a line of",

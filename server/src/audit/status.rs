@@ -38,9 +38,9 @@ pub fn status(ctx: &dyn Exposed, blocks: usize) -> Value {
         "stages": stages,
         "stages_by_line": by_line,
         "stalest_coins": stalest(ctx, now),
-        "sources": h.sources.to_json(),
-        "race": h.sources.recent_json(),
-        "disagreements": h.sources.disagreements_json(),
+        "sources": h.sources().to_json(),
+        "race": h.sources().recent_json(),
+        "disagreements": h.sources().disagreements_json(),
         "connections": ctx.connections(),
         "subscriptions_by_channel": ctx.subscriptions().into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
     });

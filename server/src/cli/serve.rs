@@ -297,7 +297,7 @@ impl Supervisor {
         }
         let why = match outcome {
             Ok(()) => format!("the {name} thread ended"),
-            Err(p) => format!("the {name} thread panicked: {}", crate::ingest::health::panic_message(p.as_ref())),
+            Err(p) => format!("the {name} thread panicked: {}", crate::state::health::panic_message(p.as_ref())),
         };
         self.shared.health().fail(why);
         self.failed.notify_one();

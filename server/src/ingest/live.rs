@@ -213,7 +213,7 @@ impl Ingest {
                 Assembled::Fills(line) => self.fills_due.push(line),
                 Assembled::Block(block) => self.take(block),
                 Assembled::Broken { height, missing } => {
-                    self.shared.health().counters.broken_blocks.fetch_add(1, Relaxed);
+                    self.shared.health().counters().broken_blocks.inc();
                     self.lost(&format!("block {height} lost its line from {missing:?}"));
                 }
             }
@@ -305,10 +305,10 @@ impl Ingest {
         match *outcome {
             Outcome::Applied(_) => {}
             Outcome::AlreadyApplied { .. } => {
-                self.shared.health().counters.blocks_already_applied.fetch_add(1, Relaxed);
+                self.shared.health().counters().blocks_already_applied.inc();
             }
             Outcome::Gap { expected, got } => {
-                self.shared.health().counters.gaps.fetch_add(1, Relaxed);
+                self.shared.health().counters().gaps.inc();
                 self.lost(&format!("gap: expected block {expected}, got {got}"));
             }
         }
@@ -349,7 +349,7 @@ impl Ingest {
             Loaded::Height(h) => self.positioned(h),
             Loaded::Books(books) => self.install(*books),
             Loaded::Failed(why) => {
-                self.shared.health().counters.snapshot_failures.fetch_add(1, Relaxed);
+                self.shared.health().counters().snapshot_failures.inc();
                 self.lost(&why);
             }
         }
@@ -361,7 +361,7 @@ impl Ingest {
             self.phase = Phase::Lost { retry_at: Instant::now() + Duration::from_secs(3600) };
             return;
         };
-        self.shared.health().counters.snapshots_requested.fetch_add(1, Relaxed);
+        self.shared.health().counters().snapshots_requested.inc();
         self.last_sync = Some(Instant::now());
         let (tx, rx) = mpsc::channel();
         let shared = self.shared.clone();
@@ -415,8 +415,8 @@ impl Ingest {
 
     fn sync_source_counters(&self) {
         self.input.sync_counters(self.shared.health());
-        let c = &self.shared.health().counters;
-        c.stale_lines.store(self.assembler.counters().stale_lines, Relaxed);
+        let c = &self.shared.health().counters();
+        c.stale_lines.set(self.assembler.counters().stale_lines);
     }
 
     /// Racing sources disagreed about lines of these coins: untrusted until validation repairs them.

@@ -1,7 +1,6 @@
 //! Reading what the node writes and turning it into whole blocks for the books.
 
 pub mod assemble;
-pub mod health;
 pub mod info;
 pub mod input;
 pub mod limits;

@@ -15,11 +15,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use super::health::State;
 use super::info::{self, InfoClient};
 use crate::book::{Books, CoinBook, Outcome};
 use crate::node::{Coin, Fixed, Side};
 use crate::state::Shared;
+use crate::state::health::State;
 
 /// Orders compared per read-lock hold.
 const PIECE: usize = 1024;
@@ -87,7 +87,7 @@ pub fn run(cfg: ValidateConfig, shared: Arc<Shared>, stop: &AtomicBool) {
                 r.repaired
             ),
             Err(e) => {
-                shared.health().counters.validations_skipped.fetch_add(1, Relaxed);
+                shared.health().counters().validations_skipped.inc();
                 tracing::warn!("validation skipped: {e}");
             }
         }
@@ -100,8 +100,8 @@ pub fn cycle(client: &InfoClient, shared: &Shared, stop: &AtomicBool) -> Result<
     let mut copy = info::load(&path, true)?;
     wait_for_height(shared, copy.height(), stop)?;
     catch_up(shared, &mut copy)?;
-    let c = &shared.health().counters;
-    c.validations.fetch_add(1, Relaxed);
+    let c = &shared.health().counters();
+    c.validations.inc();
     let mut coins: Vec<Coin> = shared.books().coin_names();
     coins.extend(copy.coin_names());
     coins.sort();
@@ -109,7 +109,7 @@ pub fn cycle(client: &InfoClient, shared: &Shared, stop: &AtomicBool) -> Result<
     let mut report = Report { height: copy.height(), coins: coins.len(), ..Report::default() };
     for coin in &coins {
         if !same_coin(shared, &mut copy, coin)? {
-            c.validation_mismatches.fetch_add(1, Relaxed);
+            c.validation_mismatches.inc();
             report.mismatched.push(coin.clone());
             repair(shared, &mut copy, coin)?;
             report.repaired.push(coin.clone());
@@ -223,7 +223,7 @@ fn repair(shared: &Shared, copy: &mut Books, coin: &Coin) -> Result<(), Skip> {
             live.set_coin(coin, copy.take_coin(coin));
             drop(live);
             shared.repaired(coin.clone());
-            shared.health().counters.repairs.fetch_add(1, Relaxed);
+            shared.health().counters().repairs.inc();
             return Ok(());
         }
     }

@@ -7,6 +7,9 @@
 //! locks at once or learns how they are laid out. The publisher sleeps on one wake signal (`wait_for_change`)
 //! that counts every change it must look at: a line step, a snapshot install, a repair or a subscription change.
 
+pub mod counter;
+pub mod health;
+pub mod sources;
 mod steps;
 
 use std::collections::VecDeque;
@@ -18,9 +21,9 @@ use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use rustc_hash::FxHashSet;
 
+use self::health::Health;
 pub use self::steps::{BlockTimes, KEPT_STEPS, Step, StepData, StepsSince};
 use crate::book::Books;
-use crate::ingest::health::Health;
 use crate::node::{Block, Coin, Stream, Watched};
 
 /// Blocks kept for validation, which brings a snapshot forward to our height with them.
@@ -160,7 +163,7 @@ impl Shared {
             let mut guard = self.books.write();
             *guard = books;
             self.recent.lock().clear();
-            self.health.counters.books_loaded.fetch_add(1, Relaxed);
+            self.health.counters().books_loaded.inc();
         }
         self.health.resynced(height);
         self.signal_change();
@@ -169,7 +172,7 @@ impl Shared {
     /// Times whole books were replaced by a snapshot (the `books_loaded` counter); read under the books' lock, it
     /// tells a reader that the books it saw before are gone.
     pub fn installs(&self) -> u64 {
-        self.health.counters.books_loaded.load(Relaxed)
+        self.health.counters().books_loaded.get()
     }
 
     pub fn health(&self) -> &Health {

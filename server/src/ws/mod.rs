@@ -96,7 +96,7 @@ pub const CHANNELS: [&str; 9] =
 
 /// What the exporters (`/metrics`, `/status`) read.
 impl crate::audit::Exposed for WsContext {
-    fn health(&self) -> &crate::ingest::health::Health {
+    fn health(&self) -> &crate::state::health::Health {
         self.state.health()
     }
     fn stages(&self) -> &crate::audit::Stages {

@@ -1,4 +1,5 @@
-//! The service state operators and clients see, and the counters behind it.
+//! The service state operators and clients see, and the counters behind it. It lives in `state` because ingest
+//! writes it while audit, publish and ws read it.
 //!
 //! Written by the ingest thread with relaxed atomics (no lock on the hot path), read by anyone. `stale` is not
 //! stored: it is derived from how long ago the last block was applied, so silence is reported even when the
@@ -7,6 +8,8 @@
 use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
+use super::counter::Counter;
+use super::sources::SourceBoard;
 use crate::node::time::{UnixNanos, now_nanos};
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -66,86 +69,86 @@ impl std::fmt::Display for State {
 /// `BookCounters`); all monotonic.
 #[derive(Debug, Default)]
 pub struct IngestCounters {
-    pub lines: AtomicU64,
-    pub bytes: AtomicU64,
-    pub malformed_lines: AtomicU64,
+    pub lines: Counter,
+    pub bytes: Counter,
+    pub malformed_lines: Counter,
     /// Lines not in the node's exact layout, so read by the slower serde parse instead of a fast path (a node
     /// version that changed how it writes a stream shows here).
-    pub lines_off_layout: AtomicU64,
-    pub blocks_applied: AtomicU64,
-    pub blocks_already_applied: AtomicU64,
-    pub gaps: AtomicU64,
-    pub broken_blocks: AtomicU64,
-    pub inconsistencies: AtomicU64,
-    pub rollovers: AtomicU64,
-    pub partial_lines_dropped: AtomicU64,
-    pub files_reopened: AtomicU64,
+    pub lines_off_layout: Counter,
+    pub blocks_applied: Counter,
+    pub blocks_already_applied: Counter,
+    pub gaps: Counter,
+    pub broken_blocks: Counter,
+    pub inconsistencies: Counter,
+    pub rollovers: Counter,
+    pub partial_lines_dropped: Counter,
+    pub files_reopened: Counter,
     /// Whole books installed from a snapshot: the first load, then every resync (so a fresh server shows 1).
-    pub books_loaded: AtomicU64,
-    pub io_errors: AtomicU64,
-    pub snapshots_requested: AtomicU64,
-    pub snapshot_failures: AtomicU64,
-    pub source_connects: AtomicU64,
-    pub source_disconnects: AtomicU64,
-    pub validations: AtomicU64,
-    pub validation_mismatches: AtomicU64,
-    pub validations_skipped: AtomicU64,
-    pub repairs: AtomicU64,
+    pub books_loaded: Counter,
+    pub io_errors: Counter,
+    pub snapshots_requested: Counter,
+    pub snapshot_failures: Counter,
+    pub source_connects: Counter,
+    pub source_disconnects: Counter,
+    pub validations: Counter,
+    pub validation_mismatches: Counter,
+    pub validations_skipped: Counter,
+    pub repairs: Counter,
     /// Lines of blocks already applied (a restarted node re-emitting recent blocks), dropped.
-    pub stale_lines: AtomicU64,
+    pub stale_lines: Counter,
     /// Racing sources: a later copy of a line whose events differ from the applied one's.
-    pub disagreements: AtomicU64,
+    pub disagreements: Counter,
     /// Lines longer than `ingest.max_line_bytes`, refused (each is a lost line).
-    pub lines_too_long: AtomicU64,
+    pub lines_too_long: Counter,
     /// Lines of a block further past the last one handed out than `ingest.max_height_jump`, refused.
-    pub lines_too_far_ahead: AtomicU64,
+    pub lines_too_far_ahead: Counter,
     /// Racing: blocks given up because `ingest.race_max_parked_blocks` later blocks waited for them.
-    pub parked_blocks_full: AtomicU64,
+    pub parked_blocks_full: Counter,
     /// Diffs lines applied in two steps, the watched coins first (`book::first`).
-    pub split_diff_steps: AtomicU64,
+    pub split_diff_steps: Counter,
     /// Split diffs steps whose rest went ahead before the publisher had taken up the first part (1 ms).
-    pub first_waits_timed_out: AtomicU64,
+    pub first_waits_timed_out: Counter,
     /// Streaming: parts of a block's diffs applied as their lines were read, before the block was whole.
-    pub diff_parts: AtomicU64,
+    pub diff_parts: Counter,
     /// Streaming: an open block's parts taken back for a reader of complete books (`book::undo`).
-    pub roll_backs: AtomicU64,
+    pub roll_backs: Counter,
 }
 
 impl IngestCounters {
     /// Every counter by name, for `/health` and metrics.
     pub fn to_map(&self) -> std::collections::BTreeMap<&'static str, u64> {
         [
-            ("lines", self.lines.load(Relaxed)),
-            ("bytes", self.bytes.load(Relaxed)),
-            ("malformed_lines", self.malformed_lines.load(Relaxed)),
-            ("lines_off_layout", self.lines_off_layout.load(Relaxed)),
-            ("blocks_applied", self.blocks_applied.load(Relaxed)),
-            ("blocks_already_applied", self.blocks_already_applied.load(Relaxed)),
-            ("gaps", self.gaps.load(Relaxed)),
-            ("broken_blocks", self.broken_blocks.load(Relaxed)),
-            ("inconsistencies", self.inconsistencies.load(Relaxed)),
-            ("rollovers", self.rollovers.load(Relaxed)),
-            ("partial_lines_dropped", self.partial_lines_dropped.load(Relaxed)),
-            ("files_reopened", self.files_reopened.load(Relaxed)),
-            ("books_loaded", self.books_loaded.load(Relaxed)),
-            ("io_errors", self.io_errors.load(Relaxed)),
-            ("snapshots_requested", self.snapshots_requested.load(Relaxed)),
-            ("snapshot_failures", self.snapshot_failures.load(Relaxed)),
-            ("source_connects", self.source_connects.load(Relaxed)),
-            ("source_disconnects", self.source_disconnects.load(Relaxed)),
-            ("validations", self.validations.load(Relaxed)),
-            ("validation_mismatches", self.validation_mismatches.load(Relaxed)),
-            ("validations_skipped", self.validations_skipped.load(Relaxed)),
-            ("repairs", self.repairs.load(Relaxed)),
-            ("stale_lines", self.stale_lines.load(Relaxed)),
-            ("disagreements", self.disagreements.load(Relaxed)),
-            ("lines_too_long", self.lines_too_long.load(Relaxed)),
-            ("lines_too_far_ahead", self.lines_too_far_ahead.load(Relaxed)),
-            ("parked_blocks_full", self.parked_blocks_full.load(Relaxed)),
-            ("split_diff_steps", self.split_diff_steps.load(Relaxed)),
-            ("first_waits_timed_out", self.first_waits_timed_out.load(Relaxed)),
-            ("diff_parts", self.diff_parts.load(Relaxed)),
-            ("roll_backs", self.roll_backs.load(Relaxed)),
+            ("lines", self.lines.get()),
+            ("bytes", self.bytes.get()),
+            ("malformed_lines", self.malformed_lines.get()),
+            ("lines_off_layout", self.lines_off_layout.get()),
+            ("blocks_applied", self.blocks_applied.get()),
+            ("blocks_already_applied", self.blocks_already_applied.get()),
+            ("gaps", self.gaps.get()),
+            ("broken_blocks", self.broken_blocks.get()),
+            ("inconsistencies", self.inconsistencies.get()),
+            ("rollovers", self.rollovers.get()),
+            ("partial_lines_dropped", self.partial_lines_dropped.get()),
+            ("files_reopened", self.files_reopened.get()),
+            ("books_loaded", self.books_loaded.get()),
+            ("io_errors", self.io_errors.get()),
+            ("snapshots_requested", self.snapshots_requested.get()),
+            ("snapshot_failures", self.snapshot_failures.get()),
+            ("source_connects", self.source_connects.get()),
+            ("source_disconnects", self.source_disconnects.get()),
+            ("validations", self.validations.get()),
+            ("validation_mismatches", self.validation_mismatches.get()),
+            ("validations_skipped", self.validations_skipped.get()),
+            ("repairs", self.repairs.get()),
+            ("stale_lines", self.stale_lines.get()),
+            ("disagreements", self.disagreements.get()),
+            ("lines_too_long", self.lines_too_long.get()),
+            ("lines_too_far_ahead", self.lines_too_far_ahead.get()),
+            ("parked_blocks_full", self.parked_blocks_full.get()),
+            ("split_diff_steps", self.split_diff_steps.get()),
+            ("first_waits_timed_out", self.first_waits_timed_out.get()),
+            ("diff_parts", self.diff_parts.get()),
+            ("roll_backs", self.roll_backs.get()),
         ]
         .into_iter()
         .collect()
@@ -169,9 +172,9 @@ pub struct Health {
     failure: parking_lot::Mutex<Option<String>>,
     /// Wakes whoever stops the service (`failed`) when it fails.
     failed_signal: tokio::sync::Notify,
-    pub counters: IngestCounters,
-    /// Each source's state, and the race between them (`ingest::sources`).
-    pub sources: std::sync::Arc<super::sources::SourceBoard>,
+    counters: IngestCounters,
+    /// Each source's state, and the race between them.
+    sources: std::sync::Arc<SourceBoard>,
 }
 
 /// What a panic said, as text.
@@ -198,6 +201,16 @@ impl Health {
         }
     }
 
+    /// Everything ingest counts.
+    pub fn counters(&self) -> &IngestCounters {
+        &self.counters
+    }
+
+    /// Each source's state, and the race between them.
+    pub fn sources(&self) -> &std::sync::Arc<SourceBoard> {
+        &self.sources
+    }
+
     /// Records an applied block.
     pub fn applied(&self, height: u64, block_time: UnixNanos, node_written: Option<UnixNanos>) {
         let now = now_nanos();
@@ -206,7 +219,7 @@ impl Health {
         self.block_time.store(block_time, Relaxed);
         let written = node_written.unwrap_or(now);
         self.node_written.store(written, Relaxed);
-        self.counters.blocks_applied.fetch_add(1, Relaxed);
+        self.counters.blocks_applied.inc();
         let behind = Duration::from_nanos(now.saturating_sub(written).max(0) as u64);
         if self.stored() != State::Resyncing {
             let s = if behind > self.catching_up_after { State::CatchingUp } else { State::Live };
