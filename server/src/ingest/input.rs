@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::limits::Limits;
-use super::live::LiveConfig;
+use super::live_config::LiveConfig;
 use super::race::Race;
 use super::source::{LineSource, SourceEvent};
 use super::sources::{SourceSpec, diagnose_dir};

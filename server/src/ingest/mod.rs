@@ -5,6 +5,7 @@ pub mod info;
 pub mod input;
 pub mod limits;
 pub mod live;
+pub mod live_config;
 pub mod nats;
 pub mod race;
 pub mod relay;

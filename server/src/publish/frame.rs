@@ -5,8 +5,10 @@
 //! that way writes those same bytes. Audit subscribers (`/ws?audit=1`) get the same JSON with the block's stage times
 //! appended, which costs them a copy but leaves everyone else's bytes official.
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
 
+use arc_swap::ArcSwapOption;
 use bytes::Bytes;
 
 use crate::state::BlockTimes;
@@ -144,5 +146,23 @@ mod tests {
         let keys: Vec<&str> = a.keys().map(String::as_str).collect();
         assert_eq!(keys, ["height", "block_ns", "published_ns", "sent_ns"], "{a:?}");
         assert_eq!(a["block_ns"], 10);
+    }
+}
+
+/// The newest frame of one conflated stream.
+#[derive(Debug, Default)]
+pub struct Slot {
+    pub frame: ArcSwapOption<Frame>,
+    /// Frames stored so far: each frame's `seq` is its number in this slot, so a reader that sent frame `s` and
+    /// now finds `t` knows exactly `t - s - 1` frames were replaced before it could send them. (The publish pass
+    /// number would not do: a pass that leaves this shape unchanged stores nothing here.)
+    stored: AtomicU64,
+}
+
+impl Slot {
+    /// Stores the shape's next frame (the publisher is the only writer).
+    pub fn put(&self, json: Vec<u8>, audit: Audit) {
+        let seq = self.stored.fetch_add(1, Relaxed) + 1;
+        self.frame.store(Some(Arc::new(Frame::new(seq, json, audit))));
     }
 }

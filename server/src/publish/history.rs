@@ -16,8 +16,8 @@ use parking_lot::{Condvar, Mutex};
 use rustc_hash::FxHashMap;
 
 use super::frame::{Audit, Frame};
-use super::hub::Hub;
 use crate::node::Address;
+use crate::state::Shared;
 
 /// Most fills a userFills snapshot carries: the official `userFills` answers the user's 2000 most recent.
 pub const SNAPSHOT_FILLS: usize = 2000;
@@ -157,6 +157,19 @@ impl HistoryCounters {
     }
 }
 
+/// What a userFills read needs of the hub that holds the `History`. The hub names this module, so this module
+/// reaches the hub only through the trait (no file circle between them).
+pub trait FillsHub: Send + Sync + 'static {
+    fn history(&self) -> &History;
+    fn shared_state(&self) -> &Shared;
+    /// The history store, once opened.
+    fn history_store(&self) -> Option<Arc<crate::store::Store>>;
+    /// Whether the feed still holds every tick after `seq`.
+    fn feed_holds_after(&self, seq: u64) -> bool;
+    /// Wakes the publisher: a read finished.
+    fn poke(&self);
+}
+
 /// History reads: the turns, and the userFills reads by user.
 #[derive(Debug)]
 pub struct History {
@@ -172,7 +185,7 @@ impl History {
 
     /// A wait on the user's fills below `before` for a subscriber at feed tick `after_seq`: the running or kept
     /// read of the user if the feed still holds every tick after its start, else a new read on a blocking thread.
-    pub fn user_fills(&self, hub: &Arc<Hub>, user: Address, before: u64, after_seq: u64) -> Waiter {
+    pub fn user_fills<H: FillsHub>(&self, hub: &Arc<H>, user: Address, before: u64, after_seq: u64) -> Waiter {
         let mut reads = self.fills.lock();
         if let Some(r) = reads.get(&user)
             && r.before <= before
@@ -196,8 +209,8 @@ impl History {
         self.counters.fills_reads.fetch_add(1, Relaxed);
         let (hub, r) = (hub.clone(), read.clone());
         tokio::task::spawn_blocking(move || {
-            let health = hub.shared.health();
-            health.supervised("userFills snapshot task", || run_fills_read(&hub, &r));
+            let health = hub.shared_state().health();
+            health.supervised("userFills snapshot task", || run_fills_read(&*hub, &r));
         });
         Waiter(read)
     }
@@ -231,13 +244,13 @@ impl History {
 
 /// Waits for the store to hold the blocks below the read's, takes a turn, reads, and keeps the frames (or the
 /// reason there are none) for the read's subscribers.
-fn run_fills_read(hub: &Arc<Hub>, read: &Arc<FillsRead>) {
+fn run_fills_read(hub: &impl FillsHub, read: &Arc<FillsRead>) {
     let test = crate::state::test_panic("user_fills");
     assert!(!test, "HLBOOK_TEST_PANIC asked the userFills snapshot task to panic");
-    let history = &hub.history;
+    let history = hub.history();
     let gone = || read.waiters.load(Relaxed) == 0;
     let fills = || -> Result<Vec<Box<str>>, String> {
-        let Some(store) = hub.store.get() else { return Ok(Vec::new()) };
+        let Some(store) = hub.history_store() else { return Ok(Vec::new()) };
         while !store.wait_for(read.before.saturating_sub(1), Duration::from_millis(500)) {
             if gone() {
                 return Err("every subscriber waiting for it left".into());

@@ -11,15 +11,16 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use arc_swap::{ArcSwap, ArcSwapOption};
+use arc_swap::ArcSwap;
 use parking_lot::{Mutex, RwLock};
 use rustc_hash::FxHashMap;
 use tokio::sync::{oneshot, watch};
 
 use super::candles::Interval;
-use super::candles::keeper::{CandleFrames, CandleKey};
-use super::frame::{Audit, Frame};
-use super::history::{History, Turns};
+use super::candles::keeper::{CandleFrames, CandleHub, CandleKey};
+use super::frame::Frame;
+pub use super::frame::Slot;
+use super::history::{FillsHub, History, Turns};
 use super::users::{UserChannel, UserFrames, UserSubs};
 pub use super::wanted::{CoinWants, Depth, L2Group, Wanted};
 use super::wanted::{Registry, ShapeChanges};
@@ -32,24 +33,6 @@ use crate::state::Shared;
 pub struct L2Key {
     pub coin: Coin,
     pub params: L2Params,
-}
-
-/// The newest frame of one conflated stream.
-#[derive(Debug, Default)]
-pub struct Slot {
-    pub frame: ArcSwapOption<Frame>,
-    /// Frames stored so far: each frame's `seq` is its number in this slot, so a reader that sent frame `s` and
-    /// now finds `t` knows exactly `t - s - 1` frames were replaced before it could send them. (The publish pass
-    /// number would not do: a pass that leaves this shape unchanged stores nothing here.)
-    stored: AtomicU64,
-}
-
-impl Slot {
-    /// Stores the shape's next frame (the publisher is the only writer).
-    pub fn put(&self, json: Vec<u8>, audit: Audit) {
-        let seq = self.stored.fetch_add(1, Relaxed) + 1;
-        self.frame.store(Some(Arc::new(Frame::new(seq, json, audit))));
-    }
 }
 
 /// One block's (or one reset's) frames of the ordered streams.
@@ -525,6 +508,50 @@ impl Hub {
                 .max()
         };
         wanted.coins.iter().filter_map(|(coin, w)| Some((coin.to_string(), newest(w)?))).collect()
+    }
+}
+
+impl FillsHub for Hub {
+    fn history(&self) -> &History {
+        &self.history
+    }
+
+    fn shared_state(&self) -> &Shared {
+        &self.shared
+    }
+
+    fn history_store(&self) -> Option<Arc<crate::store::Store>> {
+        self.store()
+    }
+
+    fn feed_holds_after(&self, seq: u64) -> bool {
+        Hub::feed_holds_after(self, seq)
+    }
+
+    fn poke(&self) {
+        Hub::poke(self);
+    }
+}
+
+impl CandleHub for Hub {
+    fn candle_frames(&self) -> &CandleFrames {
+        &self.candles
+    }
+
+    fn shared_state(&self) -> &Shared {
+        &self.shared
+    }
+
+    fn history_store(&self) -> Option<Arc<crate::store::Store>> {
+        self.store()
+    }
+
+    fn backfill_deferred(&self) {
+        self.counters.candle_backfills_deferred.fetch_add(1, Relaxed);
+    }
+
+    fn backfill_skipped(&self) {
+        self.counters.candle_backfills_skipped.fetch_add(1, Relaxed);
     }
 }
 

@@ -128,7 +128,7 @@ impl Publisher {
         if new_shapes {
             // Per-coin state lives only while someone wants the coin's bbo.
             self.bbo_last.retain(|c, _| wanted.coins.get(c).is_some_and(|w| w.bbo.is_some()));
-            self.candles.sync(&hub, &candle_wants(&wanted));
+            self.candles.sync(&*hub, &candle_wants(&wanted));
         }
         let serve = books.is_complete() && !self.held.is_empty();
         let same = (h, dh, installs) == (self.height, self.diffs_height, self.installs)
@@ -208,7 +208,7 @@ impl Publisher {
         self.publish_bbo_and_mids(&wanted, &built, l2_time, l2_audit, reloaded || shapes.mids);
         // Backfilled candles join the trades counted up to the last fills step published, before this pass's.
         let fills_audit = self.audit_of(self.fills_height, self.fills_block_time(), Stream::Fills);
-        self.candles.finish_backfills(&hub, self.tick_seq, stamped(fills_audit));
+        self.candles.finish_backfills(&*hub, self.tick_seq, stamped(fills_audit));
         let mut ticks = self.ticks(&wanted, &fill_steps, &status_steps, &blocks);
         if reloaded || !repaired.is_empty() {
             self.tick_seq += 1;

@@ -58,7 +58,7 @@ impl Publisher {
                 && !self.candles.is_empty()
             {
                 let audit = self.audit_of(height, *block_time, Stream::Fills);
-                tick.candles = self.candles.on_fills(&self.hub, height, fills, self.tick_seq, stamped(audit));
+                tick.candles = self.candles.on_fills(&*self.hub, height, fills, self.tick_seq, stamped(audit));
             }
             if let Some(Step { data: StepData::Fills { users: user_fills, generation, .. }, block_time, .. }) = step
                 && !users.is_empty()

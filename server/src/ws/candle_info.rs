@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use bytes::Bytes;
 use serde_json::Value;
 
+use super::info_gate::Answer;
 use super::info_gate::Place;
-use super::passthrough::Answer;
 use crate::publish::Hub;
 use crate::publish::candles::{Interval, candle_object};
 

@@ -12,12 +12,27 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
+use bytes::Bytes;
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
+use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::passthrough::Answer;
 use crate::config::ServerConfig;
+
+/// An answer to an info request, whoever gave it: HTTP status and a JSON body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Answer {
+    pub status: u16,
+    pub json: Bytes,
+}
+
+impl Answer {
+    /// An answer carrying `text` as a JSON string.
+    pub fn text(status: u16, text: &str) -> Answer {
+        Answer { status, json: Bytes::from(Value::String(text.to_string()).to_string()) }
+    }
+}
 
 #[derive(Debug)]
 pub struct InfoGate {

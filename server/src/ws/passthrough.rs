@@ -21,22 +21,8 @@ use serde_json::Value;
 use tokio::sync::OnceCell;
 
 use super::fair_slots::FairSlots;
-use super::info_gate::InfoGate;
+use super::info_gate::{Answer, InfoGate};
 use crate::config::ServerConfig;
-
-/// An answer: HTTP status and a JSON body.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Answer {
-    pub status: u16,
-    pub json: Bytes,
-}
-
-impl Answer {
-    /// An answer carrying `text` as a JSON string.
-    pub fn text(status: u16, text: &str) -> Answer {
-        Answer { status, json: Bytes::from(Value::String(text.to_string()).to_string()) }
-    }
-}
 
 /// Cached answers kept at most; past this, expired ones are swept, and a request that still finds no room is
 /// forwarded uncached.
