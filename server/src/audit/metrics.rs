@@ -74,11 +74,11 @@ impl Collector for Hlbook {
                     .encode(m.encode_family(&[("since", kind)])?)?;
             }
         }
-        for (name, v) in h.counters().to_map() {
-            counter(&mut e, &format!("hlbook_ingest_{name}"), "Ingest counter (docs/operations.md)", v)?;
+        for c in h.counters().to_list() {
+            counter(&mut e, &format!("hlbook_ingest_{}", c.name), c.help, c.value)?;
         }
-        for (name, v) in ctx.publish_counters() {
-            counter(&mut e, &format!("hlbook_publish_{name}"), "Publisher counter", v)?;
+        for c in ctx.publish_counters() {
+            counter(&mut e, &format!("hlbook_publish_{}", c.name), c.help, c.value)?;
         }
         gauge(
             &mut e,
@@ -86,8 +86,8 @@ impl Collector for Hlbook {
             "Bytes of trades/l4Book frames kept for slow connections",
             ctx.feed_bytes() as i64,
         )?;
-        for (name, v) in ctx.ws_counters() {
-            counter(&mut e, &format!("hlbook_ws_{name}"), "WebSocket counter", v)?;
+        for c in ctx.ws_counters() {
+            counter(&mut e, &format!("hlbook_ws_{}", c.name), c.help, c.value)?;
         }
         gauge(&mut e, "hlbook_connections", "Open WebSocket connections", ctx.connections() as i64)?;
         {

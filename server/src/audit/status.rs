@@ -46,7 +46,7 @@ pub fn status(ctx: &dyn Exposed, blocks: usize) -> Value {
     });
     let ws = ctx.ws_counters();
     for name in ["frames_sent", "bytes_sent", "overflows", "conflated"] {
-        doc[name] = json!(ws.iter().find(|(n, _)| *n == name).map_or(0, |c| c.1));
+        doc[name] = json!(ws.iter().find(|c| c.name == name).map_or(0, |c| c.value));
     }
     if blocks > 0 {
         let from = window.len().saturating_sub(blocks.min(MAX_BLOCKS));

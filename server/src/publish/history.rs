@@ -9,7 +9,7 @@
 //! along). A read nobody waits for any more stops.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -130,30 +130,17 @@ impl Waiter {
     }
 }
 
-/// Counters of history reads.
-#[derive(Debug, Default)]
-pub struct HistoryCounters {
-    /// userFills reads of the store started.
-    pub fills_reads: AtomicU64,
-    /// userFills subscriptions served by a read another subscriber started.
-    pub fills_reads_shared: AtomicU64,
-    /// Reads stopped because everyone waiting for them had left.
-    pub reads_abandoned: AtomicU64,
-    /// Reads refused: the queue was full or the wait ran out.
-    pub reads_refused: AtomicU64,
-}
-
-impl HistoryCounters {
-    pub fn to_list(&self) -> Vec<(&'static str, u64)> {
-        [
-            ("fills_reads", &self.fills_reads),
-            ("fills_reads_shared", &self.fills_reads_shared),
-            ("history_reads_abandoned", &self.reads_abandoned),
-            ("history_reads_refused", &self.reads_refused),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k, v.load(Relaxed)))
-        .collect()
+crate::state::counter::counters! {
+    /// Counters of history reads, exported with the publisher's.
+    pub struct HistoryCounters {
+        /// userFills reads of the store started.
+        fills_reads,
+        /// userFills subscriptions served by a read another subscriber started.
+        fills_reads_shared,
+        /// History reads stopped because everyone waiting for them had left.
+        reads_abandoned as "history_reads_abandoned",
+        /// History reads refused: the queue was full or the wait ran out.
+        reads_refused as "history_reads_refused",
     }
 }
 
@@ -193,7 +180,7 @@ impl History {
             && !matches!(r.result.get(), Some(Err(_)))
         {
             r.waiters.fetch_add(1, Relaxed);
-            self.counters.fills_reads_shared.fetch_add(1, Relaxed);
+            self.counters.fills_reads_shared.inc();
             return Waiter(r.clone());
         }
         let read = Arc::new(FillsRead {
@@ -206,7 +193,7 @@ impl History {
         reads.insert(user, read.clone());
         Self::trim(&mut reads);
         drop(reads);
-        self.counters.fills_reads.fetch_add(1, Relaxed);
+        self.counters.fills_reads.inc();
         let (hub, r) = (hub.clone(), read.clone());
         tokio::task::spawn_blocking(move || {
             let health = hub.shared_state().health();
@@ -270,7 +257,7 @@ fn run_fills_read(hub: &impl FillsHub, read: &Arc<FillsRead>) {
     if let Err(e) = &result {
         let abandoned = gone();
         let c = if abandoned { &history.counters.reads_abandoned } else { &history.counters.reads_refused };
-        c.fetch_add(1, Relaxed);
+        c.inc();
         tracing::debug!(user = %read.user, "userFills history read ended without a snapshot: {e}");
     }
     let _ = read.result.set(result);

@@ -105,52 +105,36 @@ pub struct L4Snapshot {
     pub frame: Arc<Frame>,
 }
 
-/// Counters of the publish stage.
-#[derive(Debug, Default)]
-pub struct PublishCounters {
-    pub passes: AtomicU64,
-    pub l2_frames: AtomicU64,
-    pub bbo_frames: AtomicU64,
-    pub mids_frames: AtomicU64,
-    pub trade_frames: AtomicU64,
-    pub l4_frames: AtomicU64,
-    pub l4_snapshots: AtomicU64,
-    /// l4Book snapshots not made, or made for nobody, because every subscriber asking had left.
-    pub l4_snapshots_abandoned: AtomicU64,
-    /// Passes that found the books reloaded or blocks missing from the recent ring.
-    pub discontinuities: AtomicU64,
-    /// Passes that published a split diffs step's first part ahead of its other coins (`book::first`).
-    pub first_parts: AtomicU64,
-    /// Streaming: a coin's L2 and bbo held back for a pass because its book was between two events of one order
-    /// (crossed, or an order of size 0 resting; `CoinBook::is_sane`).
-    pub l2_withheld: AtomicU64,
-    /// Candle backfills put off to a later pass because the backfill queue was full.
-    pub candle_backfills_deferred: AtomicU64,
-    /// Candle backfills dropped unread because nobody wanted their keys any more.
-    pub candle_backfills_skipped: AtomicU64,
-}
-
-impl PublishCounters {
-    /// Every counter by name, for the exporters.
-    pub fn to_list(&self) -> Vec<(&'static str, u64)> {
-        [
-            ("passes", &self.passes),
-            ("l2_frames", &self.l2_frames),
-            ("bbo_frames", &self.bbo_frames),
-            ("mids_frames", &self.mids_frames),
-            ("trade_frames", &self.trade_frames),
-            ("l4_frames", &self.l4_frames),
-            ("l4_snapshots", &self.l4_snapshots),
-            ("l4_snapshots_abandoned", &self.l4_snapshots_abandoned),
-            ("discontinuities", &self.discontinuities),
-            ("first_parts", &self.first_parts),
-            ("l2_withheld", &self.l2_withheld),
-            ("candle_backfills_deferred", &self.candle_backfills_deferred),
-            ("candle_backfills_skipped", &self.candle_backfills_skipped),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k, v.load(Relaxed)))
-        .collect()
+crate::state::counter::counters! {
+    /// Counters of the publish stage, exported as `hlbook_publish_<name>` and under `publish` in `/health`.
+    pub struct PublishCounters {
+        /// Publish passes run.
+        passes,
+        /// l2Book frames built.
+        l2_frames,
+        /// bbo frames built.
+        bbo_frames,
+        /// allMids frames built.
+        mids_frames,
+        /// trades frames built.
+        trade_frames,
+        /// l4Book update frames built.
+        l4_frames,
+        /// l4Book snapshots built.
+        l4_snapshots,
+        /// l4Book snapshots not made, or made for nobody, because every subscriber asking had left.
+        l4_snapshots_abandoned,
+        /// Passes that found the books reloaded or blocks missing from the recent ring.
+        discontinuities,
+        /// Passes that published a split diffs step's first part ahead of its other coins (`book::first`).
+        first_parts,
+        /// Streaming: a coin's L2 and bbo held back for a pass because its book was between two events of one
+        /// order (crossed, or an order of size 0 resting; `CoinBook::is_sane`).
+        l2_withheld,
+        /// Candle backfills put off to a later pass because the backfill queue was full.
+        candle_backfills_deferred,
+        /// Candle backfills dropped unread because nobody wanted their keys any more.
+        candle_backfills_skipped,
     }
 }
 
@@ -226,7 +210,7 @@ impl Hub {
     }
 
     /// The publish stage's counters and its history reads', by name.
-    pub fn counter_list(&self) -> Vec<(&'static str, u64)> {
+    pub fn counter_list(&self) -> Vec<crate::state::counter::Named> {
         let mut list = self.counters.to_list();
         list.extend(self.history.counters.to_list());
         list
@@ -547,11 +531,11 @@ impl CandleHub for Hub {
     }
 
     fn backfill_deferred(&self) {
-        self.counters.candle_backfills_deferred.fetch_add(1, Relaxed);
+        self.counters.candle_backfills_deferred.inc();
     }
 
     fn backfill_skipped(&self) {
-        self.counters.candle_backfills_skipped.fetch_add(1, Relaxed);
+        self.counters.candle_backfills_skipped.inc();
     }
 }
 

@@ -8,7 +8,6 @@
 use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use super::counter::Counter;
 use super::sources::SourceBoard;
 use crate::node::time::{UnixNanos, now_nanos};
 
@@ -65,93 +64,80 @@ impl std::fmt::Display for State {
     }
 }
 
-/// Counters of everything ingest does, over the process's life (across resyncs, unlike a `Books`' own
-/// `BookCounters`); all monotonic.
-#[derive(Debug, Default)]
-pub struct IngestCounters {
-    pub lines: Counter,
-    pub bytes: Counter,
-    pub malformed_lines: Counter,
-    /// Lines not in the node's exact layout, so read by the slower serde parse instead of a fast path (a node
-    /// version that changed how it writes a stream shows here).
-    pub lines_off_layout: Counter,
-    pub blocks_applied: Counter,
-    pub blocks_already_applied: Counter,
-    pub gaps: Counter,
-    pub broken_blocks: Counter,
-    pub inconsistencies: Counter,
-    pub rollovers: Counter,
-    pub partial_lines_dropped: Counter,
-    pub files_reopened: Counter,
-    /// Whole books installed from a snapshot: the first load, then every resync (so a fresh server shows 1).
-    pub books_loaded: Counter,
-    pub io_errors: Counter,
-    pub snapshots_requested: Counter,
-    pub snapshot_failures: Counter,
-    pub source_connects: Counter,
-    pub source_disconnects: Counter,
-    pub validations: Counter,
-    pub validation_mismatches: Counter,
-    pub validations_skipped: Counter,
-    pub repairs: Counter,
-    /// Lines of blocks already applied (a restarted node re-emitting recent blocks), dropped.
-    pub stale_lines: Counter,
-    /// Racing sources: a later copy of a line whose events differ from the applied one's.
-    pub disagreements: Counter,
-    /// Lines longer than `ingest.max_line_bytes`, refused (each is a lost line).
-    pub lines_too_long: Counter,
-    /// Lines of a block further past the last one handed out than `ingest.max_height_jump`, refused.
-    pub lines_too_far_ahead: Counter,
-    /// Racing: blocks given up because `ingest.race_max_parked_blocks` later blocks waited for them.
-    pub parked_blocks_full: Counter,
-    /// Diffs lines applied in two steps, the watched coins first (`book::first`).
-    pub split_diff_steps: Counter,
-    /// Split diffs steps whose rest went ahead before the publisher had taken up the first part (1 ms).
-    pub first_waits_timed_out: Counter,
-    /// Streaming: parts of a block's diffs applied as their lines were read, before the block was whole.
-    pub diff_parts: Counter,
-    /// Streaming: an open block's parts taken back for a reader of complete books (`book::undo`).
-    pub roll_backs: Counter,
+crate::state::counter::counters! {
+    /// Counters of everything ingest does, over the process's life (across resyncs, unlike a `Books`' own
+    /// `BookCounters`); all monotonic. Exported as `hlbook_ingest_<name>` and under `counters` in `/health`.
+    pub struct IngestCounters {
+        /// Lines read from the sources.
+        lines,
+        /// Bytes of lines read from the sources.
+        bytes,
+        /// Lines that did not parse (each is a lost line).
+        malformed_lines,
+        /// Lines not in the node's exact layout, so read by the slower serde parse instead of a fast path (a node
+        /// version that changed how it writes a stream shows here).
+        lines_off_layout,
+        /// Blocks applied to the books.
+        blocks_applied,
+        /// Blocks dropped because the books already held them.
+        blocks_already_applied,
+        /// Blocks missing from the stream (lost input: each leads to a resync).
+        gaps,
+        /// Blocks that could not be assembled whole (lost input: each leads to a resync).
+        broken_blocks,
+        /// Diffs that did not fit our book: the coin is untrusted until validation repairs it.
+        inconsistencies,
+        /// Hourly file changes.
+        rollovers,
+        /// Partial lines dropped (lost input: each leads to a resync).
+        partial_lines_dropped,
+        /// Files reopened because they were replaced under their name.
+        files_reopened,
+        /// Whole books installed from a snapshot: the first load, then every resync (so a fresh server shows 1).
+        books_loaded,
+        /// Read errors.
+        io_errors,
+        /// Snapshots asked of the node's info server.
+        snapshots_requested,
+        /// Failed snapshot attempts (retried with back-off).
+        snapshot_failures,
+        /// Connections made to relays.
+        source_connects,
+        /// Connections to relays lost.
+        source_disconnects,
+        /// Comparisons with a node snapshot (periodic, and at once for untrusted coins).
+        validations,
+        /// Comparisons that found a coin differing from the node's snapshot.
+        validation_mismatches,
+        /// Comparisons with a node snapshot that were skipped.
+        validations_skipped,
+        /// Mismatching coins replaced from a node snapshot.
+        repairs,
+        /// Lines of blocks already applied (a restarted node re-emitting recent blocks), dropped.
+        stale_lines,
+        /// Racing sources: a later copy of a line whose events differ from the applied one's.
+        disagreements,
+        /// Lines longer than `ingest.max_line_bytes`, refused (each is a lost line).
+        lines_too_long,
+        /// Lines of a block further past the last one handed out than `ingest.max_height_jump`, refused.
+        lines_too_far_ahead,
+        /// Racing: blocks given up because `ingest.race_max_parked_blocks` later blocks waited for them.
+        parked_blocks_full,
+        /// Diffs lines applied in two steps, the watched coins first (`book::first`).
+        split_diff_steps,
+        /// Split diffs steps whose rest went ahead before the publisher had taken up the first part (1 ms).
+        first_waits_timed_out,
+        /// Streaming: parts of a block's diffs applied as their lines were read, before the block was whole.
+        diff_parts,
+        /// Streaming: an open block's parts taken back for a reader of complete books (`book::undo`).
+        roll_backs,
+    }
 }
 
 impl IngestCounters {
-    /// Every counter by name, for `/health` and metrics.
+    /// Every counter's value by name, for `/health`.
     pub fn to_map(&self) -> std::collections::BTreeMap<&'static str, u64> {
-        [
-            ("lines", self.lines.get()),
-            ("bytes", self.bytes.get()),
-            ("malformed_lines", self.malformed_lines.get()),
-            ("lines_off_layout", self.lines_off_layout.get()),
-            ("blocks_applied", self.blocks_applied.get()),
-            ("blocks_already_applied", self.blocks_already_applied.get()),
-            ("gaps", self.gaps.get()),
-            ("broken_blocks", self.broken_blocks.get()),
-            ("inconsistencies", self.inconsistencies.get()),
-            ("rollovers", self.rollovers.get()),
-            ("partial_lines_dropped", self.partial_lines_dropped.get()),
-            ("files_reopened", self.files_reopened.get()),
-            ("books_loaded", self.books_loaded.get()),
-            ("io_errors", self.io_errors.get()),
-            ("snapshots_requested", self.snapshots_requested.get()),
-            ("snapshot_failures", self.snapshot_failures.get()),
-            ("source_connects", self.source_connects.get()),
-            ("source_disconnects", self.source_disconnects.get()),
-            ("validations", self.validations.get()),
-            ("validation_mismatches", self.validation_mismatches.get()),
-            ("validations_skipped", self.validations_skipped.get()),
-            ("repairs", self.repairs.get()),
-            ("stale_lines", self.stale_lines.get()),
-            ("disagreements", self.disagreements.get()),
-            ("lines_too_long", self.lines_too_long.get()),
-            ("lines_too_far_ahead", self.lines_too_far_ahead.get()),
-            ("parked_blocks_full", self.parked_blocks_full.get()),
-            ("split_diff_steps", self.split_diff_steps.get()),
-            ("first_waits_timed_out", self.first_waits_timed_out.get()),
-            ("diff_parts", self.diff_parts.get()),
-            ("roll_backs", self.roll_backs.get()),
-        ]
-        .into_iter()
-        .collect()
+        self.to_list().into_iter().map(|c| (c.name, c.value)).collect()
     }
 }
 

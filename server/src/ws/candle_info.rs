@@ -79,12 +79,12 @@ pub async fn candle_snapshot(hub: &Arc<Hub>, body: &Value, place: Place) -> Answ
             let turn = match hub.history().turns.take() {
                 Ok(t) => t,
                 Err(e) => {
-                    hub.history().counters.reads_refused.fetch_add(1, Relaxed);
+                    hub.history().counters.reads_refused.inc();
                     return Answer::text(503, &format!("candleSnapshot: {e}"));
                 }
             };
             if gone.load(Relaxed) {
-                hub.history().counters.reads_abandoned.fetch_add(1, Relaxed);
+                hub.history().counters.reads_abandoned.inc();
                 return Answer::text(499, "candleSnapshot: the client left");
             }
             let range = (r.interval.bucket(r.start).0, r.interval.bucket(r.end).0);

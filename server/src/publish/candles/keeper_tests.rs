@@ -72,7 +72,6 @@ fn trades_during_the_backfill_count_and_the_state_goes_with_the_last_subscriber(
 
 #[test]
 fn the_backfill_queue_is_bounded_and_keys_dropped_meanwhile_are_not_read() {
-    use std::sync::atomic::Ordering::Relaxed;
     let hub = hub();
     let mut k = Keeper::default();
     // The test plays the backfill thread itself, after the churn, so what waits in the queue is exact.
@@ -82,16 +81,12 @@ fn the_backfill_queue_is_bounded_and_keys_dropped_meanwhile_are_not_read() {
     let all: Vec<(&str, Interval)> = coins.iter().map(|c| (c.as_str(), Interval::M1)).collect();
     k.sync(&*hub, &wants(&all));
     k.start_backfills(&hub, 7);
-    assert_eq!(hub.counters.candle_backfills_deferred.load(Relaxed), 36, "a full queue puts requests off");
+    assert_eq!(hub.counters.candle_backfills_deferred.get(), 36, "a full queue puts requests off");
     // Everyone but the first coin's subscriber leaves before the thread gets to the queue.
     k.sync(&*hub, &wants(&all[..1]));
     k.worker = None;
     serve_backfills(&*hub, &rx);
-    assert_eq!(
-        hub.counters.candle_backfills_skipped.load(Relaxed),
-        BACKFILL_QUEUE as u64 - 1,
-        "unwanted keys are not read"
-    );
+    assert_eq!(hub.counters.candle_backfills_skipped.get(), BACKFILL_QUEUE as u64 - 1, "unwanted keys are not read");
     assert_eq!(hub.candles.inbox.lock().len(), 1);
     k.finish_backfills(&*hub, 1, Audit::default());
     assert!(hub.candles.backfilling.lock().is_empty(), "nothing is remembered once the key is live");
