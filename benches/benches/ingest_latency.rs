@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use hlbook::book::Books;
-use hlbook::ingest::info::SnapshotFrom;
+use hlbook::ingest::info_client::SnapshotFrom;
 use hlbook::ingest::live::{Ingest, LiveConfig, SourceSpec};
 use hlbook::ingest::validate::{self, ValidateConfig};
 use hlbook::node::{Mode, Stream};

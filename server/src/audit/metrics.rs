@@ -17,7 +17,7 @@ use prometheus_client::registry::Registry;
 
 use super::{Exposed, STAGES};
 use crate::node::Stream;
-use crate::state::health::State;
+use crate::state::health::HealthState;
 use crate::state::sources::SourceEntry;
 
 /// Upper bounds (seconds) of the exported stage histograms: 50 µs to ~100 s, doubling.
@@ -49,7 +49,14 @@ impl Collector for Hlbook {
         {
             let mut m =
                 e.encode_descriptor("hlbook_state", "1 for the current health state", None, MetricType::Gauge)?;
-            for s in [State::Starting, State::CatchingUp, State::Live, State::Stale, State::Resyncing, State::Failed] {
+            for s in [
+                HealthState::Starting,
+                HealthState::CatchingUp,
+                HealthState::Live,
+                HealthState::Stale,
+                HealthState::Resyncing,
+                HealthState::Failed,
+            ] {
                 let labels = [("state", s.as_str())];
                 ConstGauge::new(i64::from(s == state)).encode(m.encode_family(&labels)?)?;
             }

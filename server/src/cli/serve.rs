@@ -14,7 +14,7 @@ use super::process::{Shutdown, init_logging};
 use super::systemd;
 use crate::book::Books;
 use crate::config::{Config, ServerConfig, Source};
-use crate::ingest::info::SnapshotFrom;
+use crate::ingest::info_client::SnapshotFrom;
 use crate::ingest::live::{Ingest, LiveConfig, SourceSpec};
 use crate::ingest::nats::source::NatsTarget;
 use crate::ingest::validate::{self, ValidateConfig};

@@ -16,7 +16,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::assemble::{Assembled, Assembler};
-use super::info::{self, InfoClient, SnapshotFrom};
+use super::info_client::{self as info, InfoClient, SnapshotFrom};
 use super::input::{Input, InputEvent};
 pub use super::sources::SourceSpec;
 use super::steps;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::info::SnapshotFrom;
+use super::info_client::SnapshotFrom;
 use super::limits::Limits;
 use super::sources::SourceSpec;
 use crate::node::Mode;

@@ -1,7 +1,7 @@
 //! Reading what the node writes and turning it into whole blocks for the books.
 
 pub mod assemble;
-pub mod info;
+pub mod info_client;
 pub mod input;
 pub mod limits;
 pub mod live;

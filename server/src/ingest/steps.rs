@@ -3,7 +3,7 @@
 //!
 //! The node writes a block's lines fills → diffs → statuses, and the status line is by far the longest, so by-block
 //! ingest applies each line as soon as it is parsed instead of waiting for the whole block: trades and L2 frames go
-//! out before the status line is even written. Each step records its own line's times (`BlockTimes::line`), so
+//! out before the status line is even written. Each step records its own line's times (`LineTimes::line`), so
 //! audit stamps every frame with the line it was built from. A whole block (streaming mode, a cached block after a
 //! sync, or all three lines read at once) goes through the same steps in one go.
 
@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::book::{self, Applied, Outcome};
 use crate::node::time::now_nanos;
 use crate::node::{Block, Stream, UnixNanos};
-use crate::state::{BlockTimes, Shared, Step, StepData};
+use crate::state::{LineTimes, Shared, Step, StepData};
 
 /// How long ingest holds back the rest of a split diffs step for the publisher to take up its first part. The rest
 /// holds only coins nobody watches the books of (allMids, and the block's statuses, wait for it), and the
@@ -158,8 +158,8 @@ pub fn complete(shared: &Shared, b: Arc<Block>, read: UnixNanos) -> Outcome {
     outcome
 }
 
-fn times(b: &Block, line: Stream, read: UnixNanos) -> BlockTimes {
-    BlockTimes {
+fn times(b: &Block, line: Stream, read: UnixNanos) -> LineTimes {
+    LineTimes {
         height: b.height,
         line,
         block_time: b.block_time,

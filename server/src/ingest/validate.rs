@@ -15,11 +15,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use super::info::{self, InfoClient};
+use super::info_client::{self as info, InfoClient};
 use crate::book::{Books, CoinBook, Outcome};
 use crate::node::{Coin, Fixed, Side};
 use crate::state::Shared;
-use crate::state::health::State;
+use crate::state::health::HealthState;
 
 /// Orders compared per read-lock hold.
 const PIECE: usize = 1024;
@@ -48,7 +48,7 @@ pub enum Skip {
     #[error("{0}")]
     Info(#[from] info::InfoError),
     #[error("books are not live ({0:?})")]
-    NotLive(State),
+    NotLive(HealthState),
     #[error("snapshot at {snapshot} is older than the blocks kept (from {oldest})")]
     TooOld { snapshot: u64, oldest: u64 },
     #[error("our books did not reach the snapshot's height {0} in time")]
@@ -68,7 +68,7 @@ pub fn run(cfg: ValidateConfig, shared: Arc<Shared>, stop: &AtomicBool) {
         let untrusted = shared.books().untrusted().next().is_some();
         let periodic = cfg.interval.is_some_and(|i| last.elapsed() >= i);
         let repair = untrusted && requested.is_none_or(|r| r.elapsed() >= cfg.repair_min_interval);
-        if !(periodic || repair) || !matches!(shared.health().state(), State::Live | State::CatchingUp) {
+        if !(periodic || repair) || !matches!(shared.health().state(), HealthState::Live | HealthState::CatchingUp) {
             continue;
         }
         last = Instant::now();
@@ -136,7 +136,7 @@ fn wait_for_height(shared: &Shared, height: u64, stop: &AtomicBool) -> Result<()
 /// Applies the kept blocks after the copy's height, up to the live height.
 fn catch_up(shared: &Shared, copy: &mut Books) -> Result<(), Skip> {
     let state = shared.health().state();
-    if !matches!(state, State::Live | State::CatchingUp | State::Stale) {
+    if !matches!(state, HealthState::Live | HealthState::CatchingUp | HealthState::Stale) {
         return Err(Skip::NotLive(state));
     }
     let blocks = shared.blocks_after(copy.height(), u64::MAX);

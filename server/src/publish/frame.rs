@@ -11,13 +11,13 @@ use std::sync::{Arc, OnceLock};
 use arc_swap::ArcSwapOption;
 use bytes::Bytes;
 
-use crate::state::BlockTimes;
+use crate::state::LineTimes;
 
 /// The stamp a frame carries: its line's recorded stage times (the same record ingest keeps in the state's
 /// timeline) and when the frame itself was published (Unix ns; 0 when unknown).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct Audit {
-    pub times: BlockTimes,
+    pub times: LineTimes,
     /// This frame was serialized and published.
     pub published: i64,
 }
@@ -104,13 +104,13 @@ mod tests {
             1,
             br#"{"channel":"l2Book","data":{"coin":"BTC"}}"#.to_vec(),
             Audit {
-                times: BlockTimes {
+                times: LineTimes {
                     height: 7,
                     block_time: 1,
                     node_written: 2,
                     read: 3,
                     applied: 4,
-                    ..BlockTimes::default()
+                    ..LineTimes::default()
                 },
                 published: 5,
             },
@@ -130,13 +130,13 @@ mod tests {
             1,
             br#"{"channel":"bbo","data":{"coin":"ETH"}}"#.to_vec(),
             Audit {
-                times: BlockTimes {
+                times: LineTimes {
                     height: 9,
                     block_time: 10,
                     node_written: 0,
                     read: 0,
                     applied: 0,
-                    ..BlockTimes::default()
+                    ..LineTimes::default()
                 },
                 published: 50,
             },

@@ -21,7 +21,7 @@ use crate::book::l2::{L2Params, LevelAgg};
 use crate::book::{Books, CoinBook};
 use crate::node::time::{nanos_to_millis, now_nanos};
 use crate::node::{Coin, Side, Stream};
-use crate::state::{BlockTimes, Step, StepData, StepsSince};
+use crate::state::{LineTimes, Step, StepData, StepsSince};
 
 #[path = "pass_ticks.rs"]
 mod ticks;
@@ -439,8 +439,8 @@ fn stamped(a: Audit) -> Audit {
     Audit { published: now_nanos(), ..a }
 }
 
-fn audit_from(height: u64, block_time: i64, line: Stream, t: Option<BlockTimes>) -> Audit {
-    Audit { times: BlockTimes { height, line, block_time, ..t.unwrap_or_default() }, published: 0 }
+fn audit_from(height: u64, block_time: i64, line: Stream, t: Option<LineTimes>) -> Audit {
+    Audit { times: LineTimes { height, line, block_time, ..t.unwrap_or_default() }, published: 0 }
 }
 
 /// Copies out every target coin's wanted L2 groups and best levels (in parallel when there are many).

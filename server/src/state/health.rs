@@ -13,7 +13,7 @@ use crate::node::time::{UnixNanos, now_nanos};
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum State {
+pub enum HealthState {
     /// No block applied yet.
     Starting,
     /// Applying a backlog: the last block the node wrote is well behind the wall clock.
@@ -28,37 +28,37 @@ pub enum State {
     Failed,
 }
 
-impl State {
+impl HealthState {
     /// The name `/health` and the metrics use.
     pub fn as_str(self) -> &'static str {
         match self {
-            State::Starting => "starting",
-            State::CatchingUp => "catching_up",
-            State::Live => "live",
-            State::Stale => "stale",
-            State::Resyncing => "resyncing",
-            State::Failed => "failed",
+            HealthState::Starting => "starting",
+            HealthState::CatchingUp => "catching_up",
+            HealthState::Live => "live",
+            HealthState::Stale => "stale",
+            HealthState::Resyncing => "resyncing",
+            HealthState::Failed => "failed",
         }
     }
 
     /// Books are being served: `/health` answers 200 and systemd hears READY=1.
     pub fn serving(self) -> bool {
-        matches!(self, State::Live | State::CatchingUp)
+        matches!(self, HealthState::Live | HealthState::CatchingUp)
     }
 
-    fn from_u8(v: u8) -> State {
+    fn from_u8(v: u8) -> HealthState {
         match v {
-            0 => State::Starting,
-            1 => State::CatchingUp,
-            2 => State::Live,
-            3 => State::Stale,
-            4 => State::Resyncing,
-            _ => State::Failed,
+            0 => HealthState::Starting,
+            1 => HealthState::CatchingUp,
+            2 => HealthState::Live,
+            3 => HealthState::Stale,
+            4 => HealthState::Resyncing,
+            _ => HealthState::Failed,
         }
     }
 }
 
-impl std::fmt::Display for State {
+impl std::fmt::Display for HealthState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
@@ -172,8 +172,8 @@ pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
 impl Health {
     pub fn new(stale_after: Duration) -> Health {
         Health {
-            state: AtomicU8::new(State::Starting as u8),
-            reported: AtomicU8::new(State::Starting as u8),
+            state: AtomicU8::new(HealthState::Starting as u8),
+            reported: AtomicU8::new(HealthState::Starting as u8),
             height: AtomicU64::new(0),
             applied_at: AtomicI64::new(0),
             block_time: AtomicI64::new(0),
@@ -207,8 +207,8 @@ impl Health {
         self.node_written.store(written, Relaxed);
         self.counters.blocks_applied.inc();
         let behind = Duration::from_nanos(now.saturating_sub(written).max(0) as u64);
-        if self.stored() != State::Resyncing {
-            let s = if behind > self.catching_up_after { State::CatchingUp } else { State::Live };
+        if self.stored() != HealthState::Resyncing {
+            let s = if behind > self.catching_up_after { HealthState::CatchingUp } else { HealthState::Live };
             self.state.store(s as u8, Relaxed);
         }
         self.report();
@@ -217,8 +217,8 @@ impl Health {
     /// The books lost the stream. Before the first snapshot there are no books to resync, so a failed bootstrap
     /// stays `starting` (operators look for the node's info server there, not for a gap).
     pub fn set_resyncing(&self) {
-        let starting = State::Starting as u8;
-        let _ = self.state.fetch_update(Relaxed, Relaxed, |s| (s != starting).then_some(State::Resyncing as u8));
+        let starting = HealthState::Starting as u8;
+        let _ = self.state.fetch_update(Relaxed, Relaxed, |s| (s != starting).then_some(HealthState::Resyncing as u8));
         self.report();
     }
 
@@ -226,7 +226,7 @@ impl Health {
     /// itself is counted by `state::Shared::install`, under the books' lock.)
     pub fn resynced(&self, height: u64) {
         self.height.store(height, Relaxed);
-        self.state.store(State::CatchingUp as u8, Relaxed);
+        self.state.store(HealthState::CatchingUp as u8, Relaxed);
         self.report();
     }
 
@@ -234,7 +234,7 @@ impl Health {
     pub fn fail(&self, why: String) {
         tracing::error!("{why}; hlbook exits so that its supervisor restarts it");
         self.failure.lock().get_or_insert(why);
-        self.state.store(State::Failed as u8, Relaxed);
+        self.state.store(HealthState::Failed as u8, Relaxed);
         self.report();
         self.failed_signal.notify_one();
     }
@@ -265,30 +265,30 @@ impl Health {
         self.failure.lock().clone()
     }
 
-    fn stored(&self) -> State {
+    fn stored(&self) -> HealthState {
         if self.failure.lock().is_some() {
-            return State::Failed;
+            return HealthState::Failed;
         }
-        State::from_u8(self.state.load(Relaxed))
+        HealthState::from_u8(self.state.load(Relaxed))
     }
 
     /// Logs the state when it differs from the one last logged: one line per change, never one per block.
     /// Ingest calls it after every block and every idle poll, so `stale` (derived from silence) is logged too.
     /// Returns the change, if any.
-    pub fn report(&self) -> Option<(State, State)> {
+    pub fn report(&self) -> Option<(HealthState, HealthState)> {
         self.report_at(now_nanos())
     }
 
     /// `report` as of Unix time `at`.
-    fn report_at(&self, at: UnixNanos) -> Option<(State, State)> {
+    fn report_at(&self, at: UnixNanos) -> Option<(HealthState, HealthState)> {
         let now = self.state_at(at);
-        let before = State::from_u8(self.reported.swap(now as u8, Relaxed));
+        let before = HealthState::from_u8(self.reported.swap(now as u8, Relaxed));
         if before == now {
             return None;
         }
         let height = self.height();
         match now {
-            State::Stale | State::Resyncing | State::Failed => {
+            HealthState::Stale | HealthState::Resyncing | HealthState::Failed => {
                 tracing::warn!(from = %before, to = %now, height, "health state changed");
             }
             _ => tracing::info!(from = %before, to = %now, height, "health state changed"),
@@ -297,17 +297,17 @@ impl Health {
     }
 
     /// The state now, with staleness derived from the time since the last applied block.
-    pub fn state(&self) -> State {
+    pub fn state(&self) -> HealthState {
         self.state_at(now_nanos())
     }
 
     /// The state as of Unix time `now` (tests ask about a later moment instead of sleeping until it).
-    fn state_at(&self, now: UnixNanos) -> State {
+    fn state_at(&self, now: UnixNanos) -> HealthState {
         let s = self.stored();
         let at = self.applied_at.load(Relaxed);
         let silent = Duration::from_nanos(now.saturating_sub(at).max(0) as u64);
         match s {
-            State::Live | State::CatchingUp if at > 0 && silent > self.stale_after => State::Stale,
+            HealthState::Live | HealthState::CatchingUp if at > 0 && silent > self.stale_after => HealthState::Stale,
             s => s,
         }
     }
@@ -335,22 +335,22 @@ mod tests {
     #[test]
     fn states_follow_blocks_and_silence() {
         let h = Health::new(STALE);
-        assert_eq!(h.state(), State::Starting);
+        assert_eq!(h.state(), HealthState::Starting);
         h.set_resyncing();
-        assert_eq!(h.state(), State::Starting, "a failed bootstrap is still starting");
+        assert_eq!(h.state(), HealthState::Starting, "a failed bootstrap is still starting");
         let now = now_nanos();
         h.applied(5, now, Some(now));
-        assert_eq!(h.state(), State::Live);
+        assert_eq!(h.state(), HealthState::Live);
         h.applied(6, now, Some(now - 10_000_000_000));
-        assert_eq!(h.state(), State::CatchingUp);
-        assert_eq!(h.state_at(now_nanos() + LATER), State::Stale);
+        assert_eq!(h.state(), HealthState::CatchingUp);
+        assert_eq!(h.state_at(now_nanos() + LATER), HealthState::Stale);
         h.applied(7, now_nanos(), None);
-        assert_eq!(h.state(), State::Live);
+        assert_eq!(h.state(), HealthState::Live);
         h.set_resyncing();
         h.applied(8, now_nanos(), None);
-        assert_eq!(h.state(), State::Resyncing, "only a resync leaves resyncing");
+        assert_eq!(h.state(), HealthState::Resyncing, "only a resync leaves resyncing");
         h.resynced(100);
-        assert_eq!((h.state(), h.height()), (State::CatchingUp, 100));
+        assert_eq!((h.state(), h.height()), (HealthState::CatchingUp, 100));
     }
 
     #[test]
@@ -364,12 +364,12 @@ mod tests {
         h.applied(7, now_nanos(), None);
         assert_eq!(h.report(), None, "already reported by applied");
         let later = now_nanos() + LATER;
-        assert_eq!(h.report_at(later), Some((State::Live, State::Stale)));
+        assert_eq!(h.report_at(later), Some((HealthState::Live, HealthState::Stale)));
         assert_eq!(h.report_at(later), None);
         h.set_resyncing();
         assert_eq!(h.report(), None);
         h.resynced(9);
         h.applied(10, now_nanos(), None);
-        assert_eq!((h.report(), h.state()), (None, State::Live));
+        assert_eq!((h.report(), h.state()), (None, HealthState::Live));
     }
 }

@@ -22,7 +22,7 @@ use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use rustc_hash::FxHashSet;
 
 use self::health::Health;
-pub use self::steps::{BlockTimes, KEPT_STEPS, Step, StepData, StepsSince};
+pub use self::steps::{KEPT_STEPS, LineTimes, Step, StepData, StepsSince};
 use crate::book::Books;
 use crate::node::{Block, Coin, Stream, Watched};
 
@@ -48,7 +48,7 @@ pub struct Shared {
     /// The last completed blocks, oldest first.
     recent: Mutex<VecDeque<Arc<Block>>>,
     /// Stage timestamps of the last applied lines (three per block), oldest first.
-    timeline: Mutex<VecDeque<BlockTimes>>,
+    timeline: Mutex<VecDeque<LineTimes>>,
     /// Fills and diffs steps for the publisher, oldest first: trades and L2 before their block is complete.
     steps: Mutex<VecDeque<Arc<Step>>>,
     /// Coins replaced by a repair since the publisher last looked: their subscribers need a fresh snapshot.
@@ -249,7 +249,7 @@ impl Shared {
 
     /// Records a line's stage times. Ingest records a diffs step under the books' write lock, so a reader of the
     /// books at a height also finds that height's L2 times.
-    pub(crate) fn record(&self, times: BlockTimes) {
+    pub(crate) fn record(&self, times: LineTimes) {
         let mut t = self.timeline.lock();
         if t.len() == TIMELINE {
             t.pop_front();
@@ -258,12 +258,12 @@ impl Shared {
     }
 
     /// The recorded times of block `height`'s `line`, if still kept.
-    pub fn times_of(&self, height: u64, line: Stream) -> Option<BlockTimes> {
+    pub fn times_of(&self, height: u64, line: Stream) -> Option<LineTimes> {
         self.timeline.lock().iter().rev().find(|t| t.height == height && t.line == line).copied()
     }
 
     /// Every kept line time of the blocks in `heights`, oldest first.
-    pub fn times_in(&self, heights: std::ops::RangeInclusive<u64>) -> Vec<BlockTimes> {
+    pub fn times_in(&self, heights: std::ops::RangeInclusive<u64>) -> Vec<LineTimes> {
         self.timeline.lock().iter().filter(|t| heights.contains(&t.height)).copied().collect()
     }
 

@@ -8,7 +8,7 @@
 //! that answer. What is forwarded and cached is the request's canonical form (`canonical`: its known fields, of
 //! the right kinds, in one order), so a changing extra field neither defeats the cache nor reaches the node; and
 //! the global places are shared fairly among client IPs (`FairSlots`).
-//! hlbook's own snapshot requests (`ingest::info`) do not come this way.
+//! hlbook's own snapshot requests (`ingest::info_client`) do not come this way.
 
 use std::net::IpAddr;
 use std::sync::Arc;
