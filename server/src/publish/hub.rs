@@ -17,10 +17,10 @@ use rustc_hash::FxHashMap;
 use tokio::sync::{oneshot, watch};
 
 use super::candles::Interval;
-use super::candles::keeper::{CandleFrames, CandleHub, CandleKey};
+use super::candles::keeper::{CandleFrames, CandleKey};
 use super::frame::Frame;
 pub use super::frame::Slot;
-use super::history::{FillsHub, History, Turns};
+use super::history::{History, Turns};
 use super::users::{UserChannel, UserFrames, UserSubs};
 pub use super::wanted::{CoinWants, Depth, L2Group, Wanted};
 use super::wanted::{Registry, ShapeChanges};
@@ -492,50 +492,6 @@ impl Hub {
                 .max()
         };
         wanted.coins.iter().filter_map(|(coin, w)| Some((coin.to_string(), newest(w)?))).collect()
-    }
-}
-
-impl FillsHub for Hub {
-    fn history(&self) -> &History {
-        &self.history
-    }
-
-    fn shared_state(&self) -> &Shared {
-        &self.shared
-    }
-
-    fn history_store(&self) -> Option<Arc<crate::store::Store>> {
-        self.store()
-    }
-
-    fn feed_holds_after(&self, seq: u64) -> bool {
-        Hub::feed_holds_after(self, seq)
-    }
-
-    fn poke(&self) {
-        Hub::poke(self);
-    }
-}
-
-impl CandleHub for Hub {
-    fn candle_frames(&self) -> &CandleFrames {
-        &self.candles
-    }
-
-    fn shared_state(&self) -> &Shared {
-        &self.shared
-    }
-
-    fn history_store(&self) -> Option<Arc<crate::store::Store>> {
-        self.store()
-    }
-
-    fn backfill_deferred(&self) {
-        self.counters.candle_backfills_deferred.inc();
-    }
-
-    fn backfill_skipped(&self) {
-        self.counters.candle_backfills_skipped.inc();
     }
 }
 

@@ -11,6 +11,7 @@ pub mod candles;
 pub mod frame;
 pub mod history;
 pub mod hub;
+mod hub_workers;
 pub mod json;
 mod pass;
 pub mod recent_trades;
