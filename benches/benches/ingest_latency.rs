@@ -12,11 +12,10 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use hlbook::ingest::info::SnapshotFrom;
+use hlbook::ingest::info_client::SnapshotFrom;
 use hlbook::ingest::validate::{self, ValidateConfig};
 use hlbook::node::{Mode, Stream};
 use hlbook::state::Shared;
@@ -83,9 +82,9 @@ fn report(case: &Case, shared: &Shared, written: &HashMap<u64, [i64; 3]>, height
             read[i].record((t.read - w).max(0) as u64 / 1000).unwrap();
         }
     }
-    let c = &shared.health().counters;
+    let c = shared.health().counters();
     let v = if case.validate {
-        format!(" validations={} mismatches={}", c.validations.load(Relaxed), c.validation_mismatches.load(Relaxed))
+        format!(" validations={} mismatches={}", c.validations.get(), c.validation_mismatches.get())
     } else {
         String::new()
     };

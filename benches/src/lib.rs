@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use hlbook::book::Books;
-use hlbook::ingest::info::SnapshotFrom;
+use hlbook::ingest::info_client::SnapshotFrom;
 use hlbook::ingest::live::{Ingest, LiveConfig, SourceSpec};
 use hlbook::node::Mode;
 use hlbook::state::Shared;

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
-
 use crate::ingest::nats::keeper::{self, KeeperConfig};
 use crate::ingest::nats::publish::PublishConfig;
 use crate::node::Mode;

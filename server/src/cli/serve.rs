@@ -14,7 +14,7 @@ use super::process::{Shutdown, init_logging};
 use super::systemd;
 use crate::book::Books;
 use crate::config::{Config, ServerConfig, Source};
-use crate::ingest::info::SnapshotFrom;
+use crate::ingest::info_client::SnapshotFrom;
 use crate::ingest::live::{Ingest, LiveConfig, SourceSpec};
 use crate::ingest::nats::source::NatsTarget;
 use crate::ingest::validate::{self, ValidateConfig};
@@ -302,7 +302,7 @@ impl Supervisor {
         }
         let why = match outcome {
             Ok(()) => format!("the {name} thread ended"),
-            Err(p) => format!("the {name} thread panicked: {}", crate::ingest::health::panic_message(p.as_ref())),
+            Err(p) => format!("the {name} thread panicked: {}", crate::state::health::panic_message(p.as_ref())),
         };
         self.shared.health().fail(why);
         self.failed.notify_one();

@@ -6,8 +6,6 @@
 //! new diffs are applied to the books as one part. Readers that need complete books get them by rolling the open
 //! block's parts back (`book::undo`).
 
-use std::sync::atomic::Ordering::Relaxed;
-
 use super::{Ingest, Phase, steps};
 use crate::node::time::now_nanos;
 use crate::node::{Block, Line, Stream, UnixNanos};
@@ -83,7 +81,7 @@ impl Ingest {
             o.diffs = 0;
         }
         self.diffs_due = true;
-        self.shared.health().counters.roll_backs.fetch_add(1, Relaxed);
+        self.shared.health().counters().roll_backs.inc();
         self.shared.signal_change();
     }
 }

@@ -1,11 +1,11 @@
 //! Reading what the node writes and turning it into whole blocks for the books.
 
 pub mod assemble;
-pub mod health;
-pub mod info;
+pub mod info_client;
 pub mod input;
 pub mod limits;
 pub mod live;
+pub mod live_config;
 pub mod nats;
 pub mod race;
 pub mod replay;

@@ -16,11 +16,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use super::health::State;
-use super::info::{self, SnapshotFrom};
+use super::info_client::{self as info, SnapshotFrom};
 use crate::book::{Books, CoinBook, Outcome};
 use crate::node::{Coin, Fixed, Side};
 use crate::state::Shared;
+use crate::state::health::HealthState;
 
 /// Orders compared per read-lock hold.
 const PIECE: usize = 1024;
@@ -49,7 +49,7 @@ pub enum Skip {
     #[error("{0}")]
     Info(#[from] info::InfoError),
     #[error("books are not live ({0:?})")]
-    NotLive(State),
+    NotLive(HealthState),
     #[error("snapshot at {snapshot} is older than the blocks kept (from {oldest})")]
     TooOld { snapshot: u64, oldest: u64 },
     #[error("our books did not reach the snapshot's height {0} in time")]
@@ -65,7 +65,7 @@ pub fn run(cfg: ValidateConfig, shared: Arc<Shared>, stop: &AtomicBool) {
         let untrusted = shared.books().untrusted().next().is_some();
         let periodic = cfg.interval.is_some_and(|i| last.elapsed() >= i);
         let repair = untrusted && requested.is_none_or(|r| r.elapsed() >= cfg.repair_min_interval);
-        if !(periodic || repair) || !matches!(shared.health().state(), State::Live | State::CatchingUp) {
+        if !(periodic || repair) || !matches!(shared.health().state(), HealthState::Live | HealthState::CatchingUp) {
             continue;
         }
         last = Instant::now();
@@ -88,7 +88,7 @@ pub fn run(cfg: ValidateConfig, shared: Arc<Shared>, stop: &AtomicBool) {
                 r.repaired
             ),
             Err(e) => {
-                shared.health().counters.validations_skipped.fetch_add(1, Relaxed);
+                shared.health().counters().validations_skipped.inc();
                 tracing::warn!("validation skipped: {e}");
             }
         }
@@ -102,8 +102,8 @@ pub fn cycle(from: &SnapshotFrom, min_height: u64, shared: &Shared, stop: &Atomi
     let mut copy = info::load(&path, ours)?;
     wait_for_height(shared, copy.height(), stop)?;
     catch_up(shared, &mut copy)?;
-    let c = &shared.health().counters;
-    c.validations.fetch_add(1, Relaxed);
+    let c = &shared.health().counters();
+    c.validations.inc();
     let mut coins: Vec<Coin> = shared.books().coin_names();
     coins.extend(copy.coin_names());
     coins.sort();
@@ -111,7 +111,7 @@ pub fn cycle(from: &SnapshotFrom, min_height: u64, shared: &Shared, stop: &Atomi
     let mut report = Report { height: copy.height(), coins: coins.len(), ..Report::default() };
     for coin in &coins {
         if !same_coin(shared, &mut copy, coin)? {
-            c.validation_mismatches.fetch_add(1, Relaxed);
+            c.validation_mismatches.inc();
             report.mismatched.push(coin.clone());
             repair(shared, &mut copy, coin)?;
             report.repaired.push(coin.clone());
@@ -138,7 +138,7 @@ fn wait_for_height(shared: &Shared, height: u64, stop: &AtomicBool) -> Result<()
 /// Applies the kept blocks after the copy's height, up to the live height.
 fn catch_up(shared: &Shared, copy: &mut Books) -> Result<(), Skip> {
     let state = shared.health().state();
-    if !matches!(state, State::Live | State::CatchingUp | State::Stale) {
+    if !matches!(state, HealthState::Live | HealthState::CatchingUp | HealthState::Stale) {
         return Err(Skip::NotLive(state));
     }
     let blocks = shared.blocks_after(copy.height(), u64::MAX);
@@ -225,7 +225,7 @@ fn repair(shared: &Shared, copy: &mut Books, coin: &Coin) -> Result<(), Skip> {
             live.set_coin(coin, copy.take_coin(coin));
             drop(live);
             shared.repaired(coin.clone());
-            shared.health().counters.repairs.fetch_add(1, Relaxed);
+            shared.health().counters().repairs.inc();
             return Ok(());
         }
     }

@@ -19,7 +19,7 @@ use futures_util::StreamExt;
 
 use super::NatsConfig;
 use super::snapshots::{Reply, Request, bucket, object_height, object_name, request_subject};
-use crate::ingest::info::{self, InfoClient};
+use crate::ingest::info_client::{self as info, InfoClient};
 
 #[derive(Clone, Debug)]
 pub struct KeeperConfig {
