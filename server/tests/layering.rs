@@ -139,12 +139,6 @@ fn hub_and_state_have_no_public_fields() {
     }
 }
 
-/// The one file circle still allowed: `ingest::source` ↔ `sources` ↔ `tcp`, while another branch deletes
-/// `ingest/tcp.rs`. `tail` and `nats::source` are caught in it through `source` (`SourceEvent`, `LineSource`) and
-/// `sources` (`diagnose_dir`, opening each kind); drop this once `source`'s trait and events have their own file.
-const CIRCLE_BEING_REMOVED: &[&str] =
-    &["ingest::source", "ingest::sources", "ingest::tcp", "ingest::tail", "ingest::nats::source"];
-
 /// A module's path from its file: `publish/candles/keeper.rs` → `publish::candles::keeper`, `x/mod.rs` → `x`.
 fn module_of(file: &Path) -> String {
     let rel = file.strip_prefix(src()).unwrap().with_extension("");
@@ -278,9 +272,7 @@ fn no_two_files_of_a_layer_import_each_other() {
             continue;
         }
         for group in circles(&layer_graph(layer)) {
-            if !group.iter().all(|m| CIRCLE_BEING_REMOVED.contains(&m.as_str())) {
-                found.push(group.join(" ↔ "));
-            }
+            found.push(group.join(" ↔ "));
         }
     }
     assert!(found.is_empty(), "files that import each other:\n{}", found.join("\n"));

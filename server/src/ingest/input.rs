@@ -7,11 +7,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::data_dir::diagnose_dir;
 use super::limits::Limits;
+use super::line_source::{LineSource, SourceEvent};
 use super::live_config::LiveConfig;
 use super::race::Race;
-use super::source::{LineSource, SourceEvent};
-use super::sources::{SourceSpec, diagnose_dir};
+use super::source_spec::SourceSpec;
 use crate::node::time::now_nanos;
 use crate::node::{Coin, Line, Mode, NodeParser, Stream, Watched};
 use crate::state::health::Health;

@@ -2,7 +2,7 @@ use std::io;
 
 use super::*;
 use crate::ingest::assemble::{Assembled, Assembler};
-use crate::ingest::source::SourceCounters;
+use crate::ingest::line_source::SourceCounters;
 
 /// Lines (or refusals) handed over on the next poll: what any source would deliver.
 #[derive(Debug, Default)]

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::info_client::SnapshotFrom;
 use super::limits::Limits;
-use super::sources::SourceSpec;
+use super::source_spec::SourceSpec;
 use crate::node::Mode;
 
 #[derive(Clone, Debug)]

@@ -1,16 +1,18 @@
 //! Reading what the node writes and turning it into whole blocks for the books.
 
 pub mod assemble;
+pub mod data_dir;
+pub mod file_source;
 pub mod info_client;
 pub mod input;
 pub mod limits;
+pub mod line_source;
 pub mod live;
 pub mod live_config;
 pub mod nats;
 pub mod race;
 pub mod replay;
-pub mod source;
-pub mod sources;
+pub mod source_spec;
 pub mod steps;
 pub mod tail;
 pub mod validate;

@@ -25,7 +25,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use super::limits::Limits;
-use super::sources::SourceSpec;
+use super::source_spec::SourceSpec;
 use crate::node::{Coin, Events, Line, Mode, NodeParser, Stream, Watched};
 use crate::state::health::Health;
 use crate::state::sources::{Disagreement, SourceBoard, SourceEntry};

@@ -8,9 +8,10 @@ use std::sync::mpsc::SyncSender;
 use std::time::{Duration, Instant};
 
 use super::{Control, Msg, Parsed, Raced, digest};
+use crate::ingest::data_dir::diagnose_dir;
 use crate::ingest::limits::Limits;
-use crate::ingest::source::{LineSource, SourceEvent};
-use crate::ingest::sources::{SourceSpec, diagnose_dir};
+use crate::ingest::line_source::{LineSource, SourceEvent};
+use crate::ingest::source_spec::SourceSpec;
 use crate::ingest::tail::block_number;
 use crate::node::time::now_nanos;
 use crate::node::{Mode, NodeParser, Stream};

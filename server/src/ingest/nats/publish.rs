@@ -20,7 +20,8 @@ use bytes::Bytes;
 use super::{
     H_HEIGHT, H_INDEX, H_LOST, H_PART, H_PREV, H_STREAM, NatsConfig, header_part, header_u64, stream_word, subject,
 };
-use crate::ingest::source::{FileSource, LineSource, SourceEvent};
+use crate::ingest::file_source::FileSource;
+use crate::ingest::line_source::{LineSource, SourceEvent};
 use crate::ingest::tail::block_number;
 use crate::node::{Mode, Stream};
 

@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::NatsConfig;
 use super::lines::{Lines, Pos, Via, Whole};
-use crate::ingest::source::{LineSource, SourceCounters, SourceEvent};
+use crate::ingest::line_source::{LineSource, SourceCounters, SourceEvent};
 use crate::node::{Mode, Stream};
 
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
