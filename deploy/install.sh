@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs hlbook beside a node: builds, installs the binary, creates the `hlbook` user, installs the config and
 # the systemd units, checks the config, and enables the services. Run from a checkout as a user with sudo.
-# Re-running upgrades in place and keeps /etc/hlbook/hlbook.toml and /etc/hlbook/relay.env (making them 0640
+# Re-running upgrades in place and keeps /etc/hlbook/hlbook.toml, relay.env and relay.toml (making them 0640
 # root:hlbook: they may hold the token).
 #
 #   deploy/install.sh [--relay] [--binary FILE]
-#     --relay        also install and enable hlbook-relay.service (settings in /etc/hlbook/relay.env)
+#     --relay        also install and enable hlbook-relay.service, the NATS publisher (/etc/hlbook/relay.env, relay.toml)
 #     --binary FILE  install this hlbook binary instead of building one with `make build`
 #   DESTDIR=DIR deploy/install.sh ...
 #                    stage the same files under DIR (packaging, server/tests/deploy.rs): no user, no ownership,
@@ -65,6 +65,7 @@ $SUDO install -m 0644 docs/operations.md "$dest/usr/local/share/doc/hlbook/opera
 $SUDO install -m 0644 deploy/systemd/hlbook.service "$dest/etc/systemd/system/hlbook.service"
 if [ $relay = 1 ]; then
 	settings deploy/relay.env etc/hlbook/relay.env
+	settings deploy/relay.toml etc/hlbook/relay.toml
 	$SUDO install -m 0644 deploy/systemd/hlbook-relay.service "$dest/etc/systemd/system/hlbook-relay.service"
 fi
 
@@ -88,4 +89,4 @@ $SUDO systemctl enable hlbook.service
 [ $relay = 0 ] || $SUDO systemctl enable hlbook-relay.service
 echo "installed; edit /etc/hlbook/hlbook.toml (ingest.node_dir!), then: sudo systemctl restart hlbook;" \
 	"curl -s localhost:8000/health"
-[ $relay = 0 ] || echo "relay: edit /etc/hlbook/relay.env, then: sudo systemctl restart hlbook-relay"
+[ $relay = 0 ] || echo "relay: edit /etc/hlbook/relay.env and relay.toml, then: sudo systemctl restart hlbook-relay"

@@ -11,54 +11,30 @@
 //! `HLBOOK_BENCH_CASES` picks cases by index (e.g. `0,1`).
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use hlbook::book::Books;
-use hlbook::ingest::info::SnapshotFrom;
-use hlbook::ingest::live::{Ingest, LiveConfig, SourceSpec};
+use hlbook::ingest::info_client::SnapshotFrom;
 use hlbook::ingest::validate::{self, ValidateConfig};
 use hlbook::node::{Mode, Stream};
 use hlbook::state::Shared;
-use hlbook_benches::{Proc, release_bin};
+use hlbook_benches::{Follower, written_times};
+use rig::Proc;
+
+// The tests' process rig (server/tests/procs): how every test and bench starts hlsim and hlbook.
+#[allow(clippy::duration_suboptimal_units)]
+#[path = "../../server/tests/procs/mod.rs"]
+mod rig;
 
 const WARMUP: Duration = Duration::from_secs(5);
 
 fn start_sim(out: &Path, mode: &str, rate: &str) -> (Proc, String) {
-    let mut child = Command::new(release_bin("hlsim"))
-        .args(["--out", out.join("data").to_str().unwrap(), "--mode", mode, "--rate", rate])
-        .args(["--timing", out.join("timing.csv").to_str().unwrap(), "--info-listen", "127.0.0.1:0"])
-        .args(std::env::var("HLBOOK_BENCH_SIM_ARGS").unwrap_or_default().split_whitespace())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start hlsim");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).expect("hlsim prints its address");
-    let addr = line.trim().strip_prefix("info listening on ").expect("address line").to_string();
-    (Proc(child), addr)
-}
-
-/// Block height → when each of its lines was fully written (ns), indexed by `Stream::index` (0: none).
-fn written_times(timing: &Path) -> HashMap<u64, [i64; 3]> {
-    let text = std::fs::read_to_string(timing).expect("timing csv");
-    let mut rows = text.lines();
-    let header: Vec<&str> = rows.next().unwrap_or_default().split(',').collect();
-    let col = |name: &str| header.iter().position(|c| *c == name).expect("a timing column");
-    let cols = [col("fills_written_ns"), col("diffs_written_ns"), col("statuses_written_ns")];
-    let mut out = HashMap::new();
-    for row in rows {
-        let f: Vec<i64> = row.split(',').filter_map(|x| x.parse().ok()).collect();
-        if f.len() == header.len() {
-            out.insert(f[0] as u64, cols.map(|c| f[c]));
-        }
-    }
-    out
+    let timing = out.join("timing.csv");
+    let mut market = vec!["--mode", mode, "--rate", rate, "--timing", timing.to_str().unwrap()];
+    let extra = std::env::var("HLBOOK_BENCH_SIM_ARGS").unwrap_or_default();
+    market.extend(extra.split_whitespace());
+    rig::start_sim(&out.join("data"), &market, &out.join("sim.log"))
 }
 
 struct Case {
@@ -69,34 +45,17 @@ struct Case {
 
 fn run(case: &Case, secs: u64) {
     let tmp = tempfile::tempdir().expect("temp dir");
-    let (sim, info) = start_sim(tmp.path(), case.mode.as_str(), case.rate);
-    let url = format!("http://{info}/info");
+    let (sim, url) = start_sim(tmp.path(), case.mode.as_str(), case.rate);
     let snaps = tmp.path().join("snapshots");
-    let shared = Arc::new(Shared::new(Books::default(), Duration::from_secs(10)));
-    let cfg = LiveConfig {
-        sources: vec![SourceSpec::Files(tmp.path().join("data"))],
-        mode: case.mode,
-        race_grace: Duration::from_secs(1),
-        poll_interval: Duration::from_millis(100),
-        stale_after: Duration::from_secs(10),
-        snapshots: vec![SnapshotFrom::Info { url: url.clone(), dir: snaps.clone() }],
-
-        stream_lines: true,
-        resync_min_interval: Duration::from_secs(5),
-        limits: hlbook::ingest::limits::Limits::default(),
-    };
-    let stop = Arc::new(AtomicBool::new(false));
-    let ingest = Ingest::new(cfg, shared.clone());
-    let (st, sh) = (stop.clone(), shared.clone());
-    let t_ingest = std::thread::spawn(move || ingest.run(&st));
+    let follower = Follower::start(&tmp.path().join("data"), case.mode, &url, &snaps);
+    let (stop, shared) = (follower.stop.clone(), follower.shared.clone());
     let t_validate = case.validate.then(|| {
         let vc = ValidateConfig {
-            info_url: url,
-            snapshot_dir: snaps,
+            from: SnapshotFrom::Info { url, dir: snaps },
             interval: Some(Duration::from_secs(1)),
             repair_min_interval: Duration::from_secs(1),
         };
-        let (st, sh) = (stop.clone(), sh);
+        let (st, sh) = (stop.clone(), shared.clone());
         std::thread::spawn(move || validate::run(vc, sh, &st))
     });
     std::thread::sleep(WARMUP);
@@ -104,8 +63,7 @@ fn run(case: &Case, secs: u64) {
     std::thread::sleep(Duration::from_secs(secs));
     let last = shared.health().height();
     drop(sim);
-    stop.store(true, Relaxed);
-    t_ingest.join().unwrap();
+    follower.finish();
     if let Some(t) = t_validate {
         t.join().unwrap();
     }
@@ -124,9 +82,9 @@ fn report(case: &Case, shared: &Shared, written: &HashMap<u64, [i64; 3]>, height
             read[i].record((t.read - w).max(0) as u64 / 1000).unwrap();
         }
     }
-    let c = &shared.health().counters;
+    let c = shared.health().counters();
     let v = if case.validate {
-        format!(" validations={} mismatches={}", c.validations.load(Relaxed), c.validation_mismatches.load(Relaxed))
+        format!(" validations={} mismatches={}", c.validations.get(), c.validation_mismatches.get())
     } else {
         String::new()
     };

@@ -22,7 +22,8 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use hlbook::ingest::source::{FileSource, LineSource, SourceEvent};
+use hlbook::ingest::file_source::FileSource;
+use hlbook::ingest::line_source::{LineSource, SourceEvent};
 use hlbook::ingest::tail::block_number;
 use hlbook::node::paths::hour_path;
 use hlbook::node::time::now_nanos;

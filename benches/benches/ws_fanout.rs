@@ -21,6 +21,10 @@
 mod client;
 #[path = "ws_fanout/procs.rs"]
 mod procs;
+// The tests' process rig (server/tests/procs): how every test and bench starts hlsim and hlbook.
+#[allow(clippy::duration_suboptimal_units)]
+#[path = "../../server/tests/procs/mod.rs"]
+mod rig;
 #[path = "ws_fanout/stats.rs"]
 mod stats;
 
@@ -91,12 +95,16 @@ struct Sample {
     load: String,
 }
 
+fn pid(p: &Proc) -> u32 {
+    p.pid().expect("still running")
+}
+
 fn sample(server: &Proc, client: &Proc, sim: &Proc, addr: &str) -> Sample {
     Sample {
-        server: procs::cpu_us(server.pid()),
-        server_sys: procs::cpu_split_us(server.pid()).1,
-        client: procs::cpu_us(client.pid()),
-        sim: procs::cpu_us(sim.pid()),
+        server: procs::cpu_us(pid(server)),
+        server_sys: procs::cpu_split_us(pid(server)).1,
+        client: procs::cpu_us(pid(client)),
+        sim: procs::cpu_us(pid(sim)),
         health: procs::health(addr).unwrap_or_default(),
         load: std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_string(),
     }
@@ -130,22 +138,21 @@ fn run(index: usize, case: Case, secs: u64, threads: usize) -> Row {
         users: if case.users > 0 { procs::busiest_users(dir.path(), case.users) } else { Vec::new() },
     };
     let started = std::time::Instant::now();
-    let (mut client, mut out) = procs::start_client(&serde_json::to_string(&spec).unwrap());
-    procs::client_line(&mut out, "ready");
+    let mut client = procs::start_client(dir.path(), &serde_json::to_string(&spec).unwrap());
+    procs::client_line(&client, "ready");
     let connecting = started.elapsed();
     let taking = procs::wait_subscribed(&addr, (case.conns * case.coins) as u64);
     let connected = procs::health(&addr).unwrap_or_default();
-    let mut stdin = client.0.stdin.take().expect("client stdin");
-    std::io::Write::write_all(&mut stdin, b"go\n").expect("tell the client to go");
-    procs::client_line(&mut out, "measuring ");
+    client.send_line("go");
+    procs::client_line(&client, "measuring ");
     let s0 = sample(&server, &client, &sim, &addr);
-    procs::client_line(&mut out, "done ");
+    procs::client_line(&client, "done ");
     let s1 = sample(&server, &client, &sim, &addr);
-    let rss_kib = procs::rss_kib(server.pid());
+    let rss_kib = procs::rss_kib(pid(&server));
     let status = procs::get_json(&admin, "/status").unwrap_or_default();
-    let json = procs::client_line(&mut out, "{");
+    let json = procs::client_line(&client, "{");
     let result: ClientResult = serde_json::from_str(&format!("{{{json}")).expect("client result");
-    let _ = client.0.wait();
+    let _ = client.stop();
     let blocks = (s1.health["counters"]["blocks_applied"].as_u64().unwrap_or(0))
         .saturating_sub(s0.health["counters"]["blocks_applied"].as_u64().unwrap_or(0));
     println!(

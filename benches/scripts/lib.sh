@@ -1,5 +1,5 @@
 # Shared by the bench scripts (sourced, not run): a work directory removed at exit with every process started in
-# `pids`, and `wait_line FILE PREFIX`, which waits up to 60 s for a line starting with PREFIX and prints the rest
+# `pids` (KEEP_LOGS=1 copies their logs to $OUT/logs first), and `wait_line FILE PREFIX`, which waits up to 60 s for a line starting with PREFIX and prints the rest
 # without spaces (the address a binary says it listens on).
 mkdir -p "$OUT"
 work=$(mktemp -d)
@@ -7,6 +7,8 @@ pids=()
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	# KEEP_LOGS=1: the processes' logs stay in $OUT/logs for a look afterwards.
+	if [ -n "${KEEP_LOGS:-}" ]; then mkdir -p "$OUT/logs" && cp "$work"/*.log "$work"/*.out "$OUT/logs/" 2>/dev/null || true; fi
 	rm -rf "$work"
 }
 trap cleanup EXIT INT TERM

@@ -7,13 +7,15 @@
 # line being in hlbook's hands. Also prints nats-server's and the publisher's CPU seconds and RSS.
 #
 #   benches/scripts/nats_hop.sh [SECS]   (default 60; BIN=dir of hlsim/hlbook, default target/release;
-#                                         OUT=report dir, default build/bench-nats; RATE=hlsim --rate)
+#                                         OUT=report dir, default build/bench-nats; RATE=hlsim --rate;
+#                                         LIVE=false: the edge reads the stream only, not the live subjects)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SECS=${1:-60}
 BIN=${BIN:-target/release}
 OUT=${OUT:-build/bench-nats}
 RATE=${RATE:-1.0}
+LIVE=${LIVE:-true}
 . benches/scripts/lib.sh
 
 printf 'host: 127.0.0.1\nport: -1\njetstream { store_dir: "%s/js" }\n' "$work" >"$work/nats.conf"
@@ -32,6 +34,7 @@ pids+=($!); pub_pid=$!
 wait_line "$work/pub.out" "relay publishing to nats stream" >/dev/null
 "$BIN/hlbook" serve --node-dir "$work/a" --source file --source "nats://127.0.0.1:$port/HL" \
 	--info-url "http://$info/info" --snapshot-dir "$work/snapshots" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
+	--set "nats.live_subjects=$LIVE" \
 	>"$work/serve.out" 2>"$work/serve.log" &
 pids+=($!); serve_pid=$!
 addr=$(wait_line "$work/serve.out" "hlbook listening on")

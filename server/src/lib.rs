@@ -9,9 +9,9 @@
 //! | `node` | the node's formats: lines, events, snapshots, times; imports nothing of ours |
 //! | `config` | the settings, from the file and the flags |
 //! | `book` | exact L4 books and their L2 views |
-//! | `state` | what ingest shares with everyone: the books behind their lock, the kept blocks and steps, each line's stage times, the change signal, health (read through `ingest::health` until it moves here) |
+//! | `state` | what ingest shares with everyone: the books behind their lock, the kept blocks and steps, each line's stage times, the change signal, the service's health and counters, the per-source board |
 //! | `store` | candle and fills history on disk (redb), fed from the state |
-//! | `ingest` | reading the node's lines (files, relays), assembling and applying blocks, snapshots, validation |
+//! | `ingest` | reading the node's lines (files, NATS), assembling and applying blocks, snapshots, validation |
 //! | `audit` | per-stage latency and its exports (`/status`, `/metrics`) |
 //! | `publish` | frames built from the state, serialized once, and the backlog connections read |
 //! | `ws` | serving: WebSocket, info requests, health, the admin endpoints |

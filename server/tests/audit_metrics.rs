@@ -94,6 +94,16 @@ fn logs_state_changes_once_and_blocks_never() {
         assert_eq!(w[0]["fields"]["to"], w[1]["fields"]["from"], "{changes:?}");
     }
     let info = |lines: &[Value]| lines.iter().filter(|l| l["level"] == "INFO").count();
+    // The history store says once how its start-up went (backfilling, catching up, live), on its own thread and
+    // after the books are live: counted from there on.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let store_live = |lines: &[Value]| lines.iter().any(|l| l["fields"]["message"] == "history store: live");
+    let mut lines = lines;
+    while !store_live(&lines) {
+        assert!(Instant::now() < deadline, "the history store never said it is live:\n{}", feed.server_log());
+        std::thread::sleep(Duration::from_millis(100));
+        lines = log_lines(&feed);
+    }
     let before = info(&lines);
     wait_blocks(&feed.base, 50);
     let after = log_lines(&feed);

@@ -33,7 +33,7 @@ fn exec_start(unit: &str) -> Vec<String> {
 
 /// Every `--flag` a help text names.
 fn help_flags(sub: &str) -> BTreeSet<String> {
-    let out = Command::new(HLBOOK).args([sub, "--help"]).output().unwrap();
+    let out = procs::hlbook(&[sub, "--help"]);
     assert!(out.status.success(), "hlbook {sub} --help");
     String::from_utf8(out.stdout)
         .unwrap()
@@ -79,6 +79,7 @@ fn install_script_stages_what_the_units_use() {
     };
     same("etc/hlbook/hlbook.toml", "config/hlbook.toml");
     same("etc/hlbook/relay.env", "deploy/relay.env");
+    same("etc/hlbook/relay.toml", "deploy/relay.toml");
     same("etc/systemd/system/hlbook.service", "deploy/systemd/hlbook.service");
     same("etc/systemd/system/hlbook-relay.service", "deploy/systemd/hlbook-relay.service");
     same("usr/local/share/doc/hlbook/operations.md", "docs/operations.md");
@@ -87,7 +88,7 @@ fn install_script_stages_what_the_units_use() {
     assert_eq!(std::fs::metadata(&bin).unwrap().permissions().mode() & 0o777, 0o755);
     let snapshots = std::fs::metadata(s.join("var/lib/hlbook/snapshots")).unwrap();
     assert_eq!(snapshots.permissions().mode() & 0o777, 0o775, "the node's group can write snapshots");
-    for settings in ["etc/hlbook/hlbook.toml", "etc/hlbook/relay.env"] {
+    for settings in ["etc/hlbook/hlbook.toml", "etc/hlbook/relay.env", "etc/hlbook/relay.toml"] {
         assert_eq!(mode(&s.join(settings)), 0o640, "{settings} is readable by root and the service's group only");
     }
 
@@ -321,13 +322,24 @@ fn installed_serve_unit_is_ready_only_with_books() {
 }
 
 #[test]
-fn installed_relay_unit_is_ready_when_listening() {
+fn installed_relay_unit_is_ready_when_publishing() {
+    if !procs::nats::available() {
+        procs::skip("nats-server is not installed (make setup installs it)");
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let stage = dir.path().join("stage");
     install(&stage, &["--relay"]);
     let _sim = sim(dir.path(), "127.0.0.1:0");
+    let nats = procs::nats::NatsServer::start(&dir.path().join("nats"), "");
     let notify = Notify::bind(dir.path());
-    // The unit's variables come from relay.env; the test points them at the simulator and a free port.
+    // The shipped relay.toml, without the publisher's password (this NATS has no accounts).
+    let toml = stage.join("etc/hlbook/relay.toml");
+    let shipped_toml = read(&toml);
+    let no_auth: Vec<&str> =
+        shipped_toml.lines().filter(|l| !l.starts_with("user") && !l.starts_with("password")).collect();
+    std::fs::write(&toml, no_auth.join("\n")).unwrap();
+    // The unit's variables come from relay.env; the test points them at the simulator and the NATS server.
     let shipped = read(&stage.join("etc/hlbook/relay.env"));
     let env: Vec<(String, String)> = shipped
         .lines()
@@ -336,7 +348,7 @@ fn installed_relay_unit_is_ready_when_listening() {
             let (k, v) = l.split_once('=').unwrap();
             let v = match k {
                 "NODE_DIR" => dir.path().join("data").to_string_lossy().into_owned(),
-                "RELAY_LISTEN" => "127.0.0.1:0".to_string(),
+                "NATS_URL" => nats.url(),
                 _ => v.to_string(),
             };
             (k.to_string(), v)
@@ -344,9 +356,9 @@ fn installed_relay_unit_is_ready_when_listening() {
         .collect();
     let unit = read(&stage.join("etc/systemd/system/hlbook-relay.service"));
     let mut relay = notify.start(&staged_command(&unit, &stage, &env, &[]), &dir.path().join("relay.log"));
-    let addr = relay.wait_line("relay listening on", Duration::from_secs(30));
     let said = notify.until("READY=1", Duration::from_secs(30));
-    assert!(said.concat().iter().any(|l| l.starts_with("STATUS=relaying") && l.ends_with(&addr)), "{said:?}");
+    assert!(said.concat().iter().any(|l| l.starts_with("STATUS=publishing")), "{said:?}");
+    relay.wait_line("relay publishing to nats stream HL", Duration::from_secs(30));
     assert!(relay.stop().success());
     notify.until("STOPPING=1", Duration::from_secs(5));
 }
@@ -398,7 +410,7 @@ fn deploy_files_are_consistent() {
         .chain(["--check".to_string()])
         .collect();
     assert!(args.iter().any(|a| a.ends_with("config/hlbook.toml")), "the serve unit reads /etc/hlbook/hlbook.toml");
-    let out = Command::new(HLBOOK).args(&args).output().unwrap();
+    let out = procs::hlbook(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(
         out.status.success(),
         "hlbook {}: {}{}",

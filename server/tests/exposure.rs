@@ -4,7 +4,7 @@
 
 mod livefeed;
 mod procs;
-mod wsload;
+mod wsclient;
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use wsload::{Read, Ws, connect, expect_json, next_json, rss_bytes, send};
+use wsclient::raw::{Read, Ws, connect, expect_json, next_json, rss_bytes, send};
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
@@ -319,7 +319,7 @@ fn dies_and_exits(env: (&str, &str), extra: &[&str], sub: Option<Value>, why: &s
         procs::wait_health(&base, Duration::from_secs(60), |h| h["state"] == "live");
         rt.block_on(async {
             let mut ws = connect(&addr, "", None).await;
-            wsload::subscribe(&mut ws, sub).await;
+            wsclient::raw::subscribe(&mut ws, sub).await;
             ws
         })
     });

@@ -9,13 +9,13 @@
 
 mod livefeed;
 mod procs;
-mod wsload;
+mod wsclient;
 
 use std::time::Duration;
 
 use livefeed::Feed;
 use serde_json::{Value, json};
-use wsload::{Read, Ws, channel, rss_bytes};
+use wsclient::raw::{Read, Ws, channel, rss_bytes};
 
 /// Extra resident memory a hostile client may cost: a memory bound, generous on purpose (the server's bounded
 /// rings are still filling in the first minute), not a speed goal.
@@ -32,10 +32,10 @@ fn health(feed: &Feed) -> Value {
 /// A `?audit=1` bystander following BTC's l2Book and trades; collects until `stop`, and panics on any error,
 /// loss notice or end of its connection.
 async fn bystander(addr: String, mut stop: tokio::sync::watch::Receiver<bool>) -> Vec<Value> {
-    let mut ws = wsload::connect(&addr, "audit=1", None).await;
-    wsload::subscribe(&mut ws, json!({"type": "l2Book", "coin": "BTC"})).await;
-    wsload::subscribe(&mut ws, json!({"type": "trades", "coin": "BTC"})).await;
-    let got = wsload::collect_until(&mut ws, &mut stop, "bystander").await;
+    let mut ws = wsclient::raw::connect(&addr, "audit=1", None).await;
+    wsclient::raw::subscribe(&mut ws, json!({"type": "l2Book", "coin": "BTC"})).await;
+    wsclient::raw::subscribe(&mut ws, json!({"type": "trades", "coin": "BTC"})).await;
+    let got = wsclient::raw::collect_until(&mut ws, &mut stop, "bystander").await;
     for v in &got {
         assert!(!matches!(channel(v), "error" | "hlbookNotice"), "the bystander was hurt: {v}");
     }
@@ -44,7 +44,7 @@ async fn bystander(addr: String, mut stop: tokio::sync::watch::Receiver<bool>) -
 
 /// Every l2Book frame's height in `frames`, in order.
 fn l2_heights(frames: &[Value]) -> Vec<u64> {
-    frames.iter().filter(|v| channel(v) == "l2Book").filter_map(wsload::audit_height).collect()
+    frames.iter().filter(|v| channel(v) == "l2Book").filter_map(wsclient::raw::audit_height).collect()
 }
 
 #[test]
@@ -57,10 +57,10 @@ fn a_client_that_never_reads_is_closed_at_its_budget() {
     let by = rt.spawn(bystander(feed.addr.clone(), stop));
     let rss_before = rss_bytes(pid).unwrap();
     let coins = ["BTC", "ETH", "SOL", "HYPE"];
-    let mut hog: Ws = rt.block_on(wsload::connect(&feed.addr, "audit=1&batch=1", Some(4096)));
+    let mut hog: Ws = rt.block_on(wsclient::raw::connect(&feed.addr, "audit=1&batch=1", Some(4096)));
     rt.block_on(async {
         for c in coins {
-            wsload::subscribe(&mut hog, json!({"type": "l4Book", "coin": c})).await;
+            wsclient::raw::subscribe(&mut hog, json!({"type": "l4Book", "coin": c})).await;
         }
     });
     // Never read: wait (bounded) for the server to count the closure.
@@ -73,7 +73,7 @@ fn a_client_that_never_reads_is_closed_at_its_budget() {
     // Now read what the hog was sent: the end of its connection comes, not more and more data.
     let ended = rt.block_on(async {
         loop {
-            match wsload::next_json(&mut hog, Duration::from_secs(30)).await {
+            match wsclient::raw::next_json(&mut hog, Duration::from_secs(30)).await {
                 Read::Json(_) => {}
                 Read::Closed(why) => return why,
                 Read::Timeout => panic!("the hog's connection stayed open"),
@@ -130,17 +130,17 @@ fn a_user_fills_flood_from_one_ip_shares_a_few_reads() {
     let (snapshots, refused) = rt.block_on(async {
         let mut conns = Vec::new();
         for _ in 0..200 {
-            conns.push(wsload::connect(&feed.addr, "", None).await);
+            conns.push(wsclient::raw::connect(&feed.addr, "", None).await);
         }
         let (mut snapshots, mut refused) = (0, 0);
         for _round in 0..3 {
             for ws in &mut conns {
-                wsload::subscribe(ws, sub.clone()).await;
+                wsclient::raw::subscribe(ws, sub.clone()).await;
             }
             for ws in &mut conns {
                 // Each gets its ack, then its snapshot or the per-IP refusal.
                 loop {
-                    match wsload::next_json(ws, Duration::from_secs(60)).await {
+                    match wsclient::raw::next_json(ws, Duration::from_secs(60)).await {
                         Read::Json(v) if v["data"]["isSnapshot"] == true => {
                             snapshots += 1;
                             break;
@@ -159,7 +159,7 @@ fn a_user_fills_flood_from_one_ip_shares_a_few_reads() {
                 }
             }
             for ws in &mut conns {
-                wsload::send(ws, &json!({"method": "unsubscribe", "subscription": sub})).await;
+                wsclient::raw::send(ws, &json!({"method": "unsubscribe", "subscription": sub})).await;
             }
         }
         (snapshots, refused)
@@ -189,32 +189,32 @@ fn huge_extra_fields_and_made_up_names_keep_nothing() {
     let by = rt.spawn(bystander(feed.addr.clone(), stop));
     let rss_before = rss_bytes(pid).unwrap();
     let rss_rounds = rt.block_on(async {
-        let mut ws = wsload::connect(&feed.addr, "", None).await;
+        let mut ws = wsclient::raw::connect(&feed.addr, "", None).await;
         let extra = "x".repeat(512 << 10);
         for i in 0..200 {
             let sub = json!({"type": "l2Book", "coin": "BTC", "nSigFigs": 5, "pad": extra, "i": i});
-            wsload::subscribe(&mut ws, sub).await;
-            let v = wsload::expect_json(&mut ws, Duration::from_secs(30)).await;
+            wsclient::raw::subscribe(&mut ws, sub).await;
+            let v = wsclient::raw::expect_json(&mut ws, Duration::from_secs(30)).await;
             assert_eq!(channel(&v), "error", "an oversized subscription is refused: {}", &v.to_string()[..200]);
         }
         let mut rounds = Vec::new();
         for _round in 0..3 {
             let mut conns = Vec::new();
             for _ in 0..40 {
-                conns.push(wsload::connect(&feed.addr, "", None).await);
+                conns.push(wsclient::raw::connect(&feed.addr, "", None).await);
             }
             for (k, ws) in conns.iter_mut().enumerate() {
                 for i in 0..100 {
                     let coin = format!("MADE{k}X{i}{}", "Z".repeat(40));
                     let sub = json!({"type": "trades", "coin": coin});
-                    wsload::subscribe(ws, sub.clone()).await;
-                    wsload::send(ws, &json!({"method": "unsubscribe", "subscription": sub})).await;
+                    wsclient::raw::subscribe(ws, sub.clone()).await;
+                    wsclient::raw::send(ws, &json!({"method": "unsubscribe", "subscription": sub})).await;
                 }
             }
             for ws in &mut conns {
                 // Both answers of every pair, so the server has handled them all.
                 for _ in 0..200 {
-                    wsload::expect_json(ws, Duration::from_secs(30)).await;
+                    wsclient::raw::expect_json(ws, Duration::from_secs(30)).await;
                 }
             }
             drop(conns);

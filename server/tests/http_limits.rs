@@ -3,7 +3,7 @@
 
 mod livefeed;
 mod procs;
-mod wsload;
+mod wsclient;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use livefeed::Feed;
 use serde_json::json;
-use wsload::{connect, expect_json, subscribe};
+use wsclient::raw::{connect, expect_json, subscribe};
 
 /// Well beyond any deadline these tests set: how long a socket may take to be closed before the test fails.
 const BOUND: Duration = Duration::from_secs(30);

@@ -9,10 +9,10 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use hlbook::book::snapshot::load_books;
-use hlbook::ingest::health::State;
 use hlbook::ingest::live::{Ingest, LiveConfig, SourceSpec};
 use hlbook::node::{Mode, Stream};
 use hlbook::state::Shared;
+use hlbook::state::health::HealthState;
 
 fn start(dst: &Path, mode: Mode, snapshot: &Path) -> (Arc<Shared>, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
     let shared = Arc::new(Shared::new(load_books(snapshot).expect("snapshot"), Duration::from_secs(30)));
@@ -62,11 +62,11 @@ fn live_run(mode: Mode, last: u64) {
         common::replay_digest(&cap, mode, shown),
         "{mode:?}: books differ from replay"
     );
-    let c = &shared.health().counters;
-    let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    let c = &shared.health().counters();
+    let load = hlbook::state::counter::Counter::get;
     assert_eq!((load(&c.malformed_lines), load(&c.inconsistencies), load(&c.gaps)), (0, 0, 0));
     // The capture's lines were written by the node months ago: applying them is catching up, not live.
-    assert_eq!(shared.health().state(), State::CatchingUp);
+    assert_eq!(shared.health().state(), HealthState::CatchingUp);
 }
 
 #[test]
@@ -93,7 +93,7 @@ fn a_malformed_line_stops_the_books_before_it_and_asks_for_a_resync() {
         Duration::from_millis(15),
     );
     let deadline = Instant::now() + Duration::from_secs(60);
-    while shared.health().state() != State::Resyncing && Instant::now() < deadline {
+    while shared.health().state() != HealthState::Resyncing && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
     // Let the rest of the capture arrive: nothing past the broken block may be applied. Its diffs were applied
@@ -102,13 +102,13 @@ fn a_malformed_line_stops_the_books_before_it_and_asks_for_a_resync() {
     std::thread::sleep(Duration::from_millis(500));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     handle.join().unwrap();
-    assert_eq!(shared.health().state(), State::Resyncing);
+    assert_eq!(shared.health().state(), HealthState::Resyncing);
     assert!(shared.complete_books(Duration::from_millis(100)).is_none(), "the broken block completed");
     let books = shared.books();
     assert_eq!((books.height(), books.diffs_height()), (985148199, 985148200));
     assert_eq!(common::l4_digest(&books), common::replay_digest(&cap, Mode::ByBlock, 985148200));
-    let c = &shared.health().counters;
-    let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    let c = &shared.health().counters();
+    let load = hlbook::state::counter::Counter::get;
     assert_eq!((load(&c.malformed_lines), load(&c.broken_blocks), load(&c.inconsistencies)), (1, 1, 0));
 }
 
@@ -174,8 +174,8 @@ fn streaming_books_at_every_block_end_do_not_depend_on_how_the_lines_arrive() {
         let skip = expected.len() - got.len();
         assert!(got.len() >= expected.len() - 2, "{feed:?}: only {} block ends seen", got.len());
         assert_eq!(got, expected[skip..], "{feed:?}: block ends differ from the by-block replay");
-        let c = &shared.health().counters;
-        let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        let c = &shared.health().counters();
+        let load = hlbook::state::counter::Counter::get;
         assert_eq!((load(&c.inconsistencies), load(&c.gaps), load(&c.malformed_lines)), (0, 0, 0), "{feed:?}");
         assert!(load(&c.diff_parts) > 0, "{feed:?}: no diffs applied before their block was whole");
     }

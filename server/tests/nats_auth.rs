@@ -1,6 +1,7 @@
 //! NATS security with deploy/nats/accounts.conf on a real nats-server: the publisher's user publishes, the edge's
-//! user reads (its books equal the simulator's) but cannot publish a line, delete or purge the stream or delete a
-//! message, and a client without credentials is refused, so an edge without them serves no block.
+//! user reads (its books equal the simulator's) but cannot publish a line, delete or purge the stream, delete a
+//! message, or put or delete a snapshot in the object store (it can fetch one), and a client without credentials
+//! is refused, so an edge without them serves no block.
 
 #[allow(clippy::duplicate_mod)]
 mod procs;
@@ -41,8 +42,12 @@ fn edges_read_but_cannot_publish_or_delete_and_strangers_get_nothing() {
     let last = 1_000_000_000 + 29;
 
     let pub_conf = nats_config(logs.path(), "publisher", PUB_PASS);
-    let args = ["relay", "--nats", &nats.url(), "--config", pub_conf.to_str().unwrap(), "--node-dir"];
-    let args = [&args[..], &[data.path().to_str().unwrap()]].concat();
+    let pub_snaps = logs.path().join("publisher-snapshots");
+    #[rustfmt::skip]
+    let args = [
+        "relay", "--nats", &nats.url(), "--config", pub_conf.to_str().unwrap(), "--node-dir",
+        data.path().to_str().unwrap(), "--info-url", &info, "--snapshot-dir", pub_snaps.to_str().unwrap(),
+    ];
     let publisher = Proc::start(HLBOOK, &args, &log("pub.log"));
     publisher.wait_line("relay publishing to nats stream", Duration::from_secs(30));
 
@@ -96,8 +101,31 @@ fn edges_read_but_cannot_publish_or_delete_and_strangers_get_nothing() {
         assert!(stream.purge().await.is_err(), "an edge cannot purge the stream");
         let after = stream.info().await.unwrap().state.clone();
         assert_eq!((after.messages, after.last_sequence), (before.messages, before.last_sequence));
+        snapshots_are_read_only(&js).await;
     });
     assert!(good.stop().success() && stranger.stop().success());
+}
+
+/// The edge user reads the publisher's snapshot (the one it takes on start) but cannot put or delete one.
+async fn snapshots_are_read_only(js: &async_nats::jetstream::Context) {
+    use futures_util::StreamExt;
+    let store = js.get_object_store("HL_SNAPSHOTS").await.expect("edges read the snapshot store");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let name = loop {
+        if let Some(info) = store.list().await.unwrap().next().await {
+            break info.unwrap().name;
+        }
+        assert!(std::time::Instant::now() < deadline, "the publisher stored no snapshot");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let mut object = store.get(&name).await.expect("edges fetch a snapshot");
+    let mut bytes = Vec::new();
+    tokio::io::AsyncReadExt::read_to_end(&mut object, &mut bytes).await.unwrap();
+    assert!(bytes.starts_with(b"["), "a node snapshot, not {} bytes of something else", bytes.len());
+    assert!(store.put("snapshot-1.json", &mut &b"[1,[]]"[..]).await.is_err(), "an edge cannot put a snapshot");
+    assert!(store.delete(&name).await.is_err(), "an edge cannot delete a snapshot");
+    assert!(store.get(&name).await.is_ok(), "the snapshot is still there");
+    assert!(store.info("snapshot-1.json").await.is_err(), "and nothing was put");
 }
 
 /// A self-signed CA and a server certificate for 127.0.0.1 that it signed, made with `openssl` in `dir`; false

@@ -1,7 +1,7 @@
 //! Racing two nodes, with the real binaries: one `hlsim` writes the same blocks as two nodes into two data dirs
 //! (`--out` and `--node`), each with its own faults, and `hlbook serve` reads both (`--source file:A --source
-//! file:B`, or a relay for one of them). Whatever one node does (pause 10 s, drop or corrupt a line, write events
-//! that differ, lose its relay), the books must stay `live` on the other one, never resync, apply every block
+//! file:B`, or NATS for one of them). Whatever one node does (pause 10 s, drop or corrupt a line, write events
+//! that differ, lose its NATS publisher), the books must stay `live` on the other one, never resync, apply every block
 //! once, and end equal to the simulator's own books order by order. A block that no node delivers (both lose it,
 //! or one stopped and the other loses it) makes the books resync, go live again and end equal all the same.
 
@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use procs::{
-    CHECKED_MARKET, HLBOOK, Proc, assert_same_books, books_from_snapshot, counter, get_bytes, get_json, sim_books_at,
+    CHECKED_MARKET, Proc, assert_same_books, books_from_snapshot, counter, get_bytes, get_json, sim_books_at,
     start_serve, start_sim, wait_health,
 };
 
@@ -288,38 +288,35 @@ fn one_node_stopped_for_good_and_the_other_losing_a_block_resyncs_after_the_grac
 }
 
 #[test]
-fn a_killed_relay_beside_a_local_node_changes_nothing() {
-    let tmp_relay = tempfile::tempdir().unwrap();
-    // Node b (served by the relay) is the faster one, so the relay carries most lines until it dies.
+fn a_killed_publisher_beside_a_local_node_changes_nothing() {
+    if !procs::nats::available() {
+        procs::skip("nats-server is not installed (make setup installs it)");
+        return;
+    }
+    let side = tempfile::tempdir().unwrap();
+    let nats = procs::nats::NatsServer::start(&side.path().join("nats"), "");
+    let config = side.path().join("relay.toml");
+    std::fs::write(&config, "[nats]\n").unwrap();
+    // Node b (published into NATS) is the faster one, so NATS carries most lines until its publisher dies.
     let run_dir = tempfile::tempdir().unwrap();
-    let b = run_dir.path().join("relayed");
-    let relay_log = tmp_relay.path().join("relay1.log");
-    let (mut relay1, addr) = relay(&b, "127.0.0.1:0", &relay_log);
-    let tcp = format!("tcp://{addr}");
-    let run = start_in(Some(&b), 300, &["--write-delay", "20"], "", &["file:{a}", &tcp], &[]);
+    let b = run_dir.path().join("published");
+    let publisher =
+        |n: u32| procs::nats::publisher(&nats.url(), &b, "by-block", &config, &side.path().join(format!("pub{n}.log")));
+    let mut pub1 = publisher(1);
+    let src = format!("{}/HL", nats.url());
+    let run = start_in(Some(&b), 300, &["--write-delay", "20"], "", &["file:{a}", &src], &[]);
     wait_health(&run.base, Duration::from_secs(60), |h| h["state"] == "live");
     let mid = START + 120;
     wait_health(&run.base, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(mid));
-    relay1.kill();
+    pub1.kill();
     wait_health(&run.base, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(mid + 40));
-    let _relay2 = relay(&b, &addr, &tmp_relay.path().join("relay2.log"));
+    let _pub2 = publisher(2);
     let changes = changes_after_live(&run, START + 290);
     assert!(changes.is_empty(), "live throughout, but: {changes:?}");
     let h = finish(run);
-    let relayed = source(&h, &addr);
-    assert!(n(&relayed["wins"]["statuses"]) > 0, "{relayed}");
+    let published = source(&h, "/HL");
+    assert!(n(&published["wins"]["statuses"]) > 0, "{published}");
     assert!(counter(&h, "disagreements") == 0, "{h}");
-}
-
-fn relay(dir: &Path, listen: &str, log: &Path) -> (Proc, String) {
-    relay_mode(dir, "by-block", listen, log)
-}
-
-fn relay_mode(dir: &Path, mode: &str, listen: &str, log: &Path) -> (Proc, String) {
-    let args = ["relay", "--node-dir", dir.to_str().unwrap(), "--mode", mode, "--listen", listen];
-    let p = Proc::start(HLBOOK, &args, log);
-    let addr = p.wait_line("relay listening on", Duration::from_secs(20));
-    (p, addr)
 }
 
 #[test]
@@ -330,9 +327,10 @@ fn each_source_says_what_it_is_missing() {
     let streaming = side.path().join("streaming");
     std::fs::create_dir_all(streaming.join("node_fills_streaming")).unwrap();
     std::fs::create_dir_all(streaming.join("node_raw_book_diffs_by_block")).unwrap();
-    let (_relay, addr) = relay_mode(&streaming, "streaming", "127.0.0.1:0", &side.path().join("relay.log"));
-    let sources =
-        [format!("file:{}", absent.display()), format!("file:{}", streaming.display()), format!("tcp://{addr}")];
+    // A NATS server nobody listens for (a port just given back).
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let nats = format!("nats://127.0.0.1:{port}/HL");
+    let sources = [format!("file:{}", absent.display()), format!("file:{}", streaming.display()), nats.clone()];
     let mut all = vec!["file:{a}"];
     all.extend(sources.iter().map(String::as_str));
     let run = start(400, &[], "", &all, &[]);
@@ -344,7 +342,7 @@ fn each_source_says_what_it_is_missing() {
     let why = missing("/streaming");
     assert!(why.contains("--write-order-statuses") && why.contains("set --mode streaming"), "{why}");
     assert!(!why.contains("--write-raw-book-diffs"), "the diffs folder is there: {why}");
-    assert!(missing(&addr).contains("relay refused"), "{h}");
+    assert!(missing(&format!("{port}/HL")).contains("connecting to NATS"), "{h}");
     assert_eq!(source(&h, "/absent")["state"], "unavailable", "{h}");
     assert_eq!(source(&h, "/a")["state"], "reading", "{h}");
     let log = run.serve_log();

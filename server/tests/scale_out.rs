@@ -1,5 +1,6 @@
 //! The scale-out recipe of docs/operations.md on one machine, with the real binaries: `hlsim` plays the node,
-//! `hlbook relay` serves its files, two edge servers read the relay (`--source tcp://…`), and HAProxy balances
+//! `hlbook relay --nats` publishes its files into a real `nats-server`, two edge servers read the stream
+//! (`--source nats://…`), and HAProxy balances
 //! WebSocket clients over the edges with the shipped `deploy/haproxy/hlbook.cfg`. Clients through the balancer
 //! must get exactly what clients of a single server reading the files get.
 
@@ -186,6 +187,10 @@ fn clients_through_haproxy_see_what_one_server_sends() {
         procs::skip("haproxy is not installed (`make setup` installs it: APT_PACKAGES)");
         return;
     };
+    if !procs::nats::available() {
+        procs::skip("nats-server is not installed (make setup installs it)");
+        return;
+    }
     let work = tempfile::tempdir().unwrap();
     let logs = tempfile::tempdir().unwrap();
     let log = |name: &str| logs.path().join(name);
@@ -211,9 +216,11 @@ fn clients_through_haproxy_see_what_one_server_sends() {
     ];
     let (mut sim, info_url) = start_sim(Path::new(data), &sim_args, &log("sim.log"));
 
-    let relay_args = ["relay", "--node-dir", data, "--mode", "by-block", "--listen", "127.0.0.1:0"];
-    let mut relay = Proc::start(HLBOOK, &relay_args, &log("relay.log"));
-    let source = format!("tcp://{}", relay.wait_line("relay listening on", Duration::from_secs(30)));
+    let nats = procs::nats::NatsServer::start(&logs.path().join("nats"), "");
+    std::fs::write(log("relay.toml"), "[nats]\n").unwrap();
+    let mut relay =
+        procs::nats::publisher(&nats.url(), Path::new(data), "by-block", &log("relay.toml"), &log("relay.log"));
+    let source = format!("{}/HL", nats.url());
 
     let common =
         ["--info-url", &info_url, "--snapshot-dir", snaps, "--listen", "127.0.0.1:0", "--admin-listen", "none"];

@@ -11,7 +11,7 @@
 //!   from where they begin.
 
 mod procs;
-mod wsload;
+mod wsclient;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -20,7 +20,7 @@ use std::time::Duration;
 use hlbook::node::time::parse_node_time;
 use procs::{start_serve, start_sim, wait_health};
 use serde_json::{Value, json};
-use wsload::{audit_height, channel};
+use wsclient::raw::{audit_height, channel};
 
 const BLOCKS: u64 = 500;
 const FIRST_HEIGHT: u64 = 1_000_000_000;
@@ -107,11 +107,11 @@ fn normalized(data: &Value) -> Value {
 
 /// Everything the connection received until `stop`.
 async fn collect(addr: String, subs: Vec<Value>, mut stop: tokio::sync::watch::Receiver<bool>) -> Vec<Value> {
-    let mut ws = wsload::connect(&addr, "audit=1", None).await;
+    let mut ws = wsclient::raw::connect(&addr, "audit=1", None).await;
     for s in subs {
-        wsload::subscribe(&mut ws, s).await;
+        wsclient::raw::subscribe(&mut ws, s).await;
     }
-    wsload::collect_until(&mut ws, &mut stop, "candles").await
+    wsclient::raw::collect_until(&mut ws, &mut stop, "candles").await
 }
 
 fn post_info(base: &str, body: &Value) -> (u16, Value) {
@@ -255,11 +255,14 @@ fn candles_equal_what_the_simulators_fills_say() {
     // The same over the socket's post, for 5m.
     let want5 = file_candles("BTC", "5m", &btc);
     let answer = rt.block_on(async {
-        let mut ws = wsload::connect(&addr, "", None).await;
+        let mut ws = wsclient::raw::connect(&addr, "", None).await;
         let payload = req("BTC", "5m", 0, Value::Null);
-        wsload::send(&mut ws, &json!({"method": "post", "id": 5, "request": {"type": "info", "payload": payload}}))
-            .await;
-        wsload::expect_json(&mut ws, Duration::from_secs(10)).await
+        wsclient::raw::send(
+            &mut ws,
+            &json!({"method": "post", "id": 5, "request": {"type": "info", "payload": payload}}),
+        )
+        .await;
+        wsclient::raw::expect_json(&mut ws, Duration::from_secs(10)).await
     });
     assert_eq!(answer["data"]["response"]["payload"]["type"], "candleSnapshot", "{answer}");
     assert_eq!(normalized_all(&answer["data"]["response"]["payload"]["data"]), want5);

@@ -13,7 +13,7 @@
 //! from the protocol's rules (../shared/docs/hl-ws-api.md) and nothing of hlbook's.
 
 mod procs;
-mod wsload;
+mod wsclient;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -22,7 +22,7 @@ use std::time::Duration;
 use hlbook::node::Mode;
 use procs::{counter, start_serve, start_sim, wait_health};
 use serde_json::{Value, json};
-use wsload::{audit_height, channel};
+use wsclient::raw::{audit_height, channel};
 
 /// BTC, a spot pair, and a perp with a decimal tick; `--coins 4` also makes `xyz:GOLD`, which nobody subscribes.
 const COINS: [&str; 3] = ["BTC", "@107", "ETH"];
@@ -105,14 +105,14 @@ fn complete(frames: &[Value], newest: &Newest) -> bool {
 /// Everything one connection received after subscribing `sub` (plus `coin`) for every coin, until `done` says
 /// which frames are the last and they came.
 async fn collect(addr: String, sub: Value, mut done: tokio::sync::watch::Receiver<Option<Newest>>) -> Vec<Value> {
-    let mut ws = wsload::connect(&addr, "audit=1", None).await;
+    let mut ws = wsclient::raw::connect(&addr, "audit=1", None).await;
     for coin in COINS {
         let mut s = sub.clone();
         s["type"] = "l2Book".into();
         s["coin"] = coin.into();
-        wsload::subscribe(&mut ws, s).await;
+        wsclient::raw::subscribe(&mut ws, s).await;
     }
-    wsload::collect_until_complete(&mut ws, &mut done, complete, &sub.to_string()).await
+    wsclient::raw::collect_until_complete(&mut ws, &mut done, complete, &sub.to_string()).await
 }
 
 /// Runs the simulator for `blocks` blocks in `mode`, the server beside it and one connection per variant, then

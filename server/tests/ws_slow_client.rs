@@ -7,13 +7,13 @@
 //! l4Book snapshot) and jumps to the newest L2 instead of replaying 30 s of history; its connection stays usable.
 
 mod procs;
-mod wsload;
+mod wsclient;
 
 use std::time::{Duration, Instant};
 
 use procs::{get_json, start_serve, start_sim, wait_health};
 use serde_json::json;
-use wsload::{Read, Ws, audit_height, channel};
+use wsclient::raw::{Read, Ws, audit_height, channel};
 
 const STALL: Duration = Duration::from_secs(30);
 /// Feed blocks a connection may fall behind before it loses blocks. At the simulator's default cadence (80 ms a
@@ -37,16 +37,16 @@ struct Seen {
 }
 
 async fn healthy(addr: String, coins: &'static [&'static str], mut stop: tokio::sync::watch::Receiver<bool>) -> Seen {
-    let mut ws = wsload::connect(&addr, "audit=1", None).await;
+    let mut ws = wsclient::raw::connect(&addr, "audit=1", None).await;
     for coin in coins {
-        wsload::subscribe(&mut ws, json!({"type": "l2Book", "coin": coin})).await;
-        wsload::subscribe(&mut ws, json!({"type": "trades", "coin": coin})).await;
+        wsclient::raw::subscribe(&mut ws, json!({"type": "l2Book", "coin": coin})).await;
+        wsclient::raw::subscribe(&mut ws, json!({"type": "trades", "coin": coin})).await;
     }
     let mut seen = Seen::default();
     loop {
         tokio::select! {
             _ = stop.changed() => return seen,
-            r = wsload::next_json(&mut ws, Duration::from_secs(60)) => match r {
+            r = wsclient::raw::next_json(&mut ws, Duration::from_secs(60)) => match r {
                 Read::Json(v) if matches!(channel(&v), "error" | "hlbookNotice") => seen.errors.push(v.to_string()),
                 Read::Json(v) if matches!(channel(&v), "l2Book" | "trades") => {
                     seen.frames.push((Instant::now(), channel(&v).to_string(), audit_height(&v)));
@@ -64,15 +64,15 @@ async fn healthy(addr: String, coins: &'static [&'static str], mut stop: tokio::
 /// Connects the slow client (a small receive buffer, so its socket fills fast), subscribes, and reads until it
 /// has its l4Book snapshot, an l4Book update and an l2Book frame: every stream is live when it stops reading.
 async fn slow_client(addr: &str) -> Ws {
-    let mut ws = wsload::connect(addr, "audit=1", Some(32 << 10)).await;
+    let mut ws = wsclient::raw::connect(addr, "audit=1", Some(32 << 10)).await;
     for kind in ["l2Book", "trades", "l4Book"] {
-        wsload::subscribe(&mut ws, json!({"type": kind, "coin": "BTC"})).await;
+        wsclient::raw::subscribe(&mut ws, json!({"type": kind, "coin": "BTC"})).await;
     }
     let (mut snapshot, mut update, mut l2) = (false, false, false);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     while !(snapshot && update && l2) {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        let v = wsload::expect_json(&mut ws, left).await;
+        let v = wsclient::raw::expect_json(&mut ws, left).await;
         match (channel(&v), v["data"]["type"].as_str()) {
             ("l4Book", Some("snapshot")) => snapshot = true,
             ("l4Book", Some("updates")) => update = update || snapshot,
@@ -103,7 +103,7 @@ async fn resume(ws: &mut Ws) -> Resumed {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     while r.l2_after_loss.is_none() || !r.snapshot_after_loss {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        let v = match wsload::next_json(ws, left).await {
+        let v = match wsclient::raw::next_json(ws, left).await {
             Read::Json(v) => v,
             other => panic!("slow client after resuming: {other:?}; so far {r:?}"),
         };
@@ -121,11 +121,11 @@ async fn resume(ws: &mut Ws) -> Resumed {
             _ => {}
         }
     }
-    wsload::send(ws, &json!({"method": "ping"})).await;
+    wsclient::raw::send(ws, &json!({"method": "ping"})).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while !r.pong {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        let v = wsload::expect_json(ws, left).await;
+        let v = wsclient::raw::expect_json(ws, left).await;
         r.pong = channel(&v) == "pong";
     }
     r
@@ -163,14 +163,14 @@ fn a_stalled_client_costs_bounded_memory_delays_nobody_and_jumps_ahead() {
 
     // The stall: the slow client's stream is simply not polled. Sample the server's memory every second.
     let pid = server.pid().expect("server running");
-    let baseline = wsload::rss_bytes(pid).expect("server RSS");
+    let baseline = wsclient::raw::rss_bytes(pid).expect("server RSS");
     let overflows_before = overflows(&base);
     let height_before = height(&base);
     let t0 = Instant::now();
     let mut samples = Vec::new();
     while t0.elapsed() < STALL {
         std::thread::sleep(Duration::from_secs(1));
-        samples.push(wsload::rss_bytes(pid).expect("server RSS"));
+        samples.push(wsclient::raw::rss_bytes(pid).expect("server RSS"));
     }
     let peak = samples.iter().copied().max().unwrap_or(baseline).max(baseline);
     let stall_end = Instant::now();

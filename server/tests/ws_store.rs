@@ -7,7 +7,7 @@
 //!   from the node's files.
 
 mod procs;
-mod wsload;
+mod wsclient;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use procs::{admin_base, get_json, start_serve, start_sim, wait_health};
 use serde_json::{Value, json};
-use wsload::channel;
+use wsclient::raw::channel;
 
 const FIRST_HEIGHT: u64 = 1_000_000_000;
 const MINUTE: i64 = 60_000;
@@ -167,11 +167,11 @@ fn long_candles_count_every_trade_the_node_traded_before_the_subscription() {
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     let addr = base.trim_start_matches("http://").to_string();
     let task = rt.spawn(async move {
-        let mut ws = wsload::connect(&addr, "", None).await;
+        let mut ws = wsclient::raw::connect(&addr, "", None).await;
         for i in intervals {
-            wsload::subscribe(&mut ws, json!({"type": "candle", "coin": "BTC", "interval": i})).await;
+            wsclient::raw::subscribe(&mut ws, json!({"type": "candle", "coin": "BTC", "interval": i})).await;
         }
-        wsload::collect_until(&mut ws, &mut stop_rx, "candles").await
+        wsclient::raw::collect_until(&mut ws, &mut stop_rx, "candles").await
     });
     let last = FIRST_HEIGHT + blocks - 1;
     wait_store(&admin, last);
@@ -277,11 +277,11 @@ fn history_outlives_the_nodes_files() {
     let addr = base.trim_start_matches("http://").to_string();
     let u = user.clone();
     let first_frame = rt.block_on(async move {
-        let mut ws = wsload::connect(&addr, "", None).await;
-        wsload::subscribe(&mut ws, json!({"type": "userFills", "user": u})).await;
+        let mut ws = wsclient::raw::connect(&addr, "", None).await;
+        wsclient::raw::subscribe(&mut ws, json!({"type": "userFills", "user": u})).await;
         // The subscription goes live at the first block after the simulator's pause.
         loop {
-            let f = wsload::expect_json(&mut ws, Duration::from_secs(120)).await;
+            let f = wsclient::raw::expect_json(&mut ws, Duration::from_secs(120)).await;
             if channel(&f) == "userFills" {
                 return f;
             }

@@ -6,7 +6,7 @@
 //! server serves to the last block written.
 
 mod procs;
-mod wsload;
+mod wsclient;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -16,7 +16,7 @@ use hlbook::node::Mode;
 use hlbook::node::time::parse_node_time;
 use procs::{start_serve, start_sim, wait_health};
 use serde_json::{Value, json};
-use wsload::{Read, audit_height, channel};
+use wsclient::raw::{Read, audit_height, channel};
 
 const BLOCKS: u64 = 500;
 const FIRST_HEIGHT: u64 = 1_000_000_000;
@@ -162,18 +162,18 @@ fn complete(frames: &[Value], expect: &Expect) -> bool {
 /// Everything one connection received, after following `user` on the three channels (the address sent
 /// upper-cased, which must not matter), until `done` says what to expect and every event of it has arrived.
 async fn collect(addr: String, user: String, mut done: tokio::sync::watch::Receiver<Option<Expect>>) -> Vec<Value> {
-    let mut ws = wsload::connect(&addr, "audit=1", None).await;
+    let mut ws = wsclient::raw::connect(&addr, "audit=1", None).await;
     let shouted = format!("0x{}", user[2..].to_uppercase());
-    wsload::subscribe(&mut ws, json!({"type": "orderUpdates", "user": shouted})).await;
-    wsload::subscribe(&mut ws, json!({"type": "userFills", "user": user})).await;
-    wsload::subscribe(&mut ws, json!({"type": "userEvents", "user": user})).await;
+    wsclient::raw::subscribe(&mut ws, json!({"type": "orderUpdates", "user": shouted})).await;
+    wsclient::raw::subscribe(&mut ws, json!({"type": "userFills", "user": user})).await;
+    wsclient::raw::subscribe(&mut ws, json!({"type": "userEvents", "user": user})).await;
     // trades on a plain connection: `?audit=1` connections get per-block frames only, no recent trades.
-    let mut plain = wsload::connect(&addr, "", None).await;
-    wsload::subscribe(&mut plain, json!({"type": "trades", "coin": "BTC"})).await;
-    let mut got = vec![wsload::expect_json(&mut plain, Duration::from_secs(10)).await];
-    got.push(wsload::expect_json(&mut plain, Duration::from_secs(10)).await);
+    let mut plain = wsclient::raw::connect(&addr, "", None).await;
+    wsclient::raw::subscribe(&mut plain, json!({"type": "trades", "coin": "BTC"})).await;
+    let mut got = vec![wsclient::raw::expect_json(&mut plain, Duration::from_secs(10)).await];
+    got.push(wsclient::raw::expect_json(&mut plain, Duration::from_secs(10)).await);
     for _ in 0..3 {
-        got.push(wsload::expect_json(&mut plain, Duration::from_secs(10)).await);
+        got.push(wsclient::raw::expect_json(&mut plain, Duration::from_secs(10)).await);
     }
     loop {
         if let Some(expect) = done.borrow().as_ref()
@@ -183,7 +183,7 @@ async fn collect(addr: String, user: String, mut done: tokio::sync::watch::Recei
         }
         tokio::select! {
             _ = done.changed() => {}
-            r = wsload::next_json(&mut ws, Duration::from_secs(30)) => match r {
+            r = wsclient::raw::next_json(&mut ws, Duration::from_secs(30)) => match r {
                 Read::Json(v) => got.push(v),
                 other => panic!("{user}: connection ended early, or no frame for 30 s: {other:?}"),
             },

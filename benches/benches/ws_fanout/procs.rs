@@ -1,40 +1,24 @@
 //! The processes of a run: the release `hlsim` and `hlbook serve` beside the bench binary, the client (this
 //! binary again), and what /proc and /health say about them.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{ChildStdout, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-pub use hlbook_benches::Proc;
-use hlbook_benches::release_bin;
-
-/// The first line the child prints that starts with `prefix`, without it.
-fn line_after(out: &mut BufReader<ChildStdout>, prefix: &str) -> String {
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(out.read_line(&mut line).expect("child stdout") > 0, "child exited before printing {prefix:?}");
-        if let Some(rest) = line.trim().strip_prefix(prefix) {
-            return rest.to_string();
-        }
-    }
-}
+pub use super::rig::Proc;
+use super::rig::{self, HLBOOK};
 
 /// Starts the simulator (by-block, mainnet-like defaults plus `HLBOOK_BENCH_SIM_ARGS`); returns its info address.
 pub fn start_sim(dir: &Path, coins: usize) -> (Proc, String) {
-    let mut child = Command::new(release_bin("hlsim"))
-        .args(["--out", dir.join("data").to_str().unwrap(), "--mode", "by-block", "--coins", &coins.to_string()])
-        .args(["--timing", dir.join("timing.csv").to_str().unwrap(), "--info-listen", "127.0.0.1:0"])
-        .args(std::env::var("HLBOOK_BENCH_SIM_ARGS").unwrap_or_default().split_whitespace())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start hlsim");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let addr = line_after(&mut out, "info listening on ");
-    (Proc(child), addr)
+    let (coins, timing) = (coins.to_string(), dir.join("timing.csv"));
+    let mut market = vec!["--mode", "by-block", "--coins", &coins, "--timing", timing.to_str().unwrap()];
+    let extra = std::env::var("HLBOOK_BENCH_SIM_ARGS").unwrap_or_default();
+    market.extend(extra.split_whitespace());
+    let (sim, info_url) = rig::start_sim(&dir.join("data"), &market, &dir.join("sim.log"));
+    let addr = info_url.trim_start_matches("http://").trim_end_matches("/info").to_string();
+    (sim, addr)
 }
 
 /// Starts `hlbook serve` on a free port with limits raised for many local connections and validation off;
@@ -57,23 +41,16 @@ pub fn start_server(dir: &Path, sim_info: &str) -> (Proc, String, String) {
     );
     let path = dir.join("hlbook.toml");
     std::fs::write(&path, config).expect("server config");
-    let log = std::fs::File::create(dir.join("server.log")).expect("server log");
-    let server = std::env::var_os("HLBOOK_BENCH_SERVER").map_or_else(|| release_bin("hlbook"), PathBuf::from);
+    let server = std::env::var("HLBOOK_BENCH_SERVER").unwrap_or_else(|_| HLBOOK.to_string());
     // HLBOOK_BENCH_SERVER_NICE: the server's nice value (e.g. -5, as deploy/systemd/hlbook.service runs it;
     // below 0 needs root), against the simulator and client at 0.
     let nice = std::env::var("HLBOOK_BENCH_SERVER_NICE").unwrap_or_else(|_| "0".into());
-    let mut child = Command::new("nice")
-        .args(["-n", &nice])
-        .arg(server)
-        .args(["serve", "--config", path.to_str().unwrap(), "--validate-interval", "0"])
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .expect("start hlbook serve");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let addr = line_after(&mut out, "hlbook listening on ");
-    let admin = if legacy { addr.clone() } else { line_after(&mut out, "hlbook admin listening on ") };
-    let server = Proc(child);
+    #[rustfmt::skip]
+    let args = ["-n", &nice, &server, "serve", "--config", path.to_str().unwrap(), "--validate-interval", "0"];
+    let server = Proc::start("nice", &args, &dir.join("server.log"));
+    let addr = server.wait_line("hlbook listening on", Duration::from_mins(1));
+    let admin =
+        if legacy { addr.clone() } else { server.wait_line("hlbook admin listening on", Duration::from_mins(1)) };
     let start = Instant::now();
     while health(&addr).and_then(|h| h["state"].as_str().map(str::to_string)).as_deref() != Some("live") {
         assert!(start.elapsed() < Duration::from_mins(2), "server not live after 120 s");
@@ -82,17 +59,11 @@ pub fn start_server(dir: &Path, sim_info: &str) -> (Proc, String, String) {
     (server, addr, admin)
 }
 
-/// Starts this binary again as the load generator.
-pub fn start_client(spec_json: &str) -> (Proc, BufReader<ChildStdout>) {
-    let mut child = Command::new(std::env::current_exe().expect("bench path"))
-        .arg("--bench")
-        .env(super::client::CLIENT_ENV, spec_json)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start client");
-    let out = BufReader::new(child.stdout.take().unwrap());
-    (Proc(child), out)
+/// Starts this binary again as the load generator (its log: `dir/client.log`).
+pub fn start_client(dir: &Path, spec_json: &str) -> Proc {
+    let exe = std::env::current_exe().expect("bench path");
+    let env = [(super::client::CLIENT_ENV, spec_json)];
+    Proc::start_env(exe.to_str().expect("utf-8 path"), &["--bench"], &env, &dir.join("client.log"))
 }
 
 /// Waits until the server holds `want` l2Book and `want` trades subscriptions; the time it took.
@@ -135,9 +106,10 @@ pub fn busiest_users(dir: &Path, n: usize) -> Vec<String> {
     }
 }
 
-/// Waits for the client's line starting with `prefix` and returns the rest.
-pub fn client_line(out: &mut BufReader<ChildStdout>, prefix: &str) -> String {
-    line_after(out, prefix)
+/// Waits for the client's line starting with `prefix` and returns the rest (the client runs for the measured
+/// time and its warm-up between its lines).
+pub fn client_line(client: &Proc, prefix: &str) -> String {
+    client.wait_line(prefix, Duration::from_hours(1))
 }
 
 /// `GET /health`, parsed; None when the server does not answer.

@@ -3,18 +3,19 @@
 //! (the socket layer hands itself over as an `Exposed`).
 
 use super::Stages;
-use crate::ingest::health::Health;
+use crate::state::counter::Named;
+use crate::state::health::Health;
 
 pub trait Exposed: Send + Sync + std::fmt::Debug {
     fn health(&self) -> &Health;
     /// Per-line stage timings of the published blocks.
     fn stages(&self) -> &Stages;
     /// Publisher counters, by name (exported as `hlbook_publish_<name>`).
-    fn publish_counters(&self) -> Vec<(&'static str, u64)>;
+    fn publish_counters(&self) -> Vec<Named>;
     /// Bytes of trades/l4Book frames kept for slow connections.
     fn feed_bytes(&self) -> u64;
     /// Socket counters, by name (exported as `hlbook_ws_<name>`).
-    fn ws_counters(&self) -> Vec<(&'static str, u64)>;
+    fn ws_counters(&self) -> Vec<Named>;
     /// Open WebSocket connections.
     fn connections(&self) -> usize;
     /// Subscriptions by channel.

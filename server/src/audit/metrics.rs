@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use prometheus_client::collector::Collector;
-use std::sync::atomic::Ordering::Relaxed;
 
 use hdrhistogram::Histogram;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder, NoLabelSet};
@@ -17,9 +16,9 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
 use super::{Exposed, STAGES};
-use crate::ingest::health::State;
-use crate::ingest::sources::SourceEntry;
 use crate::node::Stream;
+use crate::state::health::HealthState;
+use crate::state::sources::SourceEntry;
 
 /// Upper bounds (seconds) of the exported stage histograms: 50 µs to ~100 s, doubling.
 #[allow(clippy::float_arithmetic)]
@@ -50,7 +49,14 @@ impl Collector for Hlbook {
         {
             let mut m =
                 e.encode_descriptor("hlbook_state", "1 for the current health state", None, MetricType::Gauge)?;
-            for s in [State::Starting, State::CatchingUp, State::Live, State::Stale, State::Resyncing, State::Failed] {
+            for s in [
+                HealthState::Starting,
+                HealthState::CatchingUp,
+                HealthState::Live,
+                HealthState::Stale,
+                HealthState::Resyncing,
+                HealthState::Failed,
+            ] {
                 let labels = [("state", s.as_str())];
                 ConstGauge::new(i64::from(s == state)).encode(m.encode_family(&labels)?)?;
             }
@@ -75,11 +81,11 @@ impl Collector for Hlbook {
                     .encode(m.encode_family(&[("since", kind)])?)?;
             }
         }
-        for (name, v) in h.counters.to_map() {
-            counter(&mut e, &format!("hlbook_ingest_{name}"), "Ingest counter (docs/operations.md)", v)?;
+        for c in h.counters().to_list() {
+            counter(&mut e, &format!("hlbook_ingest_{}", c.name), c.help, c.value)?;
         }
-        for (name, v) in ctx.publish_counters() {
-            counter(&mut e, &format!("hlbook_publish_{name}"), "Publisher counter", v)?;
+        for c in ctx.publish_counters() {
+            counter(&mut e, &format!("hlbook_publish_{}", c.name), c.help, c.value)?;
         }
         gauge(
             &mut e,
@@ -87,8 +93,8 @@ impl Collector for Hlbook {
             "Bytes of trades/l4Book frames kept for slow connections",
             ctx.feed_bytes() as i64,
         )?;
-        for (name, v) in ctx.ws_counters() {
-            counter(&mut e, &format!("hlbook_ws_{name}"), "WebSocket counter", v)?;
+        for c in ctx.ws_counters() {
+            counter(&mut e, &format!("hlbook_ws_{}", c.name), c.help, c.value)?;
         }
         gauge(&mut e, "hlbook_connections", "Open WebSocket connections", ctx.connections() as i64)?;
         {
@@ -98,7 +104,7 @@ impl Collector for Hlbook {
                 ConstGauge::new(n).encode(m.encode_family(&[("channel", channel)])?)?;
             }
         }
-        sources(&mut e, &h.sources.entries())?;
+        sources(&mut e, &h.sources().entries())?;
         for (name, help, is_counter, v) in ctx.store_metrics() {
             let name = format!("hlbook_store_{name}");
             if is_counter { counter(&mut e, &name, help, v)? } else { gauge(&mut e, &name, help, v as i64)? }
@@ -121,7 +127,7 @@ impl Collector for Hlbook {
     }
 }
 
-/// Per source (labelled by its `file:PATH` / `tcp://HOST:PORT` name): the lines it delivered first and by how much
+/// Per source (labelled by its `file:PATH` / `nats://HOST:PORT/STREAM` name): the lines it delivered first and by how much
 /// it led the next source to deliver each (per line of the block), copies compared, disagreements, height.
 fn sources(e: &mut DescriptorEncoder, entries: &[Arc<SourceEntry>]) -> Result<(), std::fmt::Error> {
     {
@@ -160,21 +166,21 @@ fn sources(e: &mut DescriptorEncoder, entries: &[Arc<SourceEntry>]) -> Result<()
             "hlbook_source_copies",
             "Lines another source had delivered first: compared and dropped",
             MetricType::Counter,
-            |s| s.copies.load(Relaxed),
+            |s| s.copies.get(),
         ),
         (
             "hlbook_source_disagreements",
             "Lines whose copies from this source and another differed (counted on both)",
             MetricType::Counter,
-            |s| s.disagreements.load(Relaxed),
+            |s| s.disagreements.get(),
         ),
         (
             "hlbook_source_refused_lines",
             "Lines refused: over ingest.max_line_bytes or past ingest.max_height_jump",
             MetricType::Counter,
-            |s| s.refused.load(Relaxed),
+            |s| s.refused.get(),
         ),
-        ("hlbook_source_lines", "Lines read from this source", MetricType::Counter, |s| s.lines.load(Relaxed)),
+        ("hlbook_source_lines", "Lines read from this source", MetricType::Counter, |s| s.lines.get()),
         (
             "hlbook_source_height",
             "Highest block this source delivered a line of",

@@ -2,7 +2,7 @@
 //! (`/metrics`, `/status`).
 //!
 //! Ingest records when each line of a block was written by the node, read and applied
-//! (`state::BlockTimes`): a block is published in steps, L2 from its diffs line, trades from its fills line,
+//! (`state::LineTimes`): a block is published in steps, L2 from its diffs line, trades from its fills line,
 //! l4Book once its statuses line completes it. The publisher adds when a line's frames were published; connections
 //! add when they wrote them (first and last socket write over all connections, with two atomics per line, so the
 //! hot path never locks). About a second after a line was published its entry is final: each stage goes into a
@@ -22,7 +22,7 @@ use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 
 use crate::node::Stream;
-use crate::state::BlockTimes;
+use crate::state::LineTimes;
 
 /// The status page served at `/` (it polls `/status`).
 pub const STATUS_PAGE: &str = include_str!("status.html");
@@ -49,7 +49,7 @@ pub const WINDOW_NS: i64 = 60_000_000_000;
 struct Entry {
     /// `key(height, line)` of the line tracked here.
     key: AtomicU64,
-    times: Mutex<BlockTimes>,
+    times: Mutex<LineTimes>,
     published: AtomicI64,
     first_sent: AtomicI64,
     last_sent: AtomicI64,
@@ -97,7 +97,7 @@ impl Stages {
     }
 
     /// The publisher is about to publish frames of `times.height`'s `times.line`: from now on their writes count.
-    pub fn begin(&self, times: BlockTimes) {
+    pub fn begin(&self, times: LineTimes) {
         let k = key(times.height, times.line);
         let e = self.entry(k);
         *e.times.lock() = times;
@@ -243,7 +243,7 @@ mod tests {
     fn a_block_settles_into_every_stage() {
         let s = Stages::new();
         let line = Stream::Diffs;
-        let t = BlockTimes { height: 7, line, block_time: 1_000, node_written: 3_000, read: 3_500, applied: 3_600 };
+        let t = LineTimes { height: 7, line, block_time: 1_000, node_written: 3_000, read: 3_500, applied: 3_600 };
         s.begin(t);
         s.sent(7, line, 4_200);
         s.published(7, line, 4_000);
@@ -265,9 +265,8 @@ mod tests {
     fn each_line_of_a_block_settles_on_its_own() {
         let s = Stages::new();
         for (line, written) in [(Stream::Fills, 100), (Stream::Diffs, 150), (Stream::Statuses, 900)] {
-            let t =
-                BlockTimes { height: 5, line, block_time: 10, node_written: written, read: written + 5, applied: 0 };
-            s.begin(BlockTimes { applied: written + 10, ..t });
+            let t = LineTimes { height: 5, line, block_time: 10, node_written: written, read: written + 5, applied: 0 };
+            s.begin(LineTimes { applied: written + 10, ..t });
             s.published(5, line, written + 20);
             s.sent(5, line, written + 30);
         }
@@ -281,14 +280,7 @@ mod tests {
     #[test]
     fn blocks_nobody_received_have_no_write_stages() {
         let s = Stages::new();
-        s.begin(BlockTimes {
-            height: 1,
-            block_time: 10,
-            node_written: 20,
-            read: 30,
-            applied: 40,
-            ..Default::default()
-        });
+        s.begin(LineTimes { height: 1, block_time: 10, node_written: 20, read: 30, applied: 40, ..Default::default() });
         s.published(1, Stream::Statuses, 50);
         s.settle(50 + SETTLE_NS);
         assert_eq!(s.window(50 + SETTLE_NS)[0].stages[4..], [None, None, None]);
@@ -301,14 +293,7 @@ mod tests {
         for h in 1..=30u64 {
             let t = h as i64 * sec / 2; // two blocks a second for 15 s
             let line = Stream::Statuses;
-            s.begin(BlockTimes {
-                height: h,
-                line,
-                block_time: t - 100,
-                node_written: t - 50,
-                read: t - 10,
-                applied: t,
-            });
+            s.begin(LineTimes { height: h, line, block_time: t - 100, node_written: t - 50, read: t - 10, applied: t });
             s.published(h, line, t + 5);
         }
         // Nobody published since: reading the window settles the last block and ages the rest.

@@ -38,15 +38,15 @@ pub fn status(ctx: &dyn Exposed, blocks: usize) -> Value {
         "stages": stages,
         "stages_by_line": by_line,
         "stalest_coins": stalest(ctx, now),
-        "sources": h.sources.to_json(),
-        "race": h.sources.recent_json(),
-        "disagreements": h.sources.disagreements_json(),
+        "sources": h.sources().to_json(),
+        "race": h.sources().recent_json(),
+        "disagreements": h.sources().disagreements_json(),
         "connections": ctx.connections(),
         "subscriptions_by_channel": ctx.subscriptions().into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
     });
     let ws = ctx.ws_counters();
     for name in ["frames_sent", "bytes_sent", "overflows", "conflated"] {
-        doc[name] = json!(ws.iter().find(|(n, _)| *n == name).map_or(0, |c| c.1));
+        doc[name] = json!(ws.iter().find(|c| c.name == name).map_or(0, |c| c.value));
     }
     if blocks > 0 {
         let from = window.len().saturating_sub(blocks.min(MAX_BLOCKS));

@@ -20,9 +20,9 @@ pub struct Cli {
 pub enum Command {
     /// Replay captured node files from a snapshot and print each block's book (the capture checker).
     Replay(replay::ReplayArgs),
-    /// Serve books to WebSocket clients from a node's files or a relay.
+    /// Serve books to WebSocket clients from a node's files or NATS.
     Serve(serve::ServeArgs),
-    /// Serve this host's node files to servers on other hosts (see docs/relay.md).
+    /// Publish this host's node files into NATS JetStream for servers on other hosts (docs/scale-out.md).
     Relay(relay::RelayArgs),
 }
 

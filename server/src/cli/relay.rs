@@ -1,15 +1,13 @@
-//! `hlbook relay`: serves this host's node files to `hlbook serve` on other hosts: publishes them into NATS
-//! JetStream with `--nats` (`ingest::nats::publish`), or serves them over the older TCP protocol.
+//! `hlbook relay`: publishes this host's node files into NATS JetStream (`ingest::nats::publish`), with the
+//! node's snapshots beside them (`ingest::nats::keeper`), for `hlbook serve --source nats://…` on any host. The
+//! older TCP protocol is retired; `--listen` only says so.
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
-use anyhow::Context;
-
+use crate::ingest::nats::keeper::{self, KeeperConfig};
 use crate::ingest::nats::publish::PublishConfig;
-use crate::ingest::relay::{RelayConfig, serve};
 use crate::node::Mode;
 
 #[derive(Debug, clap::Args)]
@@ -20,16 +18,10 @@ pub struct RelayArgs {
     /// The node's output mode: by-block or streaming.
     #[arg(long, value_enum, default_value = "by-block")]
     pub mode: Mode,
-    /// Address to accept servers on.
-    #[arg(long, default_value = "127.0.0.1:8100")]
-    pub listen: String,
-    /// At most this many servers at once.
-    #[arg(long, default_value_t = 64)]
-    pub max_clients: usize,
-    /// Lines longer than this many bytes are not forwarded (the client is told they are lost).
+    /// Lines longer than this many bytes are not published (edges are told they are lost).
     #[arg(long, default_value_t = crate::ingest::limits::MAX_LINE_BYTES)]
     pub max_line_bytes: usize,
-    /// Publish into NATS JetStream at these servers (comma-separated `nats://HOST:PORT`) instead of serving TCP.
+    /// The NATS servers to publish into (comma-separated `nats://HOST:PORT`).
     #[arg(long)]
     pub nats: Option<String>,
     /// A config file whose `[nats]` section names the stream, credentials files, TLS CA and retention (see
@@ -39,45 +31,35 @@ pub struct RelayArgs {
     /// With an empty stream, publish the lines of blocks after this height (0: every node file present).
     #[arg(long, default_value_t = 0)]
     pub start_after: u64,
+    /// With --nats: the node's info server, asked for the snapshots edges fetch over NATS (default: the config's
+    /// `ingest.info_url`; "" for none).
+    #[arg(long)]
+    pub info_url: Option<String>,
+    /// With --nats: where the node writes those snapshots before they go to NATS (default: `ingest.snapshot_dir`).
+    #[arg(long)]
+    pub snapshot_dir: Option<PathBuf>,
     /// Log format: human or json.
     #[arg(long, default_value = "human")]
     pub log_format: String,
+    /// Retired with the TCP relay: an error that points to the migration note.
+    #[arg(long, hide = true)]
+    pub listen: Option<String>,
 }
 
 pub fn run(args: &RelayArgs) -> anyhow::Result<()> {
-    super::process::init_logging(&args.log_format, "info");
-    let node_dir = crate::config::expand_home(&args.node_dir);
-    if let Some(url) = &args.nats {
-        return publish(args, node_dir, url);
+    if args.listen.is_some() {
+        anyhow::bail!("hlbook relay --listen: {}", crate::config::TCP_RETIRED);
     }
-    let listener = TcpListener::bind(&args.listen).with_context(|| format!("binding {}", args.listen))?;
-    let local = listener.local_addr()?;
-    println!("relay listening on {local}");
-    tracing::info!(%local, node_dir = %node_dir.display(), mode = ?args.mode, "relay serving node lines");
-    let stop = Arc::new(AtomicBool::new(false));
-    let st = stop.clone();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let signals = rt.block_on(async { super::process::Shutdown::register() })?;
-    super::systemd::ready(&format!("relaying {} on {local}", node_dir.display()));
-    std::thread::spawn(move || {
-        rt.block_on(signals.wait());
-        super::systemd::stopping();
-        st.store(true, Relaxed);
-    });
-    let cfg =
-        RelayConfig { node_dir, mode: args.mode, max_clients: args.max_clients, max_line_bytes: args.max_line_bytes };
-    serve(listener, cfg, stop)?;
-    tracing::info!("relay stopped");
-    Ok(())
-}
-
-fn publish(args: &RelayArgs, node_dir: PathBuf, url: &str) -> anyhow::Result<()> {
+    let Some(url) = &args.nats else {
+        anyhow::bail!("hlbook relay needs --nats nats://HOST:PORT (the NATS servers to publish into)");
+    };
+    super::process::init_logging(&args.log_format, "info");
     let cfg = crate::config::Config::load(args.config.as_deref(), &[])?;
     let pc = PublishConfig {
-        node_dir,
+        node_dir: crate::config::expand_home(&args.node_dir),
         mode: args.mode,
-        url: url.to_string(),
-        nats: cfg.nats,
+        url: url.clone(),
+        nats: cfg.nats.clone(),
         start_after: args.start_after,
         max_line_bytes: args.max_line_bytes,
     };
@@ -91,6 +73,17 @@ fn publish(args: &RelayArgs, node_dir: PathBuf, url: &str) -> anyhow::Result<()>
         super::systemd::stopping();
         st.store(true, Relaxed);
     });
+    let info_url = args.info_url.clone().unwrap_or(cfg.ingest.info_url);
+    if !info_url.is_empty() {
+        let kc = KeeperConfig {
+            url: url.clone(),
+            nats: pc.nats.clone(),
+            info_url,
+            snapshot_dir: args.snapshot_dir.clone().unwrap_or(cfg.ingest.snapshot_dir),
+        };
+        let st = stop.clone();
+        std::thread::Builder::new().name("hlbook-snapshots".into()).spawn(move || keeper::run(&kc, &st))?;
+    }
     crate::ingest::nats::publish::run(&pc, &stop)?;
     tracing::info!("publisher stopped");
     Ok(())

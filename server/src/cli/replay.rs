@@ -12,7 +12,7 @@ use serde_json::json;
 use crate::book::l2::{L2Params, LevelAgg, aggregate, write_l2_book_json};
 use crate::book::snapshot::load_books;
 use crate::book::{Books, CoinBook, Outcome};
-use crate::ingest::replay::{Step, replay};
+use crate::ingest::replay::{ReplayedBlock, replay};
 use crate::node::time::nanos_to_millis;
 use crate::node::{Mode, Side};
 
@@ -98,7 +98,7 @@ struct Printer<'a> {
 }
 
 impl Printer<'_> {
-    fn step(&mut self, step: &Step<'_>, out: &mut impl Write) -> anyhow::Result<()> {
+    fn step(&mut self, step: &ReplayedBlock<'_>, out: &mut impl Write) -> anyhow::Result<()> {
         let Outcome::Applied(applied) = step.outcome else {
             return Ok(());
         };

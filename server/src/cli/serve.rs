@@ -14,7 +14,7 @@ use super::process::{Shutdown, init_logging};
 use super::systemd;
 use crate::book::Books;
 use crate::config::{Config, ServerConfig, Source};
-use crate::ingest::info::SnapshotFrom;
+use crate::ingest::info_client::SnapshotFrom;
 use crate::ingest::live::{Ingest, LiveConfig, SourceSpec};
 use crate::ingest::nats::source::NatsTarget;
 use crate::ingest::validate::{self, ValidateConfig};
@@ -42,12 +42,13 @@ pub struct ServeArgs {
     /// The node's output mode: by-block (--batch-by-block) or streaming (--stream-with-block-info).
     #[arg(long, value_enum)]
     pub mode: Option<Mode>,
-    /// `file` (the node's files in --node-dir), `file:PATH` (another node's data dir), `tcp://HOST:PORT` (an
-    /// `hlbook relay`) or `nats://HOST:PORT[/STREAM]` (`hlbook relay --nats`; `[nats]` in --config) [default: file]. Repeat to race several nodes (by-block): each line is taken from the
+    /// `file` (the node's files in --node-dir), `file:PATH` (another node's data dir) or
+    /// `nats://HOST:PORT[/STREAM]` (`hlbook relay --nats`; `[nats]` in --config) [default: file]. Repeat to race several nodes (by-block): each line is taken from the
     /// source that delivers it first and checked against the others.
     #[arg(long)]
     pub source: Vec<String>,
-    /// The node's info server, for snapshots [default: http://127.0.0.1:3001/info].
+    /// The node's info server, for snapshots [default: http://127.0.0.1:3001/info]; "" with a nats:// source:
+    /// snapshots come from that publisher's NATS object store.
     #[arg(long)]
     pub info_url: Option<String>,
     /// Where the node writes snapshots we ask for (it must be able to write there).
@@ -117,13 +118,12 @@ fn set<T: Clone>(slot: &mut T, flag: Option<&T>) {
 }
 
 fn live_config(c: &Config) -> anyhow::Result<LiveConfig> {
-    let sources = c
+    let sources: Vec<SourceSpec> = c
         .sources()?
         .into_iter()
         .map(|s| match s {
             Source::File => SourceSpec::Files(c.node_dir()),
             Source::FileAt(dir) => SourceSpec::Files(dir),
-            Source::Tcp(addr) => SourceSpec::Tcp(addr),
             Source::Nats { servers, stream } => SourceSpec::Nats(Box::new(NatsTarget {
                 servers,
                 stream: stream.unwrap_or_else(|| c.nats.stream.clone()),
@@ -135,8 +135,14 @@ fn live_config(c: &Config) -> anyhow::Result<LiveConfig> {
     if let Some(f) = &c.ingest.snapshot_file {
         snapshots.push(SnapshotFrom::File(f.clone()));
     }
+    let dir = c.ingest.snapshot_dir.clone();
     if !c.ingest.info_url.is_empty() {
-        snapshots.push(SnapshotFrom::Info { url: c.ingest.info_url.clone(), dir: c.ingest.snapshot_dir.clone() });
+        snapshots.push(SnapshotFrom::Info { url: c.ingest.info_url.clone(), dir });
+    } else if let Some(target) = sources.iter().find_map(|s| match s {
+        SourceSpec::Nats(t) => Some(t.clone()),
+        SourceSpec::Files(_) => None,
+    }) {
+        snapshots.push(SnapshotFrom::Nats { target, dir });
     }
     Ok(LiveConfig {
         sources,
@@ -173,12 +179,11 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     threads.push(std::thread::Builder::new().name("hlbook-ingest".into()).spawn(move || {
         w.run("ingest", || ingest.run(&w.stop));
     })?);
-    // Validation also repairs the coins racing sources disagree about, so it runs whenever there is a node to ask,
-    // periodic or not.
-    if !c.ingest.info_url.is_empty() {
+    // Validation also repairs the coins racing sources disagree about, so it runs whenever there is a node (or a
+    // publisher over NATS) to ask, periodic or not.
+    if let Some(from) = live_config(&c)?.snapshots.pop().filter(|f| !matches!(f, SnapshotFrom::File(_))) {
         let vc = ValidateConfig {
-            info_url: c.ingest.info_url.clone(),
-            snapshot_dir: c.ingest.snapshot_dir.clone(),
+            from,
             interval: c.validate_interval(),
             repair_min_interval: Duration::from_secs_f64(c.ingest.resync_min_interval_secs),
         };
@@ -261,7 +266,7 @@ fn start_store(
     let files = c.sources()?.into_iter().find_map(|s| match s {
         Source::File => Some(c.node_dir()),
         Source::FileAt(dir) => Some(dir),
-        Source::Tcp(_) | Source::Nats { .. } => None,
+        Source::Nats { .. } => None,
     });
     let files = files.map(|node_dir| store::files::FillsDir { node_dir, mode: c.ingest.mode });
     if !c.store.seed_url.is_empty() {
@@ -297,7 +302,7 @@ impl Supervisor {
         }
         let why = match outcome {
             Ok(()) => format!("the {name} thread ended"),
-            Err(p) => format!("the {name} thread panicked: {}", crate::ingest::health::panic_message(p.as_ref())),
+            Err(p) => format!("the {name} thread panicked: {}", crate::state::health::panic_message(p.as_ref())),
         };
         self.shared.health().fail(why);
         self.failed.notify_one();

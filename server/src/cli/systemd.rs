@@ -1,6 +1,6 @@
 //! systemd readiness for `Type=notify` units. `serve` sends READY=1 once it listens and serves books (the states
 //! for which `/health` answers 200) and STATUS= with the health state on every change (`systemctl status` shows
-//! it); the relay is ready once it listens; both send STOPPING=1 on shutdown. Units ordered
+//! it); the relay (the NATS publisher) once it starts publishing; both send STOPPING=1 on shutdown. Units ordered
 //! `After=hlbook.service` (a trading bot on the same host) therefore start against live books, not an empty
 //! server. Outside systemd (no NOTIFY_SOCKET) nothing is sent.
 
@@ -39,7 +39,7 @@ pub async fn follow_health(shared: Arc<Shared>) {
     }
 }
 
-/// READY=1 with a status, for the relay: it is ready once it listens (the node's files are its buffer).
+/// READY=1 with a status, for the relay: it is ready once it runs (the node's files are its buffer).
 pub fn ready(status: &str) {
     send(&[NotifyState::Status(status), NotifyState::Ready]);
 }

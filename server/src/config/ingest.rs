@@ -13,7 +13,7 @@ pub struct IngestConfig {
     pub node_dir: PathBuf,
     /// `by-block` (`--batch-by-block`) or `streaming` (`--stream-with-block-info`).
     pub mode: Mode,
-    /// `file` (read `node_dir`), `file:PATH` (another data dir) or `tcp://HOST:PORT` (an `hlbook relay`).
+    /// `file` (read `node_dir`), `file:PATH` (another data dir) or `nats://HOST:PORT[/STREAM]` (`hlbook relay`).
     pub source: String,
     /// Several sources to race, each as in `source` (overrides it when not empty): every line is taken from the
     /// one that delivers it first and checked against the others. By-block only.

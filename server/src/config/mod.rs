@@ -63,7 +63,6 @@ pub enum Source {
     File,
     /// Another node data dir on this host (`file:PATH`).
     FileAt(PathBuf),
-    Tcp(String),
     /// `nats://HOST:PORT[,HOST:PORT…][/STREAM]`: servers as `nats://HOST:PORT,…`, and the stream when named.
     Nats {
         servers: String,
@@ -151,8 +150,11 @@ impl Config {
         if !i.info_url.is_empty() && !i.info_url.starts_with("http://") {
             return Err(invalid("ingest.info_url", "must be an http:// URL (the node's info server is local)"));
         }
-        if i.info_url.is_empty() && i.snapshot_file.is_none() {
-            return Err(invalid("ingest.info_url", "needed to bootstrap unless ingest.snapshot_file is set"));
+        if i.info_url.is_empty() && i.snapshot_file.is_none() && !self.nats_snapshots() {
+            return Err(invalid(
+                "ingest.info_url",
+                "needed to bootstrap unless ingest.snapshot_file is set or a nats:// source brings snapshots",
+            ));
         }
         if self.server.listen.is_empty() {
             return Err(invalid("server.listen", "at least one address"));
@@ -244,7 +246,13 @@ impl Config {
 
     pub fn validate_interval(&self) -> Option<Duration> {
         let s = self.ingest.validate_interval_secs;
-        (s > 0.0 && !self.ingest.info_url.is_empty()).then(|| Duration::from_secs_f64(s))
+        (s > 0.0 && (!self.ingest.info_url.is_empty() || self.nats_snapshots())).then(|| Duration::from_secs_f64(s))
+    }
+
+    /// An edge: no node info server, so snapshots come from the publisher of its first `nats://` source.
+    pub fn nats_snapshots(&self) -> bool {
+        self.ingest.info_url.is_empty()
+            && self.sources().is_ok_and(|s| s.iter().any(|s| matches!(s, Source::Nats { .. })))
     }
 }
 
@@ -264,15 +272,15 @@ fn parse_source(key: &'static str, s: &str) -> Result<Source, ConfigError> {
         }
         return Err(invalid(key, &format!("{s:?}: expected `nats://HOST:PORT[,HOST:PORT…][/STREAM]`")));
     }
-    match s.strip_prefix("tcp://") {
-        Some(addr) if addr.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok()) => {
-            Ok(Source::Tcp(addr.to_string()))
-        }
-        _ => {
-            Err(invalid(key, &format!("{s:?}: expected `file`, `file:PATH`, `tcp://HOST:PORT` or `nats://HOST:PORT`")))
-        }
+    if s.starts_with("tcp://") {
+        return Err(invalid(key, &format!("{s:?}: {TCP_RETIRED}")));
     }
+    Err(invalid(key, &format!("{s:?}: expected `file`, `file:PATH` or `nats://HOST:PORT[/STREAM]`")))
 }
+
+/// What a `tcp://` source, or `hlbook relay --listen`, is told: the TCP relay is gone, NATS replaces it.
+pub const TCP_RETIRED: &str = "the TCP relay and `tcp://` sources were retired; publish with `hlbook relay --nats` \
+     and read `nats://HOST:4222/STREAM` (docs/operations.md, \"Moving from the TCP relay to NATS\")";
 
 /// Info types that make the node act rather than answer; refused even when listed.
 pub const WRITE_INFO_TYPES: &[&str] = &["fileSnapshot"];

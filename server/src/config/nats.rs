@@ -1,5 +1,5 @@
-//! `[nats]`: how `hlbook relay --nats` publishes a node's lines and how `nats://` sources read them (credentials
-//! and TLS from files named here, never from the command line).
+//! `[nats]`: how `hlbook relay --nats` publishes a node's lines and snapshots and how `nats://` sources read them
+//! (credentials and TLS from files named here, never from the command line).
 
 use std::path::PathBuf;
 
@@ -29,6 +29,17 @@ pub struct NatsConfig {
     /// Publisher: lines longer than this go in parts of at most this many bytes (below NATS's 1 MB default
     /// `max_payload`, headers included).
     pub chunk_bytes: usize,
+    /// Edge: also take the next line straight from its subject, before JetStream has stored it (the stream stays
+    /// the record; docs/scale-out.md, "Latency"). Off: lines come from the stream only.
+    pub live_subjects: bool,
+    /// Publisher: take a node snapshot into the object store this often, so an edge rarely waits for one
+    /// (0: only on request).
+    pub snapshot_interval_secs: u64,
+    /// Publisher: snapshots kept in the object store; older ones are deleted.
+    pub snapshots_kept: usize,
+    /// Publisher: at most one node snapshot per this many seconds, whoever asks (edges cannot make the node
+    /// write snapshots in a loop).
+    pub snapshot_min_interval_secs: u64,
 }
 
 impl Default for NatsConfig {
@@ -44,6 +55,10 @@ impl Default for NatsConfig {
             max_bytes: 0,
             replicas: 1,
             chunk_bytes: 900 * 1024,
+            live_subjects: true,
+            snapshot_interval_secs: 30,
+            snapshots_kept: 3,
+            snapshot_min_interval_secs: 5,
         }
     }
 }
@@ -62,6 +77,9 @@ impl NatsConfig {
         }
         if !(1..=5).contains(&self.replicas) {
             return Err("nats.replicas: 1 ..= 5".into());
+        }
+        if !(1..=100).contains(&self.snapshots_kept) {
+            return Err("nats.snapshots_kept: 1 ..= 100".into());
         }
         if self.user.is_empty() != self.password_file.is_none() {
             return Err("nats.user and nats.password_file go together".into());

@@ -19,13 +19,23 @@ fn set_overrides_any_key_and_is_checked() {
 #[test]
 fn defaults_are_valid_and_files_override_them() {
     Config::default().validate().unwrap();
-    let c = parse("[ingest]\nmode = \"streaming\"\nsource = \"tcp://10.0.0.1:7000\"\n").unwrap();
+    let c = parse("[ingest]\nmode = \"streaming\"\nsource = \"file:/srv/node2\"\n").unwrap();
     assert_eq!(c.ingest.mode, Mode::Streaming);
-    assert_eq!(c.source().unwrap(), Source::Tcp("10.0.0.1:7000".into()));
+    assert_eq!(c.source().unwrap(), Source::FileAt("/srv/node2".into()));
     let c = parse("[ingest]\nsource = \"nats://a:4222,b:4222/HL2\"\n").unwrap();
     let servers = "nats://a:4222,nats://b:4222".to_string();
     assert_eq!(c.source().unwrap(), Source::Nats { servers, stream: Some("HL2".into()) });
     assert_eq!(c.server, ServerConfig::default());
+}
+
+#[test]
+fn an_edge_without_an_info_server_takes_snapshots_over_nats() {
+    let c = parse("[ingest]\ninfo_url = \"\"\nsource = \"nats://a:4222\"\n").unwrap();
+    assert!(c.nats_snapshots());
+    assert_eq!(c.validate_interval(), Some(Duration::from_secs(60)), "and validates from them");
+    assert!(!Config::default().nats_snapshots(), "a node's info server comes first");
+    let e = parse("[ingest]\ninfo_url = \"\"\nsource = \"file\"\n").unwrap_err();
+    assert!(e.contains("ingest.info_url"), "no node and no NATS: nothing to bootstrap from: {e}");
 }
 
 #[test]
@@ -47,9 +57,10 @@ fn bad_settings_name_their_key() {
     for (text, key) in [
         ("[ingest]\nnode_dri = \"/x\"\n", "node_dri"),
         ("[ingest]\nsource = \"udp://x:1\"\n", "ingest.source"),
-        ("[ingest]\nsource = \"tcp://nohost\"\n", "ingest.source"),
+        ("[ingest]\nsource = \"tcp://10.0.0.1:8100\"\n", "ingest.source"),
         ("[ingest]\nsource = \"nats://a:4222/\"\n", "ingest.source"),
         ("[nats]\nchunk_bytes = 10\n", "nats"),
+        ("[nats]\nsnapshots_kept = 0\n", "nats.snapshots_kept"),
         ("[ingest]\nmode = \"fast\"\n", "mode"),
         ("[ingest]\nstale_after_secs = -1\n", "ingest.stale_after_secs"),
         ("[ingest]\ninfo_url = \"\"\n", "ingest.info_url"),
@@ -64,6 +75,12 @@ fn bad_settings_name_their_key() {
         let e = parse(text).unwrap_err();
         assert!(e.contains(key), "{text:?}: {e}");
     }
+}
+
+#[test]
+fn a_tcp_source_points_to_the_migration_note() {
+    let e = parse("[ingest]\nsources = [\"file\", \"tcp://10.0.0.7:8100\"]\n").unwrap_err();
+    assert!(e.contains("ingest.sources") && e.contains("retired") && e.contains("docs/operations.md"), "{e}");
 }
 
 #[test]

@@ -5,17 +5,18 @@
 //! lines, what it is missing), so `/health` shows every source the same way, one or many.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-use super::health::Health;
+use super::data_dir::diagnose_dir;
 use super::limits::Limits;
-use super::live::LiveConfig;
+use super::line_source::{LineSource, SourceEvent};
+use super::live_config::LiveConfig;
 use super::race::Race;
-use super::source::{LineSource, SourceEvent};
-use super::sources::{SourceEntry, SourceSpec, diagnose_dir};
+use super::source_spec::SourceSpec;
 use crate::node::time::now_nanos;
 use crate::node::{Coin, Line, Mode, NodeParser, Stream, Watched};
+use crate::state::health::Health;
+use crate::state::sources::SourceEntry;
 
 /// How often a silent source is asked what it is missing.
 const CHECK_EVERY: Duration = Duration::from_secs(1);
@@ -72,7 +73,7 @@ impl Input {
             return Input::Race(Box::new(race));
         }
         let spec = specs.into_iter().next().unwrap_or(SourceSpec::Files("~/hl/data".into()));
-        let entry = health.sources.add(spec.label());
+        let entry = health.sources().add(spec.label());
         let lines = cfg.stream_lines && cfg.mode == Mode::Streaming;
         let source = spec.open(cfg.mode, height, lines, cfg.limits.max_line_bytes);
         let parser = NodeParser::with_watched(watched.clone());
@@ -147,13 +148,13 @@ impl Input {
     pub fn sync_counters(&self, health: &Health) {
         if let Input::One(one) = self {
             let s = one.source.counters();
-            let c = &health.counters;
-            c.bytes.store(s.bytes, Relaxed);
-            c.rollovers.store(s.rollovers, Relaxed);
-            c.partial_lines_dropped.store(s.partial_lines_dropped, Relaxed);
-            c.files_reopened.store(s.files_reopened, Relaxed);
-            c.source_connects.store(s.connects, Relaxed);
-            c.source_disconnects.store(s.disconnects, Relaxed);
+            let c = &health.counters();
+            c.bytes.set(s.bytes);
+            c.rollovers.set(s.rollovers);
+            c.partial_lines_dropped.set(s.partial_lines_dropped);
+            c.files_reopened.set(s.files_reopened);
+            c.source_connects.set(s.connects);
+            c.source_disconnects.set(s.disconnects);
         }
     }
 }
@@ -169,8 +170,8 @@ impl One {
                 match parse_line(parser, health, entry, stream, bytes) {
                     Some(line) if limits.too_far_ahead(line.meta.height, emitted) => {
                         // Refused, and nothing else changes: no empty blocks up to it, no resync.
-                        health.counters.lines_too_far_ahead.fetch_add(1, Relaxed);
-                        entry.refused.fetch_add(1, Relaxed);
+                        health.counters().lines_too_far_ahead.inc();
+                        entry.refused.inc();
                         limits.log_too_far(&entry.name, stream, line.meta.height, emitted);
                     }
                     Some(line) => {
@@ -183,8 +184,8 @@ impl One {
             }
             SourceEvent::TooLong { stream, height, bytes } => {
                 any = true;
-                health.counters.lines_too_long.fetch_add(1, Relaxed);
-                entry.refused.fetch_add(1, Relaxed);
+                health.counters().lines_too_long.inc();
+                entry.refused.inc();
                 limits.log_too_long(&entry.name, stream, height, bytes);
                 // The line is gone for good from the only source: resync now (the node already wrote that block,
                 // so its snapshot is past it) rather than wait for the block to show up broken.
@@ -194,13 +195,13 @@ impl One {
                 }
             }
             SourceEvent::Restart => {
-                entry.restarts.fetch_add(1, Relaxed);
+                entry.restarts.inc();
                 on(InputEvent::Restart);
             }
             SourceEvent::Drained => on(InputEvent::Drained),
         });
         if let Err(e) = &polled {
-            health.counters.io_errors.fetch_add(1, Relaxed);
+            health.counters().io_errors.inc();
             tracing::warn!(source = %self.entry.name, "reading node lines: {e}");
             if matches!(self.spec, SourceSpec::Files(_)) {
                 std::thread::sleep(poll);
@@ -227,18 +228,18 @@ fn parse_line(
     stream: Stream,
     bytes: &[u8],
 ) -> Option<Line> {
-    let c = &health.counters;
-    c.lines.fetch_add(1, Relaxed);
+    let c = &health.counters();
+    c.lines.inc();
     let off_layout = parser.off_layout(stream);
     let parsed = parser.parse_bytes(stream, bytes);
     if parser.off_layout(stream) > off_layout {
-        c.lines_off_layout.fetch_add(1, Relaxed);
+        c.lines_off_layout.inc();
     }
     match parsed {
         Ok(line) => Some(line),
         Err(e) => {
-            c.malformed_lines.fetch_add(1, Relaxed);
-            entry.malformed.fetch_add(1, Relaxed);
+            c.malformed_lines.inc();
+            entry.malformed.inc();
             let head = String::from_utf8_lossy(&bytes[..bytes.len().min(120)]).into_owned();
             tracing::warn!(%stream, "malformed node line ({e}); starts {head:?}");
             None

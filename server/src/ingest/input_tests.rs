@@ -2,7 +2,7 @@ use std::io;
 
 use super::*;
 use crate::ingest::assemble::{Assembled, Assembler};
-use crate::ingest::source::SourceCounters;
+use crate::ingest::line_source::SourceCounters;
 
 /// Lines (or refusals) handed over on the next poll: what any source would deliver.
 #[derive(Debug, Default)]
@@ -31,10 +31,10 @@ impl LineSource for Canned {
 
 fn one(lines: Vec<(Stream, u64, bool)>, health: &Health) -> Input {
     Input::One(Box::new(One {
-        spec: SourceSpec::Tcp("test:1".into()),
+        spec: SourceSpec::Files("/test".into()),
         source: Box::new(Canned(lines)),
         parser: NodeParser::new(),
-        entry: health.sources.add("test".into()),
+        entry: health.sources().add("test".into()),
         checked: Instant::now(),
         limits: Limits { max_height_jump: 1_000, ..Limits::default() },
     }))
@@ -60,9 +60,9 @@ fn a_streaming_line_too_far_ahead_is_refused_not_filled_with_empty_blocks() {
         }
     }
     assert_eq!(out, [101, 102], "only the blocks the source really gave");
-    assert_eq!(health.counters.lines_too_far_ahead.load(Relaxed), 2);
-    let entry = &health.sources.entries()[0];
-    assert_eq!((entry.refused.load(Relaxed), entry.height()), (2, 102), "its height is not the refused one");
+    assert_eq!(health.counters().lines_too_far_ahead.get(), 2);
+    let entry = &health.sources().entries()[0];
+    assert_eq!((entry.refused.get(), entry.height()), (2, 102), "its height is not the refused one");
 }
 
 #[test]
@@ -75,5 +75,5 @@ fn a_line_refused_as_too_long_is_lost_unless_already_applied() {
         other => panic!("{other:?}"),
     });
     assert_eq!(lost, ["block 101's order_statuses line was refused as too long"]);
-    assert_eq!(health.counters.lines_too_long.load(Relaxed), 2);
+    assert_eq!(health.counters().lines_too_long.get(), 2);
 }

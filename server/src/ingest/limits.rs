@@ -1,7 +1,7 @@
 //! What a source may feed ingest, and what happens to a line past a limit: how long a line may be, how far ahead of
 //! the books its height may be, and how many later blocks racing may park while it waits for an earlier one.
 //!
-//! Each limit bounds what a broken or hostile source (a node writing garbage, a relay or anything posing as one)
+//! Each limit bounds what a broken or hostile source (a node writing garbage, a NATS stream or anything publishing into it)
 //! can make hlbook buffer or do; each default sits far above anything a healthy node writes. A line past a limit is
 //! refused, counted and logged with its source; nothing is guessed: a refused line a block needed is a lost line,
 //! and the books resync from a snapshot (or another racing source supplies it).

@@ -16,9 +16,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::assemble::{Assembled, Assembler};
-use super::info::{self, InfoClient, SnapshotFrom};
+use super::info_client::{self as info, SnapshotFrom};
 use super::input::{Input, InputEvent};
-pub use super::sources::SourceSpec;
+pub use super::source_spec::SourceSpec;
 use super::steps;
 use lines::Open;
 
@@ -29,27 +29,7 @@ use crate::node::time::now_nanos;
 use crate::node::{Block, Line, Mode, Stream};
 use crate::state::Shared;
 
-#[derive(Clone, Debug)]
-pub struct LiveConfig {
-    /// Where lines come from; several race (`ingest::race`), by-block only.
-    pub sources: Vec<SourceSpec>,
-    pub mode: Mode,
-    /// Racing: how long a line one source skipped may take to come from another before its block is broken.
-    pub race_grace: Duration,
-    /// How long to wait for input before looking again (inotify usually wakes ingest much sooner).
-    pub poll_interval: Duration,
-    /// No block for this long: `stale`.
-    pub stale_after: Duration,
-    /// Where snapshots come from when the books need one. `None`: keep the books given, never resync.
-    pub snapshots: Vec<SnapshotFrom>,
-    /// Streaming mode: publish each read batch of lines as it lands (true), or each block once it is whole.
-    pub stream_lines: bool,
-    /// At most one snapshot request (a resync) per this long, whatever loses the stream: each one makes the node
-    /// write a whole snapshot, so no source, peer or fault can make it do so in a loop.
-    pub resync_min_interval: Duration,
-    /// What a source may feed ingest (`ingest::limits`).
-    pub limits: super::limits::Limits,
-}
+pub use super::live_config::LiveConfig;
 
 /// A sync whose cache grows past this many blocks gives up and starts again.
 const MAX_CACHED: usize = 50_000;
@@ -213,7 +193,7 @@ impl Ingest {
                 Assembled::Fills(line) => self.fills_due.push(line),
                 Assembled::Block(block) => self.take(block),
                 Assembled::Broken { height, missing } => {
-                    self.shared.health().counters.broken_blocks.fetch_add(1, Relaxed);
+                    self.shared.health().counters().broken_blocks.inc();
                     self.lost(&format!("block {height} lost its line from {missing:?}"));
                 }
             }
@@ -305,10 +285,10 @@ impl Ingest {
         match *outcome {
             Outcome::Applied(_) => {}
             Outcome::AlreadyApplied { .. } => {
-                self.shared.health().counters.blocks_already_applied.fetch_add(1, Relaxed);
+                self.shared.health().counters().blocks_already_applied.inc();
             }
             Outcome::Gap { expected, got } => {
-                self.shared.health().counters.gaps.fetch_add(1, Relaxed);
+                self.shared.health().counters().gaps.inc();
                 self.lost(&format!("gap: expected block {expected}, got {got}"));
             }
         }
@@ -349,7 +329,7 @@ impl Ingest {
             Loaded::Height(h) => self.positioned(h),
             Loaded::Books(books) => self.install(*books),
             Loaded::Failed(why) => {
-                self.shared.health().counters.snapshot_failures.fetch_add(1, Relaxed);
+                self.shared.health().counters().snapshot_failures.inc();
                 self.lost(&why);
             }
         }
@@ -361,14 +341,19 @@ impl Ingest {
             self.phase = Phase::Lost { retry_at: Instant::now() + Duration::from_secs(3600) };
             return;
         };
-        self.shared.health().counters.snapshots_requested.fetch_add(1, Relaxed);
+        self.shared.health().counters().snapshots_requested.inc();
         self.last_sync = Some(Instant::now());
         let (tx, rx) = mpsc::channel();
         let shared = self.shared.clone();
+        // A resync needs a snapshot past the block that broke (a line lost for good would break it again).
+        let min = match self.shared.books().height() {
+            0 => 0,
+            h => h + 1,
+        };
         // A loader that fails reports it and is retried; one that panics is a bug, which a retry would repeat.
         std::thread::Builder::new()
             .name("hlbook-snapshot".into())
-            .spawn(move || shared.health().supervised("snapshot loader thread", || load_snapshot(from, &tx)))
+            .spawn(move || shared.health().supervised("snapshot loader thread", || load_snapshot(&from, min, &tx)))
             .expect("spawning a thread");
         self.phase = Phase::Syncing { rx, height: None, cache: Vec::new() };
     }
@@ -415,8 +400,8 @@ impl Ingest {
 
     fn sync_source_counters(&self) {
         self.input.sync_counters(self.shared.health());
-        let c = &self.shared.health().counters;
-        c.stale_lines.store(self.assembler.counters().stale_lines, Relaxed);
+        let c = &self.shared.health().counters();
+        c.stale_lines.set(self.assembler.counters().stale_lines);
     }
 
     /// Racing sources disagreed about lines of these coins: untrusted until validation repairs them.
@@ -439,13 +424,10 @@ fn retry_at(now: Instant, backoff: Duration, last: Option<Instant>, min_interval
     (now + backoff).max(earliest)
 }
 
-/// The loader thread: ask for (or open) a snapshot, report its height, then load it.
-fn load_snapshot(from: SnapshotFrom, tx: &mpsc::Sender<Loaded>) {
+/// The loader thread: ask for (or open) a snapshot at or above `min_height`, report its height, then load it.
+fn load_snapshot(from: &SnapshotFrom, min_height: u64, tx: &mpsc::Sender<Loaded>) {
     let result = (|| {
-        let (path, ours) = match &from {
-            SnapshotFrom::File(p) => (p.clone(), false),
-            SnapshotFrom::Info { url, dir } => (InfoClient::new(url, dir)?.request_snapshot()?, true),
-        };
+        let (path, ours) = from.fetch(min_height)?;
         let h = if ours || path.extension().is_none_or(|e| e != "gz") {
             info::snapshot_height(&path)?
         } else {

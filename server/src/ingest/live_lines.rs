@@ -6,8 +6,6 @@
 //! new diffs are applied to the books as one part. Readers that need complete books get them by rolling the open
 //! block's parts back (`book::undo`).
 
-use std::sync::atomic::Ordering::Relaxed;
-
 use super::{Ingest, Phase, steps};
 use crate::node::time::now_nanos;
 use crate::node::{Block, Line, Stream, UnixNanos};
@@ -31,7 +29,10 @@ impl Ingest {
         let mut open = self.open.filter(|o| o.height == h).unwrap_or(Open { height: h, ..Open::default() });
         if std::mem::take(&mut self.statuses_due) {
             steps::hand_statuses_part(&self.shared, block, open.statuses, open.rejected, read);
-            (open.statuses, open.rejected) = (block.statuses.len(), block.users.rejected.len());
+            // Counts never go down: after a source's `Restart` the block's lines come again from its start, and
+            // what went on before must not go twice while the re-read catches up.
+            open.statuses = open.statuses.max(block.statuses.len());
+            open.rejected = open.rejected.max(block.users.rejected.len());
         }
         let mut outcome = None;
         // The books are complete before a block's first part: someone who waits for that gets its turn first (the
@@ -39,7 +40,7 @@ impl Ingest {
         if self.diffs_due && (open.diffs > 0 || !self.shared.wants_complete()) {
             self.diffs_due = false;
             outcome = steps::apply_diffs_part(&self.shared, block, open.diffs, read);
-            open.diffs = block.diffs.len();
+            open.diffs = open.diffs.max(block.diffs.len());
         }
         self.open = Some(open);
         if let Some(o) = outcome {
@@ -80,7 +81,7 @@ impl Ingest {
             o.diffs = 0;
         }
         self.diffs_due = true;
-        self.shared.health().counters.roll_backs.fetch_add(1, Relaxed);
+        self.shared.health().counters().roll_backs.inc();
         self.shared.signal_change();
     }
 }

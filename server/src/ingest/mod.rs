@@ -1,20 +1,20 @@
 //! Reading what the node writes and turning it into whole blocks for the books.
 
 pub mod assemble;
-pub mod health;
-pub mod info;
+pub mod data_dir;
+pub mod file_source;
+pub mod info_client;
 pub mod input;
 pub mod limits;
+pub mod line_source;
 pub mod live;
+pub mod live_config;
 pub mod nats;
 pub mod race;
-pub mod relay;
 pub mod replay;
-pub mod source;
-pub mod sources;
+pub mod source_spec;
 pub mod steps;
 pub mod tail;
-pub mod tcp;
 pub mod validate;
 pub mod wake;
 

@@ -1,4 +1,4 @@
-//! Racing several sources (two nodes, or a node and a relay): each by-block line is taken from whichever source
+//! Racing several sources (two nodes, or a node and a NATS stream): each by-block line is taken from whichever source
 //! delivers it first, and every later copy is checked against it.
 //!
 //! Each source has a reader thread of its own (its `LineSource` and `NodeParser`), so parsing runs in parallel and
@@ -24,10 +24,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use super::health::Health;
 use super::limits::Limits;
-use super::sources::{Disagreement, SourceBoard, SourceEntry, SourceSpec};
+use super::source_spec::SourceSpec;
 use crate::node::{Coin, Events, Line, Mode, NodeParser, Stream, Watched};
+use crate::state::health::Health;
+use crate::state::sources::{Disagreement, SourceBoard, SourceEntry};
 
 /// Heights whose winning lines' digests are kept, for copies that come late.
 const WINDOW: u64 = 512;
@@ -163,7 +164,7 @@ impl Race {
     ) -> Race {
         let (tx, rx) = mpsc::sync_channel(CHANNEL);
         let ctl = Arc::new(Control::default());
-        let board = health.sources.clone();
+        let board = health.sources().clone();
         let mut entries = Vec::new();
         let mut threads = Vec::new();
         for (i, spec) in specs.iter().enumerate() {
@@ -179,7 +180,7 @@ impl Race {
                         r.run(NodeParser::with_watched(watched));
                     }));
                     if let Err(p) = ran {
-                        let why = super::health::panic_message(p.as_ref());
+                        let why = crate::state::health::panic_message(p.as_ref());
                         ctl.died.lock().get_or_insert(format!("the source {i} reader thread panicked: {why}"));
                     }
                 })
@@ -250,21 +251,21 @@ impl Race {
 
     fn on_line(&mut self, src: usize, l: Raced, emitted: u64, health: &Health, on: &mut dyn FnMut(Won)) {
         let i = l.stream.index();
-        health.counters.lines.fetch_add(1, Ordering::Relaxed);
+        health.counters().lines.inc();
         match l.parsed {
-            Parsed::Malformed => health.counters.malformed_lines.fetch_add(1, Ordering::Relaxed),
-            Parsed::TooLong => health.counters.lines_too_long.fetch_add(1, Ordering::Relaxed),
-            _ => 0,
-        };
+            Parsed::Malformed => health.counters().malformed_lines.inc(),
+            Parsed::TooLong => health.counters().lines_too_long.inc(),
+            _ => {}
+        }
         if matches!(l.parsed, Parsed::Line(_)) && self.limits.too_far_ahead(l.height, emitted) {
             // Refused before it counts as seen: a source must not look as if it moved past every block up to it.
-            health.counters.lines_too_far_ahead.fetch_add(1, Ordering::Relaxed);
-            self.entries[src].refused.fetch_add(1, Ordering::Relaxed);
+            health.counters().lines_too_far_ahead.inc();
+            self.entries[src].refused.inc();
             self.limits.log_too_far(&self.entries[src].name, l.stream, l.height, emitted);
             return;
         }
         if l.off_layout {
-            health.counters.lines_off_layout.fetch_add(1, Ordering::Relaxed);
+            health.counters().lines_off_layout.inc();
         }
         if !matches!(l.parsed, Parsed::Copy) {
             self.seen[src][i] = self.seen[src][i].max(l.height);
@@ -279,7 +280,7 @@ impl Race {
             if l.parsed.unusable() {
                 return;
             }
-            self.entries[src].copies.fetch_add(1, Ordering::Relaxed);
+            self.entries[src].copies.inc();
             if t.digest != l.digest {
                 let first = t.src;
                 let mut coins = t.coins.clone();
@@ -306,10 +307,10 @@ impl Race {
     fn disagree(&mut self, srcs: [usize; 2], l: &Raced, coins: Vec<Coin>, health: &Health) {
         for (i, &s) in srcs.iter().enumerate() {
             if i == 0 || s != srcs[0] {
-                self.entries[s].disagreements.fetch_add(1, Ordering::Relaxed);
+                self.entries[s].disagreements.inc();
             }
         }
-        health.counters.disagreements.fetch_add(1, Ordering::Relaxed);
+        health.counters().disagreements.inc();
         let sources = srcs.map(|s| self.entries[s].name.clone());
         let names: Vec<String> = coins.iter().map(std::string::ToString::to_string).collect();
         tracing::error!(
@@ -332,7 +333,7 @@ impl Race {
         let full = parked >= self.limits.race_max_parked_blocks;
         let missing: Vec<Stream> = Stream::ALL.into_iter().filter(|s| !have[s.index()]).collect();
         if full && !missing.is_empty() {
-            health.counters.parked_blocks_full.fetch_add(1, Ordering::Relaxed);
+            health.counters().parked_blocks_full.inc();
             tracing::error!(
                 height = next,
                 parked,

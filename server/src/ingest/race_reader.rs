@@ -8,12 +8,14 @@ use std::sync::mpsc::SyncSender;
 use std::time::{Duration, Instant};
 
 use super::{Control, Msg, Parsed, Raced, digest};
+use crate::ingest::data_dir::diagnose_dir;
 use crate::ingest::limits::Limits;
-use crate::ingest::source::{LineSource, SourceEvent};
-use crate::ingest::sources::{SourceEntry, SourceSpec, diagnose_dir};
+use crate::ingest::line_source::{LineSource, SourceEvent};
+use crate::ingest::source_spec::SourceSpec;
 use crate::ingest::tail::block_number;
 use crate::node::time::now_nanos;
 use crate::node::{Mode, NodeParser, Stream};
+use crate::state::sources::SourceEntry;
 
 /// One source's reader thread.
 pub(super) struct Reader {
@@ -73,7 +75,7 @@ impl Reader {
                 }
                 SourceEvent::TooLong { stream, height, bytes } => {
                     any = true;
-                    self.entry.refused.fetch_add(1, Ordering::Relaxed);
+                    self.entry.refused.inc();
                     self.limits.log_too_long(&self.entry.name, stream, height, bytes);
                     let parsed = Parsed::TooLong;
                     let line = Raced {
@@ -99,7 +101,7 @@ impl Reader {
                 std::thread::sleep(self.poll);
             }
             if restarted {
-                self.entry.restarts.fetch_add(1, Ordering::Relaxed);
+                self.entry.restarts.inc();
                 if self.tx.send(Msg::Restart(self.src)).is_err() {
                     return;
                 }
@@ -127,7 +129,7 @@ impl Reader {
             match parser.parse_bytes(stream, bytes) {
                 Ok(line) => Parsed::Line(line),
                 Err(e) => {
-                    self.entry.malformed.fetch_add(1, Ordering::Relaxed);
+                    self.entry.malformed.inc();
                     let start = String::from_utf8_lossy(&bytes[..bytes.len().min(120)]).into_owned();
                     tracing::warn!(source = %self.entry.name, %stream, "malformed node line ({e}); starts {start:?}");
                     Parsed::Malformed

@@ -66,8 +66,8 @@ fn wins_and_leads_are_counted_per_source_once_per_line() {
     assert_eq!((la.len(), lb.len()), (1, 1), "one lead per line that had a copy");
     assert!(la.equivalent(la.max(), (30 * MS) as u64), "a led by 30 ms: {}", la.max());
     assert!(lb.equivalent(lb.max(), (5 * MS) as u64), "b led by 5 ms: {}", lb.max());
-    assert_eq!((a.copies.load(Ordering::Relaxed), b.copies.load(Ordering::Relaxed)), (1, 2));
-    assert_eq!(health.counters.disagreements.load(Ordering::Relaxed), 0);
+    assert_eq!((a.copies.get(), b.copies.get()), (1, 2));
+    assert_eq!(health.counters().disagreements.get(), 0);
 
     let recent = race.board.recent();
     let heights: Vec<u64> = recent.iter().map(|r| r.height).collect();
@@ -88,9 +88,9 @@ fn a_differing_copy_names_both_sources_and_blames_neither() {
     race.on_line(1, raced(&diffs_line(10, "2", "2.0"), 2_000), 9, &health, &mut |_| applied += 1);
     assert_eq!(applied, 1, "the differing copy is not applied");
     // The first copy is as likely to be the wrong one: both sources count it, and both are named.
-    assert_eq!(race.entries[1].disagreements.load(Ordering::Relaxed), 1);
-    assert_eq!(race.entries[0].disagreements.load(Ordering::Relaxed), 1);
-    assert_eq!(health.counters.disagreements.load(Ordering::Relaxed), 1);
+    assert_eq!(race.entries[1].disagreements.get(), 1);
+    assert_eq!(race.entries[0].disagreements.get(), 1);
+    assert_eq!(health.counters().disagreements.get(), 1);
     let d = race.board.disagreements();
     let names = [race.entries[0].name.clone(), race.entries[1].name.clone()];
     assert_eq!((d.len(), d[0].height, d[0].stream, &d[0].sources), (1, 10, Stream::Diffs, &names));
@@ -131,8 +131,8 @@ fn a_line_too_far_ahead_is_refused_and_changes_nothing() {
     });
     assert!(applied.is_empty(), "not applied");
     assert_eq!(race.seen[1], [0; 3], "the source is not taken to have moved past every block up to it");
-    assert_eq!(health.counters.lines_too_far_ahead.load(Ordering::Relaxed), 1);
-    assert_eq!(race.entries[1].refused.load(Ordering::Relaxed), 1);
+    assert_eq!(health.counters().lines_too_far_ahead.get(), 1);
+    assert_eq!(race.entries[1].refused.get(), 1);
     assert!(race.lost(10, [false; 3], 0, &health).is_empty(), "nothing is lost for it");
     race.on_line(1, raced(&diffs_line(9 + jump, "2", "1.0"), 2_000), 9, &health, &mut |w| {
         applied.push(w.line.meta.height);
@@ -150,10 +150,10 @@ fn a_missing_block_is_lost_once_the_parked_blocks_reach_the_bound() {
     let max = race.limits.race_max_parked_blocks;
     let have = [true, true, false];
     assert!(race.lost(10, have, max - 1, &health).is_empty());
-    assert_eq!(health.counters.parked_blocks_full.load(Ordering::Relaxed), 0);
+    assert_eq!(health.counters().parked_blocks_full.get(), 0);
     // ...until as many later blocks wait for it as the bound allows: then it is lost at once, not parked further.
     assert_eq!(race.lost(10, have, max, &health), [Stream::Statuses]);
-    assert_eq!(health.counters.parked_blocks_full.load(Ordering::Relaxed), 1);
+    assert_eq!(health.counters().parked_blocks_full.get(), 1);
 }
 
 #[test]
@@ -171,7 +171,7 @@ fn a_line_refused_as_too_long_is_taken_from_the_other_source() {
     };
     let mut applied = Vec::new();
     race.on_line(0, refused, 9, &health, &mut |w| applied.push(w.line.meta.height));
-    assert_eq!(health.counters.lines_too_long.load(Ordering::Relaxed), 1);
+    assert_eq!(health.counters().lines_too_long.get(), 1);
     assert_eq!(race.seen[0][Stream::Diffs.index()], 10, "source a moved past it");
     assert!(race.lost(10, [true, false, true], 0, &health).is_empty(), "b may still deliver it, within the grace");
     race.on_line(1, raced(&diffs_line(10, "2", "1.0"), 2_000), 9, &health, &mut |w| applied.push(w.line.meta.height));

@@ -28,7 +28,7 @@ pub enum ReplayError {
 
 /// What a replay hands to its caller for each block.
 #[derive(Debug)]
-pub struct Step<'a> {
+pub struct ReplayedBlock<'a> {
     pub block: &'a Block,
     pub outcome: &'a Outcome,
     pub books: &'a Books,
@@ -40,7 +40,7 @@ pub fn replay(
     books: &mut Books,
     node_dir: &Path,
     mode: Mode,
-    mut on_step: impl FnMut(Step<'_>),
+    mut on_step: impl FnMut(ReplayedBlock<'_>),
 ) -> Result<(), ReplayError> {
     let mut parser = NodeParser::new();
     let mut assembler = Assembler::new(mode, books.height());
@@ -69,7 +69,7 @@ pub fn replay(
     }
 }
 
-fn apply(books: &mut Books, next: Assembled, on_step: &mut impl FnMut(Step<'_>)) -> Result<(), ReplayError> {
+fn apply(books: &mut Books, next: Assembled, on_step: &mut impl FnMut(ReplayedBlock<'_>)) -> Result<(), ReplayError> {
     let block = match next {
         Assembled::Block(b) => b,
         Assembled::Broken { height, missing } => {
@@ -80,7 +80,7 @@ fn apply(books: &mut Books, next: Assembled, on_step: &mut impl FnMut(Step<'_>))
         Assembled::Line { .. } | Assembled::Fills(_) => return Ok(()),
     };
     let outcome = books.apply(&block);
-    on_step(Step { block: &block, outcome: &outcome, books });
+    on_step(ReplayedBlock { block: &block, outcome: &outcome, books });
     match outcome {
         Outcome::Gap { expected, got } => Err(ReplayError::Gap { expected, got }),
         _ => Ok(()),

@@ -3,17 +3,16 @@
 //!
 //! The node writes a block's lines fills → diffs → statuses, and the status line is by far the longest, so by-block
 //! ingest applies each line as soon as it is parsed instead of waiting for the whole block: trades and L2 frames go
-//! out before the status line is even written. Each step records its own line's times (`BlockTimes::line`), so
+//! out before the status line is even written. Each step records its own line's times (`LineTimes::line`), so
 //! audit stamps every frame with the line it was built from. A whole block (streaming mode, a cached block after a
 //! sync, or all three lines read at once) goes through the same steps in one go.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 
 use crate::book::{self, Applied, Outcome};
 use crate::node::time::now_nanos;
 use crate::node::{Block, Stream, UnixNanos};
-use crate::state::{BlockTimes, Shared, Step, StepData};
+use crate::state::{LineTimes, Shared, Step, StepData};
 
 /// How long ingest holds back the rest of a split diffs step for the publisher to take up its first part. The rest
 /// holds only coins nobody watches the books of (allMids, and the block's statuses, wait for it), and the
@@ -78,7 +77,7 @@ pub fn apply_diffs_part(shared: &Shared, b: &Block, from: usize, read: UnixNanos
     };
     if let Outcome::Applied(a) = &outcome {
         report(shared, a);
-        shared.health().counters.diff_parts.fetch_add(1, Relaxed);
+        shared.health().counters().diff_parts.inc();
         shared.signal_change();
     }
     Some(outcome)
@@ -116,7 +115,7 @@ pub fn apply_diffs(shared: &Shared, b: &Block, read: UnixNanos, split: bool) -> 
         return Some(outcome);
     }
     if !shared.wait_first_taken(b.height, FIRST_WAIT) {
-        shared.health().counters.first_waits_timed_out.fetch_add(1, Relaxed);
+        shared.health().counters().first_waits_timed_out.inc();
     }
     let rest = {
         let mut books = shared.books_mut();
@@ -127,7 +126,7 @@ pub fn apply_diffs(shared: &Shared, b: &Block, read: UnixNanos, split: bool) -> 
         rest
     };
     if let Outcome::Applied(a) = &rest {
-        shared.health().counters.split_diff_steps.fetch_add(1, Relaxed);
+        shared.health().counters().split_diff_steps.inc();
         report(shared, a);
         shared.signal_change();
     }
@@ -159,8 +158,8 @@ pub fn complete(shared: &Shared, b: Arc<Block>, read: UnixNanos) -> Outcome {
     outcome
 }
 
-fn times(b: &Block, line: Stream, read: UnixNanos) -> BlockTimes {
-    BlockTimes {
+fn times(b: &Block, line: Stream, read: UnixNanos) -> LineTimes {
+    LineTimes {
         height: b.height,
         line,
         block_time: b.block_time,
@@ -175,8 +174,8 @@ fn report(shared: &Shared, a: &Applied) {
     if a.inconsistencies.is_empty() {
         return;
     }
-    let c = &shared.health().counters;
-    c.inconsistencies.fetch_add(a.inconsistencies.len() as u64, Relaxed);
+    let c = &shared.health().counters();
+    c.inconsistencies.add(a.inconsistencies.len() as u64);
     for i in &a.inconsistencies {
         tracing::warn!(coin = %i.coin, oid = i.oid, height = a.height, "inconsistency: {:?}", i.kind);
     }
@@ -184,7 +183,6 @@ fn report(shared: &Shared, a: &Applied) {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::Ordering::Relaxed;
     use std::time::Duration;
 
     use super::*;
@@ -237,10 +235,10 @@ mod tests {
         let books = shared.books();
         assert_eq!((books.diffs_height(), books.first_part().is_none()), (11, true));
         assert_eq!(books.coin("BTC").map(crate::book::CoinBook::len), Some(2));
-        let c = &shared.health().counters;
-        assert_eq!(c.split_diff_steps.load(Relaxed), 1);
+        let c = &shared.health().counters();
+        assert_eq!(c.split_diff_steps.get(), 1);
         // No publisher runs here, so nobody took the first part up: the rest went ahead after the wait.
-        assert_eq!(c.first_waits_timed_out.load(Relaxed), 1);
+        assert_eq!(c.first_waits_timed_out.get(), 1);
     }
 
     #[test]
@@ -249,7 +247,7 @@ mod tests {
             let shared = shared();
             apply_diffs(&shared, &block(), read, split);
             assert_eq!(steps(&shared), [vec!["BTC", "ETH"]], "read {read}, split {split}");
-            assert_eq!(shared.health().counters.split_diff_steps.load(Relaxed), 0);
+            assert_eq!(shared.health().counters().split_diff_steps.get(), 0);
             assert_eq!(shared.books().diffs_height(), 11);
         }
     }

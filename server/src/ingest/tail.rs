@@ -20,7 +20,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::limits::MAX_LINE_BYTES;
-use super::source::SourceEvent;
+use super::line_source::SourceEvent;
 use crate::node::paths::{HourFile, hour_files, hour_files_from};
 use crate::node::{Mode, Stream};
 

@@ -1,4 +1,5 @@
-//! Periodic validation against the node's own snapshot, and in-place repair of any coin that disagrees.
+//! Periodic validation against the node's own snapshot (from its info server, or on an edge from the publisher's
+//! NATS object store), and in-place repair of any coin that disagrees.
 //!
 //! It never stalls ingest or publication: the snapshot is loaded on this thread, then brought forward to our
 //! height by applying the blocks ingest keeps in `Shared::blocks_after` (the same engine, so both sides saw the same
@@ -15,19 +16,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use super::health::State;
-use super::info::{self, InfoClient};
+use super::info_client::{self as info, SnapshotFrom};
 use crate::book::{Books, CoinBook, Outcome};
 use crate::node::{Coin, Fixed, Side};
 use crate::state::Shared;
+use crate::state::health::HealthState;
 
 /// Orders compared per read-lock hold.
 const PIECE: usize = 1024;
 
 #[derive(Clone, Debug)]
 pub struct ValidateConfig {
-    pub info_url: String,
-    pub snapshot_dir: std::path::PathBuf,
+    /// The node's info server, or (an edge) the NATS object store of its publisher.
+    pub from: SnapshotFrom,
     /// Periodic validation; `None`: only untrusted coins start a cycle.
     pub interval: Option<Duration>,
     /// At most one snapshot request per this long for untrusted coins.
@@ -48,7 +49,7 @@ pub enum Skip {
     #[error("{0}")]
     Info(#[from] info::InfoError),
     #[error("books are not live ({0:?})")]
-    NotLive(State),
+    NotLive(HealthState),
     #[error("snapshot at {snapshot} is older than the blocks kept (from {oldest})")]
     TooOld { snapshot: u64, oldest: u64 },
     #[error("our books did not reach the snapshot's height {0} in time")]
@@ -57,10 +58,6 @@ pub enum Skip {
 
 /// Runs a cycle every `interval`, and as soon as the rate limit allows when a coin is untrusted, until `stop` is set.
 pub fn run(cfg: ValidateConfig, shared: Arc<Shared>, stop: &AtomicBool) {
-    let client = match InfoClient::new(&cfg.info_url, &cfg.snapshot_dir) {
-        Ok(c) => c,
-        Err(e) => return tracing::error!("validation disabled: {e}"),
-    };
     // The periodic clock starts now; the repair clock at the last snapshot request (none yet).
     let (mut last, mut requested) = (Instant::now(), None::<Instant>);
     while !stop.load(Relaxed) {
@@ -68,7 +65,7 @@ pub fn run(cfg: ValidateConfig, shared: Arc<Shared>, stop: &AtomicBool) {
         let untrusted = shared.books().untrusted().next().is_some();
         let periodic = cfg.interval.is_some_and(|i| last.elapsed() >= i);
         let repair = untrusted && requested.is_none_or(|r| r.elapsed() >= cfg.repair_min_interval);
-        if !(periodic || repair) || !matches!(shared.health().state(), State::Live | State::CatchingUp) {
+        if !(periodic || repair) || !matches!(shared.health().state(), HealthState::Live | HealthState::CatchingUp) {
             continue;
         }
         last = Instant::now();
@@ -78,7 +75,11 @@ pub fn run(cfg: ValidateConfig, shared: Arc<Shared>, stop: &AtomicBool) {
             tracing::info!(?coins, "untrusted coins: repairing them from a node snapshot now");
         }
         assert!(!crate::state::test_panic("validation"), "HLBOOK_TEST_PANIC asked the validation thread to panic");
-        match cycle(&client, &shared, stop) {
+        // A repair needs a snapshot newer than what made the coin untrusted; a periodic check takes a stored one the
+        // kept blocks can bring forward (with room for the fetch's time), so edges share their publisher's snapshots.
+        let height = shared.health().height();
+        let min_height = if repair { height } else { height.saturating_sub(crate::state::RECENT_BLOCKS as u64 / 2) };
+        match cycle(&cfg.from, min_height, &shared, stop) {
             Ok(r) if r.mismatched.is_empty() => tracing::debug!(height = r.height, coins = r.coins, "books validated"),
             Ok(r) => tracing::warn!(
                 height = r.height,
@@ -87,21 +88,22 @@ pub fn run(cfg: ValidateConfig, shared: Arc<Shared>, stop: &AtomicBool) {
                 r.repaired
             ),
             Err(e) => {
-                shared.health().counters.validations_skipped.fetch_add(1, Relaxed);
+                shared.health().counters().validations_skipped.inc();
                 tracing::warn!("validation skipped: {e}");
             }
         }
     }
 }
 
-/// One validation: snapshot, bring forward, compare, repair.
-pub fn cycle(client: &InfoClient, shared: &Shared, stop: &AtomicBool) -> Result<Report, Skip> {
-    let path = client.request_snapshot()?;
-    let mut copy = info::load(&path, true)?;
+/// One validation: a snapshot at or above `min_height` (when its source can choose), brought forward, compared,
+/// repaired.
+pub fn cycle(from: &SnapshotFrom, min_height: u64, shared: &Shared, stop: &AtomicBool) -> Result<Report, Skip> {
+    let (path, ours) = from.fetch(min_height)?;
+    let mut copy = info::load(&path, ours)?;
     wait_for_height(shared, copy.height(), stop)?;
     catch_up(shared, &mut copy)?;
-    let c = &shared.health().counters;
-    c.validations.fetch_add(1, Relaxed);
+    let c = &shared.health().counters();
+    c.validations.inc();
     let mut coins: Vec<Coin> = shared.books().coin_names();
     coins.extend(copy.coin_names());
     coins.sort();
@@ -109,7 +111,7 @@ pub fn cycle(client: &InfoClient, shared: &Shared, stop: &AtomicBool) -> Result<
     let mut report = Report { height: copy.height(), coins: coins.len(), ..Report::default() };
     for coin in &coins {
         if !same_coin(shared, &mut copy, coin)? {
-            c.validation_mismatches.fetch_add(1, Relaxed);
+            c.validation_mismatches.inc();
             report.mismatched.push(coin.clone());
             repair(shared, &mut copy, coin)?;
             report.repaired.push(coin.clone());
@@ -136,7 +138,7 @@ fn wait_for_height(shared: &Shared, height: u64, stop: &AtomicBool) -> Result<()
 /// Applies the kept blocks after the copy's height, up to the live height.
 fn catch_up(shared: &Shared, copy: &mut Books) -> Result<(), Skip> {
     let state = shared.health().state();
-    if !matches!(state, State::Live | State::CatchingUp | State::Stale) {
+    if !matches!(state, HealthState::Live | HealthState::CatchingUp | HealthState::Stale) {
         return Err(Skip::NotLive(state));
     }
     let blocks = shared.blocks_after(copy.height(), u64::MAX);
@@ -223,7 +225,7 @@ fn repair(shared: &Shared, copy: &mut Books, coin: &Coin) -> Result<(), Skip> {
             live.set_coin(coin, copy.take_coin(coin));
             drop(live);
             shared.repaired(coin.clone());
-            shared.health().counters.repairs.fetch_add(1, Relaxed);
+            shared.health().counters().repairs.inc();
             return Ok(());
         }
     }

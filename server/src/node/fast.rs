@@ -17,9 +17,8 @@ use std::borrow::Cow;
 
 use super::decimal::Fixed;
 use super::event::{Address, HexBytes, Side};
-use super::line::LineMeta;
 use super::time::parse_node_time;
-use super::wire::{DiffWire, FillBody, RawBookDiff};
+use super::wire::{DiffWire, FillBody, LineMeta, RawBookDiff};
 
 /// Reads a diffs line (without its newline), handing each diff to `each` in line order; `None` when the line is
 /// not laid out exactly as the node writes it.

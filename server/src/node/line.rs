@@ -12,10 +12,10 @@ use super::event::{Diff, DiffKind, Fill, OrderFlavor, OrderInfo, OrderStatus};
 use super::fast;
 use super::intern::Interner;
 use super::status_split::{Split, StatusSplitter};
-use super::time::UnixNanos;
-use super::user_events::{UserEvents, watched_fills};
+use super::user_events::{UserEvents, watched_fills, watched_rejections};
 use super::user_watch::{WatchView, Watched};
-use super::wire::{DiffWire, Envelope, FillWire, OrderWire, RawBookDiff, StatusWire};
+pub use super::wire::LineMeta;
+use super::wire::{AnyStatusWire, DiffWire, Envelope, FillWire, OrderWire, RawBookDiff, StatusWire};
 
 /// The three node streams, in the order the node writes a block's lines (fills first). The default is the line
 /// that completes a block.
@@ -83,15 +83,6 @@ impl fmt::Display for Stream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
-}
-
-/// The envelope fields every line carries.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct LineMeta {
-    pub height: u64,
-    pub block_time: UnixNanos,
-    /// When the node wrote the line.
-    pub local_time: UnixNanos,
 }
 
 /// A parsed line's events.
@@ -301,6 +292,28 @@ impl NodeParser {
     }
 
     /// Converts an `order` object (status or snapshot) into its compact form.
+    /// Decodes one whole status event (a watched user's rejection).
+    pub(crate) fn any_status(&mut self, piece: &str) -> Option<OrderStatus> {
+        let w: AnyStatusWire<'_> = serde_json::from_str(piece).ok()?;
+        Some(OrderStatus {
+            coin: self.coin(&w.order.coin),
+            user: w.user,
+            time: w.time.0,
+            status: self.coin(&w.status),
+            hash: w.hash,
+            builder: w.builder.filter(|b| b.get() != "null").map(|b| b.get().into()),
+            order: self.order_info(w.order),
+        })
+    }
+
+    /// The watched users' rejections of a status line taken by the full parse, decoded.
+    fn rejected_in_full(&mut self, line: &str, view: &WatchView) -> Vec<(u32, OrderStatus)> {
+        watched_rejections(line, view)
+            .into_iter()
+            .filter_map(|(at, ev)| Some((at, self.any_status(ev.get())?)))
+            .collect()
+    }
+
     pub(crate) fn order_info<C: Deref<Target = RawValue>>(&mut self, w: OrderWire<C>) -> OrderInfo {
         let flavor = self.interner.flavor(OrderFlavor {
             tif: w.tif,

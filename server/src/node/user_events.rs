@@ -11,9 +11,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::event::{Address, HexBytes, OrderStatus};
-use super::line::NodeParser;
 use super::user_watch::WatchView;
-use super::wire::{Envelope, NodeTime, OrderWire, is_rejection};
+use super::wire::{Envelope, is_rejection};
 
 /// A line's (or a block's) events of watched users.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -44,21 +43,6 @@ impl UserEvents {
     }
 }
 
-/// A status event read whole, order included, whatever its status.
-#[derive(Deserialize)]
-struct AnyStatusWire<'a> {
-    time: NodeTime,
-    user: HexBytes<20>,
-    #[serde(default)]
-    hash: Option<HexBytes<32>>,
-    #[serde(default, borrow)]
-    builder: Option<&'a RawValue>,
-    #[serde(borrow)]
-    status: Cow<'a, str>,
-    #[serde(borrow)]
-    order: OrderWire<&'a RawValue>,
-}
-
 /// Just whose event it is and its status.
 #[derive(Deserialize)]
 struct WhoWire<'a> {
@@ -79,38 +63,21 @@ pub(crate) fn piece_user(piece: &[u8]) -> Option<Address> {
     Address::parse_bytes(hex)
 }
 
-impl NodeParser {
-    /// Decodes one whole status event (a watched user's rejection).
-    pub(crate) fn any_status(&mut self, piece: &str) -> Option<OrderStatus> {
-        let w: AnyStatusWire<'_> = serde_json::from_str(piece).ok()?;
-        Some(OrderStatus {
-            coin: self.coin(&w.order.coin),
-            user: w.user,
-            time: w.time.0,
-            status: self.coin(&w.status),
-            hash: w.hash,
-            builder: w.builder.filter(|b| b.get() != "null").map(|b| b.get().into()),
-            order: self.order_info(w.order),
-        })
-    }
-
-    /// The watched users' rejections of a status line taken by the full parse: every event is looked at again,
-    /// which only happens for lines off the node's layout while someone is watched.
-    pub(crate) fn rejected_in_full(&mut self, line: &str, view: &WatchView) -> Vec<(u32, OrderStatus)> {
-        let Ok(env) = serde_json::from_str::<Envelope<&RawValue>>(line) else { return Vec::new() };
-        let (mut out, mut kept) = (Vec::new(), 0u32);
-        for ev in env.events {
-            let Ok(who) = serde_json::from_str::<WhoWire<'_>>(ev.get()) else { continue };
-            if !is_rejection(&who.status) {
-                kept += 1;
-            } else if view.users.contains(&who.user)
-                && let Some(s) = self.any_status(ev.get())
-            {
-                out.push((kept, s));
-            }
+/// The watched users' rejections of a status line taken by the full parse, each with the number of book statuses
+/// before it: every event is looked at again, which only happens for lines off the node's layout while someone is
+/// watched. The parser decodes the pieces (`NodeParser::rejected_in_full`).
+pub(crate) fn watched_rejections<'a>(line: &'a str, view: &WatchView) -> Vec<(u32, &'a RawValue)> {
+    let Ok(env) = serde_json::from_str::<Envelope<&RawValue>>(line) else { return Vec::new() };
+    let (mut out, mut kept) = (Vec::new(), 0u32);
+    for ev in env.events {
+        let Ok(who) = serde_json::from_str::<WhoWire<'_>>(ev.get()) else { continue };
+        if !is_rejection(&who.status) {
+            kept += 1;
+        } else if view.users.contains(&who.user) {
+            out.push((kept, ev));
         }
-        out
     }
+    out
 }
 
 /// The watched users' fills of a fills line, verbatim.

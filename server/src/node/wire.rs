@@ -15,8 +15,16 @@ use serde_json::value::RawValue;
 
 use super::decimal::Fixed;
 use super::event::{HexBytes, Side};
-use super::line::LineMeta;
 use super::time::{UnixNanos, parse_node_time};
+
+/// The envelope fields every line carries.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct LineMeta {
+    pub height: u64,
+    pub block_time: UnixNanos,
+    /// When the node wrote the line.
+    pub local_time: UnixNanos,
+}
 
 impl<'de, const N: usize> Deserialize<'de> for HexBytes<N> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -251,4 +259,19 @@ pub struct FillBody<'a> {
     pub oid: u64,
     pub crossed: bool,
     pub tid: u64,
+}
+
+/// A status event read whole, order included, whatever its status.
+#[derive(Deserialize)]
+pub(crate) struct AnyStatusWire<'a> {
+    pub time: NodeTime,
+    pub user: HexBytes<20>,
+    #[serde(default)]
+    pub hash: Option<HexBytes<32>>,
+    #[serde(default, borrow)]
+    pub builder: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub status: Cow<'a, str>,
+    #[serde(borrow)]
+    pub order: OrderWire<&'a RawValue>,
 }

@@ -5,17 +5,19 @@
 //! that way writes those same bytes. Audit subscribers (`/ws?audit=1`) get the same JSON with the block's stage times
 //! appended, which costs them a copy but leaves everyone else's bytes official.
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
 
+use arc_swap::ArcSwapOption;
 use bytes::Bytes;
 
-use crate::state::BlockTimes;
+use crate::state::LineTimes;
 
 /// The stamp a frame carries: its line's recorded stage times (the same record ingest keeps in the state's
 /// timeline) and when the frame itself was published (Unix ns; 0 when unknown).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct Audit {
-    pub times: BlockTimes,
+    pub times: LineTimes,
     /// This frame was serialized and published.
     pub published: i64,
 }
@@ -102,13 +104,13 @@ mod tests {
             1,
             br#"{"channel":"l2Book","data":{"coin":"BTC"}}"#.to_vec(),
             Audit {
-                times: BlockTimes {
+                times: LineTimes {
                     height: 7,
                     block_time: 1,
                     node_written: 2,
                     read: 3,
                     applied: 4,
-                    ..BlockTimes::default()
+                    ..LineTimes::default()
                 },
                 published: 5,
             },
@@ -128,13 +130,13 @@ mod tests {
             1,
             br#"{"channel":"bbo","data":{"coin":"ETH"}}"#.to_vec(),
             Audit {
-                times: BlockTimes {
+                times: LineTimes {
                     height: 9,
                     block_time: 10,
                     node_written: 0,
                     read: 0,
                     applied: 0,
-                    ..BlockTimes::default()
+                    ..LineTimes::default()
                 },
                 published: 50,
             },
@@ -144,5 +146,23 @@ mod tests {
         let keys: Vec<&str> = a.keys().map(String::as_str).collect();
         assert_eq!(keys, ["height", "block_ns", "published_ns", "sent_ns"], "{a:?}");
         assert_eq!(a["block_ns"], 10);
+    }
+}
+
+/// The newest frame of one conflated stream.
+#[derive(Debug, Default)]
+pub struct Slot {
+    pub frame: ArcSwapOption<Frame>,
+    /// Frames stored so far: each frame's `seq` is its number in this slot, so a reader that sent frame `s` and
+    /// now finds `t` knows exactly `t - s - 1` frames were replaced before it could send them. (The publish pass
+    /// number would not do: a pass that leaves this shape unchanged stores nothing here.)
+    stored: AtomicU64,
+}
+
+impl Slot {
+    /// Stores the shape's next frame (the publisher is the only writer).
+    pub fn put(&self, json: Vec<u8>, audit: Audit) {
+        let seq = self.stored.fetch_add(1, Relaxed) + 1;
+        self.frame.store(Some(Arc::new(Frame::new(seq, json, audit))));
     }
 }

@@ -9,15 +9,15 @@
 //! along). A read nobody waits for any more stops.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 use rustc_hash::FxHashMap;
 
 use super::frame::{Audit, Frame};
-use super::hub::Hub;
 use crate::node::Address;
+use crate::state::Shared;
 
 /// Most fills a userFills snapshot carries: the official `userFills` answers the user's 2000 most recent.
 pub const SNAPSHOT_FILLS: usize = 2000;
@@ -130,31 +130,31 @@ impl Waiter {
     }
 }
 
-/// Counters of history reads.
-#[derive(Debug, Default)]
-pub struct HistoryCounters {
-    /// userFills reads of the store started.
-    pub fills_reads: AtomicU64,
-    /// userFills subscriptions served by a read another subscriber started.
-    pub fills_reads_shared: AtomicU64,
-    /// Reads stopped because everyone waiting for them had left.
-    pub reads_abandoned: AtomicU64,
-    /// Reads refused: the queue was full or the wait ran out.
-    pub reads_refused: AtomicU64,
+crate::state::counter::counters! {
+    /// Counters of history reads, exported with the publisher's.
+    pub struct HistoryCounters {
+        /// userFills reads of the store started.
+        fills_reads,
+        /// userFills subscriptions served by a read another subscriber started.
+        fills_reads_shared,
+        /// History reads stopped because everyone waiting for them had left.
+        reads_abandoned as "history_reads_abandoned",
+        /// History reads refused: the queue was full or the wait ran out.
+        reads_refused as "history_reads_refused",
+    }
 }
 
-impl HistoryCounters {
-    pub fn to_list(&self) -> Vec<(&'static str, u64)> {
-        [
-            ("fills_reads", &self.fills_reads),
-            ("fills_reads_shared", &self.fills_reads_shared),
-            ("history_reads_abandoned", &self.reads_abandoned),
-            ("history_reads_refused", &self.reads_refused),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k, v.load(Relaxed)))
-        .collect()
-    }
+/// What a userFills read needs of the hub that holds the `History`. The hub names this module, so this module
+/// reaches the hub only through the trait (no file circle between them).
+pub trait FillsHub: Send + Sync + 'static {
+    fn history(&self) -> &History;
+    fn shared_state(&self) -> &Shared;
+    /// The history store, once opened.
+    fn history_store(&self) -> Option<Arc<crate::store::Store>>;
+    /// Whether the feed still holds every tick after `seq`.
+    fn feed_holds_after(&self, seq: u64) -> bool;
+    /// Wakes the publisher: a read finished.
+    fn poke(&self);
 }
 
 /// History reads: the turns, and the userFills reads by user.
@@ -172,7 +172,7 @@ impl History {
 
     /// A wait on the user's fills below `before` for a subscriber at feed tick `after_seq`: the running or kept
     /// read of the user if the feed still holds every tick after its start, else a new read on a blocking thread.
-    pub fn user_fills(&self, hub: &Arc<Hub>, user: Address, before: u64, after_seq: u64) -> Waiter {
+    pub fn user_fills<H: FillsHub>(&self, hub: &Arc<H>, user: Address, before: u64, after_seq: u64) -> Waiter {
         let mut reads = self.fills.lock();
         if let Some(r) = reads.get(&user)
             && r.before <= before
@@ -180,7 +180,7 @@ impl History {
             && !matches!(r.result.get(), Some(Err(_)))
         {
             r.waiters.fetch_add(1, Relaxed);
-            self.counters.fills_reads_shared.fetch_add(1, Relaxed);
+            self.counters.fills_reads_shared.inc();
             return Waiter(r.clone());
         }
         let read = Arc::new(FillsRead {
@@ -193,11 +193,11 @@ impl History {
         reads.insert(user, read.clone());
         Self::trim(&mut reads);
         drop(reads);
-        self.counters.fills_reads.fetch_add(1, Relaxed);
+        self.counters.fills_reads.inc();
         let (hub, r) = (hub.clone(), read.clone());
         tokio::task::spawn_blocking(move || {
-            let health = hub.shared.health();
-            health.supervised("userFills snapshot task", || run_fills_read(&hub, &r));
+            let health = hub.shared_state().health();
+            health.supervised("userFills snapshot task", || run_fills_read(&*hub, &r));
         });
         Waiter(read)
     }
@@ -231,13 +231,13 @@ impl History {
 
 /// Waits for the store to hold the blocks below the read's, takes a turn, reads, and keeps the frames (or the
 /// reason there are none) for the read's subscribers.
-fn run_fills_read(hub: &Arc<Hub>, read: &Arc<FillsRead>) {
+fn run_fills_read(hub: &impl FillsHub, read: &Arc<FillsRead>) {
     let test = crate::state::test_panic("user_fills");
     assert!(!test, "HLBOOK_TEST_PANIC asked the userFills snapshot task to panic");
-    let history = &hub.history;
+    let history = hub.history();
     let gone = || read.waiters.load(Relaxed) == 0;
     let fills = || -> Result<Vec<Box<str>>, String> {
-        let Some(store) = hub.store.get() else { return Ok(Vec::new()) };
+        let Some(store) = hub.history_store() else { return Ok(Vec::new()) };
         while !store.wait_for(read.before.saturating_sub(1), Duration::from_millis(500)) {
             if gone() {
                 return Err("every subscriber waiting for it left".into());
@@ -257,7 +257,7 @@ fn run_fills_read(hub: &Arc<Hub>, read: &Arc<FillsRead>) {
     if let Err(e) = &result {
         let abandoned = gone();
         let c = if abandoned { &history.counters.reads_abandoned } else { &history.counters.reads_refused };
-        c.fetch_add(1, Relaxed);
+        c.inc();
         tracing::debug!(user = %read.user, "userFills history read ended without a snapshot: {e}");
     }
     let _ = read.result.set(result);

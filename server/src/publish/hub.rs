@@ -11,14 +11,15 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use arc_swap::{ArcSwap, ArcSwapOption};
+use arc_swap::ArcSwap;
 use parking_lot::{Mutex, RwLock};
 use rustc_hash::FxHashMap;
 use tokio::sync::{oneshot, watch};
 
 use super::candles::Interval;
 use super::candles::keeper::{CandleFrames, CandleKey};
-use super::frame::{Audit, Frame};
+use super::frame::Frame;
+pub use super::frame::Slot;
 use super::history::{History, Turns};
 use super::users::{UserChannel, UserFrames, UserSubs};
 pub use super::wanted::{CoinWants, Depth, L2Group, Wanted};
@@ -32,24 +33,6 @@ use crate::state::Shared;
 pub struct L2Key {
     pub coin: Coin,
     pub params: L2Params,
-}
-
-/// The newest frame of one conflated stream.
-#[derive(Debug, Default)]
-pub struct Slot {
-    pub frame: ArcSwapOption<Frame>,
-    /// Frames stored so far: each frame's `seq` is its number in this slot, so a reader that sent frame `s` and
-    /// now finds `t` knows exactly `t - s - 1` frames were replaced before it could send them. (The publish pass
-    /// number would not do: a pass that leaves this shape unchanged stores nothing here.)
-    stored: AtomicU64,
-}
-
-impl Slot {
-    /// Stores the shape's next frame (the publisher is the only writer).
-    pub fn put(&self, json: Vec<u8>, audit: Audit) {
-        let seq = self.stored.fetch_add(1, Relaxed) + 1;
-        self.frame.store(Some(Arc::new(Frame::new(seq, json, audit))));
-    }
 }
 
 /// One block's (or one reset's) frames of the ordered streams.
@@ -122,52 +105,36 @@ pub struct L4Snapshot {
     pub frame: Arc<Frame>,
 }
 
-/// Counters of the publish stage.
-#[derive(Debug, Default)]
-pub struct PublishCounters {
-    pub passes: AtomicU64,
-    pub l2_frames: AtomicU64,
-    pub bbo_frames: AtomicU64,
-    pub mids_frames: AtomicU64,
-    pub trade_frames: AtomicU64,
-    pub l4_frames: AtomicU64,
-    pub l4_snapshots: AtomicU64,
-    /// l4Book snapshots not made, or made for nobody, because every subscriber asking had left.
-    pub l4_snapshots_abandoned: AtomicU64,
-    /// Passes that found the books reloaded or blocks missing from the recent ring.
-    pub discontinuities: AtomicU64,
-    /// Passes that published a split diffs step's first part ahead of its other coins (`book::first`).
-    pub first_parts: AtomicU64,
-    /// Streaming: a coin's L2 and bbo held back for a pass because its book was between two events of one order
-    /// (crossed, or an order of size 0 resting; `CoinBook::is_sane`).
-    pub l2_withheld: AtomicU64,
-    /// Candle backfills put off to a later pass because the backfill queue was full.
-    pub candle_backfills_deferred: AtomicU64,
-    /// Candle backfills dropped unread because nobody wanted their keys any more.
-    pub candle_backfills_skipped: AtomicU64,
-}
-
-impl PublishCounters {
-    /// Every counter by name, for the exporters.
-    pub fn to_list(&self) -> Vec<(&'static str, u64)> {
-        [
-            ("passes", &self.passes),
-            ("l2_frames", &self.l2_frames),
-            ("bbo_frames", &self.bbo_frames),
-            ("mids_frames", &self.mids_frames),
-            ("trade_frames", &self.trade_frames),
-            ("l4_frames", &self.l4_frames),
-            ("l4_snapshots", &self.l4_snapshots),
-            ("l4_snapshots_abandoned", &self.l4_snapshots_abandoned),
-            ("discontinuities", &self.discontinuities),
-            ("first_parts", &self.first_parts),
-            ("l2_withheld", &self.l2_withheld),
-            ("candle_backfills_deferred", &self.candle_backfills_deferred),
-            ("candle_backfills_skipped", &self.candle_backfills_skipped),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k, v.load(Relaxed)))
-        .collect()
+crate::state::counter::counters! {
+    /// Counters of the publish stage, exported as `hlbook_publish_<name>` and under `publish` in `/health`.
+    pub struct PublishCounters {
+        /// Publish passes run.
+        passes,
+        /// l2Book frames built.
+        l2_frames,
+        /// bbo frames built.
+        bbo_frames,
+        /// allMids frames built.
+        mids_frames,
+        /// trades frames built.
+        trade_frames,
+        /// l4Book update frames built.
+        l4_frames,
+        /// l4Book snapshots built.
+        l4_snapshots,
+        /// l4Book snapshots not made, or made for nobody, because every subscriber asking had left.
+        l4_snapshots_abandoned,
+        /// Passes that found the books reloaded or blocks missing from the recent ring.
+        discontinuities,
+        /// Passes that published a split diffs step's first part ahead of its other coins (`book::first`).
+        first_parts,
+        /// Streaming: a coin's L2 and bbo held back for a pass because its book was between two events of one
+        /// order (crossed, or an order of size 0 resting; `CoinBook::is_sane`).
+        l2_withheld,
+        /// Candle backfills put off to a later pass because the backfill queue was full.
+        candle_backfills_deferred,
+        /// Candle backfills dropped unread because nobody wanted their keys any more.
+        candle_backfills_skipped,
     }
 }
 
@@ -243,7 +210,7 @@ impl Hub {
     }
 
     /// The publish stage's counters and its history reads', by name.
-    pub fn counter_list(&self) -> Vec<(&'static str, u64)> {
+    pub fn counter_list(&self) -> Vec<crate::state::counter::Named> {
         let mut list = self.counters.to_list();
         list.extend(self.history.counters.to_list());
         list

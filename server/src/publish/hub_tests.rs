@@ -1,5 +1,6 @@
 use super::*;
 use crate::book::Books;
+use crate::publish::frame::Audit;
 
 fn hub() -> Hub {
     Hub::new(Arc::new(Shared::new(Books::default(), std::time::Duration::from_secs(10))), 16, 1 << 20)

@@ -11,6 +11,7 @@ pub mod candles;
 pub mod frame;
 pub mod history;
 pub mod hub;
+mod hub_workers;
 pub mod json;
 mod pass;
 pub mod recent_trades;
@@ -34,7 +35,7 @@ pub fn run(hub: Arc<Hub>, stop: &AtomicBool) {
         seen = hub.shared.wait_for_change(seen, Duration::from_millis(200));
         publisher.pass();
         assert!(
-            panic_after.is_none_or(|n| hub.counters.passes.load(Relaxed) < n),
+            panic_after.is_none_or(|n| hub.counters.passes.get() < n),
             "HLBOOK_TEST_PUBLISHER_PANIC_AFTER asked the publisher to panic"
         );
     }

@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -22,7 +21,7 @@ use crate::book::l2::{L2Params, LevelAgg};
 use crate::book::{Books, CoinBook};
 use crate::node::time::{nanos_to_millis, now_nanos};
 use crate::node::{Coin, Side, Stream};
-use crate::state::{BlockTimes, Step, StepData, StepsSince};
+use crate::state::{LineTimes, Step, StepData, StepsSince};
 
 #[path = "pass_ticks.rs"]
 mod ticks;
@@ -110,7 +109,7 @@ impl Publisher {
         // A subscriber that left before its snapshot was made costs no copy of the book.
         let before = self.held.len();
         self.held.retain(|(_, tx)| !tx.is_closed());
-        hub.counters.l4_snapshots_abandoned.fetch_add((before - self.held.len()) as u64, Relaxed);
+        hub.counters.l4_snapshots_abandoned.add((before - self.held.len()) as u64);
         let books = hub.shared.books();
         let (h, dh, installs) = (books.height(), books.diffs_height(), hub.shared.installs());
         // A diffs step half applied: the coins it changed are a block ahead of `dh`, and go out on their own.
@@ -128,7 +127,7 @@ impl Publisher {
         if new_shapes {
             // Per-coin state lives only while someone wants the coin's bbo.
             self.bbo_last.retain(|c, _| wanted.coins.get(c).is_some_and(|w| w.bbo.is_some()));
-            self.candles.sync(&hub, &candle_wants(&wanted));
+            self.candles.sync(&*hub, &candle_wants(&wanted));
         }
         let serve = books.is_complete() && !self.held.is_empty();
         let same = (h, dh, installs) == (self.height, self.diffs_height, self.installs)
@@ -201,14 +200,14 @@ impl Publisher {
             // No allMids: it shows every coin at one height, so it waits for the rest of the step.
             self.publish_bbo(&wanted, built, nanos_to_millis(*time), audit);
             self.first_height = *height;
-            hub.counters.first_parts.fetch_add(1, Relaxed);
+            hub.counters.first_parts.inc();
         }
         let l2_audit = self.audit_of(dh, l2_time, Stream::Diffs);
         self.publish_l2(&wanted, &built, l2_time, l2_audit);
         self.publish_bbo_and_mids(&wanted, &built, l2_time, l2_audit, reloaded || shapes.mids);
         // Backfilled candles join the trades counted up to the last fills step published, before this pass's.
         let fills_audit = self.audit_of(self.fills_height, self.fills_block_time(), Stream::Fills);
-        self.candles.finish_backfills(&hub, self.tick_seq, stamped(fills_audit));
+        self.candles.finish_backfills(&*hub, self.tick_seq, stamped(fills_audit));
         let mut ticks = self.ticks(&wanted, &fill_steps, &status_steps, &blocks);
         if reloaded || !repaired.is_empty() {
             self.tick_seq += 1;
@@ -219,7 +218,7 @@ impl Publisher {
         }
         if reloaded {
             self.first_height = 0;
-            hub.counters.discontinuities.fetch_add(1, Relaxed);
+            hub.counters.discontinuities.inc();
             tracing::info!(height = h, "publishing from reloaded books: every stream restarts from the new state");
         }
         hub.push_ticks(ticks);
@@ -237,7 +236,7 @@ impl Publisher {
         }
         (self.installs, self.wanted_version) = (installs, wanted.version);
         hub.shared.set_publisher_wants_complete(!self.held.is_empty());
-        hub.counters.passes.fetch_add(1, Relaxed);
+        hub.counters.passes.inc();
         hub.announce(self.pass);
     }
 
@@ -301,7 +300,7 @@ impl Publisher {
             }
             sane
         });
-        self.hub.counters.l2_withheld.fetch_add(held, Relaxed);
+        self.hub.counters.l2_withheld.add(held);
     }
 
     /// The block time of the last fills step published (0 when unknown).
@@ -329,7 +328,7 @@ impl Publisher {
                     }
                     let audit = Audit { published: now_nanos(), ..audit };
                     slot.put(json, audit);
-                    self.hub.counters.l2_frames.fetch_add(1, Relaxed);
+                    self.hub.counters.l2_frames.inc();
                 }
             }
         }
@@ -343,7 +342,7 @@ impl Publisher {
             if (last != Some(&b.bbo) || never) && (b.exists || !never) {
                 let audit = Audit { published: now_nanos(), ..audit };
                 slot.put(json::bbo(&b.coin, time, &b.bbo), audit);
-                self.hub.counters.bbo_frames.fetch_add(1, Relaxed);
+                self.hub.counters.bbo_frames.inc();
             }
             self.bbo_last.insert(b.coin.clone(), b.bbo);
         }
@@ -384,7 +383,7 @@ impl Publisher {
             let json = json::all_mids(dex.as_deref(), list);
             let audit = Audit { published: now_nanos(), ..audit };
             slot.put(json, audit);
-            self.hub.counters.mids_frames.fetch_add(1, Relaxed);
+            self.hub.counters.mids_frames.inc();
         }
     }
 
@@ -411,14 +410,14 @@ impl Publisher {
                     let mut waiting = by_coin.remove(&coin).unwrap_or_default();
                     waiting.retain(|tx| !tx.is_closed());
                     if waiting.is_empty() {
-                        hub.counters.l4_snapshots_abandoned.fetch_add(1, Relaxed);
+                        hub.counters.l4_snapshots_abandoned.inc();
                         continue;
                     }
                     let book = book.unwrap_or_else(|| CoinBook::new(coin.clone()));
                     // The snapshot is the books at `audit.height`: that block's stage times are its own.
                     let json = json::l4_snapshot(&book, audit.height(), audit.block_time());
                     let frame = Arc::new(Frame::new(after_seq, json, stamped(audit)));
-                    hub.counters.l4_snapshots.fetch_add(1, Relaxed);
+                    hub.counters.l4_snapshots.inc();
                     for tx in waiting {
                         let _ = tx.send(L4Snapshot { after_seq, frame: frame.clone() });
                     }
@@ -440,8 +439,8 @@ fn stamped(a: Audit) -> Audit {
     Audit { published: now_nanos(), ..a }
 }
 
-fn audit_from(height: u64, block_time: i64, line: Stream, t: Option<BlockTimes>) -> Audit {
-    Audit { times: BlockTimes { height, line, block_time, ..t.unwrap_or_default() }, published: 0 }
+fn audit_from(height: u64, block_time: i64, line: Stream, t: Option<LineTimes>) -> Audit {
+    Audit { times: LineTimes { height, line, block_time, ..t.unwrap_or_default() }, published: 0 }
 }
 
 /// Copies out every target coin's wanted L2 groups and best levels (in parallel when there are many).

@@ -3,7 +3,6 @@
 //! order ingest handed them on.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -58,7 +57,7 @@ impl Publisher {
                 && !self.candles.is_empty()
             {
                 let audit = self.audit_of(height, *block_time, Stream::Fills);
-                tick.candles = self.candles.on_fills(&self.hub, height, fills, self.tick_seq, stamped(audit));
+                tick.candles = self.candles.on_fills(&*self.hub, height, fills, self.tick_seq, stamped(audit));
             }
             if let Some(Step { data: StepData::Fills { users: user_fills, generation, .. }, block_time, .. }) = step
                 && !users.is_empty()
@@ -75,7 +74,7 @@ impl Publisher {
                 for (coin, fills) in group_by_coin(fills.iter().map(|f| (&f.coin, f)), wanted, |w| w.trades) {
                     let frame = Frame::new(self.tick_seq, json::trades(fills.into_iter()), stamped(audit));
                     tick.trades.insert(coin, Arc::new(frame));
-                    self.hub.counters.trade_frames.fetch_add(1, Relaxed);
+                    self.hub.counters.trade_frames.inc();
                 }
             }
             if let Some(b) = block {
@@ -87,7 +86,7 @@ impl Publisher {
                             b.statuses.iter().filter(|s| s.coin == coin && oids.contains(&s.order.oid)).collect();
                         let bytes = json::l4_updates(&coin, b.height, b.block_time, &diffs, &statuses);
                         tick.l4.insert(coin, Arc::new(Frame::new(self.tick_seq, bytes, stamped(audit))));
-                        self.hub.counters.l4_frames.fetch_add(1, Relaxed);
+                        self.hub.counters.l4_frames.inc();
                     }
                 }
                 if !b.orders_stepped {

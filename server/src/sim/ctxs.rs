@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use super::Shared;
+use super::SimShared;
 use super::coins::{self, CoinSpec, Kind};
 use super::fmt::{decimal_string, signed_decimal};
 use crate::node::Side;
@@ -28,8 +28,8 @@ pub struct Top {
     pub resting: u64,
 }
 
-/// Every coin's `Top`, in `Shared::coins` order, read under the producer's lock (a sum over the coin's orders).
-pub fn tops(shared: &Shared) -> Vec<Top> {
+/// Every coin's `Top`, in `SimShared::coins` order, read under the producer's lock (a sum over the coin's orders).
+pub fn tops(shared: &SimShared) -> Vec<Top> {
     let st = shared.state.lock();
     st.market
         .books

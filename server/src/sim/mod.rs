@@ -15,7 +15,7 @@ pub mod ctxs;
 pub mod events;
 pub mod faults;
 pub mod fmt;
-pub mod info;
+pub mod info_server;
 pub mod market;
 pub mod nodes;
 pub mod orders;
@@ -47,15 +47,15 @@ use crate::node::time::now_nanos;
 
 /// What the producer and the info server share.
 #[derive(Debug)]
-pub struct Shared {
-    pub state: Mutex<State>,
+pub struct SimShared {
+    pub state: Mutex<ChainState>,
     pub coins: Vec<CoinSpec>,
-    /// Coin whose snapshot answers are wrong while `State::mismatch_left` > 0.
+    /// Coin whose snapshot answers are wrong while `ChainState::mismatch_left` > 0.
     pub mismatch: Option<String>,
 }
 
 #[derive(Debug)]
-pub struct State {
+pub struct ChainState {
     pub market: Market,
     /// Last block whose lines were all written (start height − 1 before the first).
     pub height: u64,
@@ -65,7 +65,7 @@ pub struct State {
 /// The producer: builds each block, writes it, and keeps the cadence.
 #[derive(Debug)]
 pub struct Sim {
-    shared: Arc<Shared>,
+    shared: Arc<SimShared>,
     /// The `--out` node, written in the producer's thread (`None` when it has a write delay: then it is in
     /// `nodes`).
     writer: Option<Writer>,
@@ -124,12 +124,12 @@ impl Sim {
             }
             nodes.push(NodeThread::start(w, n.faults, n.delay, n.seed, format!("hlsim-node{}", i + 2)));
         }
-        let state = State {
+        let state = ChainState {
             market,
             height: args.start_height.saturating_sub(1),
             mismatch_left: if args.snapshot_mismatch.is_some() { args.snapshot_mismatch_count } else { 0 },
         };
-        let shared = Arc::new(Shared { state: Mutex::new(state), coins, mismatch: args.snapshot_mismatch.clone() });
+        let shared = Arc::new(SimShared { state: Mutex::new(state), coins, mismatch: args.snapshot_mismatch.clone() });
         Ok(Sim {
             shared,
             writer,
@@ -145,7 +145,7 @@ impl Sim {
         })
     }
 
-    pub fn shared(&self) -> Arc<Shared> {
+    pub fn shared(&self) -> Arc<SimShared> {
         self.shared.clone()
     }
 
@@ -261,7 +261,7 @@ async fn serve(args: SimArgs) -> anyhow::Result<()> {
     let names: Vec<&str> = sim.shared.coins.iter().map(|c| c.name).collect();
     tracing::info!(out = %args.out.display(), mode = ?args.mode, coins = ?names, orders, info = %addr,
         start_height = args.start_height, "hlsim started");
-    let app = info::router_with(sim.shared(), std::time::Duration::from_millis(args.info_delay_ms));
+    let app = info_server::router_with(sim.shared(), std::time::Duration::from_millis(args.info_delay_ms));
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "info server failed");

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::fmt::decimal_string;
-use super::info::{copy_books, write_snapshot};
+use super::info_server::{copy_books, write_snapshot};
 use super::*;
 use crate::book::Books;
 use crate::book::snapshot::load_books;
@@ -197,7 +197,7 @@ fn info_api_over_http() {
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/info", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, info::router(shared)).await });
+        tokio::spawn(async move { axum::serve(listener, super::info_server::router(shared)).await });
         let client = reqwest::Client::new();
         let post = |body: serde_json::Value| client.post(&url).json(&body).send();
 

@@ -7,6 +7,9 @@
 //! locks at once or learns how they are laid out. The publisher sleeps on one wake signal (`wait_for_change`)
 //! that counts every change it must look at: a line step, a snapshot install, a repair or a subscription change.
 
+pub mod counter;
+pub mod health;
+pub mod sources;
 mod steps;
 
 use std::collections::VecDeque;
@@ -18,9 +21,9 @@ use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use rustc_hash::FxHashSet;
 
-pub use self::steps::{BlockTimes, KEPT_STEPS, Step, StepData, StepsSince};
+use self::health::Health;
+pub use self::steps::{KEPT_STEPS, LineTimes, Step, StepData, StepsSince};
 use crate::book::Books;
-use crate::ingest::health::Health;
 use crate::node::{Block, Coin, Stream, Watched};
 
 /// Blocks kept for validation, which brings a snapshot forward to our height with them.
@@ -45,7 +48,7 @@ pub struct Shared {
     /// The last completed blocks, oldest first.
     recent: Mutex<VecDeque<Arc<Block>>>,
     /// Stage timestamps of the last applied lines (three per block), oldest first.
-    timeline: Mutex<VecDeque<BlockTimes>>,
+    timeline: Mutex<VecDeque<LineTimes>>,
     /// Fills and diffs steps for the publisher, oldest first: trades and L2 before their block is complete.
     steps: Mutex<VecDeque<Arc<Step>>>,
     /// Coins replaced by a repair since the publisher last looked: their subscribers need a fresh snapshot.
@@ -160,7 +163,7 @@ impl Shared {
             let mut guard = self.books.write();
             *guard = books;
             self.recent.lock().clear();
-            self.health.counters.books_loaded.fetch_add(1, Relaxed);
+            self.health.counters().books_loaded.inc();
         }
         self.health.resynced(height);
         self.signal_change();
@@ -169,7 +172,7 @@ impl Shared {
     /// Times whole books were replaced by a snapshot (the `books_loaded` counter); read under the books' lock, it
     /// tells a reader that the books it saw before are gone.
     pub fn installs(&self) -> u64 {
-        self.health.counters.books_loaded.load(Relaxed)
+        self.health.counters().books_loaded.get()
     }
 
     pub fn health(&self) -> &Health {
@@ -246,7 +249,7 @@ impl Shared {
 
     /// Records a line's stage times. Ingest records a diffs step under the books' write lock, so a reader of the
     /// books at a height also finds that height's L2 times.
-    pub(crate) fn record(&self, times: BlockTimes) {
+    pub(crate) fn record(&self, times: LineTimes) {
         let mut t = self.timeline.lock();
         if t.len() == TIMELINE {
             t.pop_front();
@@ -255,12 +258,12 @@ impl Shared {
     }
 
     /// The recorded times of block `height`'s `line`, if still kept.
-    pub fn times_of(&self, height: u64, line: Stream) -> Option<BlockTimes> {
+    pub fn times_of(&self, height: u64, line: Stream) -> Option<LineTimes> {
         self.timeline.lock().iter().rev().find(|t| t.height == height && t.line == line).copied()
     }
 
     /// Every kept line time of the blocks in `heights`, oldest first.
-    pub fn times_in(&self, heights: std::ops::RangeInclusive<u64>) -> Vec<BlockTimes> {
+    pub fn times_in(&self, heights: std::ops::RangeInclusive<u64>) -> Vec<LineTimes> {
         self.timeline.lock().iter().filter(|t| heights.contains(&t.height)).copied().collect()
     }
 

@@ -48,7 +48,7 @@ pub const KEPT_STEPS: usize = 2 * super::RECENT_BLOCKS;
 /// Stage timestamps of one line of an applied block (Unix ns), for latency auditing: frames are stamped with the
 /// times of the line they were built from (L2 the diffs, trades the fills, l4Book the statuses that complete it).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct BlockTimes {
+pub struct LineTimes {
     pub height: u64,
     pub line: Stream,
     /// Consensus time (the exchange timestamp).

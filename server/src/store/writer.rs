@@ -6,7 +6,7 @@
 //! height it brings the store to. After a break, and on start, the first height the publisher hands over is not
 //! trusted (its earlier parts may be gone): everything from the last commit up to the first trusted height is read
 //! back from the node's files (`files`), in batches, which on a first start is every file still on disk. Blocks the
-//! files no longer hold (pruned, or a relay source with no files here) become a gap in the store's coverage.
+//! files no longer hold (pruned, or a NATS source with no files here) become a gap in the store's coverage.
 //!
 //! Commits use redb's `Eventual` durability: each commit is atomic and written before the next, so a killed process
 //! loses nothing written (the kernel has it); a power cut may lose the last commits, never the file's consistency,

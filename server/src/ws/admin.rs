@@ -6,8 +6,6 @@
 //! export; coins that blocks changed meanwhile are copied again under one lock at the end, so the document is
 //! still the books at a single height. One export runs at a time.
 
-use std::sync::atomic::Ordering::Relaxed;
-
 use axum::Router;
 use axum::extract::{Query, Request, State};
 use axum::http::{StatusCode, header};
@@ -107,7 +105,7 @@ async fn l4snapshot(State(s): State<AppState>, Query(q): Query<SnapshotQuery>) -
 
 /// Whole-book events that make copies taken before them worthless: snapshot installs and coin repairs.
 fn epoch(shared: &Shared) -> (u64, u64) {
-    (shared.installs(), shared.health().counters.repairs.load(Relaxed))
+    (shared.installs(), shared.health().counters().repairs.get())
 }
 
 /// The books (or `only` those coins) at one height, copied coin by coin under brief read locks, each taken when no

@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use bytes::Bytes;
 use serde_json::Value;
 
+use super::info_gate::Answer;
 use super::info_gate::Place;
-use super::passthrough::Answer;
 use crate::publish::Hub;
 use crate::publish::candles::{Interval, candle_object};
 
@@ -79,12 +79,12 @@ pub async fn candle_snapshot(hub: &Arc<Hub>, body: &Value, place: Place) -> Answ
             let turn = match hub.history().turns.take() {
                 Ok(t) => t,
                 Err(e) => {
-                    hub.history().counters.reads_refused.fetch_add(1, Relaxed);
+                    hub.history().counters.reads_refused.inc();
                     return Answer::text(503, &format!("candleSnapshot: {e}"));
                 }
             };
             if gone.load(Relaxed) {
-                hub.history().counters.reads_abandoned.fetch_add(1, Relaxed);
+                hub.history().counters.reads_abandoned.inc();
                 return Answer::text(499, "candleSnapshot: the client left");
             }
             let range = (r.interval.bucket(r.start).0, r.interval.bucket(r.end).0);

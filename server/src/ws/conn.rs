@@ -10,7 +10,6 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -239,7 +238,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                     self.pending_charges.push(charge);
                 }
                 () = sleep_until(deadline) => {
-                    self.ctx.counters.closed_idle.fetch_add(1, Relaxed);
+                    self.ctx.counters.closed_idle.inc();
                     break End::ByUs(CloseCode::Normal, format!("idle for {} s", idle.as_secs()));
                 }
             }
@@ -297,7 +296,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                         r = &mut write => break r,
                         // A post answer charged while the client does not read: close now, not after the timeout.
                         () = budget.went_over() => if let Some(reason) = budget.over() {
-                            ctx.counters.closed_budget.fetch_add(1, Relaxed);
+                            ctx.counters.closed_budget.inc();
                             return Err(End::ByUs(CloseCode::Policy, reason));
                         },
                     }
@@ -310,7 +309,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                     return Err(End::Gone);
                 }
                 Err(_) => {
-                    ctx.counters.closed_slow.fetch_add(1, Relaxed);
+                    ctx.counters.closed_slow.inc();
                     tracing::debug!("client stopped reading for {} s", idle.as_secs());
                     return Err(End::Gone);
                 }
@@ -326,7 +325,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     fn check_budget(&self) -> Result<(), End> {
         match self.budget.over() {
             Some(reason) => {
-                self.ctx.counters.closed_budget.fetch_add(1, Relaxed);
+                self.ctx.counters.closed_budget.inc();
                 Err(End::ByUs(CloseCode::Policy, reason))
             }
             None => Ok(()),
@@ -411,7 +410,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             }
         }
         for text in lost {
-            self.ctx.counters.overflows.fetch_add(1, Relaxed);
+            self.ctx.counters.overflows.inc();
             batch.push(Out::Text(protocol::notice(&text)));
         }
         let mut full = false;
@@ -472,7 +471,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                 && f.seq != *sent
             {
                 let conflated = if *sent != 0 && f.seq > *sent + 1 { f.seq - *sent - 1 } else { 0 };
-                self.ctx.counters.conflated.fetch_add(conflated, Relaxed);
+                self.ctx.counters.conflated.add(conflated);
                 // A subscription's first frame is the slot's current state, which may be older than it.
                 let first = *sent == 0;
                 *sent = f.seq;

@@ -76,10 +76,10 @@ pub async fn health(State(s): State<AppState>) -> Response {
         "lag_ms": {"block": block_lag / 1_000_000, "node_write": node_lag / 1_000_000},
         "connections": s.ws.limits.open(),
         "subscriptions": s.ws.counters.subscriptions().into_iter().collect::<std::collections::BTreeMap<_, _>>(),
-        "counters": h.counters.to_map(),
-        "sources": h.sources.to_json(),
-        "ws": crate::audit::Exposed::ws_counters(&*s.ws).into_iter().collect::<std::collections::BTreeMap<_, _>>(),
-        "publish": crate::audit::Exposed::publish_counters(&*s.ws).into_iter().collect::<std::collections::BTreeMap<_, _>>(),
+        "counters": h.counters().to_map(),
+        "sources": h.sources().to_json(),
+        "ws": crate::audit::Exposed::ws_counters(&*s.ws).into_iter().map(|c| (c.name, c.value)).collect::<std::collections::BTreeMap<_, _>>(),
+        "publish": crate::audit::Exposed::publish_counters(&*s.ws).into_iter().map(|c| (c.name, c.value)).collect::<std::collections::BTreeMap<_, _>>(),
     });
     if let Some(why) = h.failure() {
         body["failure"] = serde_json::Value::String(why);

@@ -11,7 +11,8 @@ use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
-pub use super::passthrough::{Answer, Passthrough};
+pub use super::info_gate::Answer;
+pub use super::passthrough::Passthrough;
 use crate::book::buckets::l2_levels;
 use crate::book::l2::L2Params;
 use crate::node::time::nanos_to_millis;

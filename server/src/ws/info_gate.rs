@@ -9,15 +9,30 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
+use bytes::Bytes;
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
+use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::passthrough::Answer;
 use crate::config::ServerConfig;
+
+/// An answer to an info request, whoever gave it: HTTP status and a JSON body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Answer {
+    pub status: u16,
+    pub json: Bytes,
+}
+
+impl Answer {
+    /// An answer carrying `text` as a JSON string.
+    pub fn text(status: u16, text: &str) -> Answer {
+        Answer { status, json: Bytes::from(Value::String(text.to_string()).to_string()) }
+    }
+}
 
 #[derive(Debug)]
 pub struct InfoGate {
@@ -25,10 +40,17 @@ pub struct InfoGate {
     places_per_ip: usize,
     max_waiting_per_ip: usize,
     wait_at_most: Duration,
-    /// Requests that found no free place and waited for one.
-    pub waited: AtomicU64,
-    /// Requests refused: their IP's queue was full (429) or they waited too long (504).
-    pub refused: AtomicU64,
+    pub counters: GateCounters,
+}
+
+crate::state::counter::counters! {
+    /// The gate's counters, exported with the socket's (`hlbook_ws_info_*`).
+    pub struct GateCounters {
+        /// Info requests that found no free place and waited for one.
+        waited as "info_waited",
+        /// Info requests refused: their IP's queue was full (429) or they waited too long (504).
+        refused as "info_refused",
+    }
 }
 
 /// One client IP's places and how many of its requests wait for one.
@@ -110,8 +132,7 @@ impl InfoGate {
             places_per_ip: c.info_max_in_flight_per_ip,
             max_waiting_per_ip: c.info_max_queued_per_ip,
             wait_at_most: Duration::from_millis(c.info_timeout_ms),
-            waited: AtomicU64::new(0),
-            refused: AtomicU64::new(0),
+            counters: GateCounters::default(),
         })
     }
 
@@ -119,7 +140,7 @@ impl InfoGate {
     /// long).
     pub async fn enter(self: &Arc<Self>, ip: IpAddr) -> Result<Place, Answer> {
         let Some(entry) = self.queue_up(ip) else {
-            self.refused.fetch_add(1, Relaxed);
+            self.counters.refused.inc();
             let limit = self.max_waiting_per_ip;
             let text = format!("too many info requests from {ip} waiting (server.info_max_queued_per_ip {limit})");
             return Err(Answer::text(429, &text));
@@ -130,14 +151,14 @@ impl InfoGate {
             drop(waiting);
             return Ok(Place { _permit: permit, _entry: entry });
         }
-        self.waited.fetch_add(1, Relaxed);
+        self.counters.waited.inc();
         let waited = tokio::time::timeout(self.wait_at_most, queue.places.clone().acquire_owned()).await;
         drop(waiting);
         match waited {
             Ok(Ok(permit)) => Ok(Place { _permit: permit, _entry: entry }),
             Ok(Err(_)) => Err(Answer::text(503, "shutting down")),
             Err(_) => {
-                self.refused.fetch_add(1, Relaxed);
+                self.counters.refused.inc();
                 let ms = self.wait_at_most.as_millis();
                 Err(Answer::text(504, &format!("waited {ms} ms for a place among this client's info requests")))
             }

@@ -32,7 +32,7 @@ mod user_stream;
 pub mod wire;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 
 use tokio::sync::watch;
 
@@ -59,35 +59,46 @@ pub struct WsContext {
     pub budgets: Arc<budget::Budgets>,
 }
 
-/// Counters of the serving stage.
-#[derive(Debug, Default)]
-pub struct WsCounters {
-    pub connections_accepted: AtomicU64,
-    pub connections_refused: AtomicU64,
-    pub messages_received: AtomicU64,
-    pub protocol_errors: AtomicU64,
-    pub frames_sent: AtomicU64,
-    pub bytes_sent: AtomicU64,
-    /// Batches written to sockets: one per connection woken with something due.
-    pub writes: AtomicU64,
-    /// L2/bbo/allMids frames a slow connection skipped because a newer one replaced them.
-    pub conflated: AtomicU64,
-    /// Loss notices: a connection fell further behind on an ordered stream than its backlog allows.
-    pub overflows: AtomicU64,
-    pub closed_idle: AtomicU64,
-    pub closed_abuse: AtomicU64,
-    /// Connections closed with 1008 for going over their byte budget (or a share of the exhausted global one).
-    pub closed_budget: AtomicU64,
-    /// Connections dropped because their client stopped reading for `idle_timeout_secs` mid-write.
-    pub closed_slow: AtomicU64,
-    /// TCP connections closed at accept: their IP group had `max_http_connections_per_ip` open (`listen`).
-    pub http_refused: AtomicU64,
-    /// Connections dropped because a request's headers were not complete within `header_timeout_secs`.
-    pub http_header_timeouts: AtomicU64,
-    /// Plain HTTP connections closed after `http_idle_timeout_secs` with nothing in flight.
-    pub http_closed_idle: AtomicU64,
-    /// Open subscriptions per channel, in `CHANNELS` order.
-    subs: [AtomicI64; CHANNELS.len()],
+crate::state::counter::counters! {
+    /// Counters of the serving stage, exported as `hlbook_ws_<name>` and under `ws` in `/health`.
+    pub struct WsCounters {
+        /// WebSocket connections accepted.
+        connections_accepted,
+        /// WebSocket connections refused by the connection limits.
+        connections_refused,
+        /// Messages received from clients.
+        messages_received,
+        /// Client messages that broke the protocol.
+        protocol_errors,
+        /// Frames sent to clients.
+        frames_sent,
+        /// Bytes sent to clients.
+        bytes_sent,
+        /// Batches written to sockets: one per connection woken with something due.
+        writes,
+        /// L2/bbo/allMids frames a slow connection skipped because a newer one replaced them.
+        conflated,
+        /// Loss notices: a connection fell further behind on an ordered stream than its backlog allows.
+        overflows,
+        /// Connections closed as idle.
+        closed_idle,
+        /// Connections closed for abuse.
+        closed_abuse,
+        /// Connections closed with 1008 for going over their byte budget (or a share of the exhausted global one).
+        closed_budget,
+        /// Connections dropped because their client stopped reading for `idle_timeout_secs` mid-write.
+        closed_slow,
+        /// TCP connections closed at accept: their IP group had `max_http_connections_per_ip` open (`listen`).
+        http_refused,
+        /// Connections dropped because a request's headers were not complete within `header_timeout_secs`.
+        http_header_timeouts,
+        /// Plain HTTP connections closed after `http_idle_timeout_secs` with nothing in flight.
+        http_closed_idle,
+    }
+    also {
+        /// Open subscriptions per channel, in `CHANNELS` order (a gauge: it goes down too).
+        subs: [AtomicI64; CHANNELS.len()],
+    }
 }
 
 /// Every channel a client can subscribe to, as `Subscription::channel` names it: each is counted.
@@ -96,22 +107,22 @@ pub const CHANNELS: [&str; 9] =
 
 /// What the exporters (`/metrics`, `/status`) read.
 impl crate::audit::Exposed for WsContext {
-    fn health(&self) -> &crate::ingest::health::Health {
+    fn health(&self) -> &crate::state::health::Health {
         self.state.health()
     }
     fn stages(&self) -> &crate::audit::Stages {
         self.hub.stages()
     }
-    fn publish_counters(&self) -> Vec<(&'static str, u64)> {
+    fn publish_counters(&self) -> Vec<crate::state::counter::Named> {
         self.hub.counter_list()
     }
     fn feed_bytes(&self) -> u64 {
         self.hub.feed_bytes()
     }
-    fn ws_counters(&self) -> Vec<(&'static str, u64)> {
-        let gate = [("info_waited", &self.info_gate.waited), ("info_refused", &self.info_gate.refused)];
-        let gate = gate.map(|(name, c)| (name, c.load(Relaxed)));
-        self.counters.to_map().into_iter().chain(gate).collect()
+    fn ws_counters(&self) -> Vec<crate::state::counter::Named> {
+        let mut list = self.counters.to_list();
+        list.extend(self.info_gate.counters.to_list());
+        list
     }
     fn connections(&self) -> usize {
         self.limits.open()
@@ -140,29 +151,5 @@ impl WsCounters {
     /// Subscriptions by channel.
     pub fn subscriptions(&self) -> [(&'static str, i64); CHANNELS.len()] {
         std::array::from_fn(|i| (CHANNELS[i], self.subs[i].load(Relaxed)))
-    }
-
-    pub fn to_map(&self) -> std::collections::BTreeMap<&'static str, u64> {
-        [
-            ("connections_accepted", &self.connections_accepted),
-            ("connections_refused", &self.connections_refused),
-            ("messages_received", &self.messages_received),
-            ("protocol_errors", &self.protocol_errors),
-            ("frames_sent", &self.frames_sent),
-            ("bytes_sent", &self.bytes_sent),
-            ("writes", &self.writes),
-            ("conflated", &self.conflated),
-            ("overflows", &self.overflows),
-            ("closed_idle", &self.closed_idle),
-            ("closed_abuse", &self.closed_abuse),
-            ("closed_budget", &self.closed_budget),
-            ("closed_slow", &self.closed_slow),
-            ("http_refused", &self.http_refused),
-            ("http_header_timeouts", &self.http_header_timeouts),
-            ("http_closed_idle", &self.http_closed_idle),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k, v.load(Relaxed)))
-        .collect()
     }
 }

@@ -8,7 +8,7 @@
 //! that answer. What is forwarded and cached is the request's canonical form (`canonical`: its known fields, of
 //! the right kinds, in one order), so a changing extra field neither defeats the cache nor reaches the node; and
 //! the global places are shared fairly among client IPs (`FairSlots`).
-//! hlbook's own snapshot requests (`ingest::info`) do not come this way.
+//! hlbook's own snapshot requests (`ingest::info_client`) do not come this way.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -21,22 +21,8 @@ use serde_json::Value;
 use tokio::sync::OnceCell;
 
 use super::fair_slots::FairSlots;
-use super::info_gate::InfoGate;
+use super::info_gate::{Answer, InfoGate};
 use crate::config::ServerConfig;
-
-/// An answer: HTTP status and a JSON body.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Answer {
-    pub status: u16,
-    pub json: Bytes,
-}
-
-impl Answer {
-    /// An answer carrying `text` as a JSON string.
-    pub fn text(status: u16, text: &str) -> Answer {
-        Answer { status, json: Bytes::from(Value::String(text.to_string()).to_string()) }
-    }
-}
 
 /// Cached answers kept at most; past this, expired ones are swept, and a request that still finds no room is
 /// forwarded uncached.

@@ -7,7 +7,6 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Query, Request, State};
@@ -89,7 +88,7 @@ pub async fn ws(
     let admitted = match ctx.limits.admit(client) {
         Ok(a) => a,
         Err(why) => {
-            ctx.counters.connections_refused.fetch_add(1, Relaxed);
+            ctx.counters.connections_refused.inc();
             tracing::debug!(%peer, %client, "connection refused: {why}");
             return (StatusCode::TOO_MANY_REQUESTS, why).into_response();
         }
@@ -126,7 +125,7 @@ pub async fn ws(
             .write_buffer_size(256 << 10)
             .max_write_buffer_size(64 << 20);
         let ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
-        task_ctx.counters.connections_accepted.fetch_add(1, Relaxed);
+        task_ctx.counters.connections_accepted.inc();
         Conn::new(task_ctx, ws, opts, client).run().await;
     });
     let mut resp = Response::new(Body::empty());

@@ -12,7 +12,7 @@ pub mod nats;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
@@ -23,6 +23,8 @@ pub const HLSIM: &str = env!("CARGO_BIN_EXE_hlsim");
 pub struct Proc {
     pub name: String,
     child: Option<Child>,
+    /// Closed (the child reads end-of-file) when the Proc is dropped.
+    stdin: Option<ChildStdin>,
     lines: Receiver<String>,
 }
 
@@ -40,18 +42,27 @@ impl Proc {
             .args(args)
             .env("RUST_LOG", "info")
             .envs(env.iter().copied())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(err)
             .spawn()
             .unwrap_or_else(|e| panic!("starting {bin}: {e}"));
         let out = child.stdout.take().unwrap();
+        let stdin = child.stdin.take();
         let (tx, lines) = channel();
         std::thread::spawn(move || {
             for line in BufReader::new(out).lines().map_while(Result::ok) {
                 let _ = tx.send(line);
             }
         });
-        Proc { name, child: Some(child), lines }
+        Proc { name, child: Some(child), stdin, lines }
+    }
+
+    /// Writes `line` and a newline to the process's standard input (a program of ours that waits for a go).
+    pub fn send_line(&mut self, line: &str) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{line}").unwrap_or_else(|e| panic!("{}: writing to stdin: {e}", self.name));
     }
 
     /// The rest of the first stdout line starting with `prefix`.
@@ -192,7 +203,7 @@ pub fn start_serve_at(
     Proc::start_env(HLBOOK, &args, env, log)
 }
 
-/// An edge: `hlbook serve` reading only `source` (`tcp://…`, `nats://…`) in `mode`, bootstrapped from `snapshot`,
+/// An edge: `hlbook serve` reading only `source` (`nats://…`) in `mode`, bootstrapped from `snapshot`,
 /// with no info server and no validation; returns it with its public and admin bases.
 pub fn start_edge(source: &str, mode: &str, snapshot: &Path, log: &Path) -> (Proc, String, String) {
     let snapshot = snapshot.to_str().expect("utf-8 path");

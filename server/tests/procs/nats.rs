@@ -138,3 +138,13 @@ pub fn start_cluster(dir: &Path) -> Vec<NatsServer> {
 pub fn urls(nodes: &[NatsServer]) -> String {
     nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect::<Vec<_>>().join(",")
 }
+
+/// `hlbook relay --nats` publishing `dir`'s node files in `mode`, with `config`'s `[nats]`; returns once it
+/// publishes.
+pub fn publisher(url: &str, dir: &Path, mode: &str, config: &Path, log: &Path) -> Proc {
+    let (dir, config) = (dir.to_str().unwrap(), config.to_str().unwrap());
+    let args = ["relay", "--nats", url, "--config", config, "--node-dir", dir, "--mode", mode];
+    let p = Proc::start(super::HLBOOK, &args, log);
+    p.wait_line("relay publishing to nats stream", Duration::from_secs(30));
+    p
+}

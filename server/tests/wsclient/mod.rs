@@ -4,11 +4,13 @@
 //! before the ack, and never for a coin the connection did not subscribe to).
 //!
 //! Socket tests start their server with `livefeed::Feed` (needs `mod procs;` and `mod livefeed;` beside it).
+//! `raw` is the same client without the subscription bookkeeping, for tests that load or starve a server.
 
 #![allow(dead_code)]
 
 pub mod check;
 pub mod http;
+pub mod raw;
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;

@@ -1,6 +1,8 @@
 //! NATS JetStream between the node's host and edges (issue #36): `hlbook relay --nats` publishes every node line
-//! (`publish`), `hlbook serve --source nats://…` consumes them (`source`), starting at a height found by binary
-//! search over the stream (`lookup`).
+//! (`publish`), `hlbook serve --source nats://…` consumes them (`source`, `lines`), starting at a height found by
+//! binary search over the stream (`lookup`). Snapshots go the same way: the publisher keeps node snapshots in an
+//! object store and answers requests for them (`keeper`), edges bootstrap, resync and validate from them
+//! (`snapshots`).
 //!
 //! What both sides agree on lives here. A node's lines go to one JetStream stream, one subject per node stream:
 //! `<prefix>.<mode>.<fills|diffs|statuses>`. Every message carries its block height and stream in headers, and a
@@ -9,8 +11,11 @@
 //! (`Hl-Part: i/n`), so the largest status lines (several MB) arrive whole under NATS's default 1 MB payload
 //! limit, on any server, cluster or gateway, without raising `max_payload` everywhere.
 
+pub mod keeper;
+mod lines;
 pub mod lookup;
 pub mod publish;
+pub mod snapshots;
 pub mod source;
 
 use anyhow::Context;
@@ -25,6 +30,9 @@ pub const H_INDEX: &str = "Hl-Index";
 pub const H_PART: &str = "Hl-Part";
 /// The publisher refused this line (over its `max_line_bytes`): its length; the payload is empty.
 pub const H_LOST: &str = "Hl-Lost";
+/// `height:index` of the line before this one on the same subject, as the publisher knows it: an edge takes a
+/// line straight from the subject (not yet from the stream) only when it follows the edge's last line there.
+pub const H_PREV: &str = "Hl-Prev";
 
 pub use crate::config::NatsConfig;
 
@@ -47,6 +55,12 @@ pub fn word_stream(word: &str) -> Option<Stream> {
 /// A header parsed as a number.
 pub fn header_u64(h: &HeaderMap, name: &str) -> Option<u64> {
     h.get(name)?.as_str().parse().ok()
+}
+
+/// A `height:index` header (`Hl-Prev`).
+pub fn header_key(h: &HeaderMap, name: &str) -> Option<(u64, u64)> {
+    let (height, index) = h.get(name)?.as_str().split_once(':')?;
+    Some((height.parse().ok()?, index.parse().ok()?))
 }
 
 /// `Hl-Part: i/n` as `(i, n)`; `(0, 1)` when absent.

@@ -17,8 +17,11 @@ use async_nats::HeaderMap;
 use async_nats::jetstream::{self, stream};
 use bytes::Bytes;
 
-use super::{H_HEIGHT, H_INDEX, H_LOST, H_PART, H_STREAM, NatsConfig, header_part, header_u64, stream_word, subject};
-use crate::ingest::source::{FileSource, LineSource, SourceEvent};
+use super::{
+    H_HEIGHT, H_INDEX, H_LOST, H_PART, H_PREV, H_STREAM, NatsConfig, header_part, header_u64, stream_word, subject,
+};
+use crate::ingest::file_source::FileSource;
+use crate::ingest::line_source::{LineSource, SourceEvent};
 use crate::ingest::tail::block_number;
 use crate::node::{Mode, Stream};
 
@@ -184,6 +187,9 @@ impl<'a> Publisher<'a> {
                 h.insert(H_INDEX, key.1.to_string().as_str());
                 if let Some(bytes) = lost {
                     h.insert(H_LOST, bytes.to_string().as_str());
+                }
+                if let Some((height, index)) = self.last[slot(s)] {
+                    h.insert(H_PREV, format!("{height}:{index}").as_str());
                 }
                 let body = if parts == 1 {
                     h.insert(async_nats::header::NATS_MESSAGE_ID, id.as_str());

@@ -2,10 +2,14 @@
 //! `LineSource` like the node's files, so it races with them under the same rules.
 //!
 //! A worker thread runs the NATS client and an ordered pull consumer that starts at the height ingest asks for
-//! (`lookup`), puts lines split in parts back together, and hands whole lines over a bounded channel: a slow edge
-//! only slows its own consumer, never the publisher or other edges. When the consumer fails the worker reports
-//! it and ends; the next worker resumes after the last block ingest fully saw, behind a `SourceEvent::Restart`,
-//! so nothing is applied twice and nothing is skipped.
+//! (`lookup`), also subscribes to the line subjects for the lines still to come (`lines` says when those may be
+//! used), puts lines split in parts back together, and hands whole lines over a bounded channel: a slow edge only
+//! slows its own consumer, never the publisher or other edges. When the consumer fails the worker reports
+//! it and ends; the next worker resumes at the stream sequence after the last line this source handed to ingest,
+//! so a reconnect (a NATS server restarted mid-block) is invisible to ingest: no line comes twice, none is
+//! skipped, and a streaming block's applied diffs are not read again. Only when that position is gone from the
+//! stream (retention) does it fall back to the block after the last one ingest fully saw, behind a
+//! `SourceEvent::Restart`.
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -15,8 +19,9 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{H_HEIGHT, H_INDEX, H_LOST, NatsConfig, header_part, header_u64, word_stream};
-use crate::ingest::source::{LineSource, SourceCounters, SourceEvent};
+use super::NatsConfig;
+use super::lines::{Lines, Pos, Via, Whole};
+use crate::ingest::line_source::{LineSource, SourceCounters, SourceEvent};
 use crate::node::{Mode, Stream};
 
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
@@ -33,9 +38,11 @@ pub struct NatsTarget {
 }
 
 enum Msg {
-    Up,
-    Line(Stream, Bytes),
-    TooLong(Stream, u64, u64),
+    Up(u64),
+    /// The stream no longer holds the resume position: lines come again from a block start.
+    Restart,
+    Line(Stream, Bytes, Pos),
+    TooLong(Stream, u64, u64, Pos),
     Broken(String),
 }
 
@@ -58,6 +65,8 @@ pub struct NatsSource {
     mode: Mode,
     max_line: usize,
     resume_after: u64,
+    /// Set once a line was handed on: a new worker continues right after it.
+    pos: Option<Pos>,
     worker: Option<Worker>,
     lost: bool,
     backoff: Duration,
@@ -75,6 +84,7 @@ impl NatsSource {
             mode,
             max_line,
             resume_after: height,
+            pos: None,
             worker: None,
             lost: false,
             backoff: BACKOFF_MIN,
@@ -88,14 +98,15 @@ impl NatsSource {
     fn spawn(&mut self) {
         let (tx, rx) = mpsc::channel(QUEUE);
         let (cancel, cancelled) = oneshot::channel();
-        let (target, mode, after, max_line) = (self.target.clone(), self.mode, self.resume_after, self.max_line);
+        let (target, mode, max_line) = (self.target.clone(), self.mode, self.max_line);
+        let from = From { after: self.resume_after, pos: self.pos };
         std::thread::Builder::new()
             .name("nats-source".into())
             .spawn(move || {
                 let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
                 rt.block_on(async move {
                     tokio::select! {
-                        r = consume(&target, mode, after, max_line, &tx) => {
+                        r = consume(&target, mode, from, max_line, &tx) => {
                             let why = match r { Ok(()) => "the consumer ended".to_string(), Err(e) => format!("{e:#}") };
                             let _ = tx.send(Msg::Broken(why)).await;
                         }
@@ -109,20 +120,31 @@ impl NatsSource {
 
     fn handle(&mut self, m: Msg, on: &mut dyn FnMut(SourceEvent<'_>)) {
         match m {
-            Msg::Up => {
+            Msg::Up(seq) => {
                 self.counters.connects += 1;
                 self.problem = None;
                 self.backoff = BACKOFF_MIN;
-                tracing::info!(nats = %self.target.servers, stream = %self.target.stream, "reading lines after block {}", self.resume_after);
+                tracing::info!(nats = %self.target.servers, stream = %self.target.stream, "reading lines from sequence {seq}");
             }
-            Msg::Line(s, line) => {
+            Msg::Restart => {
+                self.pos = None;
+                on(SourceEvent::Restart);
+            }
+            Msg::Line(s, line, pos) => {
                 self.counters.lines += 1;
                 self.counters.bytes += line.len() as u64;
+                self.pos = Some(pos);
                 on(SourceEvent::Line(s, &line));
             }
-            Msg::TooLong(stream, height, bytes) => on(SourceEvent::TooLong { stream, height: Some(height), bytes }),
+            Msg::TooLong(stream, height, bytes, pos) => {
+                self.pos = Some(pos);
+                on(SourceEvent::TooLong { stream, height: Some(height), bytes });
+            }
             Msg::Broken(why) => {
-                tracing::warn!(nats = %self.target.servers, "NATS source lost ({why}); resuming after block {}", self.resume_after);
+                let at = self
+                    .pos
+                    .map_or(format!("after block {}", self.resume_after), |p| format!("at sequence {}", p.next));
+                tracing::warn!(nats = %self.target.servers, "NATS source lost ({why}); resuming {at}");
                 self.problem = Some(format!("nats {}/{}: {why}", self.target.servers, self.target.stream));
                 self.counters.disconnects += 1;
                 self.worker = None;
@@ -142,7 +164,9 @@ impl LineSource for NatsSource {
                 std::thread::sleep((self.next_attempt - now).min(wait));
                 return Ok(());
             }
-            if std::mem::take(&mut self.lost) {
+            // Lost with no line handed on since (re)positioning: ingest drops partial blocks, as the new worker
+            // reads from the block after the last whole one. With a position, it continues right there.
+            if std::mem::take(&mut self.lost) && self.pos.is_none() {
                 on(SourceEvent::Restart);
             }
             self.spawn();
@@ -171,6 +195,7 @@ impl LineSource for NatsSource {
 
     fn restart_after(&mut self, height: u64) {
         self.resume_after = height;
+        self.pos = None;
         self.worker = None;
         self.lost = false;
         self.next_attempt = Instant::now();
@@ -189,31 +214,68 @@ impl LineSource for NatsSource {
     }
 }
 
-/// A line being put back together from its parts.
-#[derive(Default)]
-struct Parts {
-    buf: Vec<u8>,
-    next: u64,
-    /// Over `max_line`: the rest of its parts are dropped and the line reported lost.
-    over: bool,
+/// Where a worker starts: right after the last line handed on (`pos`), or else at the block after `after`.
+#[derive(Clone, Copy, Debug)]
+struct From {
+    after: u64,
+    pos: Option<Pos>,
 }
 
-/// Reads the stream from the first line after `after` and sends whole lines until an error.
+/// The sequence to start at: `from.pos` when the stream still holds it, else the first line after `from.after`
+/// (announced with `Msg::Restart` when a position was given up).
+async fn start_at(
+    st: &mut async_nats::jetstream::stream::Stream,
+    prefix: &str,
+    mode: Mode,
+    from: &mut From,
+    tx: &mpsc::Sender<Msg>,
+) -> anyhow::Result<u64> {
+    if let Some(pos) = from.pos {
+        let first = st.get_info().await?.state.first_sequence;
+        if pos.next >= first {
+            return Ok(pos.next);
+        }
+        tracing::warn!("the NATS stream no longer holds sequence {} (retention); reading from a block start", pos.next);
+        from.pos = None;
+        tx.send(Msg::Restart).await?;
+    }
+    super::lookup::start_sequence(st, prefix, mode, from.after).await
+}
+
+/// Messages straight from the subject waiting for the reader; more are dropped (the stream has them).
+const SUBJECT_QUEUE: usize = 64;
+
+/// Reads the stream from `from` and sends whole lines until an error; lines still to come are also taken straight
+/// from the subject when they are next in sequence (`lines`).
 async fn consume(
     t: &NatsTarget,
     mode: Mode,
-    after: u64,
+    mut from: From,
     max_line: usize,
     tx: &mpsc::Sender<Msg>,
 ) -> anyhow::Result<()> {
     let (re_tx, mut reconnected) = mpsc::unbounded_channel();
     let client = super::connect(&t.servers, &t.cfg, "hlbook serve", Some(re_tx)).await?;
-    let js = jetstream::new(client);
+    let js = jetstream::new(client.clone());
     let mut st = js.get_stream(&t.stream).await.map_err(|e| anyhow::anyhow!("stream {}: {e}", t.stream))?;
     let wanted = format!(".{}.*", mode.as_str());
     let prefix = st.cached_info().config.subjects.iter().find_map(|s| s.strip_suffix(&wanted)).map(str::to_string);
     let prefix = prefix.ok_or_else(|| anyhow::anyhow!("stream {} holds no {} lines", t.stream, mode.as_str()))?;
-    let start = super::lookup::start_sequence(&mut st, &prefix, mode, after).await?;
+    let (live_tx, mut live_rx) = mpsc::channel(SUBJECT_QUEUE);
+    let mut _drain = None;
+    if t.cfg.live_subjects {
+        let mut live = client.subscribe(format!("{prefix}{wanted}")).await?;
+        // Drains the subscription into a small queue, dropping what does not fit, so a slow edge holds at most
+        // SUBJECT_QUEUE such messages; it ends with this function.
+        _drain = Some(AbortOnDrop(tokio::spawn(async move {
+            while let Some(m) = live.next().await {
+                if let Err(mpsc::error::TrySendError::Closed(_)) = live_tx.try_send(m) {
+                    break;
+                }
+            }
+        })));
+    }
+    let start = start_at(&mut st, &prefix, mode, &mut from, tx).await?;
     let c = st
         .create_consumer(consumer::pull::OrderedConfig {
             filter_subject: format!("{prefix}{wanted}"),
@@ -222,62 +284,41 @@ async fn consume(
         })
         .await?;
     let mut msgs = c.messages().await?;
-    tx.send(Msg::Up).await?;
-    let mut parts: [Parts; 3] = Default::default();
-    // The last line handed on per stream (height, index): a line seen again is dropped.
-    let mut seen: [Option<(u64, u64)>; 3] = [None; 3];
+    tx.send(Msg::Up(start)).await?;
+    let mut lines = Lines::new(from.after, max_line, from.pos);
+    let mut caught_up = false;
     loop {
-        let m = tokio::select! {
-            m = msgs.next() => m,
+        let whole = tokio::select! {
+            biased;
             _ = reconnected.recv() => anyhow::bail!("reconnected to NATS; the consumer starts over"),
-        };
-        let Some(m) = m else { break };
-        let m = m?;
-        let s = m.subject.rsplit('.').next().and_then(word_stream);
-        let (Some(s), Some(h)) = (s, m.headers.as_ref()) else {
-            anyhow::bail!("message on {} is not a node line of ours", m.subject);
-        };
-        let height = header_u64(h, H_HEIGHT).ok_or_else(|| anyhow::anyhow!("no {H_HEIGHT} header"))?;
-        let key = (height, header_u64(h, H_INDEX).unwrap_or(0));
-        let (part, n) = header_part(h).ok_or_else(|| anyhow::anyhow!("bad part header on {}", m.subject))?;
-        let i = s as usize;
-        if height <= after || seen[i].is_some_and(|k| key <= k) {
-            continue;
-        }
-        if let Some(bytes) = header_u64(h, H_LOST) {
-            seen[i] = Some(key);
-            tx.send(Msg::TooLong(s, height, bytes)).await?;
-            continue;
-        }
-        if n == 1 {
-            seen[i] = Some(key);
-            if m.payload.len() > max_line {
-                tx.send(Msg::TooLong(s, height, m.payload.len() as u64)).await?;
-            } else {
-                tx.send(Msg::Line(s, m.payload.clone())).await?;
+            Some(m) = live_rx.recv() => {
+                let whole = lines.take(Via::Subject, None, &m.subject, m.headers.as_ref(), &m.payload)?;
+                if whole.is_some() && !std::mem::replace(&mut caught_up, true) {
+                    tracing::info!(stream = %t.stream, "caught up: lines now come straight from their subjects");
+                }
+                whole
             }
-            continue;
-        }
-        let p = &mut parts[i];
-        if part == 0 {
-            *p = Parts::default();
-        } else if part != p.next {
-            // A part of a line we did not see begin (a publisher restarted mid-line): its whole copy follows.
-            *p = Parts { next: u64::MAX, ..Parts::default() };
-            continue;
-        }
-        p.next = part + 1;
-        p.over |= p.buf.len() + m.payload.len() > max_line;
-        if !p.over {
-            p.buf.extend_from_slice(&m.payload);
-        }
-        if part + 1 == n {
-            seen[i] = Some(key);
-            let p = std::mem::take(p);
-            let msg =
-                if p.over { Msg::TooLong(s, height, n * m.payload.len() as u64) } else { Msg::Line(s, p.buf.into()) };
-            tx.send(msg).await?;
+            m = msgs.next() => {
+                let Some(m) = m else { break };
+                let m = m?;
+                let seq = m.info().map_err(|e| anyhow::anyhow!("message without stream info: {e}"))?.stream_sequence;
+                lines.take(Via::Stream, Some(seq), &m.subject, m.headers.as_ref(), &m.payload)?
+            }
+        };
+        match whole {
+            Some(Whole::Line(s, line)) => tx.send(Msg::Line(s, line, lines.pos())).await?,
+            Some(Whole::TooLong(s, height, bytes)) => tx.send(Msg::TooLong(s, height, bytes, lines.pos())).await?,
+            None => {}
         }
     }
     Ok(())
+}
+
+/// A task aborted when this is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

@@ -16,7 +16,6 @@
 //! that subscribe and unsubscribe in a loop cannot grow the queue or make the server re-read the files for them.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc;
 
 use parking_lot::Mutex;
@@ -25,7 +24,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use super::candle_frame;
 use crate::node::{Coin, Fill};
 use crate::publish::frame::{Audit, Frame};
-use crate::publish::hub::Hub;
+use crate::state::Shared;
 use crate::store::Coverage;
 use crate::store::candle::{Candle, Interval, Trade, block_trades, push};
 
@@ -119,6 +118,20 @@ impl State {
     }
 }
 
+/// What the keeper needs of the hub that holds its frames. The hub names the keeper's types, so the keeper reaches
+/// the hub only through this (no file circle between them).
+pub trait CandleHub: Send + Sync + 'static {
+    /// The newest frame of each key, and the backfills in flight.
+    fn candle_frames(&self) -> &CandleFrames;
+    fn shared_state(&self) -> &Shared;
+    /// The history store, once opened.
+    fn history_store(&self) -> Option<Arc<crate::store::Store>>;
+    /// A new key's backfill found the queue full (it is tried again at the next pass).
+    fn backfill_deferred(&self);
+    /// A backfill request was dropped: nobody wants its keys any more.
+    fn backfill_skipped(&self);
+}
+
 /// The publisher's candle states, per coin.
 #[derive(Debug, Default)]
 pub struct Keeper {
@@ -128,7 +141,7 @@ pub struct Keeper {
 
 impl Keeper {
     /// Keeps exactly the wanted keys: new ones start as `New`, unwanted ones (and their newest frames) go.
-    pub fn sync(&mut self, hub: &Hub, wanted: &FxHashMap<Coin, Vec<Interval>>) {
+    pub fn sync(&mut self, hub: &impl CandleHub, wanted: &FxHashMap<Coin, Vec<Interval>>) {
         self.coins.retain(|c, states| {
             let Some(want) = wanted.get(c) else { return false };
             states.retain(|s| want.contains(&s.interval));
@@ -144,8 +157,11 @@ impl Keeper {
             }
         }
         let coins = &self.coins;
-        hub.candles.latest.lock().retain(|(c, i), _| coins.get(c).is_some_and(|s| s.iter().any(|s| s.interval == *i)));
-        hub.candles.backfilling.lock().retain(|((c, i), b)| {
+        hub.candle_frames()
+            .latest
+            .lock()
+            .retain(|(c, i), _| coins.get(c).is_some_and(|s| s.iter().any(|s| s.interval == *i)));
+        hub.candle_frames().backfilling.lock().retain(|((c, i), b)| {
             let of_key =
                 |s: &State| s.interval == *i && matches!(s.phase, Phase::Backfilling { before, .. } if before == *b);
             coins.get(c).is_some_and(|s| s.iter().any(of_key))
@@ -159,7 +175,7 @@ impl Keeper {
     /// Starts the backfill of every `New` key: its candle from the store once it holds the blocks below `before`
     /// (the height after the last fills step published); a coin whose request finds the queue full stays `New`
     /// until a later pass.
-    pub fn start_backfills(&mut self, hub: &Arc<Hub>, before: u64) {
+    pub fn start_backfills<H: CandleHub>(&mut self, hub: &Arc<H>, before: u64) {
         for (coin, states) in &mut self.coins {
             let intervals: Vec<Interval> =
                 states.iter().filter(|s| matches!(s.phase, Phase::New)).map(|s| s.interval).collect();
@@ -168,10 +184,10 @@ impl Keeper {
             }
             let worker = self.worker.get_or_insert_with(|| spawn_worker(hub.clone()));
             // Held across the send, so the thread cannot look the keys up before they are marked wanted.
-            let mut backfilling = hub.candles.backfilling.lock();
+            let mut backfilling = hub.candle_frames().backfilling.lock();
             let request = Request { coin: coin.clone(), intervals: intervals.clone(), before };
             if worker.try_send(request).is_err() {
-                hub.counters.candle_backfills_deferred.fetch_add(1, Relaxed);
+                hub.backfill_deferred();
                 continue;
             }
             backfilling.extend(intervals.into_iter().map(|i| ((coin.clone(), i), before)));
@@ -183,8 +199,8 @@ impl Keeper {
 
     /// Joins finished backfills with the trades counted meanwhile and publishes each key's first frame, current
     /// after feed tick `seq` (the fills steps up to the last one published).
-    pub fn finish_backfills(&mut self, hub: &Hub, seq: u64, audit: Audit) {
-        let done = std::mem::take(&mut *hub.candles.inbox.lock());
+    pub fn finish_backfills(&mut self, hub: &impl CandleHub, seq: u64, audit: Audit) {
+        let done = std::mem::take(&mut *hub.candle_frames().inbox.lock());
         for d in done {
             let Some(states) = self.coins.get_mut(&d.coin) else { continue };
             for (interval, b) in d.results {
@@ -200,10 +216,10 @@ impl Keeper {
                     push(&mut candle, interval, *tr);
                 }
                 (s.candle, s.phase, s.coverage) = (candle, Phase::Live, b.coverage);
-                hub.candles.backfilling.lock().remove(&((d.coin.clone(), interval), d.before));
+                hub.candle_frames().backfilling.lock().remove(&((d.coin.clone(), interval), d.before));
                 if let Some(c) = s.candle {
                     let frame = Arc::new(Frame::new(seq, candle_frame(&d.coin, interval, &c), audit));
-                    hub.candles.set((d.coin.clone(), interval), s.latest(frame, &c));
+                    hub.candle_frames().set((d.coin.clone(), interval), s.latest(frame, &c));
                 }
             }
         }
@@ -213,7 +229,7 @@ impl Keeper {
     /// current after feed tick `seq` (also kept as the key's newest).
     pub fn on_fills(
         &mut self,
-        hub: &Hub,
+        hub: &impl CandleHub,
         height: u64,
         fills: &[Fill],
         seq: u64,
@@ -242,7 +258,7 @@ impl Keeper {
                 let (Phase::Live, true, Some(c)) = (&s.phase, counted, s.candle) else { continue };
                 let frame = Arc::new(Frame::new(seq, candle_frame(coin, s.interval, &c), audit));
                 let key = (coin.clone(), s.interval);
-                hub.candles.set(key.clone(), s.latest(frame.clone(), &c));
+                hub.candle_frames().set(key.clone(), s.latest(frame.clone(), &c));
                 out.insert(key, frame);
             }
         }
@@ -251,11 +267,11 @@ impl Keeper {
 }
 
 /// The thread that reads backfills from the node's files; it ends with the publisher.
-fn spawn_worker(hub: Arc<Hub>) -> mpsc::SyncSender<Request> {
+fn spawn_worker<H: CandleHub>(hub: Arc<H>) -> mpsc::SyncSender<Request> {
     let (tx, rx) = mpsc::sync_channel::<Request>(BACKFILL_QUEUE);
-    let spawned = std::thread::Builder::new()
-        .name("hlbook-candles".into())
-        .spawn(move || hub.shared.health().supervised("candle backfill thread", || serve_backfills(&hub, &rx)));
+    let spawned = std::thread::Builder::new().name("hlbook-candles".into()).spawn(move || {
+        hub.shared_state().health().supervised("candle backfill thread", || serve_backfills(&*hub, &rx));
+    });
     if let Err(e) = spawned {
         tracing::error!("cannot start the candle backfill thread: {e}");
     }
@@ -263,16 +279,16 @@ fn spawn_worker(hub: Arc<Hub>) -> mpsc::SyncSender<Request> {
 }
 
 /// Reads one request (a coin's new keys) at a time, each only for the keys still wanted, until the sender goes.
-fn serve_backfills(hub: &Hub, rx: &mpsc::Receiver<Request>) {
+fn serve_backfills(hub: &impl CandleHub, rx: &mpsc::Receiver<Request>) {
     for mut r in rx {
         assert!(!crate::state::test_panic("candles"), "HLBOOK_TEST_PANIC asked the candle thread to panic");
-        let wanted = |i: &Interval| hub.candles.backfilling.lock().contains(&((r.coin.clone(), *i), r.before));
+        let wanted = |i: &Interval| hub.candle_frames().backfilling.lock().contains(&((r.coin.clone(), *i), r.before));
         r.intervals.retain(wanted);
         if r.intervals.is_empty() {
-            hub.counters.candle_backfills_skipped.fetch_add(1, Relaxed);
+            hub.backfill_skipped();
             continue;
         }
-        let results = match hub.store.get() {
+        let results = match hub.history_store() {
             Some(store) => {
                 // The store writes a block soon after the publisher published it; while it catches up (a first
                 // start reads every file on disk) the key waits, as long as someone wants it.
@@ -284,7 +300,7 @@ fn serve_backfills(hub: &Hub, rx: &mpsc::Receiver<Request>) {
                     }
                 }
                 if gone {
-                    hub.counters.candle_backfills_skipped.fetch_add(1, Relaxed);
+                    hub.backfill_skipped();
                     continue;
                 }
                 match store.newest(&r.coin, &r.intervals) {
@@ -302,8 +318,8 @@ fn serve_backfills(hub: &Hub, rx: &mpsc::Receiver<Request>) {
             None => no_history(&r.intervals),
         };
         let results = r.intervals.into_iter().zip(results).collect();
-        hub.candles.inbox.lock().push(Done { coin: r.coin, before: r.before, results });
-        hub.shared.signal_change();
+        hub.candle_frames().inbox.lock().push(Done { coin: r.coin, before: r.before, results });
+        hub.shared_state().signal_change();
     }
 }
 

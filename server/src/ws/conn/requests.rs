@@ -1,7 +1,6 @@
 //! A connection's requests: subscribe, unsubscribe and post, each answered into the connection's pending messages
 //! (written ahead of the data in its next batch), and the cap on messages a minute.
 
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -26,14 +25,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             _ => return Ok(()),
         };
         self.count_message()?;
-        self.ctx.counters.messages_received.fetch_add(1, Relaxed);
+        self.ctx.counters.messages_received.inc();
         match protocol::parse(&text) {
             Ok(Request::Ping) => self.pending.push(protocol::PONG.to_string()),
             Ok(Request::Subscribe(s)) => self.subscribe(s),
             Ok(Request::Unsubscribe(s)) => self.unsubscribe(s),
             Ok(Request::Post { id, request }) => self.post(id, request),
             Err(e) => {
-                self.ctx.counters.protocol_errors.fetch_add(1, Relaxed);
+                self.ctx.counters.protocol_errors.inc();
                 self.pending.push(protocol::error(&e));
             }
         }
@@ -48,7 +47,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         self.window_messages += 1;
         let max = self.ctx.cfg.max_messages_per_minute;
         if self.window_messages > max {
-            self.ctx.counters.closed_abuse.fetch_add(1, Relaxed);
+            self.ctx.counters.closed_abuse.inc();
             return Err(End::ByUs(CloseCode::Policy, format!("more than {max} messages a minute")));
         }
         Ok(())
@@ -57,7 +56,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     fn subscribe(&mut self, s: Subscription) {
         if !self.exists(&s.want) {
             // Nothing is kept for a name the books do not have, so made-up names cost no memory.
-            self.ctx.counters.protocol_errors.fetch_add(1, Relaxed);
+            self.ctx.counters.protocol_errors.inc();
             self.pending.push(protocol::unknown_subject(&s.echo));
             return;
         }
@@ -67,7 +66,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         }
         let max = self.ctx.cfg.max_subscriptions;
         if self.subs.len() >= max {
-            self.ctx.counters.protocol_errors.fetch_add(1, Relaxed);
+            self.ctx.counters.protocol_errors.inc();
             let text = format!("Too many subscriptions: at most {max} per connection: {}", s.echo);
             self.pending.push(protocol::error(&text));
             return;
@@ -75,7 +74,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         if let (Want::User { user, .. }, Some(ip)) = (&s.want, self.opts.ip) {
             let (users, subs) = (self.ctx.cfg.max_users_per_ip, self.ctx.cfg.max_user_subscriptions_per_ip);
             if let Err(why) = self.ctx.user_cap.try_add(ip, *user, users, subs) {
-                self.ctx.counters.protocol_errors.fetch_add(1, Relaxed);
+                self.ctx.counters.protocol_errors.inc();
                 let max = if why == crate::ws::user_cap::Refused::Users { users } else { subs };
                 self.pending.push(protocol::error(&crate::ws::user_cap::refusal(why, max, &s.echo)));
                 return;

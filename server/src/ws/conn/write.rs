@@ -2,8 +2,6 @@
 //! message serves (plain frames), the connection's own copy where it does not (audit, batch arrays, texts), and the
 //! private bytes charged to its budget while they are written.
 
-use std::sync::atomic::Ordering::Relaxed;
-
 use bytes::Bytes;
 use futures_util::SinkExt;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -60,9 +58,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             }
         }
         let c = &self.ctx.counters;
-        c.frames_sent.fetch_add(n, Relaxed);
-        c.bytes_sent.fetch_add(bytes, Relaxed);
-        c.writes.fetch_add(1, Relaxed);
+        c.frames_sent.add(n);
+        c.bytes_sent.add(bytes);
+        c.writes.inc();
         Ok(())
     }
 

@@ -2,13 +2,15 @@
 //!
 //! The node writes the snapshot to a path we name and answers when it is done; the file's first bytes give its
 //! height, which is all ingest needs to position its source, so loading (seconds on mainnet) can go on beside
-//! ingest. Snapshot files are ours: each is deleted once loaded.
+//! ingest. Snapshot files are ours: each is deleted once loaded. `SnapshotFrom` names every place a snapshot can
+//! come from (a file, the node, the NATS object store of an edge's publisher), so ingest and validation ask one way.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
+use super::nats::source::NatsTarget;
 use crate::book::Books;
 use crate::book::snapshot::load_books;
 
@@ -20,6 +22,23 @@ pub enum SnapshotFrom {
     Info { url: String, dir: PathBuf },
     /// A file already on disk (tests, offline starts); used once, then the info server (if any) takes over.
     File(PathBuf),
+    /// The object store an `hlbook relay --nats` keeps (`ingest::nats::snapshots`), downloaded into `dir`: an edge
+    /// with no access to the node.
+    Nats { target: Box<NatsTarget>, dir: PathBuf },
+}
+
+impl SnapshotFrom {
+    /// A snapshot file, and whether it is ours to delete once loaded. `min_height`: the lowest height the caller
+    /// can use, for a source that can choose among several (NATS); the node's info server always writes a new one.
+    pub fn fetch(&self, min_height: u64) -> Result<(PathBuf, bool), InfoError> {
+        match self {
+            SnapshotFrom::File(p) => Ok((p.clone(), false)),
+            SnapshotFrom::Info { url, dir } => Ok((InfoClient::new(url, dir)?.request_snapshot()?, true)),
+            SnapshotFrom::Nats { target, dir } => super::nats::snapshots::fetch(target, dir, min_height)
+                .map(|p| (p, true))
+                .map_err(|e| InfoError::Nats(format!("{e:#}"))),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +47,8 @@ pub enum InfoError {
     Http { url: String, source: reqwest::Error },
     #[error("info server {url} answered {status}: {body}")]
     Status { url: String, status: u16, body: String },
+    #[error("snapshot over NATS: {0}")]
+    Nats(String),
     #[error("snapshot {path}: {why}")]
     File { path: String, why: String },
 }

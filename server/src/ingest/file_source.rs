@@ -1,63 +1,15 @@
-//! Where node lines come from: the node's files on this host, or a relay's TCP stream (`ingest::tcp`).
-//!
-//! Both hand complete lines to ingest in each stream's order and can be told to start over after a height. A
-//! source that loses its place (a file replaced under its name, a dropped connection) says so with
-//! `SourceEvent::Restart` before delivering anything again: ingest then drops its partly assembled blocks, because
-//! every line after the resume height is coming again and must not be applied twice.
+//! The node's hour files on this host as a `LineSource`: each stream's file tailed (`tail`), woken by inotify
+//! (`wake`) with a slow poll behind it, read in passes whose order puts the line trades and books wait for first.
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use super::data_dir::diagnose_dir;
+use super::line_source::{LineSource, SourceCounters, SourceEvent};
 use super::tail::StreamTail;
 use super::wake::Wake;
 use crate::node::{Mode, Stream};
-
-/// What a source delivers.
-#[derive(Debug)]
-pub enum SourceEvent<'a> {
-    Line(Stream, &'a [u8]),
-    /// A line longer than `ingest.max_line_bytes` was refused, not delivered (`bytes`: its length, or what of it had
-    /// come): the source moved past it. `height` when its start says.
-    TooLong {
-        stream: Stream,
-        height: Option<u64>,
-        bytes: u64,
-    },
-    /// The source lost its place and resumes after the height it was last given: drop partial blocks.
-    Restart,
-    /// Every stream was just read to its end, in a pass that began after the previous `Drained` (sources that read
-    /// in passes: the node's files). What closes a streaming block (`ingest::assemble`) builds on it.
-    Drained,
-}
-
-/// Running totals of a source, for health and metrics.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SourceCounters {
-    pub bytes: u64,
-    pub lines: u64,
-    pub rollovers: u64,
-    pub partial_lines_dropped: u64,
-    pub files_reopened: u64,
-    pub connects: u64,
-    pub disconnects: u64,
-}
-
-/// A stream of node lines.
-pub trait LineSource: Send + std::fmt::Debug {
-    /// Delivers what is available, waiting up to `wait` for something to arrive when nothing is.
-    fn poll(&mut self, wait: Duration, on: &mut dyn FnMut(SourceEvent<'_>)) -> io::Result<()>;
-    /// Starts over with the lines of blocks after `height` (a snapshot's height).
-    fn restart_after(&mut self, height: u64);
-    /// Where to resume if the source loses its place: the last block ingest has fully seen.
-    fn set_resume_after(&mut self, height: u64);
-    fn counters(&self) -> SourceCounters;
-    /// What keeps this source from delivering lines, if anything can be named (a missing folder, a relay that
-    /// refuses); asked only while the source is silent, so it may look at the file system.
-    fn problem(&mut self) -> Option<String> {
-        None
-    }
-}
 
 /// The node's hour files on this host, followed with inotify (read by this thread, see `wake`) and a slow poll.
 #[derive(Debug)]
@@ -210,7 +162,7 @@ impl LineSource for FileSource {
     }
 
     fn problem(&mut self) -> Option<String> {
-        super::sources::diagnose_dir(&self.node_dir, self.mode)
+        diagnose_dir(&self.node_dir, self.mode)
     }
 
     fn counters(&self) -> SourceCounters {

@@ -1,7 +1,6 @@
-//! A plain WebSocket client for the end-to-end serving tests: connect (optionally with a small receive buffer, so
-//! a client that stops reading fills its socket quickly), send requests, read JSON frames with bounded waits.
-
-#![allow(dead_code)]
+//! The plain WebSocket client of the end-to-end serving tests (load, slow and hostile clients): connect
+//! (optionally with a small receive buffer, so a client that stops reading fills its socket quickly), send
+//! requests, read JSON frames with bounded waits.
 
 use std::time::Duration;
 

@@ -1,14 +1,12 @@
-//! The sources ingest reads from, and what operators see of each: `SourceSpec` (where lines come from), what a
-//! source is missing when it gives nothing (`diagnose_dir`, a relay's refusal), and the `SourceBoard` behind the
-//! per-source part of `/health`, `/status` and `/metrics`: height, lag behind the leading source, state, lines,
-//! and, when several sources race (`ingest::race`), which one won each line and by how much it led the next.
+//! What operators see of each source ingest reads, and of the race between them: the `SourceBoard` behind the
+//! per-source part of `/health`, `/status` and `/metrics` (height, lag behind the leading source, state, lines,
+//! and, when several sources race, which one won each line and by how much it led the next).
 //!
-//! The board is written with relaxed atomics by whichever thread reads the source (its reader thread, or the
-//! ingest thread itself with one source) and read by anyone; the lead histograms and the per-block record sit
-//! behind short mutexes touched once per line.
+//! It lives in the state because ingest writes it and audit reads it. Written with relaxed atomics by whichever
+//! thread reads the source (its reader thread, or the ingest thread itself with one source) and read by anyone;
+//! the lead histograms and the per-block record sit behind short mutexes touched once per line.
 
 use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
@@ -16,88 +14,9 @@ use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-use super::nats::source::{NatsSource, NatsTarget};
-use super::source::{FileSource, LineSource};
-use super::tcp::TcpSource;
+use super::counter::Counter;
+use crate::node::Stream;
 use crate::node::time::now_nanos;
-use crate::node::{Mode, Stream};
-
-/// Where lines come from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SourceSpec {
-    /// A node's data dir (`~/hl/data`) on this host.
-    Files(PathBuf),
-    /// A relay (`hlbook relay`) at `HOST:PORT`.
-    Tcp(String),
-    /// A JetStream stream that `hlbook relay --nats` publishes into.
-    Nats(Box<NatsTarget>),
-}
-
-impl SourceSpec {
-    /// The name logs, `/health` and metric labels use: `file:PATH` or `tcp://HOST:PORT`.
-    pub fn label(&self) -> String {
-        match self {
-            SourceSpec::Files(p) => format!("file:{}", p.display()),
-            SourceSpec::Tcp(a) => format!("tcp://{a}"),
-            SourceSpec::Nats(t) => format!("nats://{}/{}", t.servers.trim_start_matches("nats://"), t.stream),
-        }
-    }
-
-    /// The source, positioned after `height`; `lines`: streaming at line speed (`FileSource::fills_first`); lines
-    /// over `max_line` bytes are refused.
-    pub fn open(&self, mode: Mode, height: u64, lines: bool, max_line: usize) -> Box<dyn LineSource> {
-        match self {
-            SourceSpec::Files(dir) if lines => Box::new(FileSource::new(dir, mode, height, max_line).fills_first()),
-            SourceSpec::Files(dir) => Box::new(FileSource::new(dir, mode, height, max_line)),
-            SourceSpec::Tcp(addr) => Box::new(TcpSource::new(addr, mode, height, max_line)),
-            SourceSpec::Nats(t) => Box::new(NatsSource::new(t, mode, height, max_line)),
-        }
-    }
-}
-
-/// The node flag that makes it write `stream`.
-fn stream_flag(stream: Stream) -> &'static str {
-    match stream {
-        Stream::Fills => "--write-fills",
-        Stream::Diffs => "--write-raw-book-diffs",
-        Stream::Statuses => "--write-order-statuses",
-    }
-}
-
-fn mode_flag(mode: Mode) -> &'static str {
-    match mode {
-        Mode::ByBlock => "--batch-by-block",
-        Mode::Streaming => "--stream-with-block-info",
-    }
-}
-
-/// What a node data dir lacks for `mode`, in words an operator can act on; `None` when all three stream folders
-/// are there.
-pub fn diagnose_dir(dir: &Path, mode: Mode) -> Option<String> {
-    if !dir.is_dir() {
-        return Some(format!("data dir {} does not exist", dir.display()));
-    }
-    let missing: Vec<Stream> = Stream::ALL.into_iter().filter(|s| !dir.join(s.dir(mode)).is_dir()).collect();
-    if missing.is_empty() {
-        return None;
-    }
-    let folders: Vec<String> = missing.iter().map(|s| s.dir(mode)).collect();
-    let flags: Vec<&str> = missing.iter().map(|&s| stream_flag(s)).chain(std::iter::once(mode_flag(mode))).collect();
-    let mut why = format!("{}: no {} (the node needs {})", dir.display(), folders.join(", "), flags.join(" "));
-    let other = match mode {
-        Mode::ByBlock => Mode::Streaming,
-        Mode::Streaming => Mode::ByBlock,
-    };
-    if Stream::ALL.into_iter().any(|s| dir.join(s.dir(other)).is_dir()) {
-        why.push_str(&format!(
-            "; {} folders are there instead: the node runs with {}, so set --mode {}",
-            other.as_str(),
-            mode_flag(other),
-            other.as_str()
-        ));
-    }
-    Some(why)
-}
 
 /// A source that gave no line for this long is `silent`.
 const SILENT_NS: i64 = 2_000_000_000;
@@ -115,15 +34,15 @@ pub struct SourceEntry {
     /// Highest block height it delivered a line of.
     height: AtomicU64,
     last_line_at: AtomicI64,
-    pub lines: AtomicU64,
-    pub malformed: AtomicU64,
+    pub lines: Counter,
+    pub malformed: Counter,
     /// Lines refused: longer than `ingest.max_line_bytes`, or further ahead than `ingest.max_height_jump`.
-    pub refused: AtomicU64,
+    pub refused: Counter,
     /// Lines another source had already delivered: compared and dropped.
-    pub copies: AtomicU64,
+    pub copies: Counter,
     /// Lines whose copies from this source and another differed (counted on both: neither is known to be wrong).
-    pub disagreements: AtomicU64,
-    pub restarts: AtomicU64,
+    pub disagreements: Counter,
+    pub restarts: Counter,
     /// Lines of each stream (`Stream::index`) this source delivered first.
     wins: [AtomicU64; 3],
     /// Per stream: how long before the next source this source delivered the lines it won (ns).
@@ -141,12 +60,12 @@ impl SourceEntry {
             name,
             height: AtomicU64::new(0),
             last_line_at: AtomicI64::new(0),
-            lines: AtomicU64::new(0),
-            malformed: AtomicU64::new(0),
-            refused: AtomicU64::new(0),
-            copies: AtomicU64::new(0),
-            disagreements: AtomicU64::new(0),
-            restarts: AtomicU64::new(0),
+            lines: Counter::default(),
+            malformed: Counter::default(),
+            refused: Counter::default(),
+            copies: Counter::default(),
+            disagreements: Counter::default(),
+            restarts: Counter::default(),
             wins: Default::default(),
             leads: Mutex::new([lead_histogram(), lead_histogram(), lead_histogram()]),
             problem: Mutex::new(None),
@@ -155,7 +74,7 @@ impl SourceEntry {
 
     /// A line of block `height` arrived.
     pub fn line(&self, height: u64) {
-        self.lines.fetch_add(1, Relaxed);
+        self.lines.inc();
         self.height.fetch_max(height, Relaxed);
     }
 
@@ -177,11 +96,11 @@ impl SourceEntry {
         self.wins[stream.index()].load(Relaxed)
     }
 
-    pub(super) fn won(&self, stream: Stream) {
+    pub fn won(&self, stream: Stream) {
         self.wins[stream.index()].fetch_add(1, Relaxed);
     }
 
-    pub(super) fn led(&self, stream: Stream, lead_ns: i64) {
+    pub fn led(&self, stream: Stream, lead_ns: i64) {
         let _ = self.leads.lock()[stream.index()].record(lead_ns.max(1_000) as u64);
     }
 
@@ -268,7 +187,7 @@ impl SourceBoard {
     }
 
     /// Source `src` delivered line `stream` of block `height` first.
-    pub(super) fn record_win(&self, height: u64, stream: Stream, src: usize) {
+    pub fn record_win(&self, height: u64, stream: Stream, src: usize) {
         let mut r = self.recent.lock();
         if r.back().is_none_or(|b| b.height < height) {
             if r.len() == RACE_BLOCKS {
@@ -282,7 +201,7 @@ impl SourceBoard {
     }
 
     /// The first copy of a won line arrived `lead_ns` after the winner's.
-    pub(super) fn record_lead(&self, height: u64, stream: Stream, lead_ns: i64) {
+    pub fn record_lead(&self, height: u64, stream: Stream, lead_ns: i64) {
         let mut r = self.recent.lock();
         if let Some(rec) = r.iter_mut().rev().find(|b| b.height == height)
             && let Some((_, lead)) = &mut rec.lines[stream.index()]
@@ -291,7 +210,7 @@ impl SourceBoard {
         }
     }
 
-    pub(super) fn record_disagreement(&self, d: Disagreement) {
+    pub fn record_disagreement(&self, d: Disagreement) {
         let mut q = self.disagreements.lock();
         if q.len() == DISAGREEMENTS_KEPT {
             q.pop_front();
@@ -347,12 +266,12 @@ impl SourceBoard {
                     "lag_blocks": leader.saturating_sub(e.height()),
                     "last_line_age_ms": (last > 0).then(|| (now - last) / 1_000_000),
                     "missing": e.problem(),
-                    "lines": e.lines.load(Relaxed),
-                    "malformed_lines": e.malformed.load(Relaxed),
-                    "refused_lines": e.refused.load(Relaxed),
-                    "copies": e.copies.load(Relaxed),
-                    "disagreements": e.disagreements.load(Relaxed),
-                    "restarts": e.restarts.load(Relaxed),
+                    "lines": e.lines.get(),
+                    "malformed_lines": e.malformed.get(),
+                    "refused_lines": e.refused.get(),
+                    "copies": e.copies.get(),
+                    "disagreements": e.disagreements.get(),
+                    "restarts": e.restarts.get(),
                     "wins": wins,
                     "lead_ms": lead_ms,
                 })
@@ -385,24 +304,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn diagnosis_names_what_is_missing() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("data");
-        let why = diagnose_dir(&dir, Mode::ByBlock).unwrap();
-        assert!(why.contains("does not exist"), "{why}");
-        std::fs::create_dir_all(dir.join(Stream::Fills.dir(Mode::Streaming))).unwrap();
-        std::fs::create_dir_all(dir.join(Stream::Diffs.dir(Mode::ByBlock))).unwrap();
-        let why = diagnose_dir(&dir, Mode::ByBlock).unwrap();
-        assert!(why.contains("node_fills_by_block") && why.contains("--write-fills"), "{why}");
-        assert!(why.contains("--write-order-statuses") && !why.contains("--write-raw-book-diffs"), "{why}");
-        assert!(why.contains("set --mode streaming"), "{why}");
-        for s in Stream::ALL {
-            std::fs::create_dir_all(dir.join(s.dir(Mode::ByBlock))).unwrap();
-        }
-        assert_eq!(diagnose_dir(&dir, Mode::ByBlock), None);
-    }
-
-    #[test]
     fn states_and_race_records() {
         let board = SourceBoard::default();
         let (a, b) = (board.add("file:a".into()), board.add("file:b".into()));
@@ -413,7 +314,7 @@ mod tests {
         b.touch(now);
         assert_eq!((a.state(10, now), b.state(10, now)), ("reading", "behind"));
         assert_eq!(b.state(10, now + 3 * SILENT_NS), "silent");
-        b.set_problem(Some("relay refused".into()));
+        b.set_problem(Some("NATS out of reach".into()));
         assert_eq!(b.state(10, now + 3 * SILENT_NS), "unavailable");
         board.record_win(10, Stream::Fills, 0);
         board.record_win(10, Stream::Diffs, 1);
@@ -422,6 +323,6 @@ mod tests {
         let r = board.recent();
         assert_eq!(r.len(), 1);
         assert_eq!(r[0].lines, [Some((0, Some(5_000_000))), Some((1, None)), None]);
-        assert_eq!(board.to_json()[1]["missing"], "relay refused");
+        assert_eq!(board.to_json()[1]["missing"], "NATS out of reach");
     }
 }

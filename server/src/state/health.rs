@@ -1,4 +1,5 @@
-//! The service state operators and clients see, and the counters behind it.
+//! The service state operators and clients see, and the counters behind it. It lives in `state` because ingest
+//! writes it while audit, publish and ws read it.
 //!
 //! Written by the ingest thread with relaxed atomics (no lock on the hot path), read by anyone. `stale` is not
 //! stored: it is derived from how long ago the last block was applied, so silence is reported even when the
@@ -7,11 +8,12 @@
 use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
+use super::sources::SourceBoard;
 use crate::node::time::{UnixNanos, now_nanos};
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum State {
+pub enum HealthState {
     /// No block applied yet.
     Starting,
     /// Applying a backlog: the last block the node wrote is well behind the wall clock.
@@ -26,129 +28,116 @@ pub enum State {
     Failed,
 }
 
-impl State {
+impl HealthState {
     /// The name `/health` and the metrics use.
     pub fn as_str(self) -> &'static str {
         match self {
-            State::Starting => "starting",
-            State::CatchingUp => "catching_up",
-            State::Live => "live",
-            State::Stale => "stale",
-            State::Resyncing => "resyncing",
-            State::Failed => "failed",
+            HealthState::Starting => "starting",
+            HealthState::CatchingUp => "catching_up",
+            HealthState::Live => "live",
+            HealthState::Stale => "stale",
+            HealthState::Resyncing => "resyncing",
+            HealthState::Failed => "failed",
         }
     }
 
     /// Books are being served: `/health` answers 200 and systemd hears READY=1.
     pub fn serving(self) -> bool {
-        matches!(self, State::Live | State::CatchingUp)
+        matches!(self, HealthState::Live | HealthState::CatchingUp)
     }
 
-    fn from_u8(v: u8) -> State {
+    fn from_u8(v: u8) -> HealthState {
         match v {
-            0 => State::Starting,
-            1 => State::CatchingUp,
-            2 => State::Live,
-            3 => State::Stale,
-            4 => State::Resyncing,
-            _ => State::Failed,
+            0 => HealthState::Starting,
+            1 => HealthState::CatchingUp,
+            2 => HealthState::Live,
+            3 => HealthState::Stale,
+            4 => HealthState::Resyncing,
+            _ => HealthState::Failed,
         }
     }
 }
 
-impl std::fmt::Display for State {
+impl std::fmt::Display for HealthState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
 }
 
-/// Counters of everything ingest does, over the process's life (across resyncs, unlike a `Books`' own
-/// `BookCounters`); all monotonic.
-#[derive(Debug, Default)]
-pub struct IngestCounters {
-    pub lines: AtomicU64,
-    pub bytes: AtomicU64,
-    pub malformed_lines: AtomicU64,
-    /// Lines not in the node's exact layout, so read by the slower serde parse instead of a fast path (a node
-    /// version that changed how it writes a stream shows here).
-    pub lines_off_layout: AtomicU64,
-    pub blocks_applied: AtomicU64,
-    pub blocks_already_applied: AtomicU64,
-    pub gaps: AtomicU64,
-    pub broken_blocks: AtomicU64,
-    pub inconsistencies: AtomicU64,
-    pub rollovers: AtomicU64,
-    pub partial_lines_dropped: AtomicU64,
-    pub files_reopened: AtomicU64,
-    /// Whole books installed from a snapshot: the first load, then every resync (so a fresh server shows 1).
-    pub books_loaded: AtomicU64,
-    pub io_errors: AtomicU64,
-    pub snapshots_requested: AtomicU64,
-    pub snapshot_failures: AtomicU64,
-    pub source_connects: AtomicU64,
-    pub source_disconnects: AtomicU64,
-    pub validations: AtomicU64,
-    pub validation_mismatches: AtomicU64,
-    pub validations_skipped: AtomicU64,
-    pub repairs: AtomicU64,
-    /// Lines of blocks already applied (a restarted node re-emitting recent blocks), dropped.
-    pub stale_lines: AtomicU64,
-    /// Racing sources: a later copy of a line whose events differ from the applied one's.
-    pub disagreements: AtomicU64,
-    /// Lines longer than `ingest.max_line_bytes`, refused (each is a lost line).
-    pub lines_too_long: AtomicU64,
-    /// Lines of a block further past the last one handed out than `ingest.max_height_jump`, refused.
-    pub lines_too_far_ahead: AtomicU64,
-    /// Racing: blocks given up because `ingest.race_max_parked_blocks` later blocks waited for them.
-    pub parked_blocks_full: AtomicU64,
-    /// Diffs lines applied in two steps, the watched coins first (`book::first`).
-    pub split_diff_steps: AtomicU64,
-    /// Split diffs steps whose rest went ahead before the publisher had taken up the first part (1 ms).
-    pub first_waits_timed_out: AtomicU64,
-    /// Streaming: parts of a block's diffs applied as their lines were read, before the block was whole.
-    pub diff_parts: AtomicU64,
-    /// Streaming: an open block's parts taken back for a reader of complete books (`book::undo`).
-    pub roll_backs: AtomicU64,
+crate::state::counter::counters! {
+    /// Counters of everything ingest does, over the process's life (across resyncs, unlike a `Books`' own
+    /// `BookCounters`); all monotonic. Exported as `hlbook_ingest_<name>` and under `counters` in `/health`.
+    pub struct IngestCounters {
+        /// Lines read from the sources.
+        lines,
+        /// Bytes of lines read from the sources.
+        bytes,
+        /// Lines that did not parse (each is a lost line).
+        malformed_lines,
+        /// Lines not in the node's exact layout, so read by the slower serde parse instead of a fast path (a node
+        /// version that changed how it writes a stream shows here).
+        lines_off_layout,
+        /// Blocks applied to the books.
+        blocks_applied,
+        /// Blocks dropped because the books already held them.
+        blocks_already_applied,
+        /// Blocks missing from the stream (lost input: each leads to a resync).
+        gaps,
+        /// Blocks that could not be assembled whole (lost input: each leads to a resync).
+        broken_blocks,
+        /// Diffs that did not fit our book: the coin is untrusted until validation repairs it.
+        inconsistencies,
+        /// Hourly file changes.
+        rollovers,
+        /// Partial lines dropped (lost input: each leads to a resync).
+        partial_lines_dropped,
+        /// Files reopened because they were replaced under their name.
+        files_reopened,
+        /// Whole books installed from a snapshot: the first load, then every resync (so a fresh server shows 1).
+        books_loaded,
+        /// Read errors.
+        io_errors,
+        /// Snapshots asked of the node's info server.
+        snapshots_requested,
+        /// Failed snapshot attempts (retried with back-off).
+        snapshot_failures,
+        /// Connections made to relays.
+        source_connects,
+        /// Connections to relays lost.
+        source_disconnects,
+        /// Comparisons with a node snapshot (periodic, and at once for untrusted coins).
+        validations,
+        /// Comparisons that found a coin differing from the node's snapshot.
+        validation_mismatches,
+        /// Comparisons with a node snapshot that were skipped.
+        validations_skipped,
+        /// Mismatching coins replaced from a node snapshot.
+        repairs,
+        /// Lines of blocks already applied (a restarted node re-emitting recent blocks), dropped.
+        stale_lines,
+        /// Racing sources: a later copy of a line whose events differ from the applied one's.
+        disagreements,
+        /// Lines longer than `ingest.max_line_bytes`, refused (each is a lost line).
+        lines_too_long,
+        /// Lines of a block further past the last one handed out than `ingest.max_height_jump`, refused.
+        lines_too_far_ahead,
+        /// Racing: blocks given up because `ingest.race_max_parked_blocks` later blocks waited for them.
+        parked_blocks_full,
+        /// Diffs lines applied in two steps, the watched coins first (`book::first`).
+        split_diff_steps,
+        /// Split diffs steps whose rest went ahead before the publisher had taken up the first part (1 ms).
+        first_waits_timed_out,
+        /// Streaming: parts of a block's diffs applied as their lines were read, before the block was whole.
+        diff_parts,
+        /// Streaming: an open block's parts taken back for a reader of complete books (`book::undo`).
+        roll_backs,
+    }
 }
 
 impl IngestCounters {
-    /// Every counter by name, for `/health` and metrics.
+    /// Every counter's value by name, for `/health`.
     pub fn to_map(&self) -> std::collections::BTreeMap<&'static str, u64> {
-        [
-            ("lines", self.lines.load(Relaxed)),
-            ("bytes", self.bytes.load(Relaxed)),
-            ("malformed_lines", self.malformed_lines.load(Relaxed)),
-            ("lines_off_layout", self.lines_off_layout.load(Relaxed)),
-            ("blocks_applied", self.blocks_applied.load(Relaxed)),
-            ("blocks_already_applied", self.blocks_already_applied.load(Relaxed)),
-            ("gaps", self.gaps.load(Relaxed)),
-            ("broken_blocks", self.broken_blocks.load(Relaxed)),
-            ("inconsistencies", self.inconsistencies.load(Relaxed)),
-            ("rollovers", self.rollovers.load(Relaxed)),
-            ("partial_lines_dropped", self.partial_lines_dropped.load(Relaxed)),
-            ("files_reopened", self.files_reopened.load(Relaxed)),
-            ("books_loaded", self.books_loaded.load(Relaxed)),
-            ("io_errors", self.io_errors.load(Relaxed)),
-            ("snapshots_requested", self.snapshots_requested.load(Relaxed)),
-            ("snapshot_failures", self.snapshot_failures.load(Relaxed)),
-            ("source_connects", self.source_connects.load(Relaxed)),
-            ("source_disconnects", self.source_disconnects.load(Relaxed)),
-            ("validations", self.validations.load(Relaxed)),
-            ("validation_mismatches", self.validation_mismatches.load(Relaxed)),
-            ("validations_skipped", self.validations_skipped.load(Relaxed)),
-            ("repairs", self.repairs.load(Relaxed)),
-            ("stale_lines", self.stale_lines.load(Relaxed)),
-            ("disagreements", self.disagreements.load(Relaxed)),
-            ("lines_too_long", self.lines_too_long.load(Relaxed)),
-            ("lines_too_far_ahead", self.lines_too_far_ahead.load(Relaxed)),
-            ("parked_blocks_full", self.parked_blocks_full.load(Relaxed)),
-            ("split_diff_steps", self.split_diff_steps.load(Relaxed)),
-            ("first_waits_timed_out", self.first_waits_timed_out.load(Relaxed)),
-            ("diff_parts", self.diff_parts.load(Relaxed)),
-            ("roll_backs", self.roll_backs.load(Relaxed)),
-        ]
-        .into_iter()
-        .collect()
+        self.to_list().into_iter().map(|c| (c.name, c.value)).collect()
     }
 }
 
@@ -169,9 +158,9 @@ pub struct Health {
     failure: parking_lot::Mutex<Option<String>>,
     /// Wakes whoever stops the service (`failed`) when it fails.
     failed_signal: tokio::sync::Notify,
-    pub counters: IngestCounters,
-    /// Each source's state, and the race between them (`ingest::sources`).
-    pub sources: std::sync::Arc<super::sources::SourceBoard>,
+    counters: IngestCounters,
+    /// Each source's state, and the race between them.
+    sources: std::sync::Arc<SourceBoard>,
 }
 
 /// What a panic said, as text.
@@ -183,8 +172,8 @@ pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
 impl Health {
     pub fn new(stale_after: Duration) -> Health {
         Health {
-            state: AtomicU8::new(State::Starting as u8),
-            reported: AtomicU8::new(State::Starting as u8),
+            state: AtomicU8::new(HealthState::Starting as u8),
+            reported: AtomicU8::new(HealthState::Starting as u8),
             height: AtomicU64::new(0),
             applied_at: AtomicI64::new(0),
             block_time: AtomicI64::new(0),
@@ -198,6 +187,16 @@ impl Health {
         }
     }
 
+    /// Everything ingest counts.
+    pub fn counters(&self) -> &IngestCounters {
+        &self.counters
+    }
+
+    /// Each source's state, and the race between them.
+    pub fn sources(&self) -> &std::sync::Arc<SourceBoard> {
+        &self.sources
+    }
+
     /// Records an applied block.
     pub fn applied(&self, height: u64, block_time: UnixNanos, node_written: Option<UnixNanos>) {
         let now = now_nanos();
@@ -206,10 +205,10 @@ impl Health {
         self.block_time.store(block_time, Relaxed);
         let written = node_written.unwrap_or(now);
         self.node_written.store(written, Relaxed);
-        self.counters.blocks_applied.fetch_add(1, Relaxed);
+        self.counters.blocks_applied.inc();
         let behind = Duration::from_nanos(now.saturating_sub(written).max(0) as u64);
-        if self.stored() != State::Resyncing {
-            let s = if behind > self.catching_up_after { State::CatchingUp } else { State::Live };
+        if self.stored() != HealthState::Resyncing {
+            let s = if behind > self.catching_up_after { HealthState::CatchingUp } else { HealthState::Live };
             self.state.store(s as u8, Relaxed);
         }
         self.report();
@@ -218,8 +217,8 @@ impl Health {
     /// The books lost the stream. Before the first snapshot there are no books to resync, so a failed bootstrap
     /// stays `starting` (operators look for the node's info server there, not for a gap).
     pub fn set_resyncing(&self) {
-        let starting = State::Starting as u8;
-        let _ = self.state.fetch_update(Relaxed, Relaxed, |s| (s != starting).then_some(State::Resyncing as u8));
+        let starting = HealthState::Starting as u8;
+        let _ = self.state.fetch_update(Relaxed, Relaxed, |s| (s != starting).then_some(HealthState::Resyncing as u8));
         self.report();
     }
 
@@ -227,7 +226,7 @@ impl Health {
     /// itself is counted by `state::Shared::install`, under the books' lock.)
     pub fn resynced(&self, height: u64) {
         self.height.store(height, Relaxed);
-        self.state.store(State::CatchingUp as u8, Relaxed);
+        self.state.store(HealthState::CatchingUp as u8, Relaxed);
         self.report();
     }
 
@@ -235,7 +234,7 @@ impl Health {
     pub fn fail(&self, why: String) {
         tracing::error!("{why}; hlbook exits so that its supervisor restarts it");
         self.failure.lock().get_or_insert(why);
-        self.state.store(State::Failed as u8, Relaxed);
+        self.state.store(HealthState::Failed as u8, Relaxed);
         self.report();
         self.failed_signal.notify_one();
     }
@@ -266,30 +265,30 @@ impl Health {
         self.failure.lock().clone()
     }
 
-    fn stored(&self) -> State {
+    fn stored(&self) -> HealthState {
         if self.failure.lock().is_some() {
-            return State::Failed;
+            return HealthState::Failed;
         }
-        State::from_u8(self.state.load(Relaxed))
+        HealthState::from_u8(self.state.load(Relaxed))
     }
 
     /// Logs the state when it differs from the one last logged: one line per change, never one per block.
     /// Ingest calls it after every block and every idle poll, so `stale` (derived from silence) is logged too.
     /// Returns the change, if any.
-    pub fn report(&self) -> Option<(State, State)> {
+    pub fn report(&self) -> Option<(HealthState, HealthState)> {
         self.report_at(now_nanos())
     }
 
     /// `report` as of Unix time `at`.
-    fn report_at(&self, at: UnixNanos) -> Option<(State, State)> {
+    fn report_at(&self, at: UnixNanos) -> Option<(HealthState, HealthState)> {
         let now = self.state_at(at);
-        let before = State::from_u8(self.reported.swap(now as u8, Relaxed));
+        let before = HealthState::from_u8(self.reported.swap(now as u8, Relaxed));
         if before == now {
             return None;
         }
         let height = self.height();
         match now {
-            State::Stale | State::Resyncing | State::Failed => {
+            HealthState::Stale | HealthState::Resyncing | HealthState::Failed => {
                 tracing::warn!(from = %before, to = %now, height, "health state changed");
             }
             _ => tracing::info!(from = %before, to = %now, height, "health state changed"),
@@ -298,17 +297,17 @@ impl Health {
     }
 
     /// The state now, with staleness derived from the time since the last applied block.
-    pub fn state(&self) -> State {
+    pub fn state(&self) -> HealthState {
         self.state_at(now_nanos())
     }
 
     /// The state as of Unix time `now` (tests ask about a later moment instead of sleeping until it).
-    fn state_at(&self, now: UnixNanos) -> State {
+    fn state_at(&self, now: UnixNanos) -> HealthState {
         let s = self.stored();
         let at = self.applied_at.load(Relaxed);
         let silent = Duration::from_nanos(now.saturating_sub(at).max(0) as u64);
         match s {
-            State::Live | State::CatchingUp if at > 0 && silent > self.stale_after => State::Stale,
+            HealthState::Live | HealthState::CatchingUp if at > 0 && silent > self.stale_after => HealthState::Stale,
             s => s,
         }
     }
@@ -336,22 +335,22 @@ mod tests {
     #[test]
     fn states_follow_blocks_and_silence() {
         let h = Health::new(STALE);
-        assert_eq!(h.state(), State::Starting);
+        assert_eq!(h.state(), HealthState::Starting);
         h.set_resyncing();
-        assert_eq!(h.state(), State::Starting, "a failed bootstrap is still starting");
+        assert_eq!(h.state(), HealthState::Starting, "a failed bootstrap is still starting");
         let now = now_nanos();
         h.applied(5, now, Some(now));
-        assert_eq!(h.state(), State::Live);
+        assert_eq!(h.state(), HealthState::Live);
         h.applied(6, now, Some(now - 10_000_000_000));
-        assert_eq!(h.state(), State::CatchingUp);
-        assert_eq!(h.state_at(now_nanos() + LATER), State::Stale);
+        assert_eq!(h.state(), HealthState::CatchingUp);
+        assert_eq!(h.state_at(now_nanos() + LATER), HealthState::Stale);
         h.applied(7, now_nanos(), None);
-        assert_eq!(h.state(), State::Live);
+        assert_eq!(h.state(), HealthState::Live);
         h.set_resyncing();
         h.applied(8, now_nanos(), None);
-        assert_eq!(h.state(), State::Resyncing, "only a resync leaves resyncing");
+        assert_eq!(h.state(), HealthState::Resyncing, "only a resync leaves resyncing");
         h.resynced(100);
-        assert_eq!((h.state(), h.height()), (State::CatchingUp, 100));
+        assert_eq!((h.state(), h.height()), (HealthState::CatchingUp, 100));
     }
 
     #[test]
@@ -365,12 +364,12 @@ mod tests {
         h.applied(7, now_nanos(), None);
         assert_eq!(h.report(), None, "already reported by applied");
         let later = now_nanos() + LATER;
-        assert_eq!(h.report_at(later), Some((State::Live, State::Stale)));
+        assert_eq!(h.report_at(later), Some((HealthState::Live, HealthState::Stale)));
         assert_eq!(h.report_at(later), None);
         h.set_resyncing();
         assert_eq!(h.report(), None);
         h.resynced(9);
         h.applied(10, now_nanos(), None);
-        assert_eq!((h.report(), h.state()), (None, State::Live));
+        assert_eq!((h.report(), h.state()), (None, HealthState::Live));
     }
 }

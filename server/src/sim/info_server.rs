@@ -23,7 +23,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::Value;
 
-use super::Shared;
+use super::SimShared;
 use super::coins::{self, CoinSpec};
 use super::ctxs;
 use super::events::order_object;
@@ -40,7 +40,7 @@ pub struct SnapshotCopy {
 }
 
 /// Copies the current books (with the configured mismatch while it lasts).
-pub fn copy_books(shared: &Shared) -> SnapshotCopy {
+pub fn copy_books(shared: &SimShared) -> SnapshotCopy {
     let mut st = shared.state.lock();
     let mismatch = (st.mismatch_left > 0).then(|| shared.mismatch.clone()).flatten();
     if mismatch.is_some() {
@@ -125,19 +125,19 @@ pub fn write_snapshot(snap: &SnapshotCopy, with_height: bool, path: &Path) -> st
     std::fs::rename(&tmp, path)
 }
 
-pub fn router(shared: Arc<Shared>) -> Router {
+pub fn router(shared: Arc<SimShared>) -> Router {
     router_with(shared, Duration::ZERO)
 }
 
 /// The info server with every market answer held back `delay`.
-pub fn router_with(shared: Arc<Shared>, delay: Duration) -> Router {
+pub fn router_with(shared: Arc<SimShared>, delay: Duration) -> Router {
     let state = InfoState { shared, delay, stats: Arc::default() };
     Router::new().route("/info", post(info)).route("/sim/info-stats", get(stats)).with_state(state)
 }
 
 #[derive(Clone, Debug)]
 struct InfoState {
-    shared: Arc<Shared>,
+    shared: Arc<SimShared>,
     delay: Duration,
     stats: Arc<InfoStats>,
 }
@@ -250,7 +250,7 @@ fn candle_snapshot(v: &Value) -> Response {
     json(Value::Array(candles.collect()))
 }
 
-async fn file_snapshot(shared: Arc<Shared>, v: &Value) -> Response {
+async fn file_snapshot(shared: Arc<SimShared>, v: &Value) -> Response {
     let kind = v.pointer("/request/type").and_then(Value::as_str);
     if kind != Some("l4Snapshots") {
         return bad("fileSnapshot needs request.type \"l4Snapshots\"");

@@ -1,0 +1,125 @@
+//! Snapshots over NATS, what both sides agree on and the edge's side: an edge (`hlbook serve` whose snapshots come
+//! from NATS, `SnapshotFrom::Nats`) asks the publisher on `<prefix>.snapshot.request` for a snapshot at or above a
+//! height, and downloads the object it is told of from the object store `<stream>_SNAPSHOTS`. The publisher's side
+//! (`keeper`) answers. An edge then needs nothing but NATS: no access to the node's disk or info server.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use anyhow::Context;
+use async_nats::jetstream;
+use serde::{Deserialize, Serialize};
+
+use super::source::NatsTarget;
+
+/// How long an edge waits for its answer: the node may have to write a whole snapshot first, and the publisher to
+/// store it (seconds to a minute on mainnet).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The object store beside a node's stream of lines.
+pub fn bucket(stream: &str) -> String {
+    format!("{stream}_SNAPSHOTS")
+}
+
+/// The subject the publisher answers snapshot requests on.
+pub fn request_subject(prefix: &str) -> String {
+    format!("{prefix}.snapshot.request")
+}
+
+/// Objects are named by the height of the books they hold.
+pub fn object_name(height: u64) -> String {
+    format!("snapshot-{height}.json")
+}
+
+pub fn object_height(name: &str) -> Option<u64> {
+    name.strip_prefix("snapshot-")?.strip_suffix(".json")?.parse().ok()
+}
+
+/// An edge's request: any snapshot at or above `min_height` will do.
+#[derive(Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Request {
+    #[serde(default)]
+    pub min_height: u64,
+}
+
+/// The publisher's answer: the object to fetch, or why there is none.
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Reply {
+    Stored { name: String, height: u64 },
+    Error(String),
+}
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Asks for a snapshot at or above `min_height` and downloads it into `dir`; returns the file (the caller's to
+/// delete). Blocking: for the snapshot loader and validation threads.
+pub fn fetch(t: &NatsTarget, dir: &Path, min_height: u64) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let n = SEQ.fetch_add(1, Relaxed);
+    let path = dir.join(format!("hlbook-nats-snapshot-{}-{n}.json", std::process::id()));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let result = rt.block_on(download(t, &path, min_height));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&path);
+    }
+    result.map(|()| path)
+}
+
+async fn download(t: &NatsTarget, path: &Path, min_height: u64) -> anyhow::Result<()> {
+    let client = super::connect(&t.servers, &t.cfg, "hlbook serve snapshots", None).await?;
+    let js = jetstream::new(client.clone());
+    let stream = js.get_stream(&t.stream).await.map_err(|e| anyhow::anyhow!("stream {}: {e}", t.stream))?;
+    // Subjects are `<prefix>.<mode>.*`: the prefix names the publisher to ask.
+    let first = stream.cached_info().config.subjects.first().cloned().unwrap_or_default();
+    let prefix = first.rsplitn(3, '.').nth(2).with_context(|| format!("stream {} subjects {first:?}", t.stream))?;
+    let subject = request_subject(prefix);
+    let body = serde_json::to_vec(&Request { min_height })?;
+    let req = async_nats::Request::new().payload(body.into()).timeout(Some(REQUEST_TIMEOUT));
+    let answer = client.send_request(subject.clone(), req).await.map_err(|e| match e.kind() {
+        async_nats::RequestErrorKind::NoResponders => {
+            anyhow::anyhow!("no publisher answers on {subject} (`hlbook relay --nats` with an info server)")
+        }
+        _ => anyhow::anyhow!("asking {subject}: {e}"),
+    })?;
+    let (name, height) = match serde_json::from_slice(&answer.payload) {
+        Ok(Reply::Stored { name, height }) => (name, height),
+        Ok(Reply::Error(why)) => anyhow::bail!("the publisher has no snapshot: {why}"),
+        Err(e) => anyhow::bail!("answer on {subject} is not a snapshot reply: {e}"),
+    };
+    let store =
+        js.get_object_store(bucket(&t.stream)).await.with_context(|| format!("object store {}", bucket(&t.stream)))?;
+    let mut object = store.get(&name).await.with_context(|| format!("snapshot {name}"))?;
+    let mut file = tokio::fs::File::create(path).await.with_context(|| format!("creating {}", path.display()))?;
+    let bytes = tokio::io::copy(&mut object, &mut file).await.with_context(|| format!("downloading {name}"))?;
+    tokio::io::AsyncWriteExt::flush(&mut file).await?;
+    tracing::info!(name, height, bytes, "snapshot fetched from NATS");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_carry_the_height_and_nothing_else_parses() {
+        assert_eq!(object_height(&object_name(985148181)), Some(985148181));
+        assert_eq!(object_height("snapshot-x.json"), None);
+        assert_eq!(object_height("other-12.json"), None);
+        assert_eq!(bucket("HL2"), "HL2_SNAPSHOTS");
+        assert_eq!(request_subject("hl"), "hl.snapshot.request");
+    }
+
+    #[test]
+    fn requests_and_replies_read_back_and_bad_ones_are_refused() {
+        let r: Request = serde_json::from_str(r#"{"min_height":7}"#).unwrap();
+        assert_eq!(r, Request { min_height: 7 });
+        assert_eq!(serde_json::from_str::<Request>("{}").unwrap(), Request::default());
+        assert!(serde_json::from_str::<Request>(r#"{"min_height":-1}"#).is_err());
+        assert!(serde_json::from_str::<Request>(r#"{"x":1}"#).is_err());
+        let s = Reply::Stored { name: object_name(5), height: 5 };
+        assert_eq!(serde_json::from_slice::<Reply>(&serde_json::to_vec(&s).unwrap()).unwrap(), s);
+    }
+}
