@@ -293,7 +293,18 @@ fn history_outlives_the_nodes_files() {
     let everything = fills_of(&fills_lines(&aside).into_iter().chain(fills_lines(&data)).collect::<Vec<_>>(), &user);
     assert!(!older.is_empty() && got.len() >= older.len(), "{} fills, {} in pruned files", got.len(), older.len());
     assert_eq!(got[..], everything[..got.len()], "the user's fills from the first on, as the node wrote them");
-    wait_store(&admin, paused);
+    // The store's series on /metrics, read after /status: counters only grow.
+    let status = wait_store(&admin, paused);
+    let metrics = reqwest::blocking::get(format!("{admin}/metrics")).unwrap().text().unwrap();
+    let series = |name: &str| {
+        let v = metrics.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<u64>().ok());
+        v.unwrap_or_else(|| panic!("{name} not on /metrics:\n{metrics}"))
+    };
+    assert!(series("hlbook_store_height") >= paused, "{status}");
+    assert!(series("hlbook_store_fills_written_total") >= status["fills_written"].as_u64().unwrap());
+    assert!(series("hlbook_store_commits_total") >= status["commits"].as_u64().unwrap().max(1));
+    assert!(series("hlbook_store_file_bytes") > 0);
+    assert_eq!(series("hlbook_store_live"), 1);
     sim.stop();
     second.stop();
 }

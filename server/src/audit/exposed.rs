@@ -22,4 +22,9 @@ pub trait Exposed: Send + Sync + std::fmt::Debug {
     fn subscriptions(&self) -> Vec<(&'static str, i64)>;
     /// Each subscribed coin with the block time (Unix ns) of its newest L2 frame.
     fn newest_l2(&self) -> Vec<(String, i64)>;
+    /// The history store's series: (name, help, is a counter, value), exported as `hlbook_store_<name>`; none
+    /// without a store.
+    fn store_metrics(&self) -> Vec<(&'static str, &'static str, bool, u64)> {
+        Vec::new()
+    }
 }

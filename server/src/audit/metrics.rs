@@ -105,6 +105,10 @@ impl Collector for Hlbook {
             }
         }
         sources(&mut e, &h.sources().entries())?;
+        for (name, help, is_counter, v) in ctx.store_metrics() {
+            let name = format!("hlbook_store_{name}");
+            if is_counter { counter(&mut e, &name, help, v)? } else { gauge(&mut e, &name, help, v as i64)? }
+        }
         let mut m = e.encode_descriptor(
             "hlbook_stage_latency_seconds",
             "Per-block latency of each pipeline stage, by the block's line it started from (docs/latency.md)",

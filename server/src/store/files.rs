@@ -91,8 +91,10 @@ pub fn read_blocks(
     let mut out = ReadOutcome::default();
     let mut block: Option<BlockFills> = None;
     for (k, f) in files.iter().enumerate() {
-        // Every block wanted is in a later file: the next one begins at or below `from`.
-        if firsts.get(k + 1).copied().flatten().is_some_and(|h| h <= from) {
+        // Every block wanted is in a later file: the next one begins at or below `from` (streaming: below, as a
+        // block's lines may straddle two files).
+        let later = |h: u64| h < from || (h == from && dir.mode == Mode::ByBlock);
+        if firsts.get(k + 1).copied().flatten().is_some_and(later) {
             progress(k + 1, files.len());
             continue;
         }
@@ -211,6 +213,16 @@ mod tests {
         assert_eq!(read(0, u64::MAX), (vec![(1, 1), (2, 0), (3, 2), (4, 0)], 2));
         assert_eq!(read(3, 3), (vec![(3, 2)], 1), "the first file ends before 3: not opened");
         assert_eq!(read(2, 2), (vec![(2, 0)], 1));
+        // Streaming: block 3's lines straddle two files; reading from 3 opens both.
+        let streaming = dir.path().join("node_fills_streaming/hourly/20260505");
+        std::fs::create_dir_all(&streaming).unwrap();
+        let part = |tid| line(3, t, &[(a, tid, "2.0")]);
+        std::fs::write(streaming.join("9"), format!("{}\n{}\n", line(2, t, &[(a, 1, "1.0")]), part(3))).unwrap();
+        std::fs::write(streaming.join("10"), format!("{}\n{}\n", part(4), line(4, t, &[(a, 5, "1.0")]))).unwrap();
+        let sd = FillsDir { node_dir: dir.path().to_path_buf(), mode: Mode::Streaming };
+        let mut got = Vec::new();
+        read_blocks(&sd, (3, 3), &|| false, &mut |_, _| {}, &mut |b| got.push((b.height, b.users.len())));
+        assert_eq!(got, [(3, 2)], "both parts of block 3");
         let mut times = Vec::new();
         read_blocks(&fd, (3, 3), &|| false, &mut |_, _| {}, &mut |b| times.push(b.time_ms));
         assert_eq!(times, [parse_node_time(t).unwrap() / 1_000_000]);

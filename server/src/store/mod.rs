@@ -14,10 +14,12 @@
 // redb's error is 160 bytes; these results come once per transaction, not per item.
 #![allow(clippy::result_large_err)]
 
+mod blocks;
 pub mod candle;
 mod compact;
 pub mod files;
 pub mod fills;
+mod fills_tables;
 mod schema;
 pub mod seed;
 pub mod writer;
@@ -31,7 +33,7 @@ use parking_lot::{Condvar, Mutex};
 use redb::{Database, ReadableTable, ReadableTableMetadata, TableHandle};
 
 use self::candle::{Candle, Interval};
-use self::schema::{CANDLES, GAPS, META, fills_day, interval_byte};
+use self::schema::{CANDLES, GAPS, META, interval_byte};
 use crate::node::Address;
 
 pub use self::writer::{Feed, Writer};
@@ -88,6 +90,8 @@ pub struct Status {
     pub write_cpu_ns: AtomicU64,
     /// Live blocks those commits held.
     pub live_blocks: AtomicU64,
+    /// Wall time spent in redb's commit (writing the pages out), every commit, ns.
+    pub commit_ns: AtomicU64,
     /// Messages the publisher could not hand over (the channel was full): read back from the files instead.
     pub dropped: AtomicU64,
     pub gaps: AtomicU64,
@@ -164,17 +168,40 @@ impl Store {
             .set_cache_size(CACHE_BYTES)
             .create(&path)
             .map_err(|e| format!("cannot open the store {}: {e}", path.display()))?;
-        let w = db.begin_write().map_err(|e| e.to_string())?;
-        for t in [w.open_table(META).map(drop), w.open_table(CANDLES).map(drop), w.open_table(GAPS).map(drop)] {
-            t.map_err(|e| format!("store {}: {e}", path.display()))?;
-        }
-        w.commit().map_err(|e| e.to_string())?;
+        Self::check_layout(&db).map_err(|e| format!("store {}: {e}", path.display()))?;
         let store = Store { db, path, status: Status::default(), committed: Mutex::new(0), advanced: Condvar::new() };
         let (height, first_ms) = (store.meta("height").unwrap_or(0), store.meta("first_ms"));
         *store.committed.lock() = height;
         store.status.height.store(height, Relaxed);
         store.status.first_ms.store(first_ms.map_or(i64::MAX, |v| v as i64), Relaxed);
         Ok(Arc::new(store))
+    }
+
+    /// Creates the tables, and refuses a store whose fills are in a layout this version does not read.
+    fn check_layout(db: &Database) -> Result<(), String> {
+        let w = db.begin_write().map_err(|e| e.to_string())?;
+        let old = w.list_tables().map_err(|e| e.to_string())?.any(|t| schema::old_fills_table(t.name()));
+        {
+            let mut meta = w.open_table(META).map_err(|e| e.to_string())?;
+            let found = meta.get("schema").map_err(|e| e.to_string())?.map(|v| v.value());
+            match found {
+                Some(schema::SCHEMA) => {}
+                None if !old => drop(meta.insert("schema", schema::SCHEMA).map_err(|e| e.to_string())?),
+                found => {
+                    return Err(format!(
+                        "its fills are in the layout of another hlbook version (schema {}; this one reads {}): stop \
+                         hlbook, move the store's folder away (or delete it) and start again; the store is rebuilt \
+                         from the node's files still on disk (older candles: store.seed_url)",
+                        found.unwrap_or(1),
+                        schema::SCHEMA
+                    ));
+                }
+            }
+        }
+        for t in [w.open_table(CANDLES).map(drop), w.open_table(GAPS).map(drop)] {
+            t.map_err(|e| e.to_string())?;
+        }
+        w.commit().map_err(|e| e.to_string())
     }
 
     fn meta(&self, key: &str) -> Option<u64> {
@@ -272,29 +299,8 @@ impl Store {
 
     /// The user's newest `max` fills of blocks below `before`, oldest first, as the node wrote them.
     pub fn user_fills(&self, user: &Address, before: u64, max: usize) -> Result<Vec<Box<str>>, String> {
-        let read = || -> Result<Vec<Box<str>>, redb::Error> {
-            let r = self.db.begin_read()?;
-            let mut days: Vec<(u32, String)> =
-                r.list_tables()?.filter_map(|t| Some((fills_day(t.name())?, t.name().to_string()))).collect();
-            days.sort_unstable();
-            let mut out = Vec::new();
-            for (_, name) in days.iter().rev() {
-                let t = r.open_table(redb::TableDefinition::<schema::FillKey<'static>, &[u8]>::new(name))?;
-                for e in t.range((&user.0, 0, 0)..(&user.0, before, 0))?.rev() {
-                    let (_, v) = e?;
-                    out.extend(compact::decode(v.value()).map(String::into_boxed_str));
-                    if out.len() >= max {
-                        break;
-                    }
-                }
-                if out.len() >= max {
-                    break;
-                }
-            }
-            out.reverse();
-            Ok(out)
-        };
-        read().map_err(|e| format!("store read: {e}"))
+        let read = || fills_tables::user_fills(&self.db.begin_read()?, &user.0, before, max);
+        read().map_err(|e: redb::Error| format!("store read: {e}"))
     }
 
     /// Bytes each kind of table takes: (candles, fills of every day, pages holding them and their metadata), for
@@ -304,22 +310,46 @@ impl Store {
             let r = self.db.begin_read()?;
             let size = |st: redb::TableStats| (st.stored_bytes(), st.metadata_bytes() + st.fragmented_bytes());
             let (candles, candles_overhead) = size(r.open_table(CANDLES)?.stats()?);
-            let (mut fills, mut fills_overhead, mut days) = (0, 0, 0);
-            for t in r.list_tables()? {
-                if fills_day(t.name()).is_some() {
-                    let def = redb::TableDefinition::<schema::FillKey<'static>, &[u8]>::new(t.name());
-                    let (a, b) = size(r.open_table(def)?.stats()?);
-                    (fills, fills_overhead, days) = (fills + a, fills_overhead + b, days + 1);
-                }
-            }
             let entries = r.open_table(CANDLES)?.len()?;
             Ok(
                 serde_json::json!({"candles": {"entries": entries, "stored_bytes": candles, "overhead_bytes": candles_overhead},
-                "fills": {"days": days, "stored_bytes": fills, "overhead_bytes": fills_overhead},
+                "fills": fills_tables::table_bytes(&r)?,
                 "file_bytes": self.file_bytes()}),
             )
         };
         read().map_err(|e| format!("store read: {e}"))
+    }
+
+    /// `/metrics`' store series: (name, help, is a counter, value); exported as `hlbook_store_<name>`.
+    pub fn metrics(&self) -> Vec<(&'static str, &'static str, bool, u64)> {
+        let s = &self.status;
+        let c = |a: &AtomicU64| a.load(Relaxed);
+        vec![
+            ("blocks_written", "Blocks written to the history store", true, c(&s.blocks_written)),
+            ("fills_written", "Fill objects written to the history store", true, c(&s.fills_written)),
+            ("candles_written", "Candle values written to the history store", true, c(&s.candles_written)),
+            ("commits", "History store transactions committed", true, c(&s.commits)),
+            ("commit_nanoseconds", "Wall time in the history store's commits", true, c(&s.commit_ns)),
+            ("live_blocks", "Live blocks written (the blocks write_cpu_nanoseconds is for)", true, c(&s.live_blocks)),
+            (
+                "write_cpu_nanoseconds",
+                "Writer thread CPU applying and committing live blocks",
+                true,
+                c(&s.write_cpu_ns),
+            ),
+            (
+                "dropped",
+                "Messages the publisher could not hand to the store's writer (read back from files)",
+                true,
+                c(&s.dropped),
+            ),
+            ("gaps", "Holes in the store's coverage (blocks neither live nor in the node's files)", true, c(&s.gaps)),
+            ("height", "Last height committed to the history store", false, c(&s.height)),
+            ("file_bytes", "Size of the history store's file", false, self.file_bytes()),
+            ("backfill_files_read", "Node fills files read by the backfill or catch-up", false, c(&s.files_done)),
+            ("backfill_files_listed", "Node fills files the backfill or catch-up reads", false, c(&s.files_total)),
+            ("live", "1 when the history store's writer is live", false, u64::from(s.state() == State::Live)),
+        ]
     }
 
     /// `/status`'s `store` object.

@@ -7,9 +7,15 @@
 //!   Values are varints (o, h − o, o − l, c − l, v, n): about 18 bytes for a BTC candle.
 //! - `gaps`: block-time ranges (after, before) the store missed (blocks it could neither get live nor read back
 //!   from the node's files): a candle overlapping one is partial.
-//! - `fills_YYYYMMDD`: one table per UTC day of block time, (user, height, index in the block) → the node's fill
-//!   object in its stored form (`compact`: its bytes back exactly). A user's newest fills are a reverse range per
-//!   day, and retention drops whole days.
+//! - `fill_blocks_YYYYMMDD`: one table per UTC day of block time, height → that block's fills (`blocks`: every
+//!   user's fill objects, compressed, their bytes back exactly). Keyed by height, so the bulk is appended in order
+//!   and B-tree leaves fill up (keyed by user, they ran half full).
+//! - `fill_users_YYYYMMDD`: the same day's index, (user key, height) → nothing: which blocks hold a user's fills,
+//!   so a user's newest fills are a reverse range per day, then one block read each. The user key is the
+//!   address's first 8 bytes (a rare collision costs one block read: fills are matched on the whole address).
+//!   Retention empties expired days' tables a bounded number of entries per commit.
+//!
+//! `meta.schema` is the layout's version: a store with fills in another layout is refused on open (`Store::open`).
 
 use redb::TableDefinition;
 
@@ -20,20 +26,55 @@ pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 pub const CANDLES: TableDefinition<(&str, u8, i64), &[u8]> = TableDefinition::new("candles");
 pub const GAPS: TableDefinition<i64, i64> = TableDefinition::new("gaps");
 
-/// A user's fill: (user, height, index among the block's fills) → the fill object as the node wrote it.
-pub type FillKey<'a> = (&'a [u8; 20], u64, u32);
+/// The layout this version writes (`meta.schema`). 1 (never written down) kept fills per user, `fills_YYYYMMDD`.
+pub const SCHEMA: u64 = 2;
 
-/// Prefix of the per-day fills tables.
-pub const FILLS_PREFIX: &str = "fills_";
+/// Prefix of the fills tables of schema 1, to recognise a store written by an earlier version.
+pub const OLD_FILLS_PREFIX: &str = "fills_";
 
-/// The fills table of a UTC day (`YYYYMMDD`).
-pub fn fills_table(day: u32) -> String {
-    format!("{FILLS_PREFIX}{day}")
+/// A day's blocks of fills: height → `blocks::encode` of the block's fills.
+pub type BlocksDef<'a> = redb::TableDefinition<'a, u64, &'static [u8]>;
+/// A day's user index: (user key, height) → ().
+pub type UsersDef<'a> = redb::TableDefinition<'a, (u64, u64), ()>;
+
+/// The two kinds of per-day fills tables.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum FillsKind {
+    Blocks,
+    Users,
 }
 
-/// The day of a fills table's name.
-pub fn fills_day(name: &str) -> Option<u32> {
-    name.strip_prefix(FILLS_PREFIX)?.parse().ok()
+impl FillsKind {
+    fn prefix(self) -> &'static str {
+        match self {
+            FillsKind::Blocks => "fill_blocks_",
+            FillsKind::Users => "fill_users_",
+        }
+    }
+}
+
+/// The fills table of a kind and a UTC day (`YYYYMMDD`).
+pub fn fills_table(kind: FillsKind, day: u32) -> String {
+    format!("{}{day}", kind.prefix())
+}
+
+/// The kind and day of a fills table's name.
+pub fn fills_day(name: &str) -> Option<(FillsKind, u32)> {
+    [FillsKind::Blocks, FillsKind::Users]
+        .into_iter()
+        .find_map(|k| Some((k, name.strip_prefix(k.prefix())?.parse().ok()?)))
+}
+
+/// Whether a table is a schema-1 fills table (`fills_YYYYMMDD`).
+pub fn old_fills_table(name: &str) -> bool {
+    name.strip_prefix(OLD_FILLS_PREFIX).is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// A user's key in the index: the address's first 8 bytes.
+pub fn user_key(user: &[u8; 20]) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&user[..8]);
+    u64::from_be_bytes(b)
 }
 
 /// `YYYYMMDD` of a block time (ms, UTC).
@@ -47,7 +88,7 @@ pub fn interval_byte(i: Interval) -> u8 {
     Interval::ALL.iter().position(|x| *x == i).unwrap_or(0) as u8
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u128) {
+pub fn put_varint(out: &mut Vec<u8>, mut v: u128) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -55,7 +96,7 @@ fn put_varint(out: &mut Vec<u8>, mut v: u128) {
     out.push(v as u8);
 }
 
-fn get_varint(b: &mut &[u8]) -> Option<u128> {
+pub fn get_varint(b: &mut &[u8]) -> Option<u128> {
     let mut v: u128 = 0;
     for shift in (0..128).step_by(7) {
         let (&byte, rest) = b.split_first()?;
@@ -119,7 +160,10 @@ mod tests {
         assert_eq!(decode_candle(Interval::M1, c.t, &bytes), Some(c));
         assert_eq!(decode_candle(Interval::M1, c.t, &bytes[..3]), None);
         assert_eq!(day_of(1_709_251_199_999), 20_240_229, "the leap day's last ms");
-        assert_eq!(fills_day(&fills_table(20_260_505)), Some(20_260_505));
+        for k in [FillsKind::Blocks, FillsKind::Users] {
+            assert_eq!(fills_day(&fills_table(k, 20_260_505)), Some((k, 20_260_505)));
+        }
         assert_eq!(fills_day("candles"), None);
+        assert!(old_fills_table("fills_20260505") && !old_fills_table("fill_blocks_20260505"));
     }
 }

@@ -18,12 +18,13 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::time::Duration;
 
-use redb::{Durability, ReadableTable, TableHandle, WriteTransaction};
+use redb::{Durability, ReadableTable, WriteTransaction};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::candle::{Candle, DAY, Interval, Trade, one_per_tid, push};
 use super::files::{BlockFills, FillsDir, read_blocks};
-use super::schema::{self, CANDLES, GAPS, META, day_of, fills_day, fills_table, interval_byte};
+use super::fills_tables::{Pruner, write_block};
+use super::schema::{self, CANDLES, GAPS, META, day_of, interval_byte};
 use super::{State, Store};
 use crate::node::{Coin, Mode};
 use crate::state::{Step, StepData};
@@ -86,7 +87,7 @@ pub struct Writer {
     cache: FxHashMap<(Coin, Interval), Option<Candle>>,
     /// A hole opened after this block time; the next block written closes it.
     gap_after: Option<i64>,
-    pruned_day: u32,
+    pruner: Pruner,
 }
 
 impl std::fmt::Debug for Writer {
@@ -137,7 +138,7 @@ impl Writer {
             pending: BTreeMap::new(),
             cache: FxHashMap::default(),
             gap_after: None,
-            pruned_day: 0,
+            pruner: Pruner::default(),
         }
     }
 
@@ -287,7 +288,10 @@ impl Writer {
         txn.set_durability(Durability::Eventual);
         let n = blocks.len() as u64;
         self.write(&txn, &blocks, height).map_err(|e| format!("writing the store: {e}"))?;
+        let t = std::time::Instant::now();
         txn.commit().map_err(|e| format!("committing the store: {e}"))?;
+        let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.store.status.commit_ns.fetch_add(ns, Relaxed);
         self.committed = height.max(self.committed);
         let s = &self.store.status;
         s.blocks_written.fetch_add(n, Relaxed);
@@ -315,14 +319,7 @@ impl Writer {
                     meta.insert("first_height", b.height)?;
                 }
                 self.candles(&mut candles, b, &mut dirty)?;
-                if !b.users.is_empty() {
-                    let name = fills_table(day_of(b.time_ms));
-                    let mut t = txn.open_table(redb::TableDefinition::<schema::FillKey<'static>, &[u8]>::new(&name))?;
-                    for (i, (user, raw)) in b.users.iter().enumerate() {
-                        t.insert((&user.0, b.height, i as u32), super::compact::encode(raw).as_slice())?;
-                    }
-                    fills_written += b.users.len() as u64;
-                }
+                fills_written += write_block(txn, b)?;
                 self.last_ms = b.time_ms;
             }
             for key in &dirty {
@@ -376,24 +373,13 @@ impl Writer {
         Ok(())
     }
 
-    /// Drops the fills tables of days older than the retention, once per day of block time.
+    /// Empties the fills tables of days older than the retention, a bounded amount per commit.
     fn prune(&mut self, txn: &WriteTransaction) -> Result<(), redb::Error> {
-        let today = day_of(self.last_ms);
-        if today == self.pruned_day || self.last_ms <= 0 {
+        if self.last_ms <= 0 {
             return Ok(());
         }
-        self.pruned_day = today;
         let cutoff = day_of(self.last_ms - i64::from(self.retention_days) * DAY);
-        let old: Vec<String> = txn
-            .list_tables()?
-            .filter(|t| fills_day(t.name()).is_some_and(|d| d < cutoff))
-            .map(|t| t.name().to_string())
-            .collect();
-        for name in old {
-            txn.delete_table(redb::TableDefinition::<schema::FillKey<'static>, &[u8]>::new(&name))?;
-            tracing::info!(table = name, "history store: fills past store.fills_retention_days dropped");
-        }
-        Ok(())
+        self.pruner.prune(txn, day_of(self.last_ms), cutoff)
     }
 }
 

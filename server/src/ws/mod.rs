@@ -133,6 +133,9 @@ impl crate::audit::Exposed for WsContext {
     fn newest_l2(&self) -> Vec<(String, i64)> {
         self.hub.newest_l2()
     }
+    fn store_metrics(&self) -> Vec<(&'static str, &'static str, bool, u64)> {
+        self.hub.store().map(|s| s.metrics()).unwrap_or_default()
+    }
 }
 
 impl WsCounters {

@@ -1,0 +1,186 @@
+//! The per-day fills tables (`schema`): a block's fills written with its index entries, a user's newest fills read
+//! back, and retention, which empties expired days in bounded steps so that no commit stalls the writer.
+
+use redb::{ReadTransaction, ReadableTableMetadata, TableHandle, WriteTransaction};
+use rustc_hash::FxHashSet;
+
+use super::blocks;
+use super::files::BlockFills;
+use super::schema::{BlocksDef, FillsKind, UsersDef, day_of, fills_day, fills_table, user_key};
+
+/// Entries retention deletes per commit at most: a live commit holds one block, so this is many times what a
+/// block adds, and expired days empty quickly without one commit freeing a whole day's pages.
+const PRUNE_PER_COMMIT: usize = 8192;
+
+/// Writes a block's fills and its users' index entries into its day's tables; the number of fills.
+pub fn write_block(txn: &WriteTransaction, b: &BlockFills) -> Result<u64, redb::Error> {
+    if b.users.is_empty() {
+        return Ok(0);
+    }
+    let day = day_of(b.time_ms);
+    let (blocks_name, users_name) = (fills_table(FillsKind::Blocks, day), fills_table(FillsKind::Users, day));
+    let value = blocks::encode(b.users.iter().map(|(u, raw)| (&u.0, &**raw)));
+    txn.open_table(BlocksDef::new(&blocks_name))?.insert(b.height, value.as_slice())?;
+    let mut index = txn.open_table(UsersDef::new(&users_name))?;
+    let keys: FxHashSet<u64> = b.users.iter().map(|(u, _)| user_key(&u.0)).collect();
+    for k in keys {
+        index.insert((k, b.height), ())?;
+    }
+    Ok(b.users.len() as u64)
+}
+
+/// The fills tables' names by day, newest first.
+fn days(r: &ReadTransaction) -> Result<Vec<u32>, redb::Error> {
+    let mut days: Vec<u32> = r
+        .list_tables()?
+        .filter_map(|t| fills_day(t.name()))
+        .filter(|(k, _)| *k == FillsKind::Users)
+        .map(|d| d.1)
+        .collect();
+    days.sort_unstable_by(|a, b| b.cmp(a));
+    Ok(days)
+}
+
+/// The user's newest `max` fills of blocks below `before`, oldest first.
+pub fn user_fills(r: &ReadTransaction, user: &[u8; 20], before: u64, max: usize) -> Result<Vec<Box<str>>, redb::Error> {
+    let key = user_key(user);
+    let mut out: Vec<Box<str>> = Vec::new();
+    for day in days(r)? {
+        let index = r.open_table(UsersDef::new(&fills_table(FillsKind::Users, day)))?;
+        let Ok(blocks) = r.open_table(BlocksDef::new(&fills_table(FillsKind::Blocks, day))) else { continue };
+        for e in index.range((key, 0)..(key, before))?.rev() {
+            let height = e?.0.value().1;
+            let Some(v) = blocks.get(height)? else { continue };
+            // A value this version cannot read is skipped: one block's fills missing, not the snapshot.
+            let mine = blocks::decode(v.value(), Some(user)).unwrap_or_default();
+            out.extend(mine.into_iter().rev().map(|(_, f)| f.into_boxed_str()));
+            if out.len() >= max {
+                out.truncate(max);
+                out.reverse();
+                return Ok(out);
+            }
+        }
+    }
+    out.reverse();
+    Ok(out)
+}
+
+/// Stored and overhead bytes of the blocks and of the index tables, and the days held.
+pub fn table_bytes(r: &ReadTransaction) -> Result<serde_json::Value, redb::Error> {
+    let size = |st: redb::TableStats| (st.stored_bytes(), st.metadata_bytes() + st.fragmented_bytes());
+    let (mut blocks, mut index, mut days) = ((0, 0), (0, 0), 0);
+    for t in r.list_tables()? {
+        let (a, b) = match fills_day(t.name()) {
+            Some((FillsKind::Blocks, _)) => {
+                days += 1;
+                size(r.open_table(BlocksDef::new(t.name()))?.stats()?)
+            }
+            Some((FillsKind::Users, _)) => {
+                let (a, b) = size(r.open_table(UsersDef::new(t.name()))?.stats()?);
+                (index.0, index.1) = (index.0 + a, index.1 + b);
+                continue;
+            }
+            None => continue,
+        };
+        (blocks.0, blocks.1) = (blocks.0 + a, blocks.1 + b);
+    }
+    Ok(serde_json::json!({"days": days, "stored_bytes": blocks.0, "overhead_bytes": blocks.1,
+        "index_stored_bytes": index.0, "index_overhead_bytes": index.1}))
+}
+
+/// Retention: the expired days' tables, emptied a bounded number of entries per commit, then deleted.
+#[derive(Debug, Default)]
+pub struct Pruner {
+    /// Tables of days before the cutoff still to empty.
+    expired: Vec<(FillsKind, String)>,
+    /// The day of block time the expired tables were last listed for.
+    listed_day: u32,
+}
+
+impl Pruner {
+    /// Deletes up to `PRUNE_PER_COMMIT` entries of days before `cutoff_day`, in the commit's transaction. The
+    /// tables are listed once per `today` (a day of block time).
+    pub fn prune(&mut self, txn: &WriteTransaction, today: u32, cutoff_day: u32) -> Result<(), redb::Error> {
+        if today != self.listed_day {
+            self.listed_day = today;
+            self.expired = txn
+                .list_tables()?
+                .filter_map(|t| {
+                    fills_day(t.name()).filter(|(_, d)| *d < cutoff_day).map(|(k, _)| (k, t.name().to_string()))
+                })
+                .collect();
+        }
+        let mut budget = PRUNE_PER_COMMIT;
+        while budget > 0 {
+            let Some((kind, name)) = self.expired.last().cloned() else { break };
+            let left = match kind {
+                FillsKind::Blocks => pop(&mut txn.open_table(BlocksDef::new(&name))?, &mut budget)?,
+                FillsKind::Users => pop(&mut txn.open_table(UsersDef::new(&name))?, &mut budget)?,
+            };
+            if left {
+                break;
+            }
+            match kind {
+                FillsKind::Blocks => txn.delete_table(BlocksDef::new(&name))?,
+                FillsKind::Users => txn.delete_table(UsersDef::new(&name))?,
+            };
+            tracing::info!(table = name, "history store: fills past store.fills_retention_days dropped");
+            self.expired.pop();
+        }
+        Ok(())
+    }
+}
+
+/// Pops entries while `budget` lasts; whether any are left.
+fn pop<K: redb::Key + 'static, V: redb::Value + 'static>(
+    t: &mut redb::Table<'_, K, V>,
+    budget: &mut usize,
+) -> Result<bool, redb::Error> {
+    while *budget > 0 {
+        if t.pop_first()?.is_none() {
+            return Ok(false);
+        }
+        *budget -= 1;
+    }
+    Ok(!t.is_empty()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expired_days_empty_in_bounded_steps_and_newer_days_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = redb::Database::create(dir.path().join("t.redb")).unwrap();
+        let (old, kept) = (20_260_501, 20_260_505);
+        let n = PRUNE_PER_COMMIT as u64 + 100;
+        let w = db.begin_write().unwrap();
+        for day in [old, kept] {
+            let mut t = w.open_table(UsersDef::new(&fills_table(FillsKind::Users, day))).unwrap();
+            for h in 0..n {
+                t.insert((h % 7, h), ()).unwrap();
+            }
+            let mut b = w.open_table(BlocksDef::new(&fills_table(FillsKind::Blocks, day))).unwrap();
+            b.insert(1, b"x".as_slice()).unwrap();
+        }
+        w.commit().unwrap();
+        let names = |db: &redb::Database| -> Vec<String> {
+            let r = db.begin_read().unwrap();
+            let mut v: Vec<String> = r.list_tables().unwrap().map(|t| t.name().to_string()).collect();
+            v.sort();
+            v
+        };
+        let mut p = Pruner::default();
+        let mut commits = 0;
+        while names(&db).len() > 2 {
+            let w = db.begin_write().unwrap();
+            p.prune(&w, kept, kept).unwrap();
+            w.commit().unwrap();
+            commits += 1;
+            assert!(commits < 10, "retention never finishes: {:?}", names(&db));
+        }
+        assert_eq!(commits, 2, "{n} entries at {PRUNE_PER_COMMIT} a commit");
+        assert_eq!(names(&db), [fills_table(FillsKind::Blocks, kept), fills_table(FillsKind::Users, kept)]);
+    }
+}
