@@ -17,7 +17,8 @@
 //! NATS hop adds over a file source on the node's host.
 //!
 //! `HLBOOK_BENCH_SECS` (default 60) measured per case after a 5 s warm-up; `HLBOOK_BENCH_CONSUMERS` (default
-//! `1,1p,50,50p`: `p` for push consumers, against the pull consumers hlbook's edges use; `1,3p` under `--test`, as
+//! `1,1p,1s,50,50p,50s`: `p` for push consumers and `s` for plain subscriptions to the line subjects, against the
+//! pull consumers hlbook's edges read the stream with; `1,3p,2s` under `--test`, as
 //! `make smoke` runs it); `HLBOOK_BENCH_RATE` (default 1.0);
 //! `HLBOOK_BENCH_SIM_ARGS` adds simulator flags. Needs `nats-server` and `cargo build --release -p hlbook --bins`.
 
@@ -72,7 +73,7 @@ fn main() {
     }
     let secs: u64 = env_or("HLBOOK_BENCH_SECS", "60").parse().expect("HLBOOK_BENCH_SECS: seconds");
     // `--test` (make smoke): check that it runs, with a light load.
-    let default_cases = if std::env::args().any(|a| a == "--test") { "1,3p" } else { "1,1p,50,50p" };
+    let default_cases = if std::env::args().any(|a| a == "--test") { "1,3p,2s" } else { "1,1p,1s,50,50p,50s" };
     let cases: Vec<Case> = env_or("HLBOOK_BENCH_CONSUMERS", default_cases)
         .split(',')
         .map(|c| c.trim().parse().unwrap_or_else(|e| panic!("HLBOOK_BENCH_CONSUMERS: {e}")))
@@ -88,7 +89,7 @@ fn main() {
     let (_sim, info) = procs::start_sim(&data, &market, &tmp.path().join("sim.log"));
     let files = Follower::start(&data, Mode::ByBlock, &info, &tmp.path().join("snapshots"));
     let relay_toml = tmp.path().join("relay.toml");
-    std::fs::write(&relay_toml, "[nats]\nmax_age_secs = 600\n").expect("relay config");
+    std::fs::write(&relay_toml, "[nats]\nmax_age_secs = 120\n").expect("relay config");
     #[rustfmt::skip]
     let relay = Proc::start(HLBOOK, &[
         "relay", "--nats", &nats.url(), "--config", relay_toml.to_str().unwrap(),
@@ -156,25 +157,43 @@ fn hop_report(n: Case, held: &[(Stream, u64, i64)], written: &HashMap<u64, [i64;
     }
 }
 
-/// A case: how many consumers, and whether they are pull consumers (as hlbook's edges are) or push consumers.
+/// How a case's consumers read: JetStream pull consumers (as hlbook's edges read the stream), push consumers, or
+/// plain subscriptions to the line subjects (as edges take the next line, `nats.live_subjects`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Way {
+    Pull,
+    Push,
+    Subject,
+}
+
+/// A case: how many consumers, and how they read.
 #[derive(Clone, Copy, Debug)]
 struct Case {
     n: usize,
-    push: bool,
+    way: Way,
 }
 
 impl std::str::FromStr for Case {
     type Err = String;
     fn from_str(s: &str) -> Result<Case, String> {
-        let (n, push) = s.strip_suffix('p').map_or((s, false), |n| (n, true));
-        let n = n.parse().map_err(|_| format!("{s:?}: a number of consumers, `p` after it for push"))?;
-        Ok(Case { n, push })
+        let (n, way) = match s.as_bytes().last() {
+            Some(b'p') => (&s[..s.len() - 1], Way::Push),
+            Some(b's') => (&s[..s.len() - 1], Way::Subject),
+            _ => (s, Way::Pull),
+        };
+        let n = n.parse().map_err(|_| format!("{s:?}: a number of consumers, then `p` for push, `s` for subject"))?;
+        Ok(Case { n, way })
     }
 }
 
 impl std::fmt::Display for Case {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}", self.n, if self.push { "push" } else { "pull" })
+        let way = match self.way {
+            Way::Pull => "pull",
+            Way::Push => "push",
+            Way::Subject => "subject",
+        };
+        write!(f, "{} {way}", self.n)
     }
 }
 
@@ -189,7 +208,10 @@ async fn run_case(url: &str, case: Case, measure: Duration) -> Vec<Seen> {
     for i in 0..case.n {
         let (recording, stop) = (recording.clone(), stop.clone());
         let new = consumer::DeliverPolicy::New;
-        let task = if case.push {
+        let task = if case.way == Way::Subject {
+            let subs = client.subscribe("hl.by-block.*").await.expect("a subscription to the line subjects");
+            tokio::spawn(async move { consume_subject(subs, i == 0, &recording, &stop).await })
+        } else if case.way == Way::Push {
             let config = consumer::push::OrderedConfig {
                 deliver_subject: client.new_inbox(),
                 deliver_policy: new,
@@ -200,7 +222,7 @@ async fn run_case(url: &str, case: Case, measure: Duration) -> Vec<Seen> {
             tokio::spawn(async move { consume(msgs, i == 0, &recording, &stop).await })
         } else {
             let config = consumer::pull::OrderedConfig { deliver_policy: new, ..Default::default() };
-            let c = stream.create_consumer(config).await.expect("an ordered pull consumer");
+            let c = with_retries(|| stream.create_consumer(config.clone())).await;
             let msgs = c.messages().await.expect("consumer messages");
             tokio::spawn(async move { consume(msgs, i == 0, &recording, &stop).await })
         };
@@ -215,6 +237,24 @@ async fn run_case(url: &str, case: Case, measure: Duration) -> Vec<Seen> {
         out.push(t.await.expect("consumer task"));
     }
     out
+}
+
+/// A JetStream API call retried a few times: a server busy storing a 5 MB status line can miss the client's
+/// 5 s API timeout while fifty consumers are created.
+async fn with_retries<T, E: std::fmt::Debug, F: std::future::Future<Output = Result<T, E>>>(
+    mut call: impl FnMut() -> F,
+) -> T {
+    let mut tries = 0;
+    loop {
+        match call().await {
+            Ok(v) => return v,
+            Err(e) if tries < 5 => {
+                tries += 1;
+                eprintln!("nats_fanout: retrying a JetStream call ({e:?})");
+            }
+            Err(e) => panic!("a JetStream call failed 6 times: {e:?}"),
+        }
+    }
 }
 
 async fn consume<E: std::fmt::Debug>(
@@ -245,12 +285,41 @@ async fn consume<E: std::fmt::Debug>(
             seen.lines_held.push(held);
         }
     }
-    assert!(seen.lines > 0, "a consumer received nothing in {:?}", start.elapsed());
+    if seen.lines == 0 {
+        eprintln!("nats_fanout: a consumer received nothing while measuring ({:?} in all)", start.elapsed());
+    }
     seen
 }
 
 /// The line a message completes (a line sent whole, or the last part of a long one), held at `now`.
-fn whole_line(m: &async_nats::jetstream::Message, now: i64) -> Option<(Stream, u64, i64)> {
+/// A plain subscription's consumer: counts what it gets and, for consumer 0, when it held each whole line (no
+/// storage stamp: these messages never went through the stream).
+async fn consume_subject(
+    mut subs: async_nats::Subscriber,
+    note_lines: bool,
+    recording: &AtomicBool,
+    stop: &AtomicBool,
+) -> Seen {
+    let mut seen = Seen { lag: Some(Histogram::new(3).expect("histogram")), ..Seen::default() };
+    while !stop.load(Relaxed) {
+        let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(200), subs.next()).await else { continue };
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_nanos() as i64;
+        if !recording.load(Relaxed) {
+            continue;
+        }
+        seen.lines += 1;
+        seen.bytes += m.payload.len() as u64;
+        if note_lines && let Some(held) = whole_line(&m, now) {
+            seen.lines_held.push(held);
+        }
+    }
+    if seen.lines == 0 {
+        eprintln!("nats_fanout: a subscriber received nothing while measuring");
+    }
+    seen
+}
+
+fn whole_line(m: &async_nats::Message, now: i64) -> Option<(Stream, u64, i64)> {
     let stream = word_stream(m.subject.rsplit('.').next()?)?;
     let h = m.headers.as_ref()?;
     let (part, parts) = header_part(h)?;
@@ -281,6 +350,10 @@ fn report(case: Case, secs: u64, seen: &[Seen], cpu: [f64; 2], rss_mb: f64) {
         cpu[0] * 100.0,
         cpu[1] * 100.0,
     );
+    let starved = seen.iter().filter(|s| s.lines == 0).count();
+    if starved > 0 {
+        println!("  ({starved} of {n} consumers received nothing while measuring: they fell behind for good)");
+    }
     let early: u64 = seen.iter().map(|s| s.early).sum();
     if early > 0 {
         println!("  ({early} messages arrived before their `published` stamp: counted as 0 ms)");

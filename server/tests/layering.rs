@@ -1,7 +1,7 @@
-//! The dependency order of docs/architecture.md ("The dependency order") and lib.rs, checked on the sources: each module of the library names only the
-//! modules below it (node → book → state → ingest / publish → ws, with audit and config beside them), so no stage
-//! reaches back up the pipeline; no two files of one module import each other (directly or round a circle); and the
-//! state module keeps its locks private.
+//! The dependency order of docs/architecture.md ("The dependency order") and lib.rs, checked on the sources: each
+//! module of the library names only the modules below it (node → book → state → ingest / publish → ws, with audit
+//! and config beside them), so no stage reaches back up the pipeline; no two files of one module import each other
+//! (directly or round a circle); and the state module keeps its locks private.
 
 use std::path::{Path, PathBuf};
 

@@ -190,8 +190,8 @@ mod tests {
         }
     }
 
-    const FILLS: &str = "hl.by_block.fills";
-    const DIFFS: &str = "hl.by_block.diffs";
+    const FILLS: &str = "hl.by-block.fills";
+    const DIFFS: &str = "hl.by-block.diffs";
 
     #[test]
     fn the_resume_position_follows_the_stream() {
@@ -262,6 +262,6 @@ mod tests {
         let b = Bytes::from_static(b"x");
         assert!(l.take(Via::Subject, None, FILLS, None, &b).unwrap().is_none());
         assert!(l.take(Via::Stream, Some(108), FILLS, None, &b).is_err());
-        assert!(l.take(Via::Stream, Some(109), "hl.by_block.other", Some(&msg(1, 0, None, None)), &b).is_err());
+        assert!(l.take(Via::Stream, Some(109), "hl.by-block.other", Some(&msg(1, 0, None, None)), &b).is_err());
     }
 }
