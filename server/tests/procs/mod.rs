@@ -258,14 +258,7 @@ pub fn sim_books_at(info_url: &str, dir: &Path, last: u64) -> hlbook::book::Book
     let deadline = Instant::now() + Duration::from_secs(120);
     let path = dir.join("sim-books.json");
     loop {
-        let body = serde_json::json!({
-            "type": "fileSnapshot",
-            "request": {"type": "l4Snapshots", "includeUsers": true, "includeTriggerOrders": false},
-            "outPath": path, "includeHeightInOutput": true,
-        });
-        let resp = reqwest::blocking::Client::new().post(info_url).json(&body).send().unwrap();
-        assert!(resp.status().is_success(), "fileSnapshot: {}", resp.status());
-        let books = books_from_snapshot(&std::fs::read(&path).unwrap());
+        let books = sim_snapshot(info_url, &path);
         let _ = std::fs::remove_file(&path);
         if books.height() == last {
             return books;
@@ -273,6 +266,37 @@ pub fn sim_books_at(info_url: &str, dir: &Path, last: u64) -> hlbook::book::Book
         assert!(Instant::now() < deadline, "simulator stuck at {}", books.height());
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// The simulator's `fileSnapshot` now, written to `path` (kept there), as books.
+pub fn sim_snapshot(info_url: &str, path: &Path) -> hlbook::book::Books {
+    let body = serde_json::json!({
+        "type": "fileSnapshot",
+        "request": {"type": "l4Snapshots", "includeUsers": true, "includeTriggerOrders": false},
+        "outPath": path, "includeHeightInOutput": true,
+    });
+    let resp = reqwest::blocking::Client::new().post(info_url).json(&body).send().unwrap();
+    assert!(resp.status().is_success(), "fileSnapshot: {}", resp.status());
+    books_from_snapshot(&std::fs::read(path).unwrap())
+}
+
+/// The books of the server at `base` (its admin listener `admin`) once it reaches block `last`, with its /health,
+/// after checking that no block was missing, broken, inconsistent, malformed or applied twice, and that `applied`
+/// blocks were applied (each once).
+pub fn clean_books_at(
+    base: &str,
+    admin: &str,
+    last: u64,
+    applied: u64,
+    timeout: Duration,
+) -> (hlbook::book::Books, serde_json::Value) {
+    let h = wait_health(base, timeout, |h| h["height"].as_u64() == Some(last));
+    let books = books_from_snapshot(&get_bytes(&format!("{admin}/l4snapshot")).expect("snapshot"));
+    for zero in ["gaps", "inconsistencies", "malformed_lines", "broken_blocks", "blocks_already_applied"] {
+        assert_eq!(counter(&h, zero), 0, "{zero}: {h}");
+    }
+    assert_eq!(counter(&h, "blocks_applied"), applied, "each block applied exactly once: {h}");
+    (books, h)
 }
 
 /// Every coin, level and order (oid, user, side, price, size, place in its level) equal.
