@@ -121,7 +121,8 @@ async fn snapshots_are_read_only(js: &async_nats::jetstream::Context) {
     let mut object = store.get(&name).await.expect("edges fetch a snapshot");
     let mut bytes = Vec::new();
     tokio::io::AsyncReadExt::read_to_end(&mut object, &mut bytes).await.unwrap();
-    assert!(bytes.starts_with(b"["), "a node snapshot, not {} bytes of something else", bytes.len());
+    let json = zstd::decode_all(&bytes[..]).expect("a zstd-compressed snapshot");
+    assert!(json.starts_with(b"["), "a node snapshot, not {} bytes of something else", json.len());
     assert!(store.put("snapshot-1.json", &mut &b"[1,[]]"[..]).await.is_err(), "an edge cannot put a snapshot");
     assert!(store.delete(&name).await.is_err(), "an edge cannot delete a snapshot");
     assert!(store.get(&name).await.is_ok(), "the snapshot is still there");

@@ -1,8 +1,8 @@
 //! Node lines through NATS JetStream with the real binaries and a real `nats-server`: `hlbook relay --nats` on
 //! the node's files, edges on `--source nats://…` only. Every edge ends with the books of a `replay` of the files,
 //! each block applied once, none skipped, through a publisher crash, an edge crash and restart, an edge that
-//! starts late and reads history, and a NATS server crash and restart. Status lines travel in parts (a small
-//! `nats.chunk_bytes` in by-block mode), so parts are reassembled under every fault.
+//! starts late and reads history, and a NATS server crash and restart. Status lines travel compressed and in parts
+//! (a small `nats.chunk_bytes` in by-block mode), so parts are reassembled and inflated under every fault.
 
 #[allow(clippy::duplicate_mod)]
 mod common;
@@ -72,7 +72,8 @@ fn run(mode: Mode, last: u64, chunk_bytes: usize) {
 
 #[test]
 fn by_block_in_parts_through_publisher_edge_and_nats_crashes() {
-    run(Mode::ByBlock, 985148232, 64 * 1024);
+    // Compressed status lines are ~20 KB here: parts of 4 KB still cut each into several.
+    run(Mode::ByBlock, 985148232, 4096);
 }
 
 /// Streaming at line speed, where a NATS restart lands while a block's diffs are partly applied: the edge goes on
@@ -86,6 +87,17 @@ fn streaming_through_publisher_edge_and_nats_crashes() {
 /// its default 1 MB payload limit and arrive whole: the edge's books equal the simulator's own at the last block.
 #[test]
 fn multi_mb_status_lines_arrive_whole() {
+    multi_mb_lines(0);
+}
+
+/// The same lines zstd-compressed by the publisher (the default): what JetStream stores is a fraction of the
+/// lines, and the edge inflates them to the same books.
+#[test]
+fn multi_mb_status_lines_arrive_whole_compressed() {
+    multi_mb_lines(32 * 1024);
+}
+
+fn multi_mb_lines(compress_min_bytes: usize) {
     if !procs::nats::available() {
         procs::skip("nats-server is not installed (make setup installs it)");
         return;
@@ -97,7 +109,7 @@ fn multi_mb_status_lines_arrive_whole() {
     let market = [&market[..], &["--reject-ratio", "20", "--blocks", "40"]].concat();
     let (_sim, info) = procs::start_sim(data.path(), &market, &log("sim.log"));
     let config = log("relay.toml");
-    std::fs::write(&config, "[nats]\n").unwrap();
+    std::fs::write(&config, format!("[nats]\ncompress_min_bytes = {compress_min_bytes}\n")).unwrap();
     let _publisher = publisher(&nats.url(), data.path(), "by-block", &config, &log("pub.log"));
     let snaps = logs.path().join("snapshots");
     std::fs::create_dir_all(&snaps).unwrap();
@@ -108,14 +120,29 @@ fn multi_mb_status_lines_arrive_whole() {
     let admin = procs::admin_base(&server);
     let last = 1_000_000_000 + 39;
     let h = wait_health(&base, Duration::from_secs(120), |h| h["height"].as_u64() == Some(last));
-    let largest = largest_line(&data.path().join("node_order_statuses_by_block"));
+    let statuses = data.path().join("node_order_statuses_by_block");
+    let largest = largest_line(&statuses);
     assert!(largest > 3 << 20, "the test needs status lines of several MB, not {largest} bytes");
+    let (lines, stored) = (bytes_under(&statuses), bytes_under(&logs.path().join("nats")));
+    if compress_min_bytes > 0 {
+        assert!(stored * 4 < lines, "compressed: NATS stored {stored} bytes for {lines} bytes of status lines");
+    } else {
+        assert!(stored > lines, "uncompressed: NATS stored {stored} bytes for {lines} bytes of status lines");
+    }
     let ours = books_from_snapshot(&get_bytes(&format!("{admin}/l4snapshot")).expect("snapshot"));
     procs::assert_same_books(&ours, &procs::sim_books_at(&info, logs.path(), last));
     for zero in ["gaps", "inconsistencies", "malformed_lines", "broken_blocks", "lines_too_long"] {
         assert_eq!(counter(&h, zero), 0, "{zero}: {h}");
     }
     assert!(server.stop().success());
+}
+
+/// The bytes of every file under `dir`.
+fn bytes_under(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .fold(0, |n, p| n + if p.is_dir() { bytes_under(&p) } else { std::fs::metadata(&p).map_or(0, |m| m.len()) })
 }
 
 fn largest_line(dir: &Path) -> usize {

@@ -29,6 +29,8 @@ pub struct NatsConfig {
     /// Publisher: lines longer than this go in parts of at most this many bytes (below NATS's 1 MB default
     /// `max_payload`, headers included).
     pub chunk_bytes: usize,
+    /// Publisher: lines of at least this many bytes travel zstd-compressed (0: none). Edges read either.
+    pub compress_min_bytes: usize,
     /// Edge: also take the next line straight from its subject, before JetStream has stored it (the stream stays
     /// the record; docs/scale-out.md, "Latency"). Off: lines come from the stream only.
     pub live_subjects: bool,
@@ -55,6 +57,7 @@ impl Default for NatsConfig {
             max_bytes: 0,
             replicas: 1,
             chunk_bytes: 900 * 1024,
+            compress_min_bytes: 32 * 1024,
             live_subjects: true,
             snapshot_interval_secs: 30,
             snapshots_kept: 3,

@@ -18,7 +18,7 @@ use async_nats::jetstream::{self, object_store};
 use futures_util::StreamExt;
 
 use super::NatsConfig;
-use super::snapshots::{Reply, Request, bucket, object_height, object_name, request_subject};
+use super::snapshots::{Reply, Request, bucket, deflate, object_height, object_name, request_subject};
 use crate::ingest::info_client::{self as info, InfoClient};
 
 #[derive(Clone, Debug)]
@@ -175,8 +175,16 @@ impl Keeper<'_> {
             return Ok(height);
         }
         let name = object_name(height);
-        let mut file = tokio::fs::File::open(path).await?;
-        self.store.put(name.as_str(), &mut file).await.with_context(|| format!("storing {name}"))?;
+        let zst = path.with_extension("json.zst");
+        let (from, to) = (path.to_path_buf(), zst.clone());
+        let stored = async {
+            tokio::task::spawn_blocking(move || deflate(&from, &to)).await?.context("compressing the snapshot")?;
+            let mut file = tokio::fs::File::open(&zst).await?;
+            self.store.put(name.as_str(), &mut file).await.with_context(|| format!("storing {name}"))
+        }
+        .await;
+        let _ = std::fs::remove_file(&zst);
+        stored?;
         self.held.insert(height, name);
         Ok(height)
     }

@@ -16,7 +16,8 @@
 use async_nats::HeaderMap;
 use bytes::Bytes;
 
-use super::{H_HEIGHT, H_INDEX, H_LOST, H_PREV, header_key, header_part, header_u64, word_stream};
+use super::codec;
+use super::{H_ENC, H_HEIGHT, H_INDEX, H_LEN, H_LOST, H_PREV, header_key, header_part, header_u64, word_stream};
 use crate::node::Stream;
 
 /// Where a line sits: its block, and its place among that block's lines in its stream.
@@ -133,16 +134,15 @@ impl Lines {
             *seen = Some(key);
             return Ok(Some(Whole::TooLong(s, height, bytes)));
         }
+        // The line's length: named on a compressed line and on every part, else the payload's.
+        let len = header_u64(h, H_LEN);
         if n == 1 {
             *seen = Some(key);
-            if payload.len() > self.max_line {
-                return Ok(Some(Whole::TooLong(s, height, payload.len() as u64)));
-            }
-            return Ok(Some(Whole::Line(s, payload.clone())));
+            return Ok(Some(self.whole(s, height, h, len, payload.clone())));
         }
         let p = &mut self.parts[via as usize][i];
         if part == 0 {
-            *p = Parts { first_seq: seq, ..Parts::default() };
+            *p = Parts { first_seq: seq, over: len.is_some_and(|l| l > self.max_line as u64), ..Parts::default() };
         } else if part != p.next {
             // A part of a line we did not see begin (a publisher restarted mid-line): its whole copy follows.
             *p = Parts { next: u64::MAX, ..Parts::default() };
@@ -159,10 +159,25 @@ impl Lines {
         self.pos.seen[i] = Some(key);
         let p = std::mem::take(p);
         Ok(Some(if p.over {
-            Whole::TooLong(s, height, n * payload.len() as u64)
+            Whole::TooLong(s, height, len.unwrap_or(n * payload.len() as u64))
         } else {
-            Whole::Line(s, p.buf.into())
+            self.whole(s, height, h, len, p.buf.into())
         }))
+    }
+
+    /// A whole payload as the line it holds, or as lost when it is over the limit or does not decode.
+    fn whole(&self, s: Stream, height: u64, h: &HeaderMap, len: Option<u64>, payload: Bytes) -> Whole {
+        let bytes = len.unwrap_or(payload.len() as u64);
+        if payload.len() > self.max_line || bytes > self.max_line as u64 {
+            return Whole::TooLong(s, height, bytes);
+        }
+        match codec::decode(payload, h.get(H_ENC).map(async_nats::HeaderValue::as_str), len, self.max_line) {
+            Ok(line) => Whole::Line(s, line),
+            Err(why) => {
+                tracing::error!(stream = %s, height, "a line from NATS is unreadable ({why}); it counts as lost");
+                Whole::TooLong(s, height, bytes)
+            }
+        }
     }
 }
 
@@ -254,6 +269,40 @@ mod tests {
         assert!(
             l.take(Via::Stream, Some(107), FILLS, Some(&msg(2, 0, Some((1, 0)), Some((1, 2)))), &b).unwrap().is_none()
         );
+    }
+
+    #[test]
+    fn compressed_lines_in_parts_are_inflated_and_an_oversized_one_is_refused_at_its_first_part() {
+        let text = Bytes::from("{\"oid\":1,\"px\":\"81307.0\"},".repeat(400));
+        let mut enc = codec::Encoder::new(1).unwrap();
+        let (z, compressed) = enc.encode(text.clone());
+        assert!(compressed);
+        let half = z.len() / 2;
+        let with = |part, len: usize| {
+            let mut h = msg(1, 0, None, Some((part, 2)));
+            h.insert(H_ENC, codec::ZSTD);
+            h.insert(H_LEN, len.to_string().as_str());
+            h
+        };
+        let mut l = Lines::new(0, text.len(), None);
+        assert!(l.take(Via::Stream, Some(1), FILLS, Some(&with(0, text.len())), &z.slice(..half)).unwrap().is_none());
+        let got = line(l.take(Via::Stream, Some(2), FILLS, Some(&with(1, text.len())), &z.slice(half..)).unwrap());
+        assert_eq!(got, Some((Stream::Fills, text.to_vec())));
+        // An edge whose limit is below the named length buffers nothing and reports the line lost at its size.
+        let mut l = Lines::new(0, text.len() - 1, None);
+        assert!(l.take(Via::Stream, Some(1), FILLS, Some(&with(0, text.len())), &z.slice(..half)).unwrap().is_none());
+        assert!(l.parts[Via::Stream as usize][Stream::Fills as usize].buf.is_empty());
+        match l.take(Via::Stream, Some(2), FILLS, Some(&with(1, text.len())), &z.slice(half..)).unwrap() {
+            Some(Whole::TooLong(Stream::Fills, 1, n)) => assert_eq!(n, text.len() as u64),
+            other => panic!("{other:?}"),
+        }
+        // A payload that does not inflate is a lost line, not an error that stops the stream.
+        let mut l = Lines::new(0, 1 << 20, None);
+        let mut h = msg(1, 0, None, None);
+        h.insert(H_ENC, codec::ZSTD);
+        h.insert(H_LEN, "10");
+        let bad = Bytes::from_static(b"not zstd at all");
+        assert!(matches!(l.take(Via::Stream, Some(3), FILLS, Some(&h), &bad).unwrap(), Some(Whole::TooLong(..))));
     }
 
     #[test]

@@ -9,8 +9,10 @@
 //! message id (`<stream>:<height>:<index>[:<part>]`, `index`: the line's place among its block's lines in that
 //! stream) that makes a republished line a duplicate the server drops. Lines above `chunk_bytes` travel in parts
 //! (`Hl-Part: i/n`), so the largest status lines (several MB) arrive whole under NATS's default 1 MB payload
-//! limit, on any server, cluster or gateway, without raising `max_payload` everywhere.
+//! limit, on any server, cluster or gateway, without raising `max_payload` everywhere. Lines of at least
+//! `compress_min_bytes` travel zstd-compressed (`codec` says why); a line's parts are cut from the compressed bytes.
 
+mod codec;
 pub mod keeper;
 mod lines;
 pub mod lookup;
@@ -33,6 +35,11 @@ pub const H_LOST: &str = "Hl-Lost";
 /// `height:index` of the line before this one on the same subject, as the publisher knows it: an edge takes a
 /// line straight from the subject (not yet from the stream) only when it follows the edge's last line there.
 pub const H_PREV: &str = "Hl-Prev";
+/// `zstd`: the payload (all parts together) is the line compressed; absent: the line as the node wrote it.
+pub const H_ENC: &str = "Hl-Enc";
+/// The line's length, on each part of a line sent in parts or compressed: an edge knows a line is over its limit
+/// at the first part, and never inflates past it.
+pub const H_LEN: &str = "Hl-Len";
 
 pub use crate::config::NatsConfig;
 

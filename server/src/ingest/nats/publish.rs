@@ -17,8 +17,10 @@ use async_nats::HeaderMap;
 use async_nats::jetstream::{self, stream};
 use bytes::Bytes;
 
+use super::codec::{Encoder, ZSTD};
 use super::{
-    H_HEIGHT, H_INDEX, H_LOST, H_PART, H_PREV, H_STREAM, NatsConfig, header_part, header_u64, stream_word, subject,
+    H_ENC, H_HEIGHT, H_INDEX, H_LEN, H_LOST, H_PART, H_PREV, H_STREAM, NatsConfig, header_part, header_u64,
+    stream_word, subject,
 };
 use crate::ingest::file_source::FileSource;
 use crate::ingest::line_source::{LineSource, SourceEvent};
@@ -54,6 +56,7 @@ struct Publisher<'a> {
     /// The block being read in each stream and how many of its lines came so far.
     reading: [Option<Key>; 3],
     chunk: usize,
+    encoder: Encoder,
 }
 
 fn slot(s: Stream) -> usize {
@@ -114,7 +117,8 @@ impl<'a> Publisher<'a> {
         for s in Stream::ALL {
             last[slot(s)] = last_key(&st, &subject(&n.subject_prefix, cfg.mode, s)).await?;
         }
-        Ok(Publisher { cfg, js, last, reading: [None; 3], chunk })
+        let encoder = Encoder::new(n.compress_min_bytes)?;
+        Ok(Publisher { cfg, js, last, reading: [None; 3], chunk, encoder })
     }
 
     /// Where to (re)read the files from: the earliest block some stream may still owe a line of.
@@ -177,9 +181,12 @@ impl<'a> Publisher<'a> {
             };
             let Some(key) = self.place(s, height) else { continue };
             let subj = subject(&self.cfg.nats.subject_prefix, self.cfg.mode, s);
-            let id = format!("{}:{}:{}", stream_word(s), key.0, key.1);
-            let line = Bytes::from(line);
-            let parts = line.len().div_ceil(self.chunk).max(1);
+            let len = line.len();
+            let (body, compressed) = self.encoder.encode(Bytes::from(line));
+            // The encoding is part of the id: a publisher restarted mid-line with another setting sends the
+            // line anew from its first part, never parts of two encodings as one line.
+            let id = format!("{}:{}:{}{}", stream_word(s), key.0, key.1, if compressed { ":z" } else { "" });
+            let parts = body.len().div_ceil(self.chunk).max(1);
             for p in 0..parts {
                 let mut h = HeaderMap::new();
                 h.insert(H_HEIGHT, key.0.to_string().as_str());
@@ -191,13 +198,19 @@ impl<'a> Publisher<'a> {
                 if let Some((height, index)) = self.last[slot(s)] {
                     h.insert(H_PREV, format!("{height}:{index}").as_str());
                 }
+                if compressed {
+                    h.insert(H_ENC, ZSTD);
+                }
+                if compressed || parts > 1 {
+                    h.insert(H_LEN, len.to_string().as_str());
+                }
                 let body = if parts == 1 {
                     h.insert(async_nats::header::NATS_MESSAGE_ID, id.as_str());
-                    line.clone()
+                    body.clone()
                 } else {
                     h.insert(H_PART, format!("{p}/{parts}").as_str());
                     h.insert(async_nats::header::NATS_MESSAGE_ID, format!("{id}:{p}").as_str());
-                    line.slice(p * self.chunk..((p + 1) * self.chunk).min(line.len()))
+                    body.slice(p * self.chunk..((p + 1) * self.chunk).min(body.len()))
                 };
                 let ack = self.js.publish_with_headers(subj.clone(), h, body).await?;
                 ack.await.context("JetStream did not ack a line")?;

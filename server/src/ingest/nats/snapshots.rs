@@ -27,13 +27,16 @@ pub fn request_subject(prefix: &str) -> String {
     format!("{prefix}.snapshot.request")
 }
 
-/// Objects are named by the height of the books they hold.
+/// Objects are named by the height of the books they hold, and are zstd-compressed (node snapshots are JSON that
+/// shrinks ~10x: an edge bootstraps that much sooner, and the bucket holds that much less).
 pub fn object_name(height: u64) -> String {
-    format!("snapshot-{height}.json")
+    format!("snapshot-{height}.json.zst")
 }
 
+/// The height an object holds; plain `.json` objects (stored by an older publisher) are read too.
 pub fn object_height(name: &str) -> Option<u64> {
-    name.strip_prefix("snapshot-")?.strip_suffix(".json")?.parse().ok()
+    let json = name.strip_suffix(".zst").unwrap_or(name);
+    json.strip_prefix("snapshot-")?.strip_suffix(".json")?.parse().ok()
 }
 
 /// An edge's request: any snapshot at or above `min_height` will do.
@@ -92,11 +95,34 @@ async fn download(t: &NatsTarget, path: &Path, min_height: u64) -> anyhow::Resul
     let store =
         js.get_object_store(bucket(&t.stream)).await.with_context(|| format!("object store {}", bucket(&t.stream)))?;
     let mut object = store.get(&name).await.with_context(|| format!("snapshot {name}"))?;
-    let mut file = tokio::fs::File::create(path).await.with_context(|| format!("creating {}", path.display()))?;
+    let compressed = Path::new(&name).extension().is_some_and(|e| e == "zst");
+    let download = if compressed { path.with_extension("json.zst") } else { path.to_path_buf() };
+    let mut file =
+        tokio::fs::File::create(&download).await.with_context(|| format!("creating {}", download.display()))?;
     let bytes = tokio::io::copy(&mut object, &mut file).await.with_context(|| format!("downloading {name}"))?;
     tokio::io::AsyncWriteExt::flush(&mut file).await?;
+    drop(file);
+    if compressed {
+        let inflated = inflate(&download, path);
+        let _ = std::fs::remove_file(&download);
+        inflated.with_context(|| format!("inflating {name}"))?;
+    }
     tracing::info!(name, height, bytes, "snapshot fetched from NATS");
     Ok(())
+}
+
+fn inflate(from: &Path, to: &Path) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(to)?);
+    zstd::stream::copy_decode(std::fs::File::open(from)?, &mut out)?;
+    std::io::Write::flush(&mut out)
+}
+
+/// The publisher's side: `from` compressed into `to`, at zstd's fastest level (a whole-market snapshot is
+/// hundreds of MB; the level barely changes its size, and the node is waiting on nothing but us).
+pub fn deflate(from: &Path, to: &Path) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(to)?);
+    zstd::stream::copy_encode(std::io::BufReader::new(std::fs::File::open(from)?), &mut out, 1)?;
+    std::io::Write::flush(&mut out)
 }
 
 #[cfg(test)]
@@ -106,10 +132,24 @@ mod tests {
     #[test]
     fn names_carry_the_height_and_nothing_else_parses() {
         assert_eq!(object_height(&object_name(985148181)), Some(985148181));
+        assert_eq!(object_height("snapshot-7.json"), Some(7));
+        assert_eq!(object_height("snapshot-7.zst"), None);
         assert_eq!(object_height("snapshot-x.json"), None);
         assert_eq!(object_height("other-12.json"), None);
         assert_eq!(bucket("HL2"), "HL2_SNAPSHOTS");
         assert_eq!(request_subject("hl"), "hl.snapshot.request");
+    }
+
+    #[test]
+    fn a_snapshot_deflated_and_inflated_is_the_same_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, z, b) = (dir.path().join("a.json"), dir.path().join("a.json.zst"), dir.path().join("b.json"));
+        let text = r#"[985148181,[["BTC",[[{"oid":1,"px":"81307.0"}],[]]]]]"#.repeat(1000);
+        std::fs::write(&a, &text).unwrap();
+        deflate(&a, &z).unwrap();
+        assert!(std::fs::metadata(&z).unwrap().len() * 10 < text.len() as u64);
+        inflate(&z, &b).unwrap();
+        assert_eq!(std::fs::read_to_string(&b).unwrap(), text);
     }
 
     #[test]
