@@ -20,7 +20,8 @@
 //! `1,1p,1s,50,50p,50s`: `p` for push consumers and `s` for plain subscriptions to the line subjects, against the
 //! pull consumers hlbook's edges read the stream with; `1,3p,2s` under `--test`, as
 //! `make smoke` runs it); `HLBOOK_BENCH_RATE` (default 1.0);
-//! `HLBOOK_BENCH_SIM_ARGS` adds simulator flags. Needs `nats-server` and `cargo build --release -p hlbook --bins`.
+//! `HLBOOK_BENCH_SIM_ARGS` adds simulator flags; `HLBOOK_BENCH_COMPRESS_MIN` (default 32768) is the publisher's
+//! `nats.compress_min_bytes`, 0 for uncompressed lines. Needs `nats-server` and `cargo build --release -p hlbook --bins`.
 
 // The tests' rig, written for the `hlbook` package's MSRV (1.85), where `Duration::from_mins` is not yet stable.
 #[allow(clippy::duration_suboptimal_units)]
@@ -35,7 +36,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use async_nats::jetstream::{self, consumer};
 use futures_util::StreamExt;
 use hdrhistogram::Histogram;
-use hlbook::ingest::nats::{H_HEIGHT, header_part, header_u64, word_stream};
+use hlbook::ingest::nats::{H_ENC, H_HEIGHT, H_LEN, header_part, header_u64, word_stream};
 use hlbook::node::{Mode, Stream};
 use hlbook_benches::{Follower, written_times};
 use procs::{HLBOOK, Proc, nats::NatsServer};
@@ -89,7 +90,10 @@ fn main() {
     let (_sim, info) = procs::start_sim(&data, &market, &tmp.path().join("sim.log"));
     let files = Follower::start(&data, Mode::ByBlock, &info, &tmp.path().join("snapshots"));
     let relay_toml = tmp.path().join("relay.toml");
-    std::fs::write(&relay_toml, "[nats]\nmax_age_secs = 120\n").expect("relay config");
+    // `HLBOOK_BENCH_COMPRESS_MIN`: the publisher's nats.compress_min_bytes (0: lines go uncompressed).
+    let compress = env_or("HLBOOK_BENCH_COMPRESS_MIN", "32768");
+    let relay_config = format!("[nats]\nmax_age_secs = 120\ncompress_min_bytes = {compress}\n");
+    std::fs::write(&relay_toml, relay_config).expect("relay config");
     #[rustfmt::skip]
     let relay = Proc::start(HLBOOK, &[
         "relay", "--nats", &nats.url(), "--config", relay_toml.to_str().unwrap(),
@@ -97,7 +101,9 @@ fn main() {
     ], &tmp.path().join("relay.log"));
     relay.wait_line("relay publishing to nats stream", Duration::from_mins(1));
     let pids = [("nats-server", nats.proc.pid().expect("running")), ("relay", relay.pid().expect("running"))];
-    println!("nats_fanout: hlsim --rate {rate}, by-block; {secs} s measured per case after {WARMUP:?}");
+    println!(
+        "nats_fanout: hlsim --rate {rate}, by-block, compress_min_bytes {compress}; {secs} s measured per case after {WARMUP:?}"
+    );
     println!(
         "| consumers | messages/s each | MB/s each | lag p50 / p99 / max (ms) | worst consumer p99 (ms) | max pending | left at end | nats-server CPU | relay CPU | nats-server RSS |"
     );
@@ -264,6 +270,7 @@ async fn consume<E: std::fmt::Debug>(
     stop: &AtomicBool,
 ) -> Seen {
     let mut seen = Seen { lag: Some(Histogram::new(3).expect("histogram")), ..Seen::default() };
+    let mut joiner = Joiner::default();
     let start = Instant::now();
     while !stop.load(Relaxed) {
         let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(200), msgs.next()).await else { continue };
@@ -281,7 +288,7 @@ async fn consume<E: std::fmt::Debug>(
         seen.lines += 1;
         seen.bytes += m.payload.len() as u64;
         seen.max_pending = seen.max_pending.max(info.pending);
-        if note_lines && let Some(held) = whole_line(&m, now as i64) {
+        if note_lines && let Some(held) = joiner.whole_line(&m) {
             seen.lines_held.push(held);
         }
     }
@@ -291,7 +298,6 @@ async fn consume<E: std::fmt::Debug>(
     seen
 }
 
-/// The line a message completes (a line sent whole, or the last part of a long one), held at `now`.
 /// A plain subscription's consumer: counts what it gets and, for consumer 0, when it held each whole line (no
 /// storage stamp: these messages never went through the stream).
 async fn consume_subject(
@@ -301,15 +307,15 @@ async fn consume_subject(
     stop: &AtomicBool,
 ) -> Seen {
     let mut seen = Seen { lag: Some(Histogram::new(3).expect("histogram")), ..Seen::default() };
+    let mut joiner = Joiner::default();
     while !stop.load(Relaxed) {
         let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(200), subs.next()).await else { continue };
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_nanos() as i64;
         if !recording.load(Relaxed) {
             continue;
         }
         seen.lines += 1;
         seen.bytes += m.payload.len() as u64;
-        if note_lines && let Some(held) = whole_line(&m, now) {
+        if note_lines && let Some(held) = joiner.whole_line(&m) {
             seen.lines_held.push(held);
         }
     }
@@ -319,11 +325,36 @@ async fn consume_subject(
     seen
 }
 
-fn whole_line(m: &async_nats::Message, now: i64) -> Option<(Stream, u64, i64)> {
-    let stream = word_stream(m.subject.rsplit('.').next()?)?;
-    let h = m.headers.as_ref()?;
-    let (part, parts) = header_part(h)?;
-    (part + 1 == parts).then_some((stream, header_u64(h, H_HEIGHT)?, now))
+/// Consumer 0's lines put back together as an edge does: parts joined, compressed lines inflated. A line counts
+/// as held once it is whole and readable.
+#[derive(Default)]
+struct Joiner {
+    parts: HashMap<Stream, Vec<u8>>,
+}
+
+impl Joiner {
+    /// The line a message completes (a line sent whole, or the last part of a long one), and when it was held.
+    fn whole_line(&mut self, m: &async_nats::Message) -> Option<(Stream, u64, i64)> {
+        let stream = word_stream(m.subject.rsplit('.').next()?)?;
+        let h = m.headers.as_ref()?;
+        let (part, parts) = header_part(h)?;
+        let buf = self.parts.entry(stream).or_default();
+        if part == 0 {
+            buf.clear();
+        }
+        buf.extend_from_slice(&m.payload);
+        if part + 1 < parts {
+            return None;
+        }
+        if h.get(H_ENC).is_some() {
+            let len = header_u64(h, H_LEN)? as usize;
+            let line = zstd::bulk::decompress(buf, len).expect("a compressed line inflates");
+            assert_eq!(line.len(), len, "a compressed line inflates to its Hl-Len");
+        }
+        buf.clear();
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_nanos() as i64;
+        Some((stream, header_u64(h, H_HEIGHT)?, now))
+    }
 }
 
 #[allow(clippy::float_arithmetic)] // rates and milliseconds, not money
