@@ -155,6 +155,7 @@ impl Input {
             c.files_reopened.set(s.files_reopened);
             c.source_connects.set(s.connects);
             c.source_disconnects.set(s.disconnects);
+            c.foreign_messages.set(s.foreign_messages);
         }
     }
 }

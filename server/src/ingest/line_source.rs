@@ -40,6 +40,8 @@ pub struct SourceCounters {
     pub files_reopened: u64,
     pub connects: u64,
     pub disconnects: u64,
+    /// Messages in a NATS stream that were not node lines of ours, skipped.
+    pub foreign_messages: u64,
 }
 
 /// A stream of node lines.

@@ -105,6 +105,8 @@ crate::state::counter::counters! {
         source_connects,
         /// Connections to relays lost.
         source_disconnects,
+        /// Messages in a NATS stream that were not node lines of ours (no height, a bad part header), skipped.
+        foreign_messages,
         /// Comparisons with a node snapshot (periodic, and at once for untrusted coins).
         validations,
         /// Comparisons that found a coin differing from the node's snapshot.

@@ -36,8 +36,13 @@ pub(super) enum Via {
 #[derive(Debug)]
 pub(super) enum Whole {
     Line(Stream, Bytes),
-    /// A line over the edge's limit, or one the publisher refused: (stream, height, bytes).
+    /// A line over the edge's limit, one the publisher refused, or one that does not decode: (stream, height,
+    /// bytes).
     TooLong(Stream, u64, u64),
+    /// A stream message that is not a node line of ours (no height, a bad part header, a subject of no node
+    /// stream), and why: skipped, so one stray message cannot stop every edge at the same sequence. Had it been a
+    /// real line, its block breaks and is resynced.
+    Foreign(String),
 }
 
 /// Where the stream stands: the sequence to read next, and the last line (height, index) handed on per stream,
@@ -80,8 +85,8 @@ impl Lines {
     }
 
     /// The line or loss a message completes, if any; `seq` is a stream message's sequence (None from the
-    /// subject). A stream message that is not a node line of ours is an error; such a message on the subject is
-    /// ignored (the stream decides).
+    /// subject). A stream message that is not a node line of ours is reported `Foreign`; such a message on the
+    /// subject is ignored (the stream decides).
     pub(super) fn take(
         &mut self,
         via: Via,
@@ -89,15 +94,15 @@ impl Lines {
         subject: &str,
         headers: Option<&HeaderMap>,
         payload: &Bytes,
-    ) -> anyhow::Result<Option<Whole>> {
-        let whole = self.complete(via, seq, subject, headers, payload)?;
+    ) -> Option<Whole> {
+        let whole = self.complete(via, seq, subject, headers, payload);
         if let (Via::Stream, Some(seq)) = (via, seq) {
             // Past this message, unless a line the stream brought is still partly read: then at its first part,
             // so it is read whole again (its stream's lines read since are dropped as seen).
             let open = self.parts[Via::Stream as usize].iter().filter_map(|p| p.first_seq).min();
             self.pos.next = open.map_or(seq + 1, |o| o.min(seq + 1));
         }
-        Ok(whole)
+        whole
     }
 
     fn complete(
@@ -107,38 +112,36 @@ impl Lines {
         subject: &str,
         headers: Option<&HeaderMap>,
         payload: &Bytes,
-    ) -> anyhow::Result<Option<Whole>> {
+    ) -> Option<Whole> {
+        let foreign = |why: String| (via == Via::Stream).then_some(Whole::Foreign(why));
         let s = subject.rsplit('.').next().and_then(word_stream);
         let (Some(s), Some(h)) = (s, headers) else {
-            anyhow::ensure!(via == Via::Subject, "message on {subject} is not a node line of ours");
-            return Ok(None);
+            return foreign(format!("a message on {subject} without a node line's headers"));
         };
         let Some(height) = header_u64(h, H_HEIGHT) else {
-            anyhow::ensure!(via == Via::Subject, "no {H_HEIGHT} header on {subject}");
-            return Ok(None);
+            return foreign(format!("no {H_HEIGHT} header on {subject}"));
         };
         let key = (height, header_u64(h, H_INDEX).unwrap_or(0));
         let Some((part, n)) = header_part(h) else {
-            anyhow::ensure!(via == Via::Subject, "bad part header on {subject}");
-            return Ok(None);
+            return foreign(format!("a bad part header on {subject}"));
         };
         let i = s as usize;
         let seen = &mut self.pos.seen[i];
         if height <= self.after || seen.is_some_and(|k| key <= k) {
-            return Ok(None);
+            return None;
         }
         if via == Via::Subject && (seen.is_none() || header_key(h, H_PREV) != *seen) {
-            return Ok(None);
+            return None;
         }
         if let Some(bytes) = header_u64(h, H_LOST) {
             *seen = Some(key);
-            return Ok(Some(Whole::TooLong(s, height, bytes)));
+            return Some(Whole::TooLong(s, height, bytes));
         }
         // The line's length: named on a compressed line and on every part, else the payload's.
         let len = header_u64(h, H_LEN);
         if n == 1 {
             *seen = Some(key);
-            return Ok(Some(self.whole(s, height, h, len, payload.clone())));
+            return Some(self.whole(s, height, h, len, payload.clone()));
         }
         let p = &mut self.parts[via as usize][i];
         if part == 0 {
@@ -146,7 +149,7 @@ impl Lines {
         } else if part != p.next {
             // A part of a line we did not see begin (a publisher restarted mid-line): its whole copy follows.
             *p = Parts { next: u64::MAX, ..Parts::default() };
-            return Ok(None);
+            return None;
         }
         p.next = part + 1;
         p.over |= p.buf.len() + payload.len() > self.max_line;
@@ -154,15 +157,15 @@ impl Lines {
             p.buf.extend_from_slice(payload);
         }
         if part + 1 < n {
-            return Ok(None);
+            return None;
         }
         self.pos.seen[i] = Some(key);
         let p = std::mem::take(p);
-        Ok(Some(if p.over {
+        Some(if p.over {
             Whole::TooLong(s, height, len.unwrap_or(n * payload.len() as u64))
         } else {
             self.whole(s, height, h, len, p.buf.into())
-        }))
+        })
     }
 
     /// A whole payload as the line it holds, or as lost when it is over the limit or does not decode.
@@ -212,22 +215,22 @@ mod tests {
     fn the_resume_position_follows_the_stream() {
         let mut l = Lines::new(0, 1 << 20, None);
         let b = Bytes::from_static(b"x");
-        assert!(l.take(Via::Stream, Some(5), FILLS, Some(&msg(1, 0, None, None)), &b).unwrap().is_some());
+        assert!(l.take(Via::Stream, Some(5), FILLS, Some(&msg(1, 0, None, None)), &b).is_some());
         assert_eq!(l.pos().next, 6);
         // A line from the subject leaves the stream's place alone; its copy from the stream, dropped, moves it on.
-        assert!(l.take(Via::Subject, None, FILLS, Some(&msg(2, 0, Some((1, 0)), None)), &b).unwrap().is_some());
+        assert!(l.take(Via::Subject, None, FILLS, Some(&msg(2, 0, Some((1, 0)), None)), &b).is_some());
         assert_eq!(l.pos().next, 6);
-        assert!(l.take(Via::Stream, Some(6), FILLS, Some(&msg(2, 0, Some((1, 0)), None)), &b).unwrap().is_none());
+        assert!(l.take(Via::Stream, Some(6), FILLS, Some(&msg(2, 0, Some((1, 0)), None)), &b).is_none());
         assert_eq!(l.pos().next, 7);
         // A line of another stream partly read: a consumer resuming reads it from its first part.
-        assert!(l.take(Via::Stream, Some(7), DIFFS, Some(&msg(2, 0, None, Some((0, 2)))), &b).unwrap().is_none());
-        assert!(l.take(Via::Stream, Some(8), FILLS, Some(&msg(3, 0, Some((2, 0)), None)), &b).unwrap().is_some());
+        assert!(l.take(Via::Stream, Some(7), DIFFS, Some(&msg(2, 0, None, Some((0, 2)))), &b).is_none());
+        assert!(l.take(Via::Stream, Some(8), FILLS, Some(&msg(3, 0, Some((2, 0)), None)), &b).is_some());
         assert_eq!(l.pos().next, 7);
-        assert!(l.take(Via::Stream, Some(9), DIFFS, Some(&msg(2, 0, None, Some((1, 2)))), &b).unwrap().is_some());
+        assert!(l.take(Via::Stream, Some(9), DIFFS, Some(&msg(2, 0, None, Some((1, 2)))), &b).is_some());
         assert_eq!(l.pos().next, 10);
         // Resumed there, the lines already handed on are dropped.
         let mut again = Lines::new(0, 1 << 20, Some(l.pos()));
-        assert!(again.take(Via::Stream, Some(8), FILLS, Some(&msg(3, 0, Some((2, 0)), None)), &b).unwrap().is_none());
+        assert!(again.take(Via::Stream, Some(8), FILLS, Some(&msg(3, 0, Some((2, 0)), None)), &b).is_none());
     }
 
     #[test]
@@ -235,40 +238,30 @@ mod tests {
         let mut l = Lines::new(10, 1 << 20, None);
         let b = Bytes::from_static(b"x");
         // Nothing taken yet in this stream: the subject waits for the stream.
-        assert!(l.take(Via::Subject, None, FILLS, Some(&msg(11, 0, Some((10, 0)), None)), &b).unwrap().is_none());
-        assert!(
-            line(l.take(Via::Stream, Some(101), FILLS, Some(&msg(11, 0, Some((10, 0)), None)), &b).unwrap()).is_some()
-        );
+        assert!(l.take(Via::Subject, None, FILLS, Some(&msg(11, 0, Some((10, 0)), None)), &b).is_none());
+        assert!(line(l.take(Via::Stream, Some(101), FILLS, Some(&msg(11, 0, Some((10, 0)), None)), &b)).is_some());
         // Next in sequence: taken from the subject, and the stream's copy is dropped.
-        assert!(line(l.take(Via::Subject, None, FILLS, Some(&msg(12, 0, Some((11, 0)), None)), &b).unwrap()).is_some());
-        assert!(l.take(Via::Stream, Some(102), FILLS, Some(&msg(12, 0, Some((11, 0)), None)), &b).unwrap().is_none());
+        assert!(line(l.take(Via::Subject, None, FILLS, Some(&msg(12, 0, Some((11, 0)), None)), &b)).is_some());
+        assert!(l.take(Via::Stream, Some(102), FILLS, Some(&msg(12, 0, Some((11, 0)), None)), &b).is_none());
         // A line whose predecessor the edge has not taken (13 was missed on the subject): left to the stream.
-        assert!(l.take(Via::Subject, None, FILLS, Some(&msg(14, 0, Some((13, 0)), None)), &b).unwrap().is_none());
-        assert!(
-            line(l.take(Via::Stream, Some(103), FILLS, Some(&msg(13, 0, Some((12, 0)), None)), &b).unwrap()).is_some()
-        );
-        assert!(
-            line(l.take(Via::Stream, Some(104), FILLS, Some(&msg(14, 0, Some((13, 0)), None)), &b).unwrap()).is_some()
-        );
+        assert!(l.take(Via::Subject, None, FILLS, Some(&msg(14, 0, Some((13, 0)), None)), &b).is_none());
+        assert!(line(l.take(Via::Stream, Some(103), FILLS, Some(&msg(13, 0, Some((12, 0)), None)), &b)).is_some());
+        assert!(line(l.take(Via::Stream, Some(104), FILLS, Some(&msg(14, 0, Some((13, 0)), None)), &b)).is_some());
         // No predecessor named (a publisher that restarted mid-line): the stream only.
-        assert!(l.take(Via::Subject, None, FILLS, Some(&msg(15, 0, None, None)), &b).unwrap().is_none());
+        assert!(l.take(Via::Subject, None, FILLS, Some(&msg(15, 0, None, None)), &b).is_none());
     }
 
     #[test]
     fn parts_from_both_ways_do_not_mix() {
         let mut l = Lines::new(0, 1 << 20, None);
         let (a, b) = (Bytes::from_static(b"ab"), Bytes::from_static(b"cd"));
-        assert!(line(l.take(Via::Stream, Some(105), FILLS, Some(&msg(1, 0, None, None)), &a).unwrap()).is_some());
+        assert!(line(l.take(Via::Stream, Some(105), FILLS, Some(&msg(1, 0, None, None)), &a)).is_some());
         // The stream is mid-line 2 when the subject brings line 2 whole (both parts): taken once, whole.
-        assert!(
-            l.take(Via::Stream, Some(106), FILLS, Some(&msg(2, 0, Some((1, 0)), Some((0, 2)))), &a).unwrap().is_none()
-        );
-        assert!(l.take(Via::Subject, None, FILLS, Some(&msg(2, 0, Some((1, 0)), Some((0, 2)))), &a).unwrap().is_none());
-        let got = line(l.take(Via::Subject, None, FILLS, Some(&msg(2, 0, Some((1, 0)), Some((1, 2)))), &b).unwrap());
+        assert!(l.take(Via::Stream, Some(106), FILLS, Some(&msg(2, 0, Some((1, 0)), Some((0, 2)))), &a).is_none());
+        assert!(l.take(Via::Subject, None, FILLS, Some(&msg(2, 0, Some((1, 0)), Some((0, 2)))), &a).is_none());
+        let got = line(l.take(Via::Subject, None, FILLS, Some(&msg(2, 0, Some((1, 0)), Some((1, 2)))), &b));
         assert_eq!(got, Some((Stream::Fills, b"abcd".to_vec())));
-        assert!(
-            l.take(Via::Stream, Some(107), FILLS, Some(&msg(2, 0, Some((1, 0)), Some((1, 2)))), &b).unwrap().is_none()
-        );
+        assert!(l.take(Via::Stream, Some(107), FILLS, Some(&msg(2, 0, Some((1, 0)), Some((1, 2)))), &b).is_none());
     }
 
     #[test]
@@ -285,14 +278,14 @@ mod tests {
             h
         };
         let mut l = Lines::new(0, text.len(), None);
-        assert!(l.take(Via::Stream, Some(1), FILLS, Some(&with(0, text.len())), &z.slice(..half)).unwrap().is_none());
-        let got = line(l.take(Via::Stream, Some(2), FILLS, Some(&with(1, text.len())), &z.slice(half..)).unwrap());
+        assert!(l.take(Via::Stream, Some(1), FILLS, Some(&with(0, text.len())), &z.slice(..half)).is_none());
+        let got = line(l.take(Via::Stream, Some(2), FILLS, Some(&with(1, text.len())), &z.slice(half..)));
         assert_eq!(got, Some((Stream::Fills, text.to_vec())));
         // An edge whose limit is below the named length buffers nothing and reports the line lost at its size.
         let mut l = Lines::new(0, text.len() - 1, None);
-        assert!(l.take(Via::Stream, Some(1), FILLS, Some(&with(0, text.len())), &z.slice(..half)).unwrap().is_none());
+        assert!(l.take(Via::Stream, Some(1), FILLS, Some(&with(0, text.len())), &z.slice(..half)).is_none());
         assert!(l.parts[Via::Stream as usize][Stream::Fills as usize].buf.is_empty());
-        match l.take(Via::Stream, Some(2), FILLS, Some(&with(1, text.len())), &z.slice(half..)).unwrap() {
+        match l.take(Via::Stream, Some(2), FILLS, Some(&with(1, text.len())), &z.slice(half..)) {
             Some(Whole::TooLong(Stream::Fills, 1, n)) => assert_eq!(n, text.len() as u64),
             other => panic!("{other:?}"),
         }
@@ -302,15 +295,19 @@ mod tests {
         h.insert(H_ENC, codec::ZSTD);
         h.insert(H_LEN, "10");
         let bad = Bytes::from_static(b"not zstd at all");
-        assert!(matches!(l.take(Via::Stream, Some(3), FILLS, Some(&h), &bad).unwrap(), Some(Whole::TooLong(..))));
+        assert!(matches!(l.take(Via::Stream, Some(3), FILLS, Some(&h), &bad), Some(Whole::TooLong(..))));
     }
 
     #[test]
     fn a_stranger_on_the_subject_is_ignored_but_not_in_the_stream() {
         let mut l = Lines::new(0, 1 << 20, None);
         let b = Bytes::from_static(b"x");
-        assert!(l.take(Via::Subject, None, FILLS, None, &b).unwrap().is_none());
-        assert!(l.take(Via::Stream, Some(108), FILLS, None, &b).is_err());
-        assert!(l.take(Via::Stream, Some(109), "hl.by-block.other", Some(&msg(1, 0, None, None)), &b).is_err());
+        assert!(l.take(Via::Subject, None, FILLS, None, &b).is_none());
+        assert!(matches!(l.take(Via::Stream, Some(108), FILLS, None, &b), Some(Whole::Foreign(_))));
+        let other = l.take(Via::Stream, Some(109), "hl.by-block.other", Some(&msg(1, 0, None, None)), &b);
+        assert!(matches!(other, Some(Whole::Foreign(_))));
+        // Skipped, not a stop: the stream goes on past it, and the next line of ours is taken.
+        assert_eq!(l.pos().next, 110);
+        assert!(line(l.take(Via::Stream, Some(110), FILLS, Some(&msg(1, 0, None, None)), &b)).is_some());
     }
 }

@@ -43,6 +43,8 @@ enum Msg {
     Restart,
     Line(Stream, Bytes, Pos),
     TooLong(Stream, u64, u64, Pos),
+    /// A stream message that is not a node line of ours, skipped.
+    Foreign(String, Pos),
     Broken(String),
 }
 
@@ -139,6 +141,15 @@ impl NatsSource {
             Msg::TooLong(stream, height, bytes, pos) => {
                 self.pos = Some(pos);
                 on(SourceEvent::TooLong { stream, height: Some(height), bytes });
+            }
+            Msg::Foreign(why, pos) => {
+                self.pos = Some(pos);
+                self.counters.foreign_messages += 1;
+                // The first few, then one in a thousand: a flood of them must not flood the log.
+                let n = self.counters.foreign_messages;
+                if n <= 10 || n % 1000 == 0 {
+                    tracing::warn!(stream = %self.target.stream, "skipped {why} (foreign message #{n})");
+                }
             }
             Msg::Broken(why) => {
                 let at = self
@@ -292,7 +303,7 @@ async fn consume(
             biased;
             _ = reconnected.recv() => anyhow::bail!("reconnected to NATS; the consumer starts over"),
             Some(m) = live_rx.recv() => {
-                let whole = lines.take(Via::Subject, None, &m.subject, m.headers.as_ref(), &m.payload)?;
+                let whole = lines.take(Via::Subject, None, &m.subject, m.headers.as_ref(), &m.payload);
                 if whole.is_some() && !std::mem::replace(&mut caught_up, true) {
                     tracing::info!(stream = %t.stream, "caught up: lines now come straight from their subjects");
                 }
@@ -302,12 +313,13 @@ async fn consume(
                 let Some(m) = m else { break };
                 let m = m?;
                 let seq = m.info().map_err(|e| anyhow::anyhow!("message without stream info: {e}"))?.stream_sequence;
-                lines.take(Via::Stream, Some(seq), &m.subject, m.headers.as_ref(), &m.payload)?
+                lines.take(Via::Stream, Some(seq), &m.subject, m.headers.as_ref(), &m.payload)
             }
         };
         match whole {
             Some(Whole::Line(s, line)) => tx.send(Msg::Line(s, line, lines.pos())).await?,
             Some(Whole::TooLong(s, height, bytes)) => tx.send(Msg::TooLong(s, height, bytes, lines.pos())).await?,
+            Some(Whole::Foreign(why)) => tx.send(Msg::Foreign(why, lines.pos())).await?,
             None => {}
         }
     }
