@@ -166,3 +166,36 @@ fn fills_past_the_retention_go_by_whole_days() {
     assert_eq!(left.len(), 2, "the first day is gone: {left:?}");
     assert!(left[0].contains(r#""tid":2"#), "{left:?}");
 }
+
+#[test]
+fn followed_mode_keeps_followed_users_and_reads_a_new_one_back_from_the_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = dir.path().join("node");
+    write_files(&node, 1..=8);
+    let store = Store::open(&dir.path().join("store")).unwrap();
+    store.follow_only(10).unwrap();
+    assert_eq!(store.follow.follow(&addr(A).0), follow::Follow::New);
+    let fd = FillsDir { node_dir: node.clone(), mode: Mode::ByBlock };
+    let mut w = Writer::new(store.clone(), Some(fd.clone()), 30);
+    run(&mut w, vec![Feed::Complete(5)]);
+    let fills = |u: &str| store.user_fills(&addr(u), u64::MAX, 1000).unwrap();
+    assert_eq!(fills(A).len(), 10, "A's fills of blocks 1..=5, from the files");
+    assert!(fills(B).is_empty(), "B is not followed");
+    // B followed: live blocks from the next commit on hold B's, earlier ones are read back from the files.
+    assert_eq!(store.follow.follow(&addr(B).0), follow::Follow::New);
+    let steps = (6..=8).map(|h| Feed::Step(step(h, &[h * 10, h * 10 + 1])));
+    run(&mut w, [Feed::Gap].into_iter().chain(steps).chain([Feed::Complete(8)]).collect());
+    assert_eq!(store.height(), 8);
+    let live = fills(B).len();
+    assert!(live > 0 && live < 16, "B's live fills only: {live}");
+    follow::read_back(&store, &fd, (&[addr(B).0], 8), 30, &AtomicBool::new(false)).unwrap();
+    let want: Vec<String> = (1..=8)
+        .flat_map(|h| [h * 10, h * 10 + 1].map(|t| raw(t, T0 + h as i64 * 1000, &format!("{}.0", 100 + t))))
+        .collect();
+    assert_eq!(fills(B).iter().map(ToString::to_string).collect::<Vec<_>>(), want, "every B fill once, in order");
+    assert_eq!(fills(A).len(), 16, "A's untouched by the merge");
+    drop(w);
+    // The followed set is the store's: a restart keeps following both.
+    let stored = follow::stored(&store).unwrap();
+    assert_eq!(stored.len(), 2, "{stored:?}");
+}
