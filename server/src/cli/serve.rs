@@ -287,7 +287,7 @@ fn start_store(
         };
         store::seed::spawn(store.clone(), hub.state().clone(), seed);
     }
-    let writer = Writer::new(store, files, c.store.fills_retention_days);
+    let writer = Writer::new(store, files, c.store.fills_retention_days).keep_candles(c.store.candles_kept);
     let w = watch.clone();
     Ok(Some(std::thread::Builder::new().name("hlbook-store".into()).spawn(move || {
         w.run("history store", || writer.run(&rx, &w.stop));

@@ -24,6 +24,8 @@ pub struct StoreConfig {
     pub fills_users: FillsUsers,
     /// Users always followed (`0x` and 40 hex digits), in followed mode.
     pub fills_follow: Vec<String>,
+    /// Candles kept per coin and fixed interval, the newest (the exchange serves 5000); 0: every one, for good.
+    pub candles_kept: u32,
     /// Most users followed at once, in followed mode; userFills subscribers beyond it are not followed (a notice).
     pub fills_follow_max: usize,
 }
@@ -50,6 +52,7 @@ impl Default for StoreConfig {
             fills_users: FillsUsers::All,
             fills_follow: Vec::new(),
             fills_follow_max: 1000,
+            candles_kept: 0,
         }
     }
 }

@@ -94,6 +94,8 @@ pub struct Writer {
     /// Users newly followed, written to the followed table with the next commit, then read back.
     new_users: Vec<[u8; 20]>,
     read_back: Option<Sender<Job>>,
+    /// Candles kept per coin and interval, the newest (0: every one).
+    candles_kept: u32,
 }
 
 impl std::fmt::Debug for Writer {
@@ -147,8 +149,15 @@ impl Writer {
             keep: store.follow.only().then(|| store.follow.users()),
             new_users: Vec::new(),
             read_back: None,
+            candles_kept: 0,
             store,
         }
+    }
+
+    /// Keeps only each coin's newest `n` candles of each fixed interval (`store.candles_kept`; 0: every one).
+    pub fn keep_candles(mut self, n: u32) -> Writer {
+        self.candles_kept = n;
+        self
     }
 
     /// Runs until `stop` is set; in followed mode with a thread reading newly followed users back from the files.
@@ -406,6 +415,7 @@ impl Writer {
                     let last = last.transpose()?.and_then(|(k, v)| schema::decode_candle(i, k.value().2, v.value()));
                     self.cache.insert(key.clone(), last);
                 }
+                let kept = self.candles_kept;
                 let c = self.cache.get_mut(&key).expect("just inserted");
                 for tr in &trades {
                     // A trade opening a later bucket: the finished candle is written before it is replaced.
@@ -413,6 +423,7 @@ impl Writer {
                         && i.bucket(tr.time).0 > old.t
                     {
                         table.insert((&**coin, interval_byte(i), old.t), schema::encode_candle(&old).as_slice())?;
+                        drop_old_candles(table, coin, i, old.t, kept)?;
                     }
                     push(c, i, *tr);
                 }
@@ -430,6 +441,23 @@ impl Writer {
         let cutoff = day_of(self.last_ms - i64::from(self.retention_days) * DAY);
         self.pruner.prune(txn, day_of(self.last_ms), cutoff)
     }
+}
+
+/// Deletes the coin's candles of `i` older than the newest `candles_kept` (counting from the one opening at
+/// `t`): the exchange serves the newest 5000, so older ones only grow the store. 1M (not a fixed length) is
+/// never deleted: 5000 months is four centuries.
+fn drop_old_candles(
+    table: &mut redb::Table<'_, (&'static str, u8, i64), &'static [u8]>,
+    coin: &Coin,
+    i: Interval,
+    t: i64,
+    kept: u32,
+) -> Result<(), redb::Error> {
+    let (Some(len), kept @ 1..) = (i.fixed_ms(), kept) else { return Ok(()) };
+    // The finished candle at `t` and the open one after it count among the kept.
+    let cutoff = t.saturating_sub(len.saturating_mul(i64::from(kept - 1)));
+    let b = interval_byte(i);
+    Ok(table.retain_in((&**coin, b, i64::MIN)..=(&**coin, b, cutoff), |_, _| false)?)
 }
 
 #[cfg(test)]

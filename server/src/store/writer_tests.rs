@@ -199,3 +199,23 @@ fn followed_mode_keeps_followed_users_and_reads_a_new_one_back_from_the_files() 
     let stored = follow::stored(&store).unwrap();
     assert_eq!(stored.len(), 2, "{stored:?}");
 }
+
+#[test]
+fn only_the_newest_candles_of_each_fixed_interval_are_kept_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("store")).unwrap();
+    let mut w = Writer::new(store, None, 30).keep_candles(3);
+    w.live_from = Some(1);
+    for h in 1..=6 {
+        let mut s = Arc::try_unwrap(step(h, &[h])).unwrap();
+        let at = T0 + h as i64 * MINUTE;
+        s.block_time = at * 1_000_000;
+        if let StepData::Fills { fills, .. } = &mut s.data {
+            fills.iter_mut().for_each(|f| f.time = at);
+        }
+        run(&mut w, vec![Feed::Step(Arc::new(s)), Feed::Complete(h)]);
+    }
+    let m1 = w.store.candles("BTC", Interval::M1, (0, i64::MAX), 100).unwrap();
+    assert_eq!(m1.iter().map(|c| c.t).collect::<Vec<_>>(), [4, 5, 6].map(|m| T0 + m * MINUTE), "the newest three");
+    assert_eq!(w.store.candles("BTC", Interval::H1, (0, i64::MAX), 100).unwrap()[0].n, 6, "the hour keeps all");
+}
