@@ -155,6 +155,7 @@ impl Writer {
     }
 
     /// Keeps only each coin's newest `n` candles of each fixed interval (`store.candles_kept`; 0: every one).
+    #[must_use]
     pub fn keep_candles(mut self, n: u32) -> Writer {
         self.candles_kept = n;
         self

@@ -211,7 +211,9 @@ fn only_the_newest_candles_of_each_fixed_interval_are_kept_when_asked() {
         let at = T0 + h as i64 * MINUTE;
         s.block_time = at * 1_000_000;
         if let StepData::Fills { fills, .. } = &mut s.data {
-            fills.iter_mut().for_each(|f| f.time = at);
+            for f in fills.iter_mut() {
+                f.time = at;
+            }
         }
         run(&mut w, vec![Feed::Step(Arc::new(s)), Feed::Complete(h)]);
     }
