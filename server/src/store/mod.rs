@@ -6,7 +6,8 @@
 //! copy-on-write pages and checksummed commits, so a process killed at any moment reopens at its last commit,
 //! never half-written; MVCC readers never wait for the writer; one file, maintained and 1.0+ stable format.
 //!
-//! One writer thread (`writer`) owns every write: the publisher hands it each fills step over a bounded channel
+//! Whose fills are kept is `follow`'s (every user's, or followed users' only). One writer thread (`writer`) owns
+//! every write but the merges of a newly followed user's older fills, which `follow` reads back on its own thread: the publisher hands it each fills step over a bounded channel
 //! and never waits (a full channel drops messages and says so: the writer reads the blocks it missed back from the
 //! node's files). Each commit holds whole blocks and the last height, so a restart continues after that height
 //! from the node's files (`files`). Readers (`Store`) open read transactions from any thread.
