@@ -185,7 +185,13 @@ pub fn run_read_back(
     jobs: &Receiver<Job>,
     stop: &AtomicBool,
 ) {
-    while let Ok((users, to)) = jobs.recv() {
+    while let Ok((mut users, mut to)) = jobs.recv() {
+        // Jobs queued meanwhile share one pass over the files: merging is idempotent, and a user's fills of blocks
+        // past its own height were written live, so they are skipped.
+        while let Ok((more, t)) = jobs.try_recv() {
+            users.extend(more);
+            to = to.max(t);
+        }
         let outcome = match files {
             Some(dir) => read_back(store, dir, (&users, to), retention_days, stop),
             None => Ok(0),

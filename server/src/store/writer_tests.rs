@@ -221,3 +221,24 @@ fn only_the_newest_candles_of_each_fixed_interval_are_kept_when_asked() {
     assert_eq!(m1.iter().map(|c| c.t).collect::<Vec<_>>(), [4, 5, 6].map(|m| T0 + m * MINUTE), "the newest three");
     assert_eq!(w.store.candles("BTC", Interval::H1, (0, i64::MAX), 100).unwrap()[0].n, 6, "the hour keeps all");
 }
+
+#[test]
+fn queued_read_backs_share_one_pass_and_mark_their_users_done() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = dir.path().join("node");
+    write_files(&node, 1..=5);
+    let store = Store::open(&dir.path().join("store")).unwrap();
+    store.follow_only(10).unwrap();
+    let (tx, jobs) = follow::channel();
+    tx.send((vec![addr(A).0], 3)).unwrap();
+    tx.send((vec![addr(B).0], 5)).unwrap();
+    drop(tx);
+    let fd = FillsDir { node_dir: node, mode: Mode::ByBlock };
+    follow::run_read_back(&store, Some(&fd), 30, &jobs, &AtomicBool::new(false));
+    for u in [A, B] {
+        assert_eq!(store.user_fills(&addr(u), u64::MAX, 100).unwrap().len(), 10, "{u}: blocks 1..=5");
+    }
+    let mut stored = follow::stored(&store).unwrap();
+    stored.sort();
+    assert_eq!(stored.iter().map(|s| s.1).collect::<Vec<_>>(), [5, 5], "read back up to 5: not again after a restart");
+}
