@@ -241,6 +241,16 @@ fn open_store(c: &Config, shared: &Shared) -> Option<Arc<Store>> {
     match Store::open(&dir) {
         Ok(store) => {
             tracing::info!(path = %store.path().display(), height = store.height(), "history store open");
+            if c.store.fills_users == crate::config::FillsUsers::Followed {
+                if let Err(e) = store.follow_only(c.store.fills_follow_max) {
+                    tracing::error!("no history store: {e}; candles and userFills start from what is served live");
+                    return None;
+                }
+                for u in c.store.follow_users() {
+                    store.follow.follow(&u.0);
+                }
+                tracing::info!(users = store.follow.len(), "history store: keeping followed users' fills only");
+            }
             // Every user's fills, not only the followed users', reach the writer verbatim, from the first line.
             shared.watched().keep_all_fills();
             Some(store)
@@ -277,7 +287,7 @@ fn start_store(
         };
         store::seed::spawn(store.clone(), hub.state().clone(), seed);
     }
-    let writer = Writer::new(store, files, c.store.fills_retention_days);
+    let writer = Writer::new(store, files, c.store.fills_retention_days).keep_candles(c.store.candles_kept);
     let w = watch.clone();
     Ok(Some(std::thread::Builder::new().name("hlbook-store".into()).spawn(move || {
         w.run("history store", || writer.run(&rx, &w.stop));

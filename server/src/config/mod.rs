@@ -19,7 +19,7 @@ mod store;
 pub use ingest::IngestConfig;
 pub use nats::NatsConfig;
 pub use server::{DEFAULT_INFO_TYPES, ServerConfig};
-pub use store::StoreConfig;
+pub use store::{FillsUsers, StoreConfig};
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]

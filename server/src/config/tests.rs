@@ -71,6 +71,9 @@ fn bad_settings_name_their_key() {
         ("[log]\nformat = \"xml\"\n", "log.format"),
         ("[store]\nfills_retention_days = 0\n", "store.fills_retention_days"),
         ("[store]\nseed_url = \"ftp://x\"\n", "store.seed_url"),
+        ("[store]\nfills_users = \"some\"\n", "fills_users"),
+        ("[store]\nfills_follow = [\"0x12\"]\n", "store.fills_follow"),
+        ("[store]\nfills_follow_max = 0\n", "store.fills_follow_max"),
     ] {
         let e = parse(text).unwrap_err();
         assert!(e.contains(key), "{text:?}: {e}");
@@ -89,4 +92,13 @@ fn the_store_lives_beside_the_snapshots_unless_told() {
     assert_eq!(c.dir_beside(Path::new("/tmp/t/snaps")), PathBuf::from("/tmp/t/hlbook-store"));
     let c = StoreConfig { dir: "/data/h".into(), ..StoreConfig::default() };
     assert_eq!(c.dir_beside(Path::new("/tmp/t/snaps")), PathBuf::from("/data/h"));
+}
+
+#[test]
+fn followed_users_parse_from_the_file() {
+    let u = "0x5EAAC7C475B1FAD85701F02C4E9E796A53F94BD5";
+    let c = parse(&format!("[store]\nfills_users = \"followed\"\nfills_follow = [\"{u}\"]\n")).unwrap();
+    assert_eq!(c.store.fills_users, FillsUsers::Followed);
+    assert_eq!(c.store.follow_users(), [crate::node::Address::parse(&u.to_lowercase()).unwrap()]);
+    assert_eq!(StoreConfig::default().fills_users, FillsUsers::All, "every user's, as before");
 }

@@ -27,6 +27,8 @@ pub const SNAPSHOT_FILLS: usize = 2000;
 pub struct Snapshot {
     pub plain: Arc<Frame>,
     pub aggregated: Arc<Frame>,
+    /// What the snapshot lacks, for an hlbookNotice before it (a store keeping followed users' fills only).
+    pub note: Option<String>,
 }
 
 impl Snapshot {
@@ -229,6 +231,23 @@ impl History {
     }
 }
 
+/// The notice a userFills snapshot gets when the store keeps followed users' fills only and did not keep this
+/// user's all along.
+fn follow_note(user: &Address, f: &crate::store::follow::Follow) -> Option<String> {
+    use crate::store::follow::Follow;
+    match f {
+        Follow::Kept => None,
+        Follow::New => Some(format!(
+            "hlbook: the history store keeps followed users' fills only (store.fills_users) and now follows {user}: \
+             its fills from before are read back from the node's fills files, as far back as they still go"
+        )),
+        Follow::Refused { max } => Some(format!(
+            "hlbook: the history store follows at most {max} users (store.fills_follow_max) and cannot follow \
+             {user}: its fills are not stored, this snapshot holds only what was stored before; live fills follow"
+        )),
+    }
+}
+
 /// Waits for the store to hold the blocks below the read's, takes a turn, reads, and keeps the frames (or the
 /// reason there are none) for the read's subscribers.
 fn run_fills_read(hub: &impl FillsHub, read: &Arc<FillsRead>) {
@@ -236,23 +255,34 @@ fn run_fills_read(hub: &impl FillsHub, read: &Arc<FillsRead>) {
     assert!(!test, "HLBOOK_TEST_PANIC asked the userFills snapshot task to panic");
     let history = hub.history();
     let gone = || read.waiters.load(Relaxed) == 0;
-    let fills = || -> Result<Vec<Box<str>>, String> {
-        let Some(store) = hub.history_store() else { return Ok(Vec::new()) };
+    let fills = || -> Result<(Vec<Box<str>>, Option<String>), String> {
+        let Some(store) = hub.history_store() else { return Ok((Vec::new(), None)) };
+        let note = follow_note(&read.user, &store.follow.follow(&read.user.0));
         while !store.wait_for(read.before.saturating_sub(1), Duration::from_millis(500)) {
             if gone() {
                 return Err("every subscriber waiting for it left".into());
             }
         }
+        // A newly followed user's older fills are being read back from the node's files.
+        while !store.follow.wait_read_back(&read.user.0, Duration::from_millis(500)) {
+            // A failed writer takes no new users: the read takes what the store has.
+            if store.status.state() == crate::store::State::Failed {
+                break;
+            }
+            if gone() {
+                return Err("every subscriber waiting for it left".into());
+            }
+        }
         let _turn = history.turns.take()?;
-        store.user_fills(&read.user, read.before, SNAPSHOT_FILLS)
+        Ok((store.user_fills(&read.user, read.before, SNAPSHOT_FILLS)?, note))
     };
-    let result = fills().map(|fills| {
+    let result = fills().map(|(fills, note)| {
         let refs: Vec<&str> = fills.iter().map(|f| &**f).collect();
         let merged = crate::store::fills::aggregate(&refs);
         let merged: Vec<&str> = merged.iter().map(|f| &**f).collect();
         let frame =
             |list: &[&str]| Arc::new(Frame::new(0, super::users::user_fills(&read.user, list, true), Audit::default()));
-        Snapshot { plain: frame(&refs), aggregated: frame(&merged) }
+        Snapshot { plain: frame(&refs), aggregated: frame(&merged), note }
     });
     if let Err(e) = &result {
         let abandoned = gone();

@@ -12,21 +12,28 @@ use super::schema::{BlocksDef, FillsKind, UsersDef, day_of, fills_day, fills_tab
 /// block adds, and expired days empty quickly without one commit freeing a whole day's pages.
 const PRUNE_PER_COMMIT: usize = 8192;
 
-/// Writes a block's fills and its users' index entries into its day's tables; the number of fills.
-pub fn write_block(txn: &WriteTransaction, b: &BlockFills) -> Result<u64, redb::Error> {
-    if b.users.is_empty() {
+/// Writes a block's fills (only those of `keep`'s users, when given) and its users' index entries into its day's
+/// tables; the number of fills.
+pub fn write_block(
+    txn: &WriteTransaction,
+    b: &BlockFills,
+    keep: Option<&FxHashSet<[u8; 20]>>,
+) -> Result<u64, redb::Error> {
+    let kept: Vec<&(crate::node::Address, std::sync::Arc<str>)> =
+        b.users.iter().filter(|(u, _)| keep.is_none_or(|k| k.contains(&u.0))).collect();
+    if kept.is_empty() {
         return Ok(0);
     }
     let day = day_of(b.time_ms);
     let (blocks_name, users_name) = (fills_table(FillsKind::Blocks, day), fills_table(FillsKind::Users, day));
-    let value = blocks::encode(b.users.iter().map(|(u, raw)| (&u.0, &**raw)));
+    let value = blocks::encode(kept.iter().map(|(u, raw)| (&u.0, &**raw)));
     txn.open_table(BlocksDef::new(&blocks_name))?.insert(b.height, value.as_slice())?;
     let mut index = txn.open_table(UsersDef::new(&users_name))?;
-    let keys: FxHashSet<u64> = b.users.iter().map(|(u, _)| user_key(&u.0)).collect();
+    let keys: FxHashSet<u64> = kept.iter().map(|(u, _)| user_key(&u.0)).collect();
     for k in keys {
         index.insert((k, b.height), ())?;
     }
-    Ok(b.users.len() as u64)
+    Ok(kept.len() as u64)
 }
 
 /// The fills tables' names by day, newest first.

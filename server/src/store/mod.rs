@@ -6,7 +6,8 @@
 //! copy-on-write pages and checksummed commits, so a process killed at any moment reopens at its last commit,
 //! never half-written; MVCC readers never wait for the writer; one file, maintained and 1.0+ stable format.
 //!
-//! One writer thread (`writer`) owns every write: the publisher hands it each fills step over a bounded channel
+//! Whose fills are kept is `follow`'s (every user's, or followed users' only). One writer thread (`writer`) owns
+//! every write but the merges of a newly followed user's older fills, which `follow` reads back on its own thread: the publisher hands it each fills step over a bounded channel
 //! and never waits (a full channel drops messages and says so: the writer reads the blocks it missed back from the
 //! node's files). Each commit holds whole blocks and the last height, so a restart continues after that height
 //! from the node's files (`files`). Readers (`Store`) open read transactions from any thread.
@@ -20,6 +21,7 @@ mod compact;
 pub mod files;
 pub mod fills;
 mod fills_tables;
+pub mod follow;
 mod schema;
 pub mod seed;
 pub mod writer;
@@ -149,6 +151,8 @@ pub struct Store {
     /// The last height committed, for readers that wait for a block.
     committed: Mutex<u64>,
     advanced: Condvar,
+    /// Whose fills are kept (`store.fills_users`).
+    pub follow: follow::Followed,
 }
 
 /// The store's file in its folder.
@@ -169,7 +173,14 @@ impl Store {
             .create(&path)
             .map_err(|e| format!("cannot open the store {}: {e}", path.display()))?;
         Self::check_layout(&db).map_err(|e| format!("store {}: {e}", path.display()))?;
-        let store = Store { db, path, status: Status::default(), committed: Mutex::new(0), advanced: Condvar::new() };
+        let store = Store {
+            db,
+            path,
+            status: Status::default(),
+            committed: Mutex::new(0),
+            advanced: Condvar::new(),
+            follow: follow::Followed::default(),
+        };
         let (height, first_ms) = (store.meta("height").unwrap_or(0), store.meta("first_ms"));
         *store.committed.lock() = height;
         store.status.height.store(height, Relaxed);
@@ -202,6 +213,14 @@ impl Store {
             t.map_err(|e| e.to_string())?;
         }
         w.commit().map_err(|e| e.to_string())
+    }
+
+    /// Keeps only followed users' fills from now on (`store.fills_users = "followed"`), at most `max` of them,
+    /// starting from those the store followed before.
+    pub fn follow_only(&self, max: usize) -> Result<(), String> {
+        let stored = follow::stored(self).map_err(|e| format!("store read: {e}"))?;
+        self.follow.set_mode(max, stored);
+        Ok(())
     }
 
     fn meta(&self, key: &str) -> Option<u64> {
@@ -345,6 +364,15 @@ impl Store {
             ),
             ("gaps", "Holes in the store's coverage (blocks neither live nor in the node's files)", true, c(&s.gaps)),
             ("height", "Last height committed to the history store", false, c(&s.height)),
+            ("followed_users", "Users whose fills the store keeps (store.fills_users = followed)", false, {
+                self.follow.len() as u64
+            }),
+            (
+                "follow_refused",
+                "userFills subscriptions whose user the store could not follow (store.fills_follow_max)",
+                true,
+                c(&self.follow.refused),
+            ),
             ("file_bytes", "Size of the history store's file", false, self.file_bytes()),
             ("backfill_files_read", "Node fills files read by the backfill or catch-up", false, c(&s.files_done)),
             ("backfill_files_listed", "Node fills files the backfill or catch-up reads", false, c(&s.files_total)),
@@ -372,6 +400,8 @@ impl Store {
             "dropped": s.dropped.load(Relaxed),
             "gaps": s.gaps.load(Relaxed),
             "seeded_candles": s.seeded_candles.load(Relaxed),
+            "fills_users": if self.follow.only() { "followed" } else { "all" },
+            "followed_users": self.follow.len(),
             "bytes": self.file_bytes(),
             "error": s.error.lock().clone(),
         })

@@ -15,6 +15,10 @@
 //!   address's first 8 bytes (a rare collision costs one block read: fills are matched on the whole address).
 //!   Retention empties expired days' tables a bounded number of entries per commit.
 //!
+//! - `followed` (`follow`): the users whose fills a store in followed mode keeps, address → the height up to which
+//!   their older fills were read back (0: not yet). A table added beside the others, which older versions do not
+//!   open: the layout of the rest is unchanged, so `meta.schema` stays 2.
+//!
 //! `meta.schema` is the layout's version: a store with fills in another layout is refused on open (`Store::open`).
 
 use redb::TableDefinition;

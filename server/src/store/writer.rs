@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError};
 use std::time::Duration;
 
 use redb::{Durability, ReadableTable, WriteTransaction};
@@ -24,6 +24,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use super::candle::{Candle, DAY, Interval, Trade, one_per_tid, push};
 use super::files::{BlockFills, FillsDir, read_blocks};
 use super::fills_tables::{Pruner, write_block};
+use super::follow::{self, Job};
 use super::schema::{self, CANDLES, GAPS, META, day_of, interval_byte};
 use super::{State, Store};
 use crate::node::{Coin, Mode};
@@ -88,6 +89,13 @@ pub struct Writer {
     /// A hole opened after this block time; the next block written closes it.
     gap_after: Option<i64>,
     pruner: Pruner,
+    /// Followed mode: the users whose fills are written (`None`: every user's).
+    keep: Option<FxHashSet<[u8; 20]>>,
+    /// Users newly followed, written to the followed table with the next commit, then read back.
+    new_users: Vec<[u8; 20]>,
+    read_back: Option<Sender<Job>>,
+    /// Candles kept per coin and interval, the newest (0: every one).
+    candles_kept: u32,
 }
 
 impl std::fmt::Debug for Writer {
@@ -127,7 +135,6 @@ impl Writer {
         let (last_ms, first_ms) =
             (meta("last_ms").unwrap_or(0) as i64, meta("first_ms").map_or(i64::MAX, |v| v as i64));
         Writer {
-            store,
             files,
             retention_days,
             committed,
@@ -139,11 +146,42 @@ impl Writer {
             cache: FxHashMap::default(),
             gap_after: None,
             pruner: Pruner::default(),
+            keep: store.follow.only().then(|| store.follow.users()),
+            new_users: Vec::new(),
+            read_back: None,
+            candles_kept: 0,
+            store,
         }
     }
 
-    /// Runs until `stop` is set.
+    /// Keeps only each coin's newest `n` candles of each fixed interval (`store.candles_kept`; 0: every one).
+    #[must_use]
+    pub fn keep_candles(mut self, n: u32) -> Writer {
+        self.candles_kept = n;
+        self
+    }
+
+    /// Runs until `stop` is set; in followed mode with a thread reading newly followed users back from the files.
     pub fn run(mut self, rx: &Receiver<Feed>, stop: &AtomicBool) {
+        if self.keep.is_none() {
+            return self.run_writes(rx, stop);
+        }
+        let (tx, jobs) = follow::channel();
+        self.read_back = Some(tx);
+        let (store, files, days) = (self.store.clone(), self.files.clone(), self.retention_days);
+        std::thread::scope(|s| {
+            let reader = std::thread::Builder::new().name("hlbook-follow".into());
+            let spawned =
+                reader.spawn_scoped(s, move || follow::run_read_back(&store, files.as_ref(), days, &jobs, stop));
+            if let Err(e) = spawned {
+                tracing::error!("history store: no thread to read followed users back: {e}");
+            }
+            // Dropping the writer closes the jobs channel: the reader's loop ends.
+            self.run_writes(rx, stop);
+        });
+    }
+
+    fn run_writes(mut self, rx: &Receiver<Feed>, stop: &AtomicBool) {
         let live = if self.committed == 0 { State::Backfilling } else { State::CatchingUp };
         self.store.status.set_state(live);
         while !stop.load(Relaxed) {
@@ -287,12 +325,33 @@ impl Writer {
         let mut txn = self.store.db.begin_write().map_err(|e| e.to_string())?;
         txn.set_durability(Durability::Eventual);
         let n = blocks.len() as u64;
+        // Users followed from this commit on: its blocks are written with them, earlier ones are read back.
+        if let Some(keep) = &mut self.keep {
+            let new = self.store.follow.take_requested();
+            keep.extend(new.iter().copied());
+            self.new_users.extend(new);
+            follow::insert_new(&txn, &self.new_users).map_err(|e| format!("writing the store: {e}"))?;
+        }
+        let before = self.committed;
         self.write(&txn, &blocks, height).map_err(|e| format!("writing the store: {e}"))?;
         let t = std::time::Instant::now();
         txn.commit().map_err(|e| format!("committing the store: {e}"))?;
         let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
         self.store.status.commit_ns.fetch_add(ns, Relaxed);
         self.committed = height.max(self.committed);
+        let new = std::mem::take(&mut self.new_users);
+        if !new.is_empty() {
+            match &self.read_back {
+                Some(tx) => {
+                    if let Err(e) = tx.send((new, before)) {
+                        // The reader is gone: they are not read back, and nobody should wait for it.
+                        self.store.follow.read_back_done(&e.0.0);
+                    }
+                }
+                // No reader (a writer driven by hand, in tests): nothing to wait for.
+                None => self.store.follow.read_back_done(&new),
+            }
+        }
         let s = &self.store.status;
         s.blocks_written.fetch_add(n, Relaxed);
         s.commits.fetch_add(1, Relaxed);
@@ -319,7 +378,7 @@ impl Writer {
                     meta.insert("first_height", b.height)?;
                 }
                 self.candles(&mut candles, b, &mut dirty)?;
-                fills_written += write_block(txn, b)?;
+                fills_written += write_block(txn, b, self.keep.as_ref())?;
                 self.last_ms = b.time_ms;
             }
             for key in &dirty {
@@ -357,6 +416,7 @@ impl Writer {
                     let last = last.transpose()?.and_then(|(k, v)| schema::decode_candle(i, k.value().2, v.value()));
                     self.cache.insert(key.clone(), last);
                 }
+                let kept = self.candles_kept;
                 let c = self.cache.get_mut(&key).expect("just inserted");
                 for tr in &trades {
                     // A trade opening a later bucket: the finished candle is written before it is replaced.
@@ -364,6 +424,7 @@ impl Writer {
                         && i.bucket(tr.time).0 > old.t
                     {
                         table.insert((&**coin, interval_byte(i), old.t), schema::encode_candle(&old).as_slice())?;
+                        drop_old_candles(table, coin, i, old.t, kept)?;
                     }
                     push(c, i, *tr);
                 }
@@ -381,6 +442,23 @@ impl Writer {
         let cutoff = day_of(self.last_ms - i64::from(self.retention_days) * DAY);
         self.pruner.prune(txn, day_of(self.last_ms), cutoff)
     }
+}
+
+/// Deletes the coin's candles of `i` older than the newest `candles_kept` (counting from the one opening at
+/// `t`): the exchange serves the newest 5000, so older ones only grow the store. 1M (not a fixed length) is
+/// never deleted: 5000 months is four centuries.
+fn drop_old_candles(
+    table: &mut redb::Table<'_, (&'static str, u8, i64), &'static [u8]>,
+    coin: &Coin,
+    i: Interval,
+    t: i64,
+    kept: u32,
+) -> Result<(), redb::Error> {
+    let (Some(len), kept @ 1..) = (i.fixed_ms(), kept) else { return Ok(()) };
+    // The finished candle at `t` and the open one after it count among the kept.
+    let cutoff = t.saturating_sub(len.saturating_mul(i64::from(kept - 1)));
+    let b = interval_byte(i);
+    Ok(table.retain_in((&**coin, b, i64::MIN)..=(&**coin, b, cutoff), |_, _| false)?)
 }
 
 #[cfg(test)]

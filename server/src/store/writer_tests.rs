@@ -166,3 +166,78 @@ fn fills_past_the_retention_go_by_whole_days() {
     assert_eq!(left.len(), 2, "the first day is gone: {left:?}");
     assert!(left[0].contains(r#""tid":2"#), "{left:?}");
 }
+
+#[test]
+fn followed_mode_keeps_followed_users_and_reads_a_new_one_back_from_the_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = dir.path().join("node");
+    write_files(&node, 1..=8);
+    let store = Store::open(&dir.path().join("store")).unwrap();
+    store.follow_only(10).unwrap();
+    assert_eq!(store.follow.follow(&addr(A).0), follow::Follow::New);
+    let fd = FillsDir { node_dir: node.clone(), mode: Mode::ByBlock };
+    let mut w = Writer::new(store.clone(), Some(fd.clone()), 30);
+    run(&mut w, vec![Feed::Complete(5)]);
+    let fills = |u: &str| store.user_fills(&addr(u), u64::MAX, 1000).unwrap();
+    assert_eq!(fills(A).len(), 10, "A's fills of blocks 1..=5, from the files");
+    assert!(fills(B).is_empty(), "B is not followed");
+    // B followed: live blocks from the next commit on hold B's, earlier ones are read back from the files.
+    assert_eq!(store.follow.follow(&addr(B).0), follow::Follow::New);
+    let steps = (6..=8).map(|h| Feed::Step(step(h, &[h * 10, h * 10 + 1])));
+    run(&mut w, [Feed::Gap].into_iter().chain(steps).chain([Feed::Complete(8)]).collect());
+    assert_eq!(store.height(), 8);
+    let live = fills(B).len();
+    assert!(live > 0 && live < 16, "B's live fills only: {live}");
+    follow::read_back(&store, &fd, (&[addr(B).0], 8), 30, &AtomicBool::new(false)).unwrap();
+    let want: Vec<String> = (1..=8)
+        .flat_map(|h| [h * 10, h * 10 + 1].map(|t| raw(t, T0 + h as i64 * 1000, &format!("{}.0", 100 + t))))
+        .collect();
+    assert_eq!(fills(B).iter().map(ToString::to_string).collect::<Vec<_>>(), want, "every B fill once, in order");
+    assert_eq!(fills(A).len(), 16, "A's untouched by the merge");
+    drop(w);
+    // The followed set is the store's: a restart keeps following both.
+    let stored = follow::stored(&store).unwrap();
+    assert_eq!(stored.len(), 2, "{stored:?}");
+}
+
+#[test]
+fn only_the_newest_candles_of_each_fixed_interval_are_kept_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("store")).unwrap();
+    let mut w = Writer::new(store, None, 30).keep_candles(3);
+    w.live_from = Some(1);
+    for h in 1..=6 {
+        let mut s = Arc::try_unwrap(step(h, &[h])).unwrap();
+        let at = T0 + h as i64 * MINUTE;
+        s.block_time = at * 1_000_000;
+        if let StepData::Fills { fills, .. } = &mut s.data {
+            for f in fills.iter_mut() {
+                f.time = at;
+            }
+        }
+        run(&mut w, vec![Feed::Step(Arc::new(s)), Feed::Complete(h)]);
+    }
+    let m1 = w.store.candles("BTC", Interval::M1, (0, i64::MAX), 100).unwrap();
+    assert_eq!(m1.iter().map(|c| c.t).collect::<Vec<_>>(), [4, 5, 6].map(|m| T0 + m * MINUTE), "the newest three");
+    assert_eq!(w.store.candles("BTC", Interval::H1, (0, i64::MAX), 100).unwrap()[0].n, 6, "the hour keeps all");
+}
+
+#[test]
+fn queued_read_backs_share_one_pass_and_mark_their_users_done() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = dir.path().join("node");
+    write_files(&node, 1..=5);
+    let store = Store::open(&dir.path().join("store")).unwrap();
+    store.follow_only(10).unwrap();
+    let (tx, jobs) = follow::channel();
+    tx.send((vec![addr(A).0], 3)).unwrap();
+    tx.send((vec![addr(B).0], 5)).unwrap();
+    drop(tx);
+    let fd = FillsDir { node_dir: node, mode: Mode::ByBlock };
+    follow::run_read_back(&store, Some(&fd), 30, &jobs, &AtomicBool::new(false));
+    for u in [A, B] {
+        assert_eq!(store.user_fills(&addr(u), u64::MAX, 100).unwrap().len(), 10, "{u}: blocks 1..=5");
+    }
+    let stored = follow::stored(&store).unwrap();
+    assert_eq!(stored.iter().map(|s| s.1).collect::<Vec<_>>(), [5, 5], "read back up to 5: not again after a restart");
+}

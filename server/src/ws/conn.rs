@@ -341,10 +341,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         let mut lost = Vec::new();
         for (s, sub, chain) in self.subs.values_mut() {
             if let Delivery::User { state: state @ UserState::Waiting { .. }, .. } = sub {
-                match take_snapshot(state, &s.echo) {
-                    Some(Ok(snap)) => batch.push_frame(snap, chain, true, 0),
-                    Some(Err(text)) => batch.push(Out::Text(protocol::notice(&text))),
-                    None => continue,
+                let Some((taken, note)) = take_snapshot(state, &s.echo) else { continue };
+                if let Some(text) = note {
+                    batch.push(Out::Text(protocol::notice(&text)));
+                }
+                match taken {
+                    Ok(snap) => batch.push_frame(snap, chain, true, 0),
+                    Err(text) => batch.push(Out::Text(protocol::notice(&text))),
                 }
             }
             if let Delivery::L4 { state, coin } = sub {

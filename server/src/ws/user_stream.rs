@@ -40,16 +40,19 @@ pub(super) fn release_user(ctx: &WsContext, ip: Option<std::net::IpAddr>, want: 
 /// that block.
 /// A waiting userFills subscription's snapshot (or the notice why it has none) once its read is done, and the
 /// feed tick it goes live after: the shared read's, which may be earlier than where this one waited.
-pub(super) fn take_snapshot(state: &mut UserState, echo: &serde_json::Value) -> Option<Result<Arc<Frame>, String>> {
+/// The snapshot's notice (what it lacks) comes with it.
+pub(super) type Taken = (Result<Arc<Frame>, String>, Option<String>);
+
+pub(super) fn take_snapshot(state: &mut UserState, echo: &serde_json::Value) -> Option<Taken> {
     let UserState::Waiting { wait, cursor } = state else { return None };
     // The echo is the client's own subscription: its `aggregateByTime` picks the frames.
     let aggregate = echo.get("aggregateByTime") == Some(&serde_json::Value::Bool(true));
     let out = match wait.result()? {
         Ok(snapshot) => {
             *cursor = wait.read().after_seq.min(*cursor);
-            Ok(snapshot.frame(aggregate).clone())
+            (Ok(snapshot.frame(aggregate).clone()), snapshot.note.clone())
         }
-        Err(e) => Err(format!("hlbook: no history for {echo}: {e}; its live fills follow")),
+        Err(e) => (Err(format!("hlbook: no history for {echo}: {e}; its live fills follow")), None),
     };
     *state = UserState::Live { cursor: *cursor, aggregate };
     Some(out)

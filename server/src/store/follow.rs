@@ -1,0 +1,317 @@
+//! Which users' fills the store keeps (`store.fills_users`): every user's ("all"), or only followed users'
+//! ("followed": those of `store.fills_follow` and those any client subscribed to with userFills, the one channel
+//! whose first frame reads the store).
+//!
+//! Why: every user's fills are about 5 GB a day at mainnet volume; a store that keeps only the users someone reads
+//! stays far under the 1 GB a month. The followed set is a table (`followed`), so a restart keeps
+//! following; it is capped (`store.fills_follow_max`) so anonymous subscribers cannot grow the store without
+//! limit.
+//!
+//! A newly followed user's older fills are read back from the node's fills files (`files::read_blocks`, the
+//! backfill's reader) on a thread of their own, and merged into the blocks already stored. The writer takes new
+//! users at a commit: blocks it commits after include them, blocks up to that height are the read-back's. A
+//! userFills read of a user being read back waits for it (`wait_read_back`).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::{Receiver, Sender};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use redb::{ReadableTable, TableDefinition, WriteTransaction};
+use rustc_hash::FxHashSet;
+
+use super::Store;
+use super::blocks;
+use super::candle::DAY;
+use super::files::{BlockFills, FillsDir, read_blocks};
+use super::schema::{BlocksDef, FillsKind, UsersDef, day_of, fills_table, user_key};
+
+/// Followed users: address → the height up to which their older fills were read back (0: not yet).
+pub const FOLLOWED: TableDefinition<&[u8], u64> = TableDefinition::new("followed");
+
+/// Blocks of read-back fills merged per transaction.
+const MERGE_BLOCKS: usize = 500;
+
+type User = [u8; 20];
+
+/// What a follow request came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Follow {
+    /// "all" mode, or a user followed before: its fills are in the store.
+    Kept,
+    /// Newly followed: fills before now come from the node's files, as far back as they still go.
+    New,
+    /// The followed set is full: this user's fills are not stored.
+    Refused { max: usize },
+}
+
+#[derive(Debug, Default)]
+struct Sets {
+    /// Every followed user (the writer's filter once taken).
+    users: FxHashSet<User>,
+    /// Followed, not yet taken by the writer.
+    requested: Vec<User>,
+    /// Taken by the writer, older fills still being read back.
+    reading: FxHashSet<User>,
+}
+
+/// The followed users, shared by the writer, the read-back thread and the userFills reads.
+#[derive(Debug, Default)]
+pub struct Followed {
+    only: AtomicBool,
+    max: AtomicU64,
+    sets: Mutex<Sets>,
+    read_back: Condvar,
+    pub refused: AtomicU64,
+}
+
+impl Followed {
+    /// Whether the store keeps followed users' fills only.
+    pub fn only(&self) -> bool {
+        self.only.load(Relaxed)
+    }
+
+    /// Followed mode with at most `max` users, starting from the `stored` table's users (`to`: their read-back
+    /// was done up to; 0: to do again).
+    pub(super) fn set_mode(&self, max: usize, stored: Vec<(User, u64)>) {
+        self.only.store(true, Relaxed);
+        self.max.store(max as u64, Relaxed);
+        let mut s = self.sets.lock();
+        for (u, to) in stored {
+            s.users.insert(u);
+            if to == 0 {
+                s.requested.push(u);
+            }
+        }
+    }
+
+    /// Follows `user`; what came of it.
+    pub fn follow(&self, user: &User) -> Follow {
+        if !self.only() {
+            return Follow::Kept;
+        }
+        let mut s = self.sets.lock();
+        if s.users.contains(user) {
+            return Follow::Kept;
+        }
+        let max = self.max.load(Relaxed) as usize;
+        if s.users.len() >= max {
+            self.refused.fetch_add(1, Relaxed);
+            return Follow::Refused { max };
+        }
+        s.users.insert(*user);
+        s.requested.push(*user);
+        Follow::New
+    }
+
+    pub fn len(&self) -> usize {
+        self.sets.lock().users.len()
+    }
+
+    /// Every followed user (the writer's filter on start).
+    pub(super) fn users(&self) -> FxHashSet<User> {
+        self.sets.lock().users.clone()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The writer: users followed since it last asked (from now on in its filter, and being read back).
+    pub(super) fn take_requested(&self) -> Vec<User> {
+        let mut s = self.sets.lock();
+        let new = std::mem::take(&mut s.requested);
+        s.reading.extend(new.iter().copied());
+        new
+    }
+
+    pub(super) fn read_back_done(&self, users: &[User]) {
+        let mut s = self.sets.lock();
+        for u in users {
+            s.reading.remove(u);
+        }
+        self.read_back.notify_all();
+    }
+
+    /// Waits until `user`'s older fills are read back, at most `timeout`; whether they are.
+    pub fn wait_read_back(&self, user: &User, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut s = self.sets.lock();
+        while s.reading.contains(user) || s.requested.contains(user) {
+            if self.read_back.wait_until(&mut s, deadline).timed_out() {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// The followed table's users and their read-back heights.
+pub(super) fn stored(store: &Store) -> Result<Vec<(User, u64)>, redb::Error> {
+    let r = store.db.begin_read()?;
+    let t = match r.open_table(FOLLOWED) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(e.into()),
+    };
+    let mut out = Vec::new();
+    for e in t.iter()? {
+        let (k, v) = e?;
+        if let Ok(u) = <User>::try_from(k.value()) {
+            out.push((u, v.value()));
+        }
+    }
+    Ok(out)
+}
+
+/// In the writer's transaction: the new users, not yet read back.
+pub(super) fn insert_new(txn: &WriteTransaction, users: &[User]) -> Result<(), redb::Error> {
+    let mut t = txn.open_table(FOLLOWED)?;
+    for u in users {
+        t.insert(u.as_slice(), 0)?;
+    }
+    Ok(())
+}
+
+/// A read-back job: users, and the height the writer committed before it took them.
+pub type Job = (Vec<User>, u64);
+
+/// Reads back the jobs' users' older fills from `files` until the channel closes. Without files (a NATS source)
+/// nothing is read: their history begins when they were followed.
+pub fn run_read_back(
+    store: &Store,
+    files: Option<&FillsDir>,
+    retention_days: u32,
+    jobs: &Receiver<Job>,
+    stop: &AtomicBool,
+) {
+    while let Ok((mut users, mut to)) = jobs.recv() {
+        // Jobs queued meanwhile share one pass over the files: merging is idempotent, and a user's fills of blocks
+        // past its own height were written live, so they are skipped.
+        while let Ok((more, t)) = jobs.try_recv() {
+            users.extend(more);
+            to = to.max(t);
+        }
+        let outcome = match files {
+            Some(dir) => read_back(store, dir, (&users, to), retention_days, stop),
+            None => Ok(0),
+        };
+        match outcome {
+            Ok(n) => {
+                tracing::info!(users = users.len(), to, fills = n, "history store: followed users read back");
+                if let Err(e) = mark(store, &users, to) {
+                    tracing::error!("history store: marking followed users read back: {e}");
+                }
+            }
+            Err(e) => tracing::error!("history store: reading followed users back from the node's files: {e}"),
+        }
+        store.follow.read_back_done(&users);
+        if stop.load(Relaxed) {
+            return;
+        }
+    }
+}
+
+fn mark(store: &Store, users: &[User], to: u64) -> Result<(), redb::Error> {
+    let w = store.db.begin_write()?;
+    {
+        let mut t = w.open_table(FOLLOWED)?;
+        for u in users {
+            t.insert(u.as_slice(), to.max(1))?;
+        }
+    }
+    w.commit()?;
+    Ok(())
+}
+
+/// The users' fills of blocks up to `to` still in the files and within retention, merged into the store; the
+/// number of fills.
+pub(super) fn read_back(
+    store: &Store,
+    dir: &FillsDir,
+    (users, to): (&[User], u64),
+    retention_days: u32,
+    stop: &AtomicBool,
+) -> Result<u64, redb::Error> {
+    let want: FxHashSet<User> = users.iter().copied().collect();
+    let last_ms = store.meta("last_ms").unwrap_or(0) as i64;
+    let cutoff = day_of(last_ms - i64::from(retention_days) * DAY);
+    let (mut batch, mut fills, mut err) = (Vec::new(), 0u64, None);
+    read_blocks(dir, (0, to), &|| stop.load(Relaxed), &mut |_, _| {}, &mut |b| {
+        if err.is_some() || day_of(b.time_ms) < cutoff {
+            return;
+        }
+        let mine: Vec<_> = b.users.into_iter().filter(|(u, _)| want.contains(&u.0)).collect();
+        if mine.is_empty() {
+            return;
+        }
+        fills += mine.len() as u64;
+        batch.push(BlockFills { height: b.height, time_ms: b.time_ms, trades: Vec::new(), users: mine });
+        if batch.len() >= MERGE_BLOCKS
+            && let Err(e) = merge(store, &std::mem::take(&mut batch))
+        {
+            err = Some(e);
+        }
+    });
+    if let Some(e) = err {
+        return Err(e);
+    }
+    merge(store, &batch)?;
+    Ok(fills)
+}
+
+/// Adds each block's fills of users it does not hold yet to the stored block (or stores it), with their index
+/// entries. Idempotent: a user already in a block (written live after it was followed) is left as it is.
+pub(super) fn merge(store: &Store, blocks: &[BlockFills]) -> Result<(), redb::Error> {
+    if blocks.is_empty() {
+        return Ok(());
+    }
+    let w = store.db.begin_write()?;
+    for b in blocks {
+        let day = day_of(b.time_ms);
+        let mut t = w.open_table(BlocksDef::new(&fills_table(FillsKind::Blocks, day)))?;
+        let held = t.get(b.height)?.and_then(|v| blocks::decode(v.value(), None)).unwrap_or_default();
+        let present: FxHashSet<User> = held.iter().map(|(u, _)| *u).collect();
+        let added: Vec<(User, &str)> =
+            b.users.iter().filter(|(u, _)| !present.contains(&u.0)).map(|(u, f)| (u.0, &**f)).collect();
+        if added.is_empty() {
+            continue;
+        }
+        let all = held.iter().map(|(u, f)| (u, f.as_str())).chain(added.iter().map(|(u, f)| (u, *f)));
+        t.insert(b.height, blocks::encode(all).as_slice())?;
+        let mut index = w.open_table(UsersDef::new(&fills_table(FillsKind::Users, day)))?;
+        for (u, _) in &added {
+            index.insert((user_key(u), b.height), ())?;
+        }
+    }
+    w.commit()?;
+    Ok(())
+}
+
+/// A new job channel for the writer and the read-back thread.
+pub fn channel() -> (Sender<Job>, Receiver<Job>) {
+    std::sync::mpsc::channel()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn followed_set_is_capped_and_all_mode_follows_everyone() {
+        let f = Followed::default();
+        assert_eq!(f.follow(&[1; 20]), Follow::Kept, "all mode keeps every user");
+        f.set_mode(2, vec![([1; 20], 5), ([2; 20], 0)]);
+        assert_eq!(f.follow(&[1; 20]), Follow::Kept, "followed before");
+        assert_eq!(f.follow(&[3; 20]), Follow::Refused { max: 2 });
+        assert_eq!(f.refused.load(Relaxed), 1);
+        assert_eq!(f.take_requested(), [[2; 20]], "not read back before the restart: again");
+        assert!(!f.wait_read_back(&[2; 20], Duration::ZERO), "being read back");
+        f.read_back_done(&[[2; 20]]);
+        assert!(f.wait_read_back(&[2; 20], Duration::ZERO));
+        let f = Followed::default();
+        f.set_mode(3, Vec::new());
+        assert_eq!(f.follow(&[4; 20]), Follow::New);
+        assert_eq!((f.follow(&[4; 20]), f.len()), (Follow::Kept, 1));
+    }
+}
