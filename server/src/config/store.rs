@@ -52,7 +52,7 @@ impl Default for StoreConfig {
             fills_users: FillsUsers::All,
             fills_follow: Vec::new(),
             fills_follow_max: 1000,
-            candles_kept: 0,
+            candles_kept: 5000,
         }
     }
 }
