@@ -35,6 +35,7 @@ pub const H_LOST: &str = "Hl-Lost";
 pub const H_PREV: &str = "Hl-Prev";
 
 pub use crate::config::NatsConfig;
+pub use crate::config::NatsTarget;
 
 pub fn subject(prefix: &str, mode: Mode, stream: Stream) -> String {
     format!("{prefix}.{}.{}", mode.as_str(), stream_word(stream))
