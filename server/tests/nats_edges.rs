@@ -11,7 +11,7 @@ mod procs;
 use std::time::Duration;
 
 use hlbook::node::Mode;
-use procs::nats::{NatsServer, publisher, relay_config};
+use procs::nats::publishing;
 use procs::{counter, wait_health};
 
 const FIRST: u64 = 985148182;
@@ -43,9 +43,7 @@ fn a_stopped_edge_delays_no_one_and_catches_up() {
     let Some(cap) = common::unpack() else { return };
     let (dst, logs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let log = |name: &str| logs.path().join(name);
-    let nats = NatsServer::start(&logs.path().join("nats"), "");
-    let config = relay_config(logs.path(), "");
-    let _publisher = publisher(&nats.url(), dst.path(), "by-block", &config, &log("pub.log"));
+    let (nats, _publisher, _) = publishing(logs.path(), dst.path(), "by-block", "", "pub.log");
     let source = nats.source();
     let (mut a, base_a, admin_a) = procs::start_edge(&source, "by-block", &cap.snapshot, &log("a.log"));
     let (mut b, base_b, admin_b) = procs::start_edge(&source, "by-block", &cap.snapshot, &log("b.log"));
@@ -77,9 +75,7 @@ fn an_edge_ten_minutes_behind_reads_the_history() {
     }
     let (data, logs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let log = |name: &str| logs.path().join(name);
-    let nats = NatsServer::start(&logs.path().join("nats"), "");
-    let config = relay_config(logs.path(), "");
-    let _publisher = publisher(&nats.url(), data.path(), "by-block", &config, &log("pub.log"));
+    let (nats, _publisher, _) = publishing(logs.path(), data.path(), "by-block", "", "pub.log");
     let blocks = TEN_MINUTES_OF_BLOCKS + 100;
     let (n, pause_at) = (blocks.to_string(), (START + 20).to_string());
     let market = ["--coins", "3", "--btc-orders", "400", "--orders-per-coin", "60", "--reject-ratio", "2"];

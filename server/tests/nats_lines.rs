@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use hlbook::node::Mode;
-use procs::nats::{NatsServer, publisher, relay_config};
+use procs::nats::{NatsServer, publisher, publishing, relay_config};
 use procs::{HLBOOK, Proc, books_from_snapshot, counter, get_bytes, wait_health};
 
 const FIRST: u64 = 985148182;
@@ -37,10 +37,9 @@ fn run(mode: Mode, last: u64, chunk_bytes: usize) {
     let Some(cap) = common::unpack() else { return };
     let (dst, logs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let log = |name: &str| logs.path().join(name);
-    let mut nats = NatsServer::start(&logs.path().join("nats"), "");
+    let keys = format!("chunk_bytes = {chunk_bytes}\n");
+    let (mut nats, mut pub1, config) = publishing(logs.path(), dst.path(), m, &keys, "pub1.log");
     let url = nats.url();
-    let config = relay_config(logs.path(), &format!("chunk_bytes = {chunk_bytes}\n"));
-    let mut pub1 = publisher(&url, dst.path(), m, &config, &log("pub1.log"));
     let (mut a, base_a, admin_a) = edge(&url, m, &cap.snapshot, &log("a.log"));
 
     let (src, out) = (cap.node_dir.clone(), dst.path().to_path_buf());
@@ -131,9 +130,7 @@ fn nats_races_the_files() {
     let Some(cap) = common::unpack() else { return };
     let (dst, logs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let log = |name: &str| logs.path().join(name);
-    let nats = NatsServer::start(&logs.path().join("nats"), "");
-    let config = relay_config(logs.path(), "");
-    let _publisher = publisher(&nats.url(), dst.path(), "by-block", &config, &log("pub.log"));
+    let (nats, _publisher, _) = publishing(logs.path(), dst.path(), "by-block", "", "pub.log");
     let (files, source) = (format!("file:{}", dst.path().display()), nats.source());
     let snapshot = cap.snapshot.to_str().unwrap();
     let args = ["serve", "--source", &files, "--source", &source, "--snapshot-file", snapshot, "--info-url", ""];

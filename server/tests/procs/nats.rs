@@ -176,6 +176,15 @@ pub fn publisher(url: &str, dir: &Path, mode: &str, config: &Path, log: &Path) -
     relay(url, dir, config, &["--mode", mode], log, Duration::from_secs(30))
 }
 
+/// A JetStream server under `logs/nats` and `hlbook relay --nats` on it publishing `dir`'s node files in `mode`,
+/// with `[nats]` and `keys` in `logs/relay.toml` (returned, for a publisher started again), its log `logs/LOG`.
+pub fn publishing(logs: &Path, dir: &Path, mode: &str, keys: &str, log: &str) -> (NatsServer, Proc, PathBuf) {
+    let nats = NatsServer::start(&logs.join("nats"), "");
+    let config = relay_config(logs, keys);
+    let publisher = publisher(&nats.url(), dir, mode, &config, &logs.join(log));
+    (nats, publisher, config)
+}
+
 /// `hlbook relay --nats URL --config CONFIG --node-dir DIR` with `extra` flags after those; returns once it says
 /// it publishes, which must be within `ready`.
 pub fn relay(url: &str, dir: &Path, config: &Path, extra: &[&str], log: &Path, ready: Duration) -> Proc {
