@@ -24,19 +24,18 @@ pids+=($!); nats_pid=$!
 for _ in $(seq 300); do grep -q "Server is ready" "$work/nats.log" && break; sleep 0.1; done
 port=$(grep -m1 "Listening for client connections on" "$work/nats.log" | sed 's/.*://')
 
-"$BIN/hlsim" --out "$work/a" --rate "$RATE" --info-listen 127.0.0.1:0 >"$work/sim.out" 2>"$work/sim.log" &
-pids+=($!)
+start_hlsim "$work/sim.out" "$work/sim.log" --out "$work/a" --rate "$RATE" --info-listen 127.0.0.1:0
 info=$(wait_line "$work/sim.out" "info listening on")
 printf '[nats]\nmax_age_secs = 600\n' >"$work/relay.toml"
-"$BIN/hlbook" relay --nats "nats://127.0.0.1:$port" --config "$work/relay.toml" --node-dir "$work/a" \
-	>"$work/pub.out" 2>"$work/pub.log" &
-pids+=($!); pub_pid=$!
+start_hlbook "$work/pub.out" "$work/pub.log" \
+	relay --nats "nats://127.0.0.1:$port" --config "$work/relay.toml" --node-dir "$work/a"
+pub_pid=$started
 wait_line "$work/pub.out" "relay publishing to nats stream" >/dev/null
-"$BIN/hlbook" serve --node-dir "$work/a" --source file --source "nats://127.0.0.1:$port/HL" \
+start_hlbook "$work/serve.out" "$work/serve.log" \
+	serve --node-dir "$work/a" --source file --source "nats://127.0.0.1:$port/HL" \
 	--info-url "http://$info/info" --snapshot-dir "$work/snapshots" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
-	--set "nats.live_subjects=$LIVE" \
-	>"$work/serve.out" 2>"$work/serve.log" &
-pids+=($!); serve_pid=$!
+	--set "nats.live_subjects=$LIVE"
+serve_pid=$started
 addr=$(wait_line "$work/serve.out" "hlbook listening on")
 admin=$(wait_line "$work/serve.out" "hlbook admin listening on")
 for _ in $(seq 900); do

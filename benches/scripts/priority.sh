@@ -18,14 +18,12 @@ STATS=${LATENCY_STATS:-build/latency_client/latency_stats}
 OUT=${OUT:-build/bench-priority}
 . benches/scripts/lib.sh
 
-"$BIN/hlsim" --out "$work/data" --info-listen 127.0.0.1:0 --rollover-secs 60 --prune-keep 2 --node-lag-ms 0 \
-	>"$work/sim.out" 2>"$work/sim.log" &
-pids+=($!)
+start_hlsim "$work/sim.out" "$work/sim.log" \
+	--out "$work/data" --info-listen 127.0.0.1:0 --rollover-secs 60 --prune-keep 2 --node-lag-ms 0
 info=$(wait_line "$work/sim.out" "info listening on")
-nice -n "$NICE" "$BIN/hlbook" serve --node-dir "$work/data" --info-url "http://$info/info" \
-	--snapshot-dir "$work/snapshots" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --set server.max_connections_per_ip=100000 \
-	>"$work/server.out" 2>"$work/server.log" &
-pids+=($!)
+HLBOOK_NICE=$NICE start_hlbook "$work/server.out" "$work/server.log" \
+	serve --node-dir "$work/data" --info-url "http://$info/info" \
+	--snapshot-dir "$work/snapshots" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --set server.max_connections_per_ip=100000
 addr=$(wait_line "$work/server.out" "hlbook listening on")
 for _ in $(seq 900); do
 	[ "$(curl -sf "http://$addr/health" | grep -o '"state":"live"')" ] && break

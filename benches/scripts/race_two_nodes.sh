@@ -25,10 +25,9 @@ RATE=${RATE:-1.0}
 ROLLOVER=${ROLLOVER:-600}
 . benches/scripts/lib.sh
 
-"$BIN/hlsim" --out "$work/a" --write-delay capture --node "$work/b,delay=capture" --node-lag-ms 0 \
-	--rate "$RATE" --info-listen 127.0.0.1:0 --rollover-secs "$ROLLOVER" --prune-keep 2 \
-	>"$work/sim.out" 2>"$work/sim.log" &
-pids+=($!)
+start_hlsim "$work/sim.out" "$work/sim.log" \
+	--out "$work/a" --write-delay capture --node "$work/b,delay=capture" --node-lag-ms 0 \
+	--rate "$RATE" --info-listen 127.0.0.1:0 --rollover-secs "$ROLLOVER" --prune-keep 2
 info=$(wait_line "$work/sim.out" "info listening on")
 
 # serve NAME SOURCES...: an hlbook server; its address and admin address go to $work/NAME.addr / NAME.admin.
@@ -36,10 +35,9 @@ serve() {
 	local name=$1; shift
 	local args=()
 	for s in "$@"; do args+=(--source "$s"); done
-	"$BIN/hlbook" serve --node-dir "$work/a" "${args[@]}" --info-url "http://$info/info" \
-		--snapshot-dir "$work/snapshots-$name" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
-		>"$work/$name.out" 2>"$work/$name.log" &
-	pids+=($!)
+	start_hlbook "$work/$name.out" "$work/$name.log" \
+		serve --node-dir "$work/a" "${args[@]}" --info-url "http://$info/info" \
+		--snapshot-dir "$work/snapshots-$name" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
 	wait_line "$work/$name.out" "hlbook listening on" >"$work/$name.addr"
 	wait_line "$work/$name.out" "hlbook admin listening on" >"$work/$name.admin"
 }

@@ -19,14 +19,13 @@ PY=${PY:-build/clients/py/bin/python}
 OUT=${OUT:-build/bench-soak}
 . benches/scripts/lib.sh
 
-"$BIN/hlsim" --out "$work/data" --info-listen 127.0.0.1:0 --rollover-secs "${ROLLOVER:-60}" --prune-keep 2 \
-	>"$work/sim.out" 2>"$work/sim.log" &
-pids+=($!)
+start_hlsim "$work/sim.out" "$work/sim.log" \
+	--out "$work/data" --info-listen 127.0.0.1:0 --rollover-secs "${ROLLOVER:-60}" --prune-keep 2
 info=$(wait_line "$work/sim.out" "info listening on")
-"$BIN/hlbook" serve --node-dir "$work/data" --info-url "http://$info/info" --snapshot-dir "$work/snapshots" \
-	--listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 >"$work/server.out" 2>"$work/server.log" &
-server=$!
-pids+=($server)
+start_hlbook "$work/server.out" "$work/server.log" \
+	serve --node-dir "$work/data" --info-url "http://$info/info" --snapshot-dir "$work/snapshots" \
+	--listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
+server=$started
 addr=$(wait_line "$work/server.out" "hlbook listening on")
 for _ in $(seq 900); do
 	[ "$(curl -sf "http://$addr/health" | grep -o '"state":"live"')" ] && break

@@ -16,7 +16,7 @@ OUT=${1:-build/stream_modes}
 DURATION=${DURATION:-20}
 BIN=target/release
 STATS=build/latency_client/latency_stats
-mkdir -p "$OUT"
+. benches/scripts/lib.sh
 [ -x "$STATS" ] || { echo "build latency_stats first (make cpp-build)" >&2; exit 1; }
 
 RUNS=${RUNS:-streaming-lines streaming-blocks streaming-old by-block}
@@ -24,16 +24,18 @@ run() { # name mode hlbook stream_lines
   local name=$1 mode=$2 server=$3 lines=$4 dir="$OUT/$1"
   [[ " $RUNS " == *" $name "* ]] || return 0
   rm -rf "$dir" && mkdir -p "$dir/data" "$dir/snaps"
-  "$BIN/hlsim" --out "$dir/data" --mode "$mode" --coins 10 --block-ms 80 --node-lag-ms 0 --seed 7 ${SIM_EXTRA:-} \
-    --info-listen 127.0.0.1:39301 >"$dir/sim.log" 2>&1 &
-  local sim=$!
+  # shellcheck disable=SC2086 # SIM_EXTRA is flags, split into words
+  start_hlsim "$dir/sim.log" = --out "$dir/data" --mode "$mode" --coins 10 --block-ms 80 --node-lag-ms 0 --seed 7 \
+    ${SIM_EXTRA:-} --info-listen 127.0.0.1:39301
+  local sim=$started
   sleep 1
   local extra=()
   [ "$lines" = skip ] || extra=(--set "ingest.stream_lines=$lines")
-  "$server" serve --node-dir "$dir/data" --mode "$mode" --info-url http://127.0.0.1:39301/info \
+  HLBOOK_BIN=$server start_hlbook "$dir/server.log" = \
+    serve --node-dir "$dir/data" --mode "$mode" --info-url http://127.0.0.1:39301/info \
     --snapshot-dir "$dir/snaps" --listen 127.0.0.1:39300 --admin-listen 127.0.0.1:39302 --validate-interval 0 \
-    "${extra[@]}" >"$dir/server.log" 2>&1 &
-  local srv=$!
+    "${extra[@]}"
+  local srv=$started
   for _ in $(seq 1 100); do
     curl -sf http://127.0.0.1:39300/health 2>/dev/null | grep -q '"live"' && break
     sleep 0.2
@@ -43,8 +45,7 @@ run() { # name mode hlbook stream_lines
     --duration "$DURATION" --warmup 3 --audit --allow-loss --json "$dir/stats.json" >"$dir/stats.txt" 2>&1 || true
   local cpu1; cpu1=$(awk '{print $14+$15}' "/proc/$srv/stat")
   echo "$(( (cpu1 - cpu0) ))" >"$dir/cpu_ticks"
-  kill "$srv" "$sim" 2>/dev/null || true
-  wait "$srv" "$sim" 2>/dev/null || true
+  stop_started "$srv" "$sim"
 }
 
 run streaming-lines streaming "$BIN/hlbook" true

@@ -12,8 +12,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use hlbook::book::Books;
+use hlbook::config::Source;
 use hlbook::ingest::info_client::SnapshotFrom;
-use hlbook::ingest::live::{Ingest, LiveConfig, SourceSpec};
+use hlbook::ingest::live::{Ingest, LiveConfig};
 use hlbook::node::Mode;
 use hlbook::state::Shared;
 
@@ -48,7 +49,7 @@ impl Follower {
     pub fn start(data: &Path, mode: Mode, info_url: &str, snapshots: &Path) -> Follower {
         let shared = Arc::new(Shared::new(Books::default(), Duration::from_secs(10)));
         let cfg = LiveConfig {
-            sources: vec![SourceSpec::Files(data.to_path_buf())],
+            sources: vec![Source::Files(data.to_path_buf())],
             mode,
             race_grace: Duration::from_secs(1),
             poll_interval: Duration::from_millis(100),

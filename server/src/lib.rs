@@ -7,7 +7,7 @@
 //! | module | owns |
 //! | --- | --- |
 //! | `node` | the node's formats: lines, events, snapshots, times; imports nothing of ours |
-//! | `config` | the settings, from the file and the flags |
+//! | `config` | the settings, from the file and the flags, and the sources they name (`config::Source`, resolved) |
 //! | `book` | exact L4 books and their L2 views |
 //! | `state` | what ingest shares with everyone: the books behind their lock, the kept blocks and steps, each line's stage times, the change signal, the service's health and counters, the per-source board |
 //! | `store` | candle and fills history on disk (redb), fed from the state |

@@ -323,8 +323,7 @@ fn installed_serve_unit_is_ready_only_with_books() {
 
 #[test]
 fn installed_relay_unit_is_ready_when_publishing() {
-    if !procs::nats::available() {
-        procs::skip("nats-server is not installed (make setup installs it)");
+    if !procs::nats::available_or_skip() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

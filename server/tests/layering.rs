@@ -14,8 +14,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // The state owns what ingest and the rest share (health, the source board), so it names nothing of ingest.
     ("state", &["node", "book"]),
     ("audit", &["node", "state"]),
-    // Settings come before the stages in the order; ingest reads its `[nats]` section from there.
-    ("ingest", &["node", "book", "state", "config::NatsConfig"]),
+    // Settings come before the stages in the order; ingest reads its `[nats]` section and its sources (parsed and
+    // resolved against the settings: `config::Source`) from there.
+    ("ingest", &["node", "book", "state", "config::NatsConfig", "config::NatsTarget", "config::Source"]),
     // The history store sits between the state it is fed from and the publisher that feeds and reads it.
     ("store", &["node", "state"]),
     ("publish", &["node", "book", "state", "audit", "store"]),

@@ -9,7 +9,8 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use hlbook::book::snapshot::load_books;
-use hlbook::ingest::live::{Ingest, LiveConfig, SourceSpec};
+use hlbook::config::Source;
+use hlbook::ingest::live::{Ingest, LiveConfig};
 use hlbook::node::{Mode, Stream};
 use hlbook::state::Shared;
 use hlbook::state::health::HealthState;
@@ -17,7 +18,7 @@ use hlbook::state::health::HealthState;
 fn start(dst: &Path, mode: Mode, snapshot: &Path) -> (Arc<Shared>, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
     let shared = Arc::new(Shared::new(load_books(snapshot).expect("snapshot"), Duration::from_secs(30)));
     let cfg = LiveConfig {
-        sources: vec![SourceSpec::Files(dst.to_path_buf())],
+        sources: vec![Source::Files(dst.to_path_buf())],
         mode,
         race_grace: Duration::from_secs(1),
         poll_interval: Duration::from_millis(100),

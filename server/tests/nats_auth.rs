@@ -9,62 +9,36 @@ mod procs;
 use std::path::Path;
 use std::time::Duration;
 
-use procs::nats::NatsServer;
-use procs::{HLBOOK, Proc, counter, get_bytes, wait_health};
-
-const PUB_PASS: &str = "pub-secret-1";
-const EDGE_PASS: &str = "edge-secret-2";
-
-fn nats_config(dir: &Path, user: &str, pass: &str) -> std::path::PathBuf {
-    let (pw, conf) = (dir.join(format!("{user}.pw")), dir.join(format!("{user}.toml")));
-    std::fs::write(&pw, format!("{pass}\n")).unwrap();
-    std::fs::write(&conf, format!("[nats]\nuser = \"{user}\"\npassword_file = \"{}\"\n", pw.display())).unwrap();
-    conf
-}
+use procs::nats::{EDGE_PASSWORD, NatsServer, PUBLISHER_PASSWORD, connect_as_edge, relay, user_config};
+use procs::{counter, get_bytes, wait_health};
 
 #[test]
 fn edges_read_but_cannot_publish_or_delete_and_strangers_get_nothing() {
-    if !procs::nats::available() {
-        procs::skip("nats-server is not installed (make setup installs it)");
+    if !procs::nats::available_or_skip() {
         return;
     }
     let (data, logs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let log = |name: &str| logs.path().join(name);
-    let accounts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/nats/accounts.conf");
-    let env = [("HLBOOK_PUBLISHER_PASSWORD", PUB_PASS), ("HLBOOK_EDGE_PASSWORD", EDGE_PASS)];
-    // nats-server includes relative to the config file: the shipped accounts go beside the generated one.
-    let dir = logs.path().join("nats");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::copy(accounts, dir.join("accounts.conf")).unwrap();
-    let nats = NatsServer::start_env(&dir, "include ./accounts.conf", &env);
+    let nats = NatsServer::start_with_accounts(&logs.path().join("nats"));
     let market = [&procs::CHECKED_MARKET[..], &["--blocks", "30"]].concat();
     let (_sim, info) = procs::start_sim(data.path(), &market, &log("sim.log"));
     let last = 1_000_000_000 + 29;
 
-    let pub_conf = nats_config(logs.path(), "publisher", PUB_PASS);
+    let pub_conf = user_config(logs.path(), "publisher", PUBLISHER_PASSWORD, "");
     let pub_snaps = logs.path().join("publisher-snapshots");
-    #[rustfmt::skip]
-    let args = [
-        "relay", "--nats", &nats.url(), "--config", pub_conf.to_str().unwrap(), "--node-dir",
-        data.path().to_str().unwrap(), "--info-url", &info, "--snapshot-dir", pub_snaps.to_str().unwrap(),
-    ];
-    let publisher = Proc::start(HLBOOK, &args, &log("pub.log"));
-    publisher.wait_line("relay publishing to nats stream", Duration::from_secs(30));
+    let extra = ["--info-url", &info, "--snapshot-dir", pub_snaps.to_str().unwrap()];
+    let _publisher = relay(&nats.url(), data.path(), &pub_conf, &extra, &log("pub.log"), Duration::from_secs(30));
 
-    let source = format!("{}/HL", nats.url());
+    let source = nats.source();
     let edge = |name: &str, conf: Option<&Path>| {
-        let snaps = logs.path().join(format!("snaps-{name}"));
-        std::fs::create_dir_all(&snaps).unwrap();
         let mut extra = vec!["--source", &source, "--validate-interval", "0"];
         if let Some(c) = conf {
             extra.extend(["--config", c.to_str().unwrap()]);
         }
-        let p = procs::start_serve(Path::new("/nonexistent"), &info, &snaps, &extra, &log(&format!("{name}.log")));
-        let base = format!("http://{}", p.wait_line("hlbook listening on", Duration::from_secs(20)));
-        let admin = procs::admin_base(&p);
-        (p, base, admin)
+        let snaps = logs.path().join(format!("snaps-{name}"));
+        procs::start_info_edge(&info, &snaps, &extra, &log(&format!("{name}.log")))
     };
-    let edge_conf = nats_config(logs.path(), "edge", EDGE_PASS);
+    let edge_conf = user_config(logs.path(), "edge", EDGE_PASSWORD, "");
     let (mut good, base, admin) = edge("edge", Some(&edge_conf));
     let h = wait_health(&base, Duration::from_secs(120), |h| h["height"].as_u64() == Some(last));
     assert_eq!(counter(&h, "gaps"), 0, "{h}");
@@ -81,10 +55,7 @@ fn edges_read_but_cannot_publish_or_delete_and_strangers_get_nothing() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         assert!(async_nats::connect(nats.url()).await.is_err(), "no credentials, no connection");
-        let edge = async_nats::ConnectOptions::with_user_and_password("edge".into(), EDGE_PASS.into())
-            .connect(nats.url())
-            .await
-            .expect("the edge user connects");
+        let edge = connect_as_edge(&nats.url()).await;
         let js = async_nats::jetstream::new(edge);
         let mut stream = js.get_stream("HL").await.expect("edges read stream info");
         let before = stream.info().await.unwrap().state.clone();
@@ -170,8 +141,7 @@ fn make_ca(dir: &Path) -> bool {
 /// edge's books equal the simulator's; a client that does not trust the CA cannot connect.
 #[test]
 fn lines_cross_tls_signed_by_our_own_ca() {
-    if !procs::nats::available() {
-        procs::skip("nats-server is not installed (make setup installs it)");
+    if !procs::nats::available_or_skip() {
         return;
     }
     let (data, logs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -195,16 +165,10 @@ fn lines_cross_tls_signed_by_our_own_ca() {
     let last = 1_000_000_000 + 19;
     let conf = log("tls.toml");
     std::fs::write(&conf, format!("[nats]\ntls_ca_file = \"{}\"\n", p("ca.pem"))).unwrap();
-    let args = ["relay", "--nats", &nats.url(), "--config", conf.to_str().unwrap(), "--node-dir"];
-    let publisher = Proc::start(HLBOOK, &[&args[..], &[data.path().to_str().unwrap()]].concat(), &log("pub.log"));
-    publisher.wait_line("relay publishing to nats stream", Duration::from_secs(30));
-    let source = format!("{}/HL", nats.url());
+    let _publisher = relay(&nats.url(), data.path(), &conf, &[], &log("pub.log"), Duration::from_secs(30));
+    let source = nats.source();
     let extra = ["--source", &source, "--validate-interval", "0", "--config", conf.to_str().unwrap()];
-    let snaps = logs.path().join("snaps");
-    std::fs::create_dir_all(&snaps).unwrap();
-    let mut edge = procs::start_serve(Path::new("/nonexistent"), &info, &snaps, &extra, &log("edge.log"));
-    let base = format!("http://{}", edge.wait_line("hlbook listening on", Duration::from_secs(20)));
-    let admin = procs::admin_base(&edge);
+    let (mut edge, base, admin) = procs::start_info_edge(&info, &logs.path().join("snaps"), &extra, &log("edge.log"));
     wait_health(&base, Duration::from_secs(120), |h| h["height"].as_u64() == Some(last));
     let ours = procs::books_from_snapshot(&get_bytes(&format!("{admin}/l4snapshot")).expect("snapshot"));
     procs::assert_same_books(&ours, &procs::sim_books_at(&info, logs.path(), last));

@@ -10,15 +10,15 @@ mod procs;
 use std::time::Duration;
 
 use hlbook::node::Mode;
-use procs::{HLBOOK, Proc, wait_health};
+use procs::nats::{relay, relay_config};
+use procs::wait_health;
 
 const FIRST: u64 = 985148182;
 const LAST: u64 = 985148232;
 
 #[test]
 fn a_nats_node_crash_loses_no_block() {
-    if !procs::nats::available() {
-        procs::skip("nats-server is not installed (make setup installs it)");
+    if !procs::nats::available_or_skip() {
         return;
     }
     let Some(cap) = common::unpack() else { return };
@@ -26,12 +26,9 @@ fn a_nats_node_crash_loses_no_block() {
     let log = |name: &str| logs.path().join(name);
     let mut nodes = procs::nats::start_cluster(&logs.path().join("nats"));
     let all = procs::nats::urls(&nodes);
-    let config = log("relay.toml");
-    std::fs::write(&config, "[nats]\nreplicas = 3\nchunk_bytes = 262144\n").unwrap();
+    let config = relay_config(logs.path(), "replicas = 3\nchunk_bytes = 262144\n");
     let servers: String = all.split(',').map(|a| format!("nats://{a}")).collect::<Vec<_>>().join(",");
-    let args = ["relay", "--nats", &servers, "--config", config.to_str().unwrap(), "--node-dir"];
-    let publisher = Proc::start(HLBOOK, &[&args[..], &[dst.path().to_str().unwrap()]].concat(), &log("pub.log"));
-    publisher.wait_line("relay publishing to nats stream", Duration::from_secs(60));
+    let _publisher = relay(&servers, dst.path(), &config, &[], &log("pub.log"), Duration::from_secs(60));
     let source = format!("nats://{all}/HL");
     let (mut edge, base, admin) = procs::start_edge(&source, "by-block", &cap.snapshot, &log("edge.log"));
 

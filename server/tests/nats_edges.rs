@@ -11,7 +11,7 @@ mod procs;
 use std::time::Duration;
 
 use hlbook::node::Mode;
-use procs::nats::{NatsServer, publisher};
+use procs::nats::publishing;
 use procs::{counter, wait_health};
 
 const FIRST: u64 = 985148182;
@@ -37,18 +37,14 @@ fn check_replay(cap: &common::Capture, base: &str, admin: &str) {
 
 #[test]
 fn a_stopped_edge_delays_no_one_and_catches_up() {
-    if !procs::nats::available() {
-        procs::skip("nats-server is not installed (make setup installs it)");
+    if !procs::nats::available_or_skip() {
         return;
     }
     let Some(cap) = common::unpack() else { return };
     let (dst, logs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let log = |name: &str| logs.path().join(name);
-    let nats = NatsServer::start(&logs.path().join("nats"), "");
-    let config = log("relay.toml");
-    std::fs::write(&config, "[nats]\n").unwrap();
-    let _publisher = publisher(&nats.url(), dst.path(), "by-block", &config, &log("pub.log"));
-    let source = format!("{}/HL", nats.url());
+    let (nats, _publisher, _) = publishing(logs.path(), dst.path(), "by-block", "", "pub.log");
+    let source = nats.source();
     let (mut a, base_a, admin_a) = procs::start_edge(&source, "by-block", &cap.snapshot, &log("a.log"));
     let (mut b, base_b, admin_b) = procs::start_edge(&source, "by-block", &cap.snapshot, &log("b.log"));
 
@@ -74,16 +70,12 @@ fn a_stopped_edge_delays_no_one_and_catches_up() {
 /// height (binary search) and reads all of it from NATS, ending with the simulator's books at the last block.
 #[test]
 fn an_edge_ten_minutes_behind_reads_the_history() {
-    if !procs::nats::available() {
-        procs::skip("nats-server is not installed (make setup installs it)");
+    if !procs::nats::available_or_skip() {
         return;
     }
     let (data, logs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let log = |name: &str| logs.path().join(name);
-    let nats = NatsServer::start(&logs.path().join("nats"), "");
-    let config = log("relay.toml");
-    std::fs::write(&config, "[nats]\n").unwrap();
-    let _publisher = publisher(&nats.url(), data.path(), "by-block", &config, &log("pub.log"));
+    let (nats, _publisher, _) = publishing(logs.path(), data.path(), "by-block", "", "pub.log");
     let blocks = TEN_MINUTES_OF_BLOCKS + 100;
     let (n, pause_at) = (blocks.to_string(), (START + 20).to_string());
     let market = ["--coins", "3", "--btc-orders", "400", "--orders-per-coin", "60", "--reject-ratio", "2"];
@@ -97,7 +89,7 @@ fn an_edge_ten_minutes_behind_reads_the_history() {
     // The whole history is written (and the simulator's books taken) before the edge starts.
     let theirs = procs::sim_books_at(&info, logs.path(), last);
 
-    let source = format!("{}/HL", nats.url());
+    let source = nats.source();
     let (mut edge, base, admin) = procs::start_edge(&source, "by-block", &snapshot, &log("edge.log"));
     // Each block after the snapshot applied once.
     let (ours, h) = procs::clean_books_at(&base, &admin, last, last - from, Duration::from_secs(300));

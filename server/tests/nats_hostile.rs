@@ -13,13 +13,12 @@
 #[allow(clippy::duplicate_mod)]
 mod procs;
 
-use std::path::Path;
 use std::time::Duration;
 
 use async_nats::HeaderMap;
 use hlbook::ingest::nats::{H_ENC, H_HEIGHT, H_INDEX, H_LEN, H_PART};
-use procs::nats::NatsServer;
-use procs::{HLBOOK, Proc, counter, get_bytes, wait_health};
+use procs::nats::{NatsServer, relay, relay_config};
+use procs::{counter, get_bytes, wait_health};
 
 const START: u64 = 1_000_000_000;
 const BLOCKS: u64 = 500;
@@ -59,32 +58,24 @@ fn inject(url: &str, height: u64) {
 
 #[test]
 fn forged_messages_in_the_stream_cost_a_resync_and_nothing_else() {
-    if !procs::nats::available() {
-        procs::skip("nats-server is not installed (make setup installs it)");
+    if !procs::nats::available_or_skip() {
         return;
     }
     let (data, logs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let log = |name: &str| logs.path().join(name);
-    let nats = NatsServer::start(&log("nats"), "");
     let n = BLOCKS.to_string();
-    let (_sim, info) =
-        procs::start_sim(data.path(), &[&procs::CHECKED_MARKET[..], &["--blocks", &n]].concat(), &log("sim.log"));
+    let market = [&procs::CHECKED_MARKET[..], &["--blocks", &n]].concat();
+    let (_sim, info) = procs::start_sim(data.path(), &market, &log("sim.log"));
     let last = START + BLOCKS - 1;
-    let config = log("relay.toml");
-    std::fs::write(&config, "[nats]\nsnapshot_min_interval_secs = 1\n").unwrap();
+    let nats = NatsServer::start(&log("nats"), "");
+    let config = relay_config(logs.path(), "snapshot_min_interval_secs = 1\n");
     let pub_snaps = log("pub-snaps");
-    #[rustfmt::skip]
-    let args = [
-        "relay", "--nats", &nats.url(), "--config", config.to_str().unwrap(), "--node-dir",
-        data.path().to_str().unwrap(), "--info-url", &info, "--snapshot-dir", pub_snaps.to_str().unwrap(),
-    ];
-    let mut publisher = Proc::start(HLBOOK, &args, &log("pub.log"));
-    publisher.wait_line("relay publishing to nats stream", Duration::from_secs(30));
-    let source = format!("{}/HL", nats.url());
+    let snapshots = ["--mode", "by-block", "--info-url", &info, "--snapshot-dir", pub_snaps.to_str().unwrap()];
+    let mut publisher = relay(&nats.url(), data.path(), &config, &snapshots, &log("pub.log"), Duration::from_secs(30));
+    // The edge has nothing but NATS: its resync's snapshot comes from the publisher's object store.
+    let (source, edge_snaps) = (nats.source(), log("edge-snaps"));
     let extra = ["--source", &source, "--validate-interval", "0"];
-    let mut edge = procs::start_serve(Path::new("/nonexistent"), "", &log("edge-snaps"), &extra, &log("edge.log"));
-    let base = format!("http://{}", edge.wait_line("hlbook listening on", Duration::from_secs(20)));
-    let admin = procs::admin_base(&edge);
+    let (mut edge, base, admin) = procs::start_info_edge("", &edge_snaps, &extra, &log("edge.log"));
 
     let h = wait_health(&base, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(START + 50));
     let forged = h["height"].as_u64().unwrap() + AHEAD;

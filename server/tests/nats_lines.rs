@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use hlbook::node::Mode;
-use procs::nats::{NatsServer, publisher};
+use procs::nats::{NatsServer, publisher, publishing, relay_config};
 use procs::{HLBOOK, Proc, books_from_snapshot, counter, get_bytes, wait_health};
 
 const FIRST: u64 = 985148182;
@@ -31,18 +31,15 @@ fn check(cap: &common::Capture, mode: Mode, base: &str, admin: &str, last: u64) 
 
 fn run(mode: Mode, last: u64, chunk_bytes: usize) {
     let m = mode.as_str();
-    if !procs::nats::available() {
-        procs::skip("nats-server is not installed (make setup installs it)");
+    if !procs::nats::available_or_skip() {
         return;
     }
     let Some(cap) = common::unpack() else { return };
     let (dst, logs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let log = |name: &str| logs.path().join(name);
-    let mut nats = NatsServer::start(&logs.path().join("nats"), "");
+    let keys = format!("chunk_bytes = {chunk_bytes}\n");
+    let (mut nats, mut pub1, config) = publishing(logs.path(), dst.path(), m, &keys, "pub1.log");
     let url = nats.url();
-    let config = log("relay.toml");
-    std::fs::write(&config, format!("[nats]\nchunk_bytes = {chunk_bytes}\n")).unwrap();
-    let mut pub1 = publisher(&url, dst.path(), m, &config, &log("pub1.log"));
     let (mut a, base_a, admin_a) = edge(&url, m, &cap.snapshot, &log("a.log"));
 
     let (src, out) = (cap.node_dir.clone(), dst.path().to_path_buf());
@@ -98,8 +95,7 @@ fn multi_mb_status_lines_arrive_whole_compressed() {
 }
 
 fn multi_mb_lines(compress_min_bytes: usize) {
-    if !procs::nats::available() {
-        procs::skip("nats-server is not installed (make setup installs it)");
+    if !procs::nats::available_or_skip() {
         return;
     }
     let (data, logs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -108,16 +104,11 @@ fn multi_mb_lines(compress_min_bytes: usize) {
     let market = ["--coins", "5", "--btc-orders", "4000", "--orders-per-coin", "300", "--block-ms", "100"];
     let market = [&market[..], &["--reject-ratio", "20", "--blocks", "40"]].concat();
     let (_sim, info) = procs::start_sim(data.path(), &market, &log("sim.log"));
-    let config = log("relay.toml");
-    std::fs::write(&config, format!("[nats]\ncompress_min_bytes = {compress_min_bytes}\n")).unwrap();
+    let config = relay_config(logs.path(), &format!("compress_min_bytes = {compress_min_bytes}\n"));
     let _publisher = publisher(&nats.url(), data.path(), "by-block", &config, &log("pub.log"));
-    let snaps = logs.path().join("snapshots");
-    std::fs::create_dir_all(&snaps).unwrap();
-    let source = format!("{}/HL", nats.url());
+    let source = nats.source();
     let extra = ["--source", &source, "--validate-interval", "0"];
-    let mut server = procs::start_serve(Path::new("/nonexistent"), &info, &snaps, &extra, &log("edge.log"));
-    let base = format!("http://{}", server.wait_line("hlbook listening on", Duration::from_secs(20)));
-    let admin = procs::admin_base(&server);
+    let (mut server, base, admin) = procs::start_info_edge(&info, &log("snapshots"), &extra, &log("edge.log"));
     let last = 1_000_000_000 + 39;
     let h = wait_health(&base, Duration::from_secs(120), |h| h["height"].as_u64() == Some(last));
     let statuses = data.path().join("node_order_statuses_by_block");
@@ -160,18 +151,14 @@ fn largest_line(dir: &Path) -> usize {
 /// checks it against the other's copy, and ends equal to replay with no disagreement.
 #[test]
 fn nats_races_the_files() {
-    if !procs::nats::available() {
-        procs::skip("nats-server is not installed (make setup installs it)");
+    if !procs::nats::available_or_skip() {
         return;
     }
     let Some(cap) = common::unpack() else { return };
     let (dst, logs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let log = |name: &str| logs.path().join(name);
-    let nats = NatsServer::start(&logs.path().join("nats"), "");
-    let config = log("relay.toml");
-    std::fs::write(&config, "[nats]\n").unwrap();
-    let _publisher = publisher(&nats.url(), dst.path(), "by-block", &config, &log("pub.log"));
-    let (files, source) = (format!("file:{}", dst.path().display()), format!("{}/HL", nats.url()));
+    let (nats, _publisher, _) = publishing(logs.path(), dst.path(), "by-block", "", "pub.log");
+    let (files, source) = (format!("file:{}", dst.path().display()), nats.source());
     let snapshot = cap.snapshot.to_str().unwrap();
     let args = ["serve", "--source", &files, "--source", &source, "--snapshot-file", snapshot, "--info-url", ""];
     let args = [&args[..], &["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--validate-interval", "0"]];

@@ -8,11 +8,10 @@
 #[allow(clippy::duplicate_mod)]
 mod procs;
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use procs::nats::NatsServer;
+use procs::nats::{EDGE_PASSWORD, NatsServer, PUBLISHER_PASSWORD, connect_as_edge, relay, user_config};
 use procs::{HLBOOK, Proc, counter, get_bytes, wait_health};
 
 const START: u64 = 1_000_000_000;
@@ -21,35 +20,11 @@ const START: u64 = 1_000_000_000;
 const BLOCKS: u64 = 520;
 const DROPPED: u64 = START + 420;
 const KEPT: usize = 2;
-const PUB_PASS: &str = "pub-secret-1";
-const EDGE_PASS: &str = "edge-secret-2";
-
-/// A config with `[nats]` credentials of `user` and the `extra` keys.
-fn nats_config(dir: &Path, user: &str, pass: &str, extra: &str) -> PathBuf {
-    let (pw, conf) = (dir.join(format!("{user}.pw")), dir.join(format!("{user}.toml")));
-    std::fs::write(&pw, format!("{pass}\n")).unwrap();
-    let text = format!("[nats]\nuser = \"{user}\"\npassword_file = \"{}\"\n{extra}", pw.display());
-    std::fs::write(&conf, text).unwrap();
-    conf
-}
-
-/// nats-server with the shipped accounts (included relative to the generated config, so copied beside it).
-fn start_nats(dir: &Path) -> NatsServer {
-    let accounts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/nats/accounts.conf");
-    std::fs::create_dir_all(dir).unwrap();
-    std::fs::copy(accounts, dir.join("accounts.conf")).unwrap();
-    let env = [("HLBOOK_PUBLISHER_PASSWORD", PUB_PASS), ("HLBOOK_EDGE_PASSWORD", EDGE_PASS)];
-    NatsServer::start_env(dir, "include ./accounts.conf", &env)
-}
-
 /// The heights of the snapshots the object store holds, read with the edge's credentials.
 fn stored_heights(url: &str) -> Vec<u64> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
-        let client = async_nats::ConnectOptions::with_user_and_password("edge".into(), EDGE_PASS.into())
-            .connect(url)
-            .await
-            .unwrap();
+        let client = connect_as_edge(url).await;
         let store = async_nats::jetstream::new(client).get_object_store("HL_SNAPSHOTS").await.unwrap();
         let mut list = store.list().await.unwrap();
         let mut heights = Vec::new();
@@ -65,10 +40,7 @@ fn stored_heights(url: &str) -> Vec<u64> {
 fn ask(url: &str, body: &'static [u8]) -> serde_json::Value {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
-        let client = async_nats::ConnectOptions::with_user_and_password("edge".into(), EDGE_PASS.into())
-            .connect(url)
-            .await
-            .unwrap();
+        let client = connect_as_edge(url).await;
         let answer = client.request("hl.snapshot.request", body.into()).await.expect("the publisher answers");
         serde_json::from_slice(&answer.payload).expect("a JSON reply")
     })
@@ -76,13 +48,12 @@ fn ask(url: &str, body: &'static [u8]) -> serde_json::Value {
 
 #[test]
 fn an_edge_with_only_nats_bootstraps_resyncs_and_validates() {
-    if !procs::nats::available() {
-        procs::skip("nats-server is not installed (make setup installs it)");
+    if !procs::nats::available_or_skip() {
         return;
     }
     let (data, logs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let log = |name: &str| logs.path().join(name);
-    let nats = start_nats(&log("nats"));
+    let nats = NatsServer::start_with_accounts(&log("nats"));
     let (n, dropped) = (BLOCKS.to_string(), DROPPED.to_string());
     let faults = ["--blocks", &n, "--drop-block", &dropped, "--snapshot-mismatch", "BTC"];
     let (_sim, info) = procs::start_sim(data.path(), &[&procs::CHECKED_MARKET[..], &faults].concat(), &log("sim.log"));
@@ -91,18 +62,13 @@ fn an_edge_with_only_nats_bootstraps_resyncs_and_validates() {
     // The publisher's own snapshot comes first (the wrong one) and is not renewed during the run: the edge's
     // resync and validations get fresh ones only by asking.
     let keys = format!("snapshot_interval_secs = 600\nsnapshots_kept = {KEPT}\nsnapshot_min_interval_secs = 1\n");
-    let pub_conf = nats_config(logs.path(), "publisher", PUB_PASS, &keys);
+    let pub_conf = user_config(logs.path(), "publisher", PUBLISHER_PASSWORD, &keys);
     let pub_snaps = log("publisher-snapshots");
-    #[rustfmt::skip]
-    let args = [
-        "relay", "--nats", &nats.url(), "--config", pub_conf.to_str().unwrap(), "--node-dir",
-        data.path().to_str().unwrap(), "--info-url", &info, "--snapshot-dir", pub_snaps.to_str().unwrap(),
-    ];
-    let mut publisher = Proc::start(HLBOOK, &args, &log("pub.log"));
-    publisher.wait_line("relay publishing to nats stream", Duration::from_secs(30));
+    let extra = ["--info-url", &info, "--snapshot-dir", pub_snaps.to_str().unwrap()];
+    let mut publisher = relay(&nats.url(), data.path(), &pub_conf, &extra, &log("pub.log"), Duration::from_secs(30));
 
-    let edge_conf = nats_config(logs.path(), "edge", EDGE_PASS, "");
-    let (source, edge_snaps) = (format!("{}/HL", nats.url()), log("edge-snapshots"));
+    let edge_conf = user_config(logs.path(), "edge", EDGE_PASSWORD, "");
+    let (source, edge_snaps) = (nats.source(), log("edge-snapshots"));
     #[rustfmt::skip]
     let args = [
         "serve", "--source", &source, "--info-url", "", "--node-dir", "/nonexistent", "--config",

@@ -289,21 +289,19 @@ fn one_node_stopped_for_good_and_the_other_losing_a_block_resyncs_after_the_grac
 
 #[test]
 fn a_killed_publisher_beside_a_local_node_changes_nothing() {
-    if !procs::nats::available() {
-        procs::skip("nats-server is not installed (make setup installs it)");
+    if !procs::nats::available_or_skip() {
         return;
     }
     let side = tempfile::tempdir().unwrap();
     let nats = procs::nats::NatsServer::start(&side.path().join("nats"), "");
-    let config = side.path().join("relay.toml");
-    std::fs::write(&config, "[nats]\n").unwrap();
+    let config = procs::nats::relay_config(side.path(), "");
     // Node b (published into NATS) is the faster one, so NATS carries most lines until its publisher dies.
     let run_dir = tempfile::tempdir().unwrap();
     let b = run_dir.path().join("published");
     let publisher =
         |n: u32| procs::nats::publisher(&nats.url(), &b, "by-block", &config, &side.path().join(format!("pub{n}.log")));
     let mut pub1 = publisher(1);
-    let src = format!("{}/HL", nats.url());
+    let src = nats.source();
     let run = start_in(Some(&b), 300, &["--write-delay", "20"], "", &["file:{a}", &src], &[]);
     wait_health(&run.base, Duration::from_secs(60), |h| h["state"] == "live");
     let mid = START + 120;

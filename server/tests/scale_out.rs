@@ -187,8 +187,7 @@ fn clients_through_haproxy_see_what_one_server_sends() {
         procs::skip("haproxy is not installed (`make setup` installs it: APT_PACKAGES)");
         return;
     };
-    if !procs::nats::available() {
-        procs::skip("nats-server is not installed (make setup installs it)");
+    if !procs::nats::available_or_skip() {
         return;
     }
     let work = tempfile::tempdir().unwrap();
@@ -217,10 +216,9 @@ fn clients_through_haproxy_see_what_one_server_sends() {
     let (mut sim, info_url) = start_sim(Path::new(data), &sim_args, &log("sim.log"));
 
     let nats = procs::nats::NatsServer::start(&logs.path().join("nats"), "");
-    std::fs::write(log("relay.toml"), "[nats]\n").unwrap();
-    let mut relay =
-        procs::nats::publisher(&nats.url(), Path::new(data), "by-block", &log("relay.toml"), &log("relay.log"));
-    let source = format!("{}/HL", nats.url());
+    let config = procs::nats::relay_config(logs.path(), "");
+    let mut relay = procs::nats::publisher(&nats.url(), Path::new(data), "by-block", &config, &log("relay.log"));
+    let source = nats.source();
 
     let common =
         ["--info-url", &info_url, "--snapshot-dir", snaps, "--listen", "127.0.0.1:0", "--admin-listen", "none"];

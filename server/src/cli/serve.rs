@@ -15,8 +15,7 @@ use super::systemd;
 use crate::book::Books;
 use crate::config::{Config, ServerConfig, Source};
 use crate::ingest::info_client::SnapshotFrom;
-use crate::ingest::live::{Ingest, LiveConfig, SourceSpec};
-use crate::ingest::nats::source::NatsTarget;
+use crate::ingest::live::{Ingest, LiveConfig};
 use crate::ingest::validate::{self, ValidateConfig};
 use crate::node::Mode;
 use crate::publish::{self, Hub};
@@ -118,19 +117,7 @@ fn set<T: Clone>(slot: &mut T, flag: Option<&T>) {
 }
 
 fn live_config(c: &Config) -> anyhow::Result<LiveConfig> {
-    let sources: Vec<SourceSpec> = c
-        .sources()?
-        .into_iter()
-        .map(|s| match s {
-            Source::File => SourceSpec::Files(c.node_dir()),
-            Source::FileAt(dir) => SourceSpec::Files(dir),
-            Source::Nats { servers, stream } => SourceSpec::Nats(Box::new(NatsTarget {
-                servers,
-                stream: stream.unwrap_or_else(|| c.nats.stream.clone()),
-                cfg: c.nats.clone(),
-            })),
-        })
-        .collect();
+    let sources = c.sources()?;
     let mut snapshots = Vec::new();
     if let Some(f) = &c.ingest.snapshot_file {
         snapshots.push(SnapshotFrom::File(f.clone()));
@@ -139,8 +126,8 @@ fn live_config(c: &Config) -> anyhow::Result<LiveConfig> {
     if !c.ingest.info_url.is_empty() {
         snapshots.push(SnapshotFrom::Info { url: c.ingest.info_url.clone(), dir });
     } else if let Some(target) = sources.iter().find_map(|s| match s {
-        SourceSpec::Nats(t) => Some(t.clone()),
-        SourceSpec::Files(_) => None,
+        Source::Nats(t) => Some(t.clone()),
+        Source::Files(_) => None,
     }) {
         snapshots.push(SnapshotFrom::Nats { target, dir });
     }
@@ -192,7 +179,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             w.run("validation", || validate::run(vc, s, &w.stop));
         })?);
     }
-    let names: Vec<String> = live_config(&c)?.sources.iter().map(SourceSpec::label).collect();
+    let names: Vec<String> = live_config(&c)?.sources.iter().map(Source::label).collect();
     tracing::info!(sources = ?names, mode = ?c.ingest.mode, "hlbook starting");
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let history_wait = std::time::Duration::from_millis(c.server.history_wait_ms);
@@ -274,9 +261,8 @@ fn start_store(
     hub.set_store(store.clone(), feeder);
     // Missed blocks are read back from the node's files on this host: the first file source's.
     let files = c.sources()?.into_iter().find_map(|s| match s {
-        Source::File => Some(c.node_dir()),
-        Source::FileAt(dir) => Some(dir),
-        Source::Nats { .. } => None,
+        Source::Files(dir) => Some(dir),
+        Source::Nats(_) => None,
     });
     let files = files.map(|node_dir| store::files::FillsDir { node_dir, mode: c.ingest.mode });
     if !c.store.seed_url.is_empty() {

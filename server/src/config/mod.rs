@@ -14,11 +14,13 @@ use crate::node::Mode;
 mod ingest;
 mod nats;
 mod server;
+mod source;
 mod store;
 
 pub use ingest::IngestConfig;
 pub use nats::NatsConfig;
 pub use server::{DEFAULT_INFO_TYPES, ServerConfig};
+pub use source::{NatsTarget, Source};
 pub use store::{FillsUsers, StoreConfig};
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -55,19 +57,6 @@ pub enum ConfigError {
     Parse { path: String, message: String },
     #[error("invalid setting `{key}`: {why}")]
     Invalid { key: &'static str, why: String },
-}
-
-/// Where lines come from, parsed from `ingest.source`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Source {
-    File,
-    /// Another node data dir on this host (`file:PATH`).
-    FileAt(PathBuf),
-    /// `nats://HOST:PORT[,HOST:PORT…][/STREAM]`: servers as `nats://HOST:PORT,…`, and the stream when named.
-    Nats {
-        servers: String,
-        stream: Option<String>,
-    },
 }
 
 impl Config {
@@ -123,7 +112,7 @@ impl Config {
         }
         for (n, a) in sources.iter().enumerate() {
             if sources[..n].contains(a) {
-                return Err(invalid("ingest.sources", &format!("{a:?} is listed twice")));
+                return Err(invalid("ingest.sources", &format!("{} is listed twice", a.label())));
             }
         }
         if i.race_grace_ms == 0 || i.race_grace_ms > 60_000 {
@@ -222,13 +211,14 @@ impl Config {
         Ok(())
     }
 
-    /// The sources to read: `ingest.sources`, or `ingest.source` when that list is empty.
+    /// The sources to read: `ingest.sources`, or `ingest.source` when that list is empty; `file` is
+    /// `ingest.node_dir`, and a `nats://` source without a stream reads `[nats]`'s.
     pub fn sources(&self) -> Result<Vec<Source>, ConfigError> {
-        let i = &self.ingest;
+        let (i, dir) = (&self.ingest, self.node_dir());
         if i.sources.is_empty() {
-            return Ok(vec![parse_source("ingest.source", &i.source)?]);
+            return Ok(vec![source::parse("ingest.source", &i.source, &dir, &self.nats)?]);
         }
-        i.sources.iter().map(|s| parse_source("ingest.sources", s)).collect()
+        i.sources.iter().map(|s| source::parse("ingest.sources", s, &dir, &self.nats)).collect()
     }
 
     /// The first source (the only one unless several race).
@@ -251,31 +241,8 @@ impl Config {
 
     /// An edge: no node info server, so snapshots come from the publisher of its first `nats://` source.
     pub fn nats_snapshots(&self) -> bool {
-        self.ingest.info_url.is_empty()
-            && self.sources().is_ok_and(|s| s.iter().any(|s| matches!(s, Source::Nats { .. })))
+        self.ingest.info_url.is_empty() && self.sources().is_ok_and(|s| s.iter().any(|s| matches!(s, Source::Nats(_))))
     }
-}
-
-fn parse_source(key: &'static str, s: &str) -> Result<Source, ConfigError> {
-    if s == "file" {
-        return Ok(Source::File);
-    }
-    if let Some(path) = s.strip_prefix("file:").filter(|p| !p.is_empty()) {
-        return Ok(Source::FileAt(expand_home(Path::new(path))));
-    }
-    if let Some(rest) = s.strip_prefix("nats://") {
-        let (hosts, stream) = rest.split_once('/').map_or((rest, None), |(h, st)| (h, Some(st.to_string())));
-        let ok = |a: &str| a.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
-        if hosts.split(',').all(ok) && stream.as_deref().is_none_or(|st| !st.is_empty() && !st.contains('/')) {
-            let servers = hosts.split(',').map(|a| format!("nats://{a}")).collect::<Vec<_>>().join(",");
-            return Ok(Source::Nats { servers, stream });
-        }
-        return Err(invalid(key, &format!("{s:?}: expected `nats://HOST:PORT[,HOST:PORT…][/STREAM]`")));
-    }
-    if s.starts_with("tcp://") {
-        return Err(invalid(key, &format!("{s:?}: {TCP_RETIRED}")));
-    }
-    Err(invalid(key, &format!("{s:?}: expected `file`, `file:PATH` or `nats://HOST:PORT[/STREAM]`")))
 }
 
 /// What a `tcp://` source, or `hlbook relay --listen`, is told: the TCP relay is gone, NATS replaces it.

@@ -21,10 +21,11 @@ fn defaults_are_valid_and_files_override_them() {
     Config::default().validate().unwrap();
     let c = parse("[ingest]\nmode = \"streaming\"\nsource = \"file:/srv/node2\"\n").unwrap();
     assert_eq!(c.ingest.mode, Mode::Streaming);
-    assert_eq!(c.source().unwrap(), Source::FileAt("/srv/node2".into()));
+    assert_eq!(c.source().unwrap(), Source::Files("/srv/node2".into()));
     let c = parse("[ingest]\nsource = \"nats://a:4222,b:4222/HL2\"\n").unwrap();
     let servers = "nats://a:4222,nats://b:4222".to_string();
-    assert_eq!(c.source().unwrap(), Source::Nats { servers, stream: Some("HL2".into()) });
+    let target = NatsTarget { servers, stream: "HL2".into(), cfg: NatsConfig::default() };
+    assert_eq!(c.source().unwrap(), Source::Nats(Box::new(target)));
     assert_eq!(c.server, ServerConfig::default());
 }
 
@@ -101,4 +102,15 @@ fn followed_users_parse_from_the_file() {
     assert_eq!(c.store.fills_users, FillsUsers::Followed);
     assert_eq!(c.store.follow_users(), [crate::node::Address::parse(&u.to_lowercase()).unwrap()]);
     assert_eq!(StoreConfig::default().fills_users, FillsUsers::All, "every user's, as before");
+}
+
+#[test]
+fn a_source_listed_twice_is_refused_once_resolved() {
+    // `file` is `ingest.node_dir`, and a stream left out is `[nats]`'s: each pair below is one source twice.
+    let twice = |a: &str, b: &str| {
+        parse(&format!("[ingest]\nnode_dir = \"/srv/hl\"\nsources = [\"{a}\", \"{b}\"]\n")).unwrap_err()
+    };
+    assert!(twice("file", "file:/srv/hl").contains("file:/srv/hl is listed twice"));
+    assert!(twice("nats://a:4222", "nats://a:4222/HL").contains("nats://a:4222/HL is listed twice"));
+    assert!(parse("[ingest]\nsources = [\"nats://a:4222/A\", \"nats://a:4222/B\"]\n").is_ok());
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use super::nats::source::NatsTarget;
+use super::nats::NatsTarget;
 use crate::book::Books;
 use crate::book::snapshot::load_books;
 

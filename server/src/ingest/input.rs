@@ -11,8 +11,9 @@ use super::data_dir::diagnose_dir;
 use super::limits::Limits;
 use super::line_source::{LineSource, SourceEvent};
 use super::live_config::LiveConfig;
+use super::open_source::open_source;
 use super::race::Race;
-use super::source_spec::SourceSpec;
+use crate::config::Source;
 use crate::node::time::now_nanos;
 use crate::node::{Coin, Line, Mode, NodeParser, Stream, Watched};
 use crate::state::health::Health;
@@ -47,7 +48,7 @@ pub enum InputEvent {
 
 #[derive(Debug)]
 pub struct One {
-    spec: SourceSpec,
+    spec: Source,
     source: Box<dyn LineSource>,
     parser: NodeParser,
     entry: Arc<SourceEntry>,
@@ -72,10 +73,10 @@ impl Input {
             }
             return Input::Race(Box::new(race));
         }
-        let spec = specs.into_iter().next().unwrap_or(SourceSpec::Files("~/hl/data".into()));
+        let spec = specs.into_iter().next().unwrap_or(Source::Files("~/hl/data".into()));
         let entry = health.sources().add(spec.label());
         let lines = cfg.stream_lines && cfg.mode == Mode::Streaming;
-        let source = spec.open(cfg.mode, height, lines, cfg.limits.max_line_bytes);
+        let source = open_source(&spec, cfg.mode, height, lines, cfg.limits.max_line_bytes);
         let parser = NodeParser::with_watched(watched.clone());
         Input::One(Box::new(One {
             spec,
@@ -118,7 +119,7 @@ impl Input {
             && one.checked.elapsed() >= CHECK_EVERY
         {
             one.checked = Instant::now();
-            if let SourceSpec::Files(dir) = &one.spec {
+            if let Source::Files(dir) = &one.spec {
                 one.entry.set_problem(diagnose_dir(dir, mode));
             }
         }
@@ -204,7 +205,7 @@ impl One {
         if let Err(e) = &polled {
             health.counters().io_errors.inc();
             tracing::warn!(source = %self.entry.name, "reading node lines: {e}");
-            if matches!(self.spec, SourceSpec::Files(_)) {
+            if matches!(self.spec, Source::Files(_)) {
                 std::thread::sleep(poll);
             }
         }

@@ -31,7 +31,7 @@ impl LineSource for Canned {
 
 fn one(lines: Vec<(Stream, u64, bool)>, health: &Health) -> Input {
     Input::One(Box::new(One {
-        spec: SourceSpec::Files("/test".into()),
+        spec: Source::Files("/test".into()),
         source: Box::new(Canned(lines)),
         parser: NodeParser::new(),
         entry: health.sources().add("test".into()),

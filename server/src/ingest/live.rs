@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 use super::assemble::{Assembled, Assembler};
 use super::info_client::{self as info, SnapshotFrom};
 use super::input::{Input, InputEvent};
-pub use super::source_spec::SourceSpec;
 use super::steps;
 use lines::Open;
 

@@ -5,13 +5,13 @@ use std::time::Duration;
 
 use super::info_client::SnapshotFrom;
 use super::limits::Limits;
-use super::source_spec::SourceSpec;
+use crate::config::Source;
 use crate::node::Mode;
 
 #[derive(Clone, Debug)]
 pub struct LiveConfig {
     /// Where lines come from; several race (`ingest::race`), by-block only.
-    pub sources: Vec<SourceSpec>,
+    pub sources: Vec<Source>,
     pub mode: Mode,
     /// Racing: how long a line one source skipped may take to come from another before its block is broken.
     pub race_grace: Duration,

@@ -10,9 +10,10 @@ pub mod line_source;
 pub mod live;
 pub mod live_config;
 pub mod nats;
+pub mod open_source;
 pub mod race;
 pub mod replay;
-pub mod source_spec;
+
 pub mod steps;
 pub mod tail;
 pub mod validate;

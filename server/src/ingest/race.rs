@@ -25,7 +25,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use super::limits::Limits;
-use super::source_spec::SourceSpec;
+use crate::config::Source;
 use crate::node::{Coin, Events, Line, Mode, NodeParser, Stream, Watched};
 use crate::state::health::Health;
 use crate::state::sources::{Disagreement, SourceBoard, SourceEntry};
@@ -154,7 +154,7 @@ impl Race {
     /// Starts one reader thread per source; they read nothing until `restart_after` positions them.
     /// Readers parse with `watched`, the server's set of followed users (orderUpdates, userFills).
     pub fn start(
-        specs: &[SourceSpec],
+        specs: &[Source],
         mode: Mode,
         poll: Duration,
         grace: Duration,

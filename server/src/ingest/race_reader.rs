@@ -8,10 +8,11 @@ use std::sync::mpsc::SyncSender;
 use std::time::{Duration, Instant};
 
 use super::{Control, Msg, Parsed, Raced, digest};
+use crate::config::Source;
 use crate::ingest::data_dir::diagnose_dir;
 use crate::ingest::limits::Limits;
 use crate::ingest::line_source::{LineSource, SourceEvent};
-use crate::ingest::source_spec::SourceSpec;
+use crate::ingest::open_source::open_source;
 use crate::ingest::tail::block_number;
 use crate::node::time::now_nanos;
 use crate::node::{Mode, NodeParser, Stream};
@@ -20,7 +21,7 @@ use crate::state::sources::SourceEntry;
 /// One source's reader thread.
 pub(super) struct Reader {
     pub(super) src: usize,
-    pub(super) spec: SourceSpec,
+    pub(super) spec: Source,
     pub(super) mode: Mode,
     pub(super) poll: Duration,
     pub(super) limits: Limits,
@@ -40,7 +41,7 @@ impl Reader {
                 generation = g;
                 let h = self.ctl.restart_height.load(Ordering::Relaxed);
                 match &mut source {
-                    None => source = Some(self.spec.open(self.mode, h, false, self.limits.max_line_bytes)),
+                    None => source = Some(open_source(&self.spec, self.mode, h, false, self.limits.max_line_bytes)),
                     Some(s) => {
                         let s: &mut Box<dyn LineSource> = s;
                         s.restart_after(h);
@@ -55,7 +56,7 @@ impl Reader {
                 // Not positioned yet (the snapshot's height is not known): say what is missing meanwhile.
                 if checked.elapsed() >= Duration::from_secs(1) {
                     checked = Instant::now();
-                    if let SourceSpec::Files(dir) = &self.spec {
+                    if let Source::Files(dir) = &self.spec {
                         self.entry.set_problem(diagnose_dir(dir, self.mode));
                     }
                 }

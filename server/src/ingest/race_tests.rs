@@ -32,7 +32,7 @@ fn raced(bytes: &[u8], read_at: i64) -> Raced {
 
 /// Two racing sources whose readers are never positioned (the test hands lines in itself).
 fn two_sources(tmp: &std::path::Path, health: &Health) -> Race {
-    let specs = [SourceSpec::Files(tmp.join("a")), SourceSpec::Files(tmp.join("b"))];
+    let specs = [Source::Files(tmp.join("a")), Source::Files(tmp.join("b"))];
     let watched = Arc::new(crate::node::Watched::new());
     let (poll, grace) = (Duration::from_millis(10), Duration::from_secs(1));
     Race::start(&specs, Mode::ByBlock, poll, grace, Limits::default(), health, &watched)

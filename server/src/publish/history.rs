@@ -266,7 +266,7 @@ fn run_fills_read(hub: &impl FillsHub, read: &Arc<FillsRead>) {
         // A newly followed user's older fills are being read back from the node's files.
         while !store.follow.wait_read_back(&read.user.0, Duration::from_millis(500)) {
             // A failed writer takes no new users: the read takes what the store has.
-            if store.status.state() == crate::store::State::Failed {
+            if store.status.state() == crate::store::StoreState::Failed {
                 break;
             }
             if gone() {

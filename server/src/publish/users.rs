@@ -17,6 +17,7 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use super::frame::{Audit, Frame};
+use crate::book::RestingOrder;
 use crate::node::time::nanos_to_millis;
 use crate::node::{Address, Block, Cloid, Fixed, OrderStatus, Watched};
 
@@ -204,21 +205,55 @@ fn in_line_order(block: &Block) -> impl Iterator<Item = &OrderStatus> {
     })
 }
 
-/// The official basic order object: `orderUpdates`' `order` and an `openOrders` entry.
+/// The official basic order object: `orderUpdates`' `order` and an `openOrders` entry. Built only here, one
+/// constructor per thing it is made from, so the two answers cannot drift apart.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct WsOrderBody<'a> {
-    pub coin: &'a str,
-    pub side: &'static str,
-    pub limit_px: Fixed,
-    pub sz: Fixed,
-    pub oid: u64,
-    pub timestamp: u64,
-    pub orig_sz: Fixed,
+    coin: &'a str,
+    side: &'static str,
+    limit_px: Fixed,
+    sz: Fixed,
+    oid: u64,
+    timestamp: u64,
+    orig_sz: Fixed,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cloid: Option<Cloid>,
+    cloid: Option<Cloid>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub reduce_only: bool,
+    reduce_only: bool,
+}
+
+impl<'a> WsOrderBody<'a> {
+    /// The order of a status (`orderUpdates`).
+    fn of_status(s: &'a OrderStatus) -> WsOrderBody<'a> {
+        let o = &s.order;
+        WsOrderBody {
+            coin: &s.coin,
+            side: o.side.as_str(),
+            limit_px: o.limit_px,
+            sz: o.sz,
+            oid: o.oid,
+            timestamp: o.timestamp,
+            orig_sz: o.orig_sz,
+            cloid: o.cloid,
+            reduce_only: o.flavor.reduce_only,
+        }
+    }
+
+    /// A resting order of `coin`'s book (`openOrders`).
+    pub(crate) fn of_resting(coin: &'a str, o: &RestingOrder) -> WsOrderBody<'a> {
+        WsOrderBody {
+            coin,
+            side: o.side.as_str(),
+            limit_px: o.limit_px,
+            sz: o.sz,
+            oid: o.oid,
+            timestamp: o.timestamp,
+            orig_sz: o.orig_sz,
+            cloid: o.cloid,
+            reduce_only: o.flavor.reduce_only,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -230,22 +265,7 @@ struct WsOrder<'a> {
 }
 
 fn ws_order(s: &OrderStatus) -> WsOrder<'_> {
-    let o = &s.order;
-    WsOrder {
-        order: WsOrderBody {
-            coin: &s.coin,
-            side: o.side.as_str(),
-            limit_px: o.limit_px,
-            sz: o.sz,
-            oid: o.oid,
-            timestamp: o.timestamp,
-            orig_sz: o.orig_sz,
-            cloid: o.cloid,
-            reduce_only: o.flavor.reduce_only,
-        },
-        status: &s.status,
-        status_timestamp: nanos_to_millis(s.time),
-    }
+    WsOrder { order: WsOrderBody::of_status(s), status: &s.status, status_timestamp: nanos_to_millis(s.time) }
 }
 
 /// `{"channel":"orderUpdates","data":[WsOrder…]}`.

@@ -77,7 +77,7 @@ pub struct Newest {
 /// The store's state, for logs, `/status` and `/metrics`.
 #[derive(Debug, Default)]
 pub struct Status {
-    /// `State` as a number.
+    /// `StoreState` as a number.
     state: AtomicU8,
     pub height: AtomicU64,
     pub first_ms: AtomicI64,
@@ -101,10 +101,11 @@ pub struct Status {
     pub error: Mutex<Option<String>>,
 }
 
-/// What the writer is doing.
+/// What the store's writer is doing (`Status::state`): named apart from `state::health::HealthState`, the
+/// service's.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 #[repr(u8)]
-pub enum State {
+pub enum StoreState {
     Opening = 0,
     /// First start: reading every fills file still on disk.
     Backfilling = 1,
@@ -114,30 +115,30 @@ pub enum State {
     Failed = 4,
 }
 
-impl State {
+impl StoreState {
     pub fn as_str(self) -> &'static str {
         match self {
-            State::Opening => "opening",
-            State::Backfilling => "backfilling",
-            State::CatchingUp => "catching_up",
-            State::Live => "live",
-            State::Failed => "failed",
+            StoreState::Opening => "opening",
+            StoreState::Backfilling => "backfilling",
+            StoreState::CatchingUp => "catching_up",
+            StoreState::Live => "live",
+            StoreState::Failed => "failed",
         }
     }
 }
 
 impl Status {
-    pub fn state(&self) -> State {
+    pub fn state(&self) -> StoreState {
         match self.state.load(Relaxed) {
-            1 => State::Backfilling,
-            2 => State::CatchingUp,
-            3 => State::Live,
-            4 => State::Failed,
-            _ => State::Opening,
+            1 => StoreState::Backfilling,
+            2 => StoreState::CatchingUp,
+            3 => StoreState::Live,
+            4 => StoreState::Failed,
+            _ => StoreState::Opening,
         }
     }
 
-    pub fn set_state(&self, s: State) {
+    pub fn set_state(&self, s: StoreState) {
         self.state.store(s as u8, Relaxed);
     }
 }
@@ -254,7 +255,7 @@ impl Store {
     pub fn wait_for(&self, height: u64, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         let mut h = self.committed.lock();
-        while *h < height && self.status.state() != State::Failed {
+        while *h < height && self.status.state() != StoreState::Failed {
             if self.advanced.wait_until(&mut h, deadline).timed_out() {
                 return *h >= height;
             }
@@ -376,7 +377,7 @@ impl Store {
             ("file_bytes", "Size of the history store's file", false, self.file_bytes()),
             ("backfill_files_read", "Node fills files read by the backfill or catch-up", false, c(&s.files_done)),
             ("backfill_files_listed", "Node fills files the backfill or catch-up reads", false, c(&s.files_total)),
-            ("live", "1 when the history store's writer is live", false, u64::from(s.state() == State::Live)),
+            ("live", "1 when the history store's writer is live", false, u64::from(s.state() == StoreState::Live)),
         ]
     }
 

@@ -26,7 +26,7 @@ use super::files::{BlockFills, FillsDir, read_blocks};
 use super::fills_tables::{Pruner, write_block};
 use super::follow::{self, Job};
 use super::schema::{self, CANDLES, GAPS, META, day_of, interval_byte};
-use super::{State, Store};
+use super::{Store, StoreState};
 use crate::node::{Coin, Mode};
 use crate::state::{Step, StepData};
 
@@ -182,7 +182,7 @@ impl Writer {
     }
 
     fn run_writes(mut self, rx: &Receiver<Feed>, stop: &AtomicBool) {
-        let live = if self.committed == 0 { State::Backfilling } else { State::CatchingUp };
+        let live = if self.committed == 0 { StoreState::Backfilling } else { StoreState::CatchingUp };
         self.store.status.set_state(live);
         while !stop.load(Relaxed) {
             match rx.recv_timeout(Duration::from_millis(250)) {
@@ -197,7 +197,7 @@ impl Writer {
             }
             if let Err(e) = self.settle(stop) {
                 tracing::error!("history store: {e}; retrying");
-                self.store.status.set_state(State::Failed);
+                self.store.status.set_state(StoreState::Failed);
                 *self.store.status.error.lock() = Some(e);
                 std::thread::sleep(Duration::from_secs(1));
             }
@@ -254,9 +254,9 @@ impl Writer {
         } else if self.committed < target {
             self.commit(Vec::new(), target)?;
         }
-        if !stop.load(Relaxed) && self.store.status.state() != State::Live {
+        if !stop.load(Relaxed) && self.store.status.state() != StoreState::Live {
             tracing::info!(height = self.committed, "history store: live");
-            self.store.status.set_state(State::Live);
+            self.store.status.set_state(StoreState::Live);
             *self.store.status.error.lock() = None;
         }
         Ok(())
@@ -270,7 +270,7 @@ impl Writer {
             self.hole();
             return self.commit(Vec::new(), to);
         };
-        let state = if self.committed == 0 { State::Backfilling } else { State::CatchingUp };
+        let state = if self.committed == 0 { StoreState::Backfilling } else { StoreState::CatchingUp };
         self.store.status.set_state(state);
         tracing::info!(from, to, "history store: {} from the node's fills files", state.as_str());
         let (mut batch, err) = (Vec::new(), std::cell::RefCell::new(None));

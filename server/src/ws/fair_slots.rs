@@ -15,17 +15,18 @@ use tokio::sync::oneshot;
 
 #[derive(Debug)]
 pub struct FairSlots {
-    state: Mutex<State>,
+    state: Mutex<Ledger>,
 }
 
+/// Who holds and who waits for the slots, behind the one lock.
 #[derive(Debug, Default)]
-struct State {
+struct Ledger {
     free: usize,
     held: FxHashMap<IpAddr, usize>,
     waiting: VecDeque<(IpAddr, oneshot::Sender<Slot>)>,
 }
 
-impl State {
+impl Ledger {
     /// One slot fewer held by `ip` (its entry goes with its last).
     fn unhold(&mut self, ip: IpAddr) {
         if let Some(n) = self.held.get_mut(&ip) {
@@ -55,7 +56,7 @@ impl Drop for Slot {
 
 impl FairSlots {
     pub fn new(n: usize) -> Arc<FairSlots> {
-        Arc::new(FairSlots { state: Mutex::new(State { free: n.max(1), ..State::default() }) })
+        Arc::new(FairSlots { state: Mutex::new(Ledger { free: n.max(1), ..Ledger::default() }) })
     }
 
     /// A slot for a request from `ip` (cancel-safe: dropping the future gives up its place).

@@ -42,17 +42,7 @@ fn entry(book: &CoinBook, o: &crate::book::RestingOrder, frontend: bool) -> Valu
     let v = if frontend {
         serde_json::to_value(order_out(book, o))
     } else {
-        serde_json::to_value(WsOrderBody {
-            coin: book.coin(),
-            side: o.side.as_str(),
-            limit_px: o.limit_px,
-            sz: o.sz,
-            oid: o.oid,
-            timestamp: o.timestamp,
-            orig_sz: o.orig_sz,
-            cloid: o.cloid,
-            reduce_only: o.flavor.reduce_only,
-        })
+        serde_json::to_value(WsOrderBody::of_resting(book.coin(), o))
     };
     v.unwrap_or(Value::Null)
 }

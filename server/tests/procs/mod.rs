@@ -218,6 +218,16 @@ pub fn start_edge(source: &str, mode: &str, snapshot: &Path, log: &Path) -> (Pro
     (p, base, admin)
 }
 
+/// An edge that asks the node's info server `info_url` for snapshots (written under `snapshots`, created here) and
+/// has no node dir; `extra` names its `--source` and any other flags. Returns it with its public and admin bases.
+pub fn start_info_edge(info_url: &str, snapshots: &Path, extra: &[&str], log: &Path) -> (Proc, String, String) {
+    std::fs::create_dir_all(snapshots).unwrap();
+    let p = start_serve(Path::new("/nonexistent"), info_url, snapshots, extra, log);
+    let base = format!("http://{}", p.wait_line("hlbook listening on", Duration::from_secs(20)));
+    let admin = admin_base(&p);
+    (p, base, admin)
+}
+
 /// `http://HOST:PORT` of a started server's admin listener (`/status`, `/metrics`, `/l4snapshot`); call it after
 /// reading every `hlbook listening on` line, which come first.
 pub fn admin_base(server: &Proc) -> String {

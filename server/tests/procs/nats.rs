@@ -1,5 +1,7 @@
 //! Real `nats-server` processes for the NATS tests: a generated config, a port the server picks (read back from
-//! its log) or the one it had before a restart, JetStream stored under the test's temporary folder.
+//! its log) or the one it had before a restart, JetStream stored under the test's temporary folder. Also the
+//! set-up those tests share around it: the shipped accounts and their passwords, `[nats]` config files for the
+//! publisher and the edges, `hlbook relay --nats`, and a client connected as the edge user.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -12,6 +14,19 @@ pub const NATS_SERVER: &str = "nats-server";
 pub fn available() -> bool {
     std::process::Command::new(NATS_SERVER).arg("--version").output().is_ok_and(|o| o.status.success())
 }
+
+/// `available()`, and when not, the calling test says it skips (`procs::skip`): it returns at once on false.
+pub fn available_or_skip() -> bool {
+    let ok = available();
+    if !ok {
+        super::skip("nats-server is not installed (make setup installs it)");
+    }
+    ok
+}
+
+/// The passwords deploy/nats/accounts.conf reads from the environment, as the tests set them.
+pub const PUBLISHER_PASSWORD: &str = "pub-secret-1";
+pub const EDGE_PASSWORD: &str = "edge-secret-2";
 
 #[derive(Debug)]
 pub struct NatsServer {
@@ -44,9 +59,25 @@ impl NatsServer {
         s
     }
 
+    /// A server with the shipped accounts (deploy/nats/accounts.conf: the `publisher` and `edge` users, with
+    /// `PUBLISHER_PASSWORD` and `EDGE_PASSWORD`). nats-server includes relative to the config file, so the accounts
+    /// are copied beside the generated one in `dir`.
+    pub fn start_with_accounts(dir: &Path) -> NatsServer {
+        let accounts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/nats/accounts.conf");
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::copy(accounts, dir.join("accounts.conf")).unwrap();
+        let env = [("HLBOOK_PUBLISHER_PASSWORD", PUBLISHER_PASSWORD), ("HLBOOK_EDGE_PASSWORD", EDGE_PASSWORD)];
+        NatsServer::start_env(dir, "include ./accounts.conf", &env)
+    }
+
     /// `nats://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// The `nats://` source of the stream the tests publish (`[nats]`'s default, `HL`) on this server.
+    pub fn source(&self) -> String {
+        format!("{}/HL", self.url())
     }
 
     /// SIGKILL: a crash.
@@ -142,9 +173,48 @@ pub fn urls(nodes: &[NatsServer]) -> String {
 /// `hlbook relay --nats` publishing `dir`'s node files in `mode`, with `config`'s `[nats]`; returns once it
 /// publishes.
 pub fn publisher(url: &str, dir: &Path, mode: &str, config: &Path, log: &Path) -> Proc {
+    relay(url, dir, config, &["--mode", mode], log, Duration::from_secs(30))
+}
+
+/// A JetStream server under `logs/nats` and `hlbook relay --nats` on it publishing `dir`'s node files in `mode`,
+/// with `[nats]` and `keys` in `logs/relay.toml` (returned, for a publisher started again), its log `logs/LOG`.
+pub fn publishing(logs: &Path, dir: &Path, mode: &str, keys: &str, log: &str) -> (NatsServer, Proc, PathBuf) {
+    let nats = NatsServer::start(&logs.join("nats"), "");
+    let config = relay_config(logs, keys);
+    let publisher = publisher(&nats.url(), dir, mode, &config, &logs.join(log));
+    (nats, publisher, config)
+}
+
+/// `hlbook relay --nats URL --config CONFIG --node-dir DIR` with `extra` flags after those; returns once it says
+/// it publishes, which must be within `ready`.
+pub fn relay(url: &str, dir: &Path, config: &Path, extra: &[&str], log: &Path, ready: Duration) -> Proc {
     let (dir, config) = (dir.to_str().unwrap(), config.to_str().unwrap());
-    let args = ["relay", "--nats", url, "--config", config, "--node-dir", dir, "--mode", mode];
+    let args = [&["relay", "--nats", url, "--config", config, "--node-dir", dir][..], extra].concat();
     let p = Proc::start(super::HLBOOK, &args, log);
-    p.wait_line("relay publishing to nats stream", Duration::from_secs(30));
+    p.wait_line("relay publishing to nats stream", ready);
     p
+}
+
+/// `DIR/relay.toml`: `[nats]` with `keys` (TOML lines, each ending in a newline), for a publisher.
+pub fn relay_config(dir: &Path, keys: &str) -> PathBuf {
+    let config = dir.join("relay.toml");
+    std::fs::write(&config, format!("[nats]\n{keys}")).unwrap();
+    config
+}
+
+/// `DIR/USER.toml`: `[nats]` with the credentials of `user` (its password in `DIR/USER.pw`) and the `extra` keys.
+pub fn user_config(dir: &Path, user: &str, pass: &str, extra: &str) -> PathBuf {
+    let (pw, conf) = (dir.join(format!("{user}.pw")), dir.join(format!("{user}.toml")));
+    std::fs::write(&pw, format!("{pass}\n")).unwrap();
+    let text = format!("[nats]\nuser = \"{user}\"\npassword_file = \"{}\"\n{extra}", pw.display());
+    std::fs::write(&conf, text).unwrap();
+    conf
+}
+
+/// A client of the server at `url` logged in as the shipped accounts' `edge` user.
+pub async fn connect_as_edge(url: &str) -> async_nats::Client {
+    async_nats::ConnectOptions::with_user_and_password("edge".into(), EDGE_PASSWORD.into())
+        .connect(url)
+        .await
+        .expect("the edge user connects")
 }

@@ -42,6 +42,7 @@ pub const H_ENC: &str = "Hl-Enc";
 pub const H_LEN: &str = "Hl-Len";
 
 pub use crate::config::NatsConfig;
+pub use crate::config::NatsTarget;
 
 pub fn subject(prefix: &str, mode: Mode, stream: Stream) -> String {
     format!("{prefix}.{}.{}", mode.as_str(), stream_word(stream))

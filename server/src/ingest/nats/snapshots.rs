@@ -11,7 +11,7 @@ use anyhow::Context;
 use async_nats::jetstream;
 use serde::{Deserialize, Serialize};
 
-use super::source::NatsTarget;
+use super::NatsTarget;
 
 /// How long an edge waits for its answer: the node may have to write a whole snapshot first, and the publisher to
 /// store it (seconds to a minute on mainnet).

@@ -19,7 +19,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
-use super::NatsConfig;
+use super::NatsTarget;
 use super::lines::{Lines, Pos, Via, Whole};
 use crate::ingest::line_source::{LineSource, SourceCounters, SourceEvent};
 use crate::node::{Mode, Stream};
@@ -28,14 +28,6 @@ const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// Whole lines waiting for ingest; a multi-MB status line is one of them.
 const QUEUE: usize = 256;
-
-/// Where a NATS source reads: servers (comma-separated) and the stream, with `[nats]` for credentials and TLS.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NatsTarget {
-    pub servers: String,
-    pub stream: String,
-    pub cfg: NatsConfig,
-}
 
 enum Msg {
     Up(u64),

@@ -104,15 +104,17 @@ enum Phase {
     Live,
 }
 
+/// One interval of one coin that the keeper keeps: its current candle, how far it has come (`Phase`) and what the
+/// store covers of it.
 #[derive(Debug)]
-struct State {
+struct KeptCandle {
     interval: Interval,
     phase: Phase,
     candle: Option<Candle>,
     coverage: Coverage,
 }
 
-impl State {
+impl KeptCandle {
     fn latest(&self, frame: Arc<Frame>, c: &Candle) -> Latest {
         Latest { frame, partial_from: self.coverage.partial_from(c) }
     }
@@ -135,7 +137,7 @@ pub trait CandleHub: Send + Sync + 'static {
 /// The publisher's candle states, per coin.
 #[derive(Debug, Default)]
 pub struct Keeper {
-    coins: FxHashMap<Coin, Vec<State>>,
+    coins: FxHashMap<Coin, Vec<KeptCandle>>,
     worker: Option<mpsc::SyncSender<Request>>,
 }
 
@@ -151,7 +153,7 @@ impl Keeper {
             let states = self.coins.entry(coin.clone()).or_default();
             for &interval in intervals {
                 if !states.iter().any(|s| s.interval == interval) {
-                    let s = State { interval, phase: Phase::New, candle: None, coverage: Coverage::default() };
+                    let s = KeptCandle { interval, phase: Phase::New, candle: None, coverage: Coverage::default() };
                     states.push(s);
                 }
             }
@@ -162,8 +164,9 @@ impl Keeper {
             .lock()
             .retain(|(c, i), _| coins.get(c).is_some_and(|s| s.iter().any(|s| s.interval == *i)));
         hub.candle_frames().backfilling.lock().retain(|((c, i), b)| {
-            let of_key =
-                |s: &State| s.interval == *i && matches!(s.phase, Phase::Backfilling { before, .. } if before == *b);
+            let of_key = |s: &KeptCandle| {
+                s.interval == *i && matches!(s.phase, Phase::Backfilling { before, .. } if before == *b)
+            };
             coins.get(c).is_some_and(|s| s.iter().any(of_key))
         });
     }
