@@ -5,9 +5,8 @@
 //! every line at or before it (by height and index within the block), so it neither repeats nor skips a line
 //! however long it was down; and each message's id (`Nats-Msg-Id`) makes the server drop a line sent twice
 //! within its duplicate window (a crash between a publish and its ack). A message is counted as published only
-//! once JetStream acked it, and the next message of its subject is sent only then (`Lane::send`); the three
-//! subjects go out side by side, so a small fills line never waits behind a multi-MB status line or its ack. Any
-//! error tears the connection down and starts over from the stream's own record.
+//! once JetStream acked it, and the next is sent only then (`publish`); any error tears the connection down and
+//! starts over from the stream's own record.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -52,20 +51,11 @@ enum Item {
 struct Publisher<'a> {
     cfg: &'a PublishConfig,
     js: jetstream::Context,
-    /// One per node stream (indexed through `slot`).
-    lanes: [Lane; 3],
+    /// The last line of each stream JetStream holds (indexed by `Stream as usize` through `slot`).
+    last: [Option<Key>; 3],
+    /// The block being read in each stream and how many of its lines came so far.
+    reading: [Option<Key>; 3],
     chunk: usize,
-}
-
-/// One node stream's subject: what it holds, where the files are, and its own compression context, so the three
-/// are published concurrently.
-struct Lane {
-    stream: Stream,
-    subject: String,
-    /// The last line JetStream holds.
-    last: Option<Key>,
-    /// The block being read and how many of its lines came so far.
-    reading: Option<Key>,
     encoder: Encoder,
 }
 
@@ -123,19 +113,17 @@ impl<'a> Publisher<'a> {
             ..Default::default()
         };
         let st = js.get_or_create_stream(stream_cfg).await.with_context(|| format!("stream {}", n.stream))?;
-        let mut lanes = Vec::new();
-        for stream in [Stream::Fills, Stream::Diffs, Stream::Statuses] {
-            let subject = subject(&n.subject_prefix, cfg.mode, stream);
-            let last = last_key(&st, &subject).await?;
-            lanes.push(Lane { stream, subject, last, reading: None, encoder: Encoder::new(n.compress_min_bytes)? });
+        let mut last = [None; 3];
+        for s in Stream::ALL {
+            last[slot(s)] = last_key(&st, &subject(&n.subject_prefix, cfg.mode, s)).await?;
         }
-        let lanes = lanes.try_into().map_err(|_| anyhow::anyhow!("three lanes"))?;
-        Ok(Publisher { cfg, js, lanes, chunk })
+        let encoder = Encoder::new(n.compress_min_bytes)?;
+        Ok(Publisher { cfg, js, last, reading: [None; 3], chunk, encoder })
     }
 
     /// Where to (re)read the files from: the earliest block some stream may still owe a line of.
     fn resume_after(&self) -> u64 {
-        let held = self.lanes.iter().filter_map(|l| l.last).map(|(h, _)| h.saturating_sub(1)).min();
+        let held = self.last.iter().flatten().map(|&(h, _)| h.saturating_sub(1)).min();
         held.unwrap_or(self.cfg.start_after)
     }
 
@@ -158,78 +146,56 @@ impl<'a> Publisher<'a> {
         Ok(())
     }
 
-    /// Publishes `items` in their order within each subject, the three subjects side by side. A restart of the
-    /// files waits for what came before it, then counts lines per block afresh.
-    async fn publish(&mut self, items: Vec<Item>) -> anyhow::Result<()> {
-        let mut queued: [Vec<Item>; 3] = Default::default();
-        for item in items {
-            match item {
-                Item::Restart => {
-                    self.flush(&mut queued).await?;
-                    self.lanes.iter_mut().for_each(|l| l.reading = None);
-                }
-                Item::Line(s, _) | Item::TooLong(s, ..) => queued[slot(s)].push(item),
-            }
-        }
-        self.flush(&mut queued).await
-    }
-
-    async fn flush(&mut self, queued: &mut [Vec<Item>; 3]) -> anyhow::Result<()> {
-        let (js, chunk) = (&self.js, self.chunk);
-        let [fills, diffs, statuses] = &mut self.lanes;
-        let [qf, qd, qs] = std::mem::take(queued);
-        let (f, d, s) =
-            tokio::join!(fills.send(js, chunk, qf), diffs.send(js, chunk, qd), statuses.send(js, chunk, qs));
-        f.and(d).and(s)
-    }
-}
-
-impl Lane {
     /// The line's key, counting lines per block; None when it is already in the stream.
-    fn place(&mut self, height: u64) -> Option<Key> {
-        let key = match self.reading {
+    fn place(&mut self, s: Stream, height: u64) -> Option<Key> {
+        let r = &mut self.reading[slot(s)];
+        let key = match *r {
             Some((h, n)) if h == height => (h, n),
             _ => (height, 0),
         };
-        self.reading = Some((key.0, key.1 + 1));
-        self.last.is_none_or(|last| key > last).then_some(key)
+        *r = Some((key.0, key.1 + 1));
+        self.last[slot(s)].is_none_or(|last| key > last).then_some(key)
     }
 
-    /// Sends each message only once the one before it on this subject was acked: a message lost in a NATS crash
-    /// then cannot be followed on its subject by a later one that the client resent after reconnecting, which
-    /// would leave a hole that the subject's last message hides (the restart point is per subject, so the other
-    /// subjects' progress cannot hide it either). The one message in doubt is sent again after a restart, and
-    /// dropped by id if it had been stored.
-    async fn send(&mut self, js: &jetstream::Context, chunk: usize, items: Vec<Item>) -> anyhow::Result<()> {
-        let word = stream_word(self.stream);
+    /// Sends each message only once the one before it was acked: a message lost in a NATS crash then cannot
+    /// be followed by a later one that the client resent after reconnecting, which would leave a hole that the
+    /// stream's last message hides. The one message in doubt is sent again after a restart, and dropped by id
+    /// if it had been stored.
+    async fn publish(&mut self, items: Vec<Item>) -> anyhow::Result<()> {
         for item in items {
-            let (line, lost, height) = match item {
-                Item::Restart => continue,
-                Item::Line(_, line) => {
-                    let h = block_number(&line).or(self.reading.map(|(h, _)| h)).unwrap_or(0);
-                    (line, None, h)
+            let (s, line, lost, height) = match item {
+                Item::Restart => {
+                    // The files are read again from a block boundary: count lines per block afresh.
+                    self.reading = [None; 3];
+                    continue;
+                }
+                Item::Line(s, line) => {
+                    let h = block_number(&line).or(self.reading[slot(s)].map(|(h, _)| h)).unwrap_or(0);
+                    (s, line, None, h)
                 }
                 Item::TooLong(s, h, bytes) => {
                     tracing::error!(stream = %s, ?h, bytes, "a node line over --max-line-bytes; edges are told it is lost");
-                    (Vec::new(), Some(bytes), h.or(self.reading.map(|(h, _)| h)).unwrap_or(0))
+                    let h = h.or(self.reading[slot(s)].map(|(h, _)| h)).unwrap_or(0);
+                    (s, Vec::new(), Some(bytes), h)
                 }
             };
-            let Some(key) = self.place(height) else { continue };
+            let Some(key) = self.place(s, height) else { continue };
+            let subj = subject(&self.cfg.nats.subject_prefix, self.cfg.mode, s);
             let len = line.len();
             let (body, compressed) = self.encoder.encode(Bytes::from(line));
             // The encoding is part of the id: a publisher restarted mid-line with another setting sends the
             // line anew from its first part, never parts of two encodings as one line.
-            let id = format!("{word}:{}:{}{}", key.0, key.1, if compressed { ":z" } else { "" });
-            let parts = body.len().div_ceil(chunk).max(1);
+            let id = format!("{}:{}:{}{}", stream_word(s), key.0, key.1, if compressed { ":z" } else { "" });
+            let parts = body.len().div_ceil(self.chunk).max(1);
             for p in 0..parts {
                 let mut h = HeaderMap::new();
                 h.insert(H_HEIGHT, key.0.to_string().as_str());
-                h.insert(H_STREAM, word);
+                h.insert(H_STREAM, stream_word(s));
                 h.insert(H_INDEX, key.1.to_string().as_str());
                 if let Some(bytes) = lost {
                     h.insert(H_LOST, bytes.to_string().as_str());
                 }
-                if let Some((height, index)) = self.last {
+                if let Some((height, index)) = self.last[slot(s)] {
                     h.insert(H_PREV, format!("{height}:{index}").as_str());
                 }
                 if compressed {
@@ -244,12 +210,12 @@ impl Lane {
                 } else {
                     h.insert(H_PART, format!("{p}/{parts}").as_str());
                     h.insert(async_nats::header::NATS_MESSAGE_ID, format!("{id}:{p}").as_str());
-                    body.slice(p * chunk..((p + 1) * chunk).min(body.len()))
+                    body.slice(p * self.chunk..((p + 1) * self.chunk).min(body.len()))
                 };
-                let ack = js.publish_with_headers(self.subject.clone(), h, body).await?;
+                let ack = self.js.publish_with_headers(subj.clone(), h, body).await?;
                 ack.await.context("JetStream did not ack a line")?;
             }
-            self.last = Some(key);
+            self.last[slot(s)] = Some(key);
         }
         Ok(())
     }
