@@ -14,7 +14,7 @@ mod procs;
 mod wsclient;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use hlbook::node::time::parse_node_time;
@@ -44,20 +44,7 @@ fn units(s: &str) -> u128 {
 
 /// Every fills line, oldest first, and the block time (ms) of the first.
 fn fills_lines(data: &Path) -> (Vec<Value>, i64) {
-    let hourly = data.join("node_fills_by_block/hourly");
-    let mut files: Vec<(u32, u8, PathBuf)> = Vec::new();
-    for day in std::fs::read_dir(&hourly).into_iter().flatten().flatten() {
-        let date: u32 = day.file_name().to_string_lossy().parse().unwrap();
-        for f in std::fs::read_dir(day.path()).unwrap().flatten() {
-            files.push((date, f.file_name().to_string_lossy().parse().unwrap(), f.path()));
-        }
-    }
-    files.sort();
-    let lines: Vec<Value> = files
-        .iter()
-        .flat_map(|(_, _, p)| std::fs::read_to_string(p).unwrap().lines().map(str::to_string).collect::<Vec<_>>())
-        .filter_map(|l| serde_json::from_str(&l).ok())
-        .collect();
+    let lines = procs::node_json_lines(&data.join("node_fills_by_block"));
     let first = parse_node_time(lines[0]["block_time"].as_str().unwrap()).unwrap() / 1_000_000;
     (lines, first)
 }

@@ -35,17 +35,7 @@ fn fills_lines(data: &Path) -> Vec<Value> {
 
 /// `fills_lines` of a mode's folder (`by_block` or `streaming`).
 fn fills_lines_of(data: &Path, mode: &str) -> Vec<Value> {
-    let hourly = data.join(format!("node_fills_{mode}/hourly"));
-    let mut files: Vec<(u32, u8, PathBuf)> = Vec::new();
-    for day in std::fs::read_dir(&hourly).into_iter().flatten().flatten() {
-        let date: u32 = day.file_name().to_string_lossy().parse().unwrap();
-        for f in std::fs::read_dir(day.path()).unwrap().flatten() {
-            files.push((date, f.file_name().to_string_lossy().parse().unwrap(), f.path()));
-        }
-    }
-    files.sort();
-    let text: Vec<String> = files.iter().map(|(_, _, p)| std::fs::read_to_string(p).unwrap()).collect();
-    text.iter().flat_map(|t| t.lines()).filter_map(|l| serde_json::from_str(l).ok()).collect()
+    procs::node_json_lines(&data.join(format!("node_fills_{mode}")))
 }
 
 /// (time, price as written, size in units) of a coin's trades, one per tid of each block (streaming mode writes a

@@ -9,7 +9,7 @@
 mod procs;
 mod wsclient;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use procs::{admin_base, get_json, start_serve, start_sim, wait_health};
@@ -20,17 +20,7 @@ const FIRST_HEIGHT: u64 = 1_000_000_000;
 
 /// Every by-block fills line of the hour files under `data`, oldest first.
 fn fills_lines(data: &Path) -> Vec<Value> {
-    let hourly = data.join("node_fills_by_block/hourly");
-    let mut files: Vec<(u32, u8, PathBuf)> = Vec::new();
-    for day in std::fs::read_dir(&hourly).into_iter().flatten().flatten() {
-        let date: u32 = day.file_name().to_string_lossy().parse().unwrap();
-        for f in std::fs::read_dir(day.path()).unwrap().flatten() {
-            files.push((date, f.file_name().to_string_lossy().parse().unwrap(), f.path()));
-        }
-    }
-    files.sort();
-    let text: Vec<String> = files.iter().map(|(_, _, p)| std::fs::read_to_string(p).unwrap()).collect();
-    text.iter().flat_map(|t| t.lines()).filter_map(|l| serde_json::from_str(l).ok()).collect()
+    procs::node_json_lines(&data.join("node_fills_by_block"))
 }
 
 /// The user's fill objects in `lines`, in the node's order.

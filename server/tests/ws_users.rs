@@ -9,7 +9,7 @@ mod procs;
 mod wsclient;
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use hlbook::node::Mode;
@@ -24,24 +24,7 @@ const FIRST_HEIGHT: u64 = 1_000_000_000;
 /// Every line of a stream's hour files, oldest first.
 fn lines(data: &Path, stream: &str, mode: Mode) -> Vec<Value> {
     let folder = if mode == Mode::Streaming { "streaming" } else { "by_block" };
-    let hourly = data.join(format!("node_{stream}_{folder}/hourly"));
-    let mut files: Vec<(u32, u8, PathBuf)> = Vec::new();
-    for day in std::fs::read_dir(&hourly).into_iter().flatten().flatten() {
-        let date: u32 = day.file_name().to_string_lossy().parse().unwrap();
-        for f in std::fs::read_dir(day.path()).unwrap().flatten() {
-            files.push((date, f.file_name().to_string_lossy().parse().unwrap(), f.path()));
-        }
-    }
-    files.sort();
-    let mut out = Vec::new();
-    for (_, _, p) in files {
-        for l in std::fs::read_to_string(p).unwrap().lines() {
-            if let Ok(v) = serde_json::from_str(l) {
-                out.push(v);
-            }
-        }
-    }
-    out
+    procs::node_json_lines(&data.join(format!("node_{stream}_{folder}")))
 }
 
 /// What the official feed sends for one node status event.

@@ -264,6 +264,21 @@ pub fn counter(h: &serde_json::Value, name: &str) -> u64 {
 
 /// The simulator's books once it has written its last block `last`: its own `fileSnapshot` (written under `dir`),
 /// asked until it reaches that height (at most 120 s).
+/// Every JSON line of one node stream's hour files under `dir` (`dir/hourly/<yyyymmdd>/<hour>`), oldest file
+/// first; a line that does not parse (one still being written) is left out.
+pub fn node_json_lines(dir: &Path) -> Vec<serde_json::Value> {
+    let mut files: Vec<(u32, u8, std::path::PathBuf)> = Vec::new();
+    for day in std::fs::read_dir(dir.join("hourly")).into_iter().flatten().flatten() {
+        let date: u32 = day.file_name().to_string_lossy().parse().unwrap();
+        for f in std::fs::read_dir(day.path()).unwrap().flatten() {
+            files.push((date, f.file_name().to_string_lossy().parse().unwrap(), f.path()));
+        }
+    }
+    files.sort();
+    let text: Vec<String> = files.iter().map(|(_, _, p)| std::fs::read_to_string(p).unwrap()).collect();
+    text.iter().flat_map(|t| t.lines()).filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
 pub fn sim_books_at(info_url: &str, dir: &Path, last: u64) -> hlbook::book::Books {
     let deadline = Instant::now() + Duration::from_secs(120);
     let path = dir.join("sim-books.json");
