@@ -24,16 +24,29 @@ pub fn write_block(
     if kept.is_empty() {
         return Ok(0);
     }
-    let day = day_of(b.time_ms);
-    let (blocks_name, users_name) = (fills_table(FillsKind::Blocks, day), fills_table(FillsKind::Users, day));
-    let value = blocks::encode(kept.iter().map(|(u, raw)| (&u.0, &**raw)));
-    txn.open_table(BlocksDef::new(&blocks_name))?.insert(b.height, value.as_slice())?;
-    let mut index = txn.open_table(UsersDef::new(&users_name))?;
-    let keys: FxHashSet<u64> = kept.iter().map(|(u, _)| user_key(&u.0)).collect();
-    for k in keys {
-        index.insert((k, b.height), ())?;
-    }
+    let fills = kept.iter().map(|(u, raw)| (&u.0, &**raw));
+    put_block(txn, b.height, b.time_ms, fills, kept.iter().map(|(u, _)| &u.0))?;
     Ok(kept.len() as u64)
+}
+
+/// Stores block `height`'s fills in its day's table, replacing what it held, and indexes `users` in it: the one
+/// writer of both tables, for live blocks and for users read back into blocks already stored.
+pub fn put_block<'a>(
+    txn: &WriteTransaction,
+    height: u64,
+    time_ms: i64,
+    fills: impl IntoIterator<Item = (&'a [u8; 20], &'a str)>,
+    users: impl IntoIterator<Item = &'a [u8; 20]>,
+) -> Result<(), redb::Error> {
+    let day = day_of(time_ms);
+    let value = blocks::encode(fills);
+    txn.open_table(BlocksDef::new(&fills_table(FillsKind::Blocks, day)))?.insert(height, value.as_slice())?;
+    let mut index = txn.open_table(UsersDef::new(&fills_table(FillsKind::Users, day)))?;
+    let keys: FxHashSet<u64> = users.into_iter().map(user_key).collect();
+    for k in keys {
+        index.insert((k, height), ())?;
+    }
+    Ok(())
 }
 
 /// The fills tables' names by day, newest first.

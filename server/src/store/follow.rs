@@ -24,7 +24,8 @@ use super::Store;
 use super::blocks;
 use super::candle::DAY;
 use super::files::{BlockFills, FillsDir, read_blocks};
-use super::schema::{BlocksDef, FillsKind, UsersDef, day_of, fills_table, user_key};
+use super::fills_tables::put_block;
+use super::schema::{BlocksDef, FillsKind, day_of, fills_table};
 
 /// Followed users: address → the height up to which their older fills were read back (0: not yet).
 pub const FOLLOWED: TableDefinition<&[u8], u64> = TableDefinition::new("followed");
@@ -268,9 +269,10 @@ pub(super) fn merge(store: &Store, blocks: &[BlockFills]) -> Result<(), redb::Er
     }
     let w = store.db.begin_write()?;
     for b in blocks {
-        let day = day_of(b.time_ms);
-        let mut t = w.open_table(BlocksDef::new(&fills_table(FillsKind::Blocks, day)))?;
-        let held = t.get(b.height)?.and_then(|v| blocks::decode(v.value(), None)).unwrap_or_default();
+        let held = {
+            let t = w.open_table(BlocksDef::new(&fills_table(FillsKind::Blocks, day_of(b.time_ms))))?;
+            t.get(b.height)?.and_then(|v| blocks::decode(v.value(), None)).unwrap_or_default()
+        };
         let present: FxHashSet<User> = held.iter().map(|(u, _)| *u).collect();
         let added: Vec<(User, &str)> =
             b.users.iter().filter(|(u, _)| !present.contains(&u.0)).map(|(u, f)| (u.0, &**f)).collect();
@@ -278,11 +280,7 @@ pub(super) fn merge(store: &Store, blocks: &[BlockFills]) -> Result<(), redb::Er
             continue;
         }
         let all = held.iter().map(|(u, f)| (u, f.as_str())).chain(added.iter().map(|(u, f)| (u, *f)));
-        t.insert(b.height, blocks::encode(all).as_slice())?;
-        let mut index = w.open_table(UsersDef::new(&fills_table(FillsKind::Users, day)))?;
-        for (u, _) in &added {
-            index.insert((user_key(u), b.height), ())?;
-        }
+        put_block(&w, b.height, b.time_ms, all, added.iter().map(|(u, _)| u))?;
     }
     w.commit()?;
     Ok(())
