@@ -215,9 +215,13 @@ fn key(height: u64, line: Stream) -> u64 {
 
 fn finalize(e: &Entry) -> SettledLine {
     let t = *e.times.lock();
-    let published = e.published.load(Relaxed);
     let (first, last) = (e.first_sent.load(Relaxed), e.last_sent.load(Relaxed));
     let known = |v: i64| v > 0 && v != i64::MAX;
+    // A line's frames become visible one channel at a time during the pass and `published` is stamped at its end,
+    // so a connection can write some of them first: the line was published by its first write. Without this the
+    // write stages clamp to 0 and the parts no longer add up to `block_to_last_write`.
+    let published = e.published.load(Relaxed);
+    let published = if known(first) { published.min(first) } else { published };
     let d = |a: i64, b: i64| (known(a) && known(b)).then(|| (b - a).max(0));
     SettledLine {
         height: t.height,
@@ -275,6 +279,22 @@ mod tests {
         assert_eq!(of(Stream::Fills)[..5], [Some(90), Some(5), Some(5), Some(10), Some(10)]);
         assert_eq!(of(Stream::Statuses)[6], Some(920));
         assert_eq!(of(Stream::Diffs)[6], Some(170));
+    }
+
+    #[test]
+    fn a_write_before_the_pass_ends_counts_as_published_by_then() {
+        let s = Stages::new();
+        let line = Stream::Statuses;
+        s.begin(LineTimes { height: 3, line, block_time: 100, node_written: 200, read: 210, applied: 220 });
+        // A connection wrote the line's l4Book frame while the pass was still publishing other channels.
+        s.sent(3, line, 400);
+        s.sent(3, line, 450);
+        s.published(3, line, 500);
+        let w = s.window(500 + SETTLE_NS);
+        let st = w[0].stages;
+        assert_eq!(st, [Some(100), Some(10), Some(10), Some(180), Some(0), Some(50), Some(350)]);
+        let parts: i64 = st[..4].iter().flatten().sum::<i64>() + st[5].unwrap();
+        assert_eq!(Some(parts), st[6], "the stages add up to the whole");
     }
 
     #[test]
