@@ -224,8 +224,8 @@ fn history_outlives_the_nodes_files() {
     let paused = FIRST_HEIGHT + 500;
     #[rustfmt::skip]
     let sim_args = ["--coins", "3", "--btc-orders", "1000", "--orders-per-coin", "200", "--block-ms", "40",
-        "--rate", "0.1", "--reject-ratio", "1", "--users", "25", "--blocks", "700", "--time-scale", "60",
-        "--rollover-secs", "4", "--pause-at", &paused.to_string(), "--pause-secs", "60"];
+        "--rate", "0.1", "--reject-ratio", "1", "--users", "25", "--blocks", "1000", "--time-scale", "60",
+        "--rollover-secs", "4", "--pause-at", &paused.to_string(), "--pause-secs", "30"];
     let (mut sim, info) = start_sim(&data, &sim_args, &out.path().join("sim.log"));
     let (mut first, base, admin) = serve(&data, &info, out.path(), "serve1.log");
     wait_store(&admin, paused - 1);

@@ -42,7 +42,7 @@ pub const STAGES: [&str; 7] = [
 const RING: usize = 3 * 4096;
 /// A block's entry is final this long after it was published (its frames have been written by then).
 const SETTLE_NS: i64 = 1_000_000_000;
-/// The window `/status` reports.
+/// The window `/status` reports unless `server.status_window_secs` says otherwise.
 pub const WINDOW_NS: i64 = 60_000_000_000;
 
 #[derive(Debug, Default)]
@@ -73,6 +73,8 @@ pub struct Stages {
     /// Per source line (`Stream::index`), one histogram per stage.
     histograms: Mutex<[Vec<Histogram<u64>>; 3]>,
     window: Mutex<VecDeque<SettledLine>>,
+    /// How much wall time `window` covers.
+    window_ns: i64,
 }
 
 impl Default for Stages {
@@ -89,7 +91,20 @@ impl Stages {
             pending: Mutex::new(VecDeque::new()),
             histograms: Mutex::new(std::array::from_fn(|_| (0..STAGES.len()).map(|_| hist()).collect())),
             window: Mutex::new(VecDeque::new()),
+            window_ns: WINDOW_NS,
         }
+    }
+
+    /// The same, over a window of `window_ns` of wall time instead of a minute.
+    #[must_use]
+    pub fn with_window(mut self, window_ns: i64) -> Stages {
+        self.window_ns = window_ns.max(1);
+        self
+    }
+
+    /// The wall time the window covers.
+    pub fn window_ns(&self) -> i64 {
+        self.window_ns
     }
 
     fn entry(&self, key: u64) -> &Entry {
@@ -159,7 +174,7 @@ impl Stages {
         drop(hist);
         let mut w = self.window.lock();
         w.extend(settled);
-        while w.front().is_some_and(|f| now - f.applied_ns > WINDOW_NS) {
+        while w.front().is_some_and(|f| now - f.applied_ns > self.window_ns) {
             w.pop_front();
         }
     }
@@ -169,13 +184,13 @@ impl Stages {
         self.histograms.lock().clone()
     }
 
-    /// Settled blocks applied in the minute of wall time before `now`. Settles what is due first and drops what
+    /// Settled blocks applied in the window of wall time before `now`. Settles what is due first and drops what
     /// is older, so a server whose node went quiet reports an empty window instead of the minute before the
     /// silence (settling otherwise only happens when the publisher publishes).
     pub fn window(&self, now: i64) -> Vec<SettledLine> {
         self.settle(now);
         let mut w = self.window.lock();
-        while w.front().is_some_and(|f| now - f.applied_ns > WINDOW_NS) {
+        while w.front().is_some_and(|f| now - f.applied_ns > self.window_ns) {
             w.pop_front();
         }
         w.iter().copied().collect()
@@ -188,7 +203,7 @@ impl Stages {
         let complete = blocks.iter().filter(|f| f.line == Stream::Statuses);
         let (count, newest) = complete.fold((0, None), |(n, _), f| (n + 1, Some(f.applied_ns)));
         let newest_age_ns = newest.map(|t| now - t);
-        Recent { blocks_per_sec: blocks_per_sec(count, WINDOW_NS), blocks, newest_age_ns }
+        Recent { blocks_per_sec: blocks_per_sec(count, self.window_ns), blocks, newest_age_ns }
     }
 }
 
@@ -325,5 +340,21 @@ mod tests {
         assert!(r.blocks.is_empty(), "a silent minute has no blocks: {r:?}");
         assert_eq!(r.blocks_per_sec, 0.0);
         assert_eq!(r.newest_age_ns, None);
+    }
+
+    #[test]
+    fn a_shorter_window_ages_sooner_and_rates_over_itself() {
+        let sec = 1_000_000_000;
+        let s = Stages::new().with_window(10 * sec);
+        for h in 1..=10u64 {
+            let t = h as i64 * sec;
+            let line = Stream::Statuses;
+            s.begin(LineTimes { height: h, line, block_time: t - 100, node_written: t - 50, read: t - 10, applied: t });
+            s.published(h, line, t + 5);
+        }
+        let r = s.recent(12 * sec);
+        assert_eq!(r.blocks.len(), 9, "blocks 2..=10 (2 is exactly 10 s old): {r:?}");
+        assert_eq!(r.blocks_per_sec, 0.9);
+        assert!(s.recent(21 * sec).blocks.is_empty());
     }
 }

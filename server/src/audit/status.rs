@@ -6,7 +6,7 @@
 use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 
-use super::{Exposed, STAGES, WINDOW_NS};
+use super::{Exposed, STAGES};
 use crate::node::Stream;
 use crate::node::time::now_nanos;
 
@@ -31,7 +31,7 @@ pub fn status(ctx: &dyn Exposed, blocks: usize) -> Value {
         "height": h.height(),
         "time_ms": now / 1_000_000,
         "lag_ms": {"block": block_lag / 1_000_000, "node_write": node_lag / 1_000_000},
-        "window_s": WINDOW_NS / 1_000_000_000,
+        "window_s": ctx.stages().window_ns() / 1_000_000_000,
         "blocks": complete.len(),
         "blocks_per_sec": recent.blocks_per_sec,
         "newest_block_age_ms": recent.newest_age_ns.map(|a| a / 1_000_000),

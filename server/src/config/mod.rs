@@ -188,6 +188,9 @@ impl Config {
                 return Err(invalid(key, "must be at least 1"));
             }
         }
+        if !(1..=3600).contains(&v.status_window_secs) {
+            return Err(invalid("server.status_window_secs", "must be 1..=3600"));
+        }
         if !(1..=128).contains(&v.ipv6_prefix_len) {
             return Err(invalid("server.ipv6_prefix_len", "must be 1..=128"));
         }

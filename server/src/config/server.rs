@@ -55,6 +55,9 @@ pub struct ServerConfig {
     pub history_reads: usize,
     pub history_queue: usize,
     pub history_wait_ms: u64,
+    /// The wall time `/status` (and `hlbook_blocks_per_second`) describes: settled blocks of the last this many
+    /// seconds.
+    pub status_window_secs: u64,
     /// Per-user subscriptions (orderUpdates, userFills, userEvents) one client IP may hold, across connections.
     pub max_user_subscriptions_per_ip: usize,
     /// Pass the `info_types` of `POST /info` and socket `post` requests to `ingest.info_url` (the node's info
@@ -115,6 +118,7 @@ impl Default for ServerConfig {
             history_reads: 2,
             history_queue: 64,
             history_wait_ms: 10_000,
+            status_window_secs: 60,
             max_user_subscriptions_per_ip: 100,
             info_passthrough: true,
             info_types: DEFAULT_INFO_TYPES.iter().map(|t| (*t).to_string()).collect(),
