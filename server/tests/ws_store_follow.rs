@@ -2,8 +2,10 @@
 //! binaries against hlsim's own files:
 //! - a userFills subscriber's user is followed, and its first frame still holds the fills the node wrote before
 //!   (read back from the node's files), verbatim, with a notice saying where they came from;
-//! - a user the store cannot follow (`store.fills_follow_max` reached) has no fills stored, though the files hold
-//!   some, and the notice says so;
+//! - a user the store cannot follow (`store.fills_follow_max` reached while the followed user has a subscriber)
+//!   has no fills stored, though the files hold some, and the notice says so;
+//! - once that subscriber has left, the next new user takes the followed user's place (it is dropped), with its
+//!   own history read back;
 //! - the followed set survives a restart: the user is followed at once, its fills come from the store.
 
 mod procs;
@@ -52,9 +54,9 @@ fn serve(data: &Path, info: &str, out: &Path, log: &str) -> (procs::Proc, String
     (server, base, admin)
 }
 
-/// The hlbookNotice frames and the first userFills frame of a subscription to `user`.
-fn first_frame(base: &str, user: &str) -> (Vec<String>, Value) {
-    let rt = tokio::runtime::Runtime::new().unwrap();
+/// A userFills subscription to `user`, held open: its connection, the hlbookNotice frames and the first userFills
+/// frame.
+fn subscribe(rt: &tokio::runtime::Runtime, base: &str, user: &str) -> (wsclient::raw::Ws, Vec<String>, Value) {
     let addr = base.trim_start_matches("http://").to_string();
     let u = user.to_string();
     rt.block_on(async move {
@@ -64,12 +66,32 @@ fn first_frame(base: &str, user: &str) -> (Vec<String>, Value) {
         loop {
             let f = wsclient::raw::expect_json(&mut ws, Duration::from_secs(120)).await;
             match channel(&f) {
-                "userFills" => return (notices, f),
+                "userFills" => return (ws, notices, f),
                 "hlbookNotice" => notices.push(f["data"].to_string()),
                 _ => {}
             }
         }
     })
+}
+
+/// The same, closed once the first userFills frame is in.
+fn first_frame(base: &str, user: &str) -> (Vec<String>, Value) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (_, notices, frame) = subscribe(&rt, base, user);
+    (notices, frame)
+}
+
+/// Waits until the server counts no userFills subscription.
+fn wait_no_user_fills(admin: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = get_json(&format!("{admin}/status")).unwrap_or(Value::Null);
+        if s["subscriptions_by_channel"]["userFills"] == 0 {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "userFills subscriptions still open: {s}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[test]
@@ -99,7 +121,8 @@ fn followed_mode_stores_subscribers_fills_with_their_history_and_remembers_them(
     let (followed, refused) = (users[0].clone(), users[1].clone());
 
     // The first subscriber's user is followed; its earlier fills are read back from the files.
-    let (notices, frame) = first_frame(&base, &followed);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (held, notices, frame) = subscribe(&rt, &base, &followed);
     assert!(notices.iter().any(|n| n.contains("now follows")), "{notices:?}");
     assert_eq!(frame["data"]["isSnapshot"], true);
     let got = frame["data"]["fills"].as_array().unwrap().clone();
@@ -108,7 +131,8 @@ fn followed_mode_stores_subscribers_fills_with_their_history_and_remembers_them(
     assert!(got.len() >= before && before > 0, "{} fills, {before} in the files before it subscribed", got.len());
     assert_eq!(got[..], everything[..got.len()], "the user's fills from the first on, as the node wrote them");
 
-    // The set is full: the next user is not followed, and none of its fills are in the store.
+    // The set is full and its one user has a subscriber: the next user is not followed, and none of its fills are
+    // in the store.
     let (notices, frame) = first_frame(&base, &refused);
     assert!(notices.iter().any(|n| n.contains("store.fills_follow_max")), "{notices:?}");
     assert!(!fills_of(&fills_lines(&data), &refused).is_empty(), "it has fills in the files");
@@ -120,17 +144,30 @@ fn followed_mode_stores_subscribers_fills_with_their_history_and_remembers_them(
     let all = fills_lines(&data);
     let all_fills: usize = all.iter().map(|l| l["events"].as_array().unwrap().len()).sum();
     assert!(written as usize <= fills_of(&all, &followed).len(), "{written} fills written, {all_fills} in all");
+
+    // Its subscriber gone, the followed user gives way to the next new one, whose history is read back.
+    drop(held);
+    wait_no_user_fills(&admin);
+    let (notices, frame) = first_frame(&base, &refused);
+    assert!(notices.iter().any(|n| n.contains("now follows")), "{notices:?}");
+    let got = frame["data"]["fills"].as_array().unwrap().clone();
+    let everything = fills_of(&fills_lines(&data), &refused);
+    assert!(!got.is_empty(), "its fills from the files");
+    assert_eq!(got[..], everything[..got.len()], "the new user's fills from the first on");
+    let s = wait_store(&admin, |s| s["follow_dropped"] == 1);
+    assert_eq!(s["followed_users"], 1, "{s}");
     first.stop();
 
-    // Restarted: the store still follows the user; its snapshot comes from the store, with no notice.
+    // Restarted: the store still follows the user that took the place; its snapshot comes from the store, with no
+    // notice.
     let (mut second, base, admin) = serve(&data, &info, out.path(), "serve2.log");
     let s = wait_store(&admin, |s| s["state"] == "live");
     assert_eq!(s["followed_users"], 1, "{s}");
-    let (notices, frame) = first_frame(&base, &followed);
+    let (notices, frame) = first_frame(&base, &refused);
     assert!(notices.is_empty(), "{notices:?}");
     let got = frame["data"]["fills"].as_array().unwrap().clone();
-    let everything = fills_of(&fills_lines(&data), &followed);
-    assert!(got.len() >= before, "{} fills", got.len());
+    let everything = fills_of(&fills_lines(&data), &refused);
+    assert!(!got.is_empty(), "{} fills", got.len());
     assert_eq!(got[..], everything[..got.len()]);
     let metrics = reqwest::blocking::get(format!("{admin}/metrics")).unwrap().text().unwrap();
     assert!(metrics.lines().any(|l| l == "hlbook_store_followed_users 1"), "{metrics}");

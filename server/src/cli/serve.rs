@@ -235,7 +235,7 @@ fn open_store(c: &Config, shared: &Shared) -> Option<Arc<Store>> {
                     return None;
                 }
                 for u in c.store.follow_users() {
-                    store.follow.follow(&u.0);
+                    store.follow.pin(&u.0);
                 }
                 tracing::info!(users = store.follow.len(), "history store: keeping followed users' fills only");
             }

@@ -26,7 +26,8 @@ pub struct StoreConfig {
     pub fills_follow: Vec<String>,
     /// Candles kept per coin and fixed interval, the newest (the exchange serves 5000); 0: every one, for good.
     pub candles_kept: u32,
-    /// Most users followed at once, in followed mode; userFills subscribers beyond it are not followed (a notice).
+    /// Most users followed at once, in followed mode. A full set drops the user whose last userFills subscriber left
+    /// longest ago; only when every followed user has a subscriber is a new one refused (a notice).
     pub fills_follow_max: usize,
 }
 

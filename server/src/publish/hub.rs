@@ -192,6 +192,13 @@ impl Hub {
         }
     }
 
+    /// `/status`'s window of settled blocks covers `window` of wall time instead of a minute.
+    #[must_use]
+    pub fn with_status_window(mut self, window: std::time::Duration) -> Hub {
+        self.stages = crate::audit::Stages::new().with_window(window.as_nanos() as i64);
+        self
+    }
+
     /// Sets the history reads' limits: `reads` at once, `queue` waiting at most `wait` each.
     #[must_use]
     pub fn with_history_limits(mut self, reads: usize, queue: usize, wait: std::time::Duration) -> Hub {
@@ -269,6 +276,11 @@ impl Hub {
             }
             Want::User { user: u, channel: ch, .. } => {
                 self.users.add(*u, *ch, self.shared.watched());
+                if *ch == UserChannel::Fills
+                    && let Some(store) = self.store.get()
+                {
+                    store.follow.subscribed(&u.0);
+                }
                 return None;
             }
             Want::L2(k) => &k.coin,
@@ -322,6 +334,11 @@ impl Hub {
             }
             Want::User { user: u, channel: ch, .. } => {
                 self.users.remove(*u, *ch, self.shared.watched());
+                if *ch == UserChannel::Fills
+                    && let Some(store) = self.store.get()
+                {
+                    store.follow.unsubscribed(&u.0);
+                }
                 if !self.users.follows(*u) {
                     self.history.forget(*u);
                 }

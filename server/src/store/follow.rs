@@ -5,7 +5,11 @@
 //! Why: every user's fills are about 5 GB a day at mainnet volume; a store that keeps only the users someone reads
 //! stays far under the 1 GB a month. The followed set is a table (`followed`), so a restart keeps
 //! following; it is capped (`store.fills_follow_max`) so anonymous subscribers cannot grow the store without
-//! limit.
+//! limit. A full set makes room by dropping the user nobody has wanted for longest: no userFills subscription
+//! now, not in `store.fills_follow`, the oldest last subscription (`followed_seen`, kept across restarts). So
+//! subscribers who left cannot hold the set: a new user is refused only while every followed user has a
+//! subscriber or is configured. A dropped user's stored fills stay until retention; followed again, its fills are
+//! read back from the files as for any new user.
 //!
 //! A newly followed user's older fills are read back from the node's fills files (`files::read_blocks`, the
 //! backfill's reader) on a thread of their own, and merged into the blocks already stored. The writer takes new
@@ -18,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::Store;
 use super::blocks;
@@ -26,9 +30,13 @@ use super::candle::DAY;
 use super::files::{BlockFills, FillsDir, read_blocks};
 use super::fills_tables::put_block;
 use super::schema::{BlocksDef, FillsKind, day_of, fills_table};
+use crate::node::time::now_nanos;
 
 /// Followed users: address → the height up to which their older fills were read back (0: not yet).
 pub const FOLLOWED: TableDefinition<&[u8], u64> = TableDefinition::new("followed");
+/// Followed users: address → when a client last subscribed to it or left it (ms); the order in which a full set
+/// drops users.
+pub const FOLLOWED_SEEN: TableDefinition<&[u8], u64> = TableDefinition::new("followed_seen");
 
 /// Blocks of read-back fills merged per transaction.
 const MERGE_BLOCKS: usize = 500;
@@ -48,12 +56,48 @@ pub enum Follow {
 
 #[derive(Debug, Default)]
 struct Sets {
-    /// Every followed user (the writer's filter once taken).
-    users: FxHashSet<User>,
+    /// Every followed user (the writer's filter once taken), with when it was last wanted (ms).
+    users: FxHashMap<User, i64>,
     /// Followed, not yet taken by the writer.
     requested: Vec<User>,
     /// Taken by the writer, older fills still being read back.
     reading: FxHashSet<User>,
+    /// `store.fills_follow`: never dropped.
+    pinned: FxHashSet<User>,
+    /// userFills subscriptions open now, per user: never dropped while any is.
+    live: FxHashMap<User, usize>,
+    /// Dropped to make room, not yet taken by the writer.
+    dropped: Vec<User>,
+    /// Last-wanted times changed since the writer last took them.
+    seen: FxHashSet<User>,
+}
+
+impl Sets {
+    fn wanted(&mut self, user: &User) {
+        if let Some(t) = self.users.get_mut(user) {
+            *t = now_nanos() / 1_000_000;
+            self.seen.insert(*user);
+        }
+    }
+
+    /// The user nobody has wanted for longest, and that may go: no subscriber, not configured, not being added.
+    fn least_wanted(&self) -> Option<User> {
+        let free = |u: &User| {
+            !self.pinned.contains(u)
+                && !self.live.contains_key(u)
+                && !self.reading.contains(u)
+                && !self.requested.contains(u)
+        };
+        self.users.iter().filter(|(u, _)| free(u)).min_by_key(|(u, t)| (**t, **u)).map(|(u, _)| *u)
+    }
+}
+
+/// What the writer takes at a commit: users added and dropped since, and last-wanted times to store.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    pub added: Vec<User>,
+    pub dropped: Vec<User>,
+    pub seen: Vec<(User, u64)>,
 }
 
 /// The followed users, shared by the writer, the read-back thread and the userFills reads.
@@ -64,6 +108,8 @@ pub struct Followed {
     sets: Mutex<Sets>,
     read_back: Condvar,
     pub refused: AtomicU64,
+    /// Users dropped to make room for others.
+    pub dropped: AtomicU64,
 }
 
 impl Followed {
@@ -73,36 +119,74 @@ impl Followed {
     }
 
     /// Followed mode with at most `max` users, starting from the `stored` table's users (`to`: their read-back
-    /// was done up to; 0: to do again).
-    pub(super) fn set_mode(&self, max: usize, stored: Vec<(User, u64)>) {
+    /// was done up to, 0: to do again; and when they were last wanted, ms).
+    pub(super) fn set_mode(&self, max: usize, stored: Vec<Stored>) {
         self.only.store(true, Relaxed);
         self.max.store(max as u64, Relaxed);
         let mut s = self.sets.lock();
-        for (u, to) in stored {
-            s.users.insert(u);
-            if to == 0 {
-                s.requested.push(u);
+        for f in stored {
+            s.users.insert(f.user, f.seen_ms as i64);
+            if f.to == 0 {
+                s.requested.push(f.user);
             }
         }
     }
 
-    /// Follows `user`; what came of it.
+    /// Follows `user` for good (`store.fills_follow`): never dropped to make room.
+    pub fn pin(&self, user: &User) -> Follow {
+        let f = self.follow(user);
+        if !matches!(f, Follow::Refused { .. }) {
+            self.sets.lock().pinned.insert(*user);
+        }
+        f
+    }
+
+    /// Follows `user`; what came of it. A full set drops its least wanted user to make room, if it has one.
     pub fn follow(&self, user: &User) -> Follow {
         if !self.only() {
             return Follow::Kept;
         }
         let mut s = self.sets.lock();
-        if s.users.contains(user) {
+        if s.users.contains_key(user) {
+            s.wanted(user);
             return Follow::Kept;
         }
         let max = self.max.load(Relaxed) as usize;
-        if s.users.len() >= max {
-            self.refused.fetch_add(1, Relaxed);
-            return Follow::Refused { max };
+        while s.users.len() >= max {
+            let Some(out) = s.least_wanted() else {
+                self.refused.fetch_add(1, Relaxed);
+                return Follow::Refused { max };
+            };
+            s.users.remove(&out);
+            s.seen.remove(&out);
+            s.dropped.push(out);
+            self.dropped.fetch_add(1, Relaxed);
+            let out = crate::node::event::HexBytes(out);
+            tracing::info!(user = %out, "history store: the followed set is full; dropped the user wanted longest ago");
         }
-        s.users.insert(*user);
+        s.users.insert(*user, now_nanos() / 1_000_000);
+        s.seen.insert(*user);
         s.requested.push(*user);
         Follow::New
+    }
+
+    /// A userFills subscription to `user` opened: it is not dropped until the last one closes.
+    pub fn subscribed(&self, user: &User) {
+        let mut s = self.sets.lock();
+        *s.live.entry(*user).or_default() += 1;
+        s.wanted(user);
+    }
+
+    /// A userFills subscription to `user` closed.
+    pub fn unsubscribed(&self, user: &User) {
+        let mut s = self.sets.lock();
+        if let Some(n) = s.live.get_mut(user) {
+            *n -= 1;
+            if *n == 0 {
+                s.live.remove(user);
+            }
+        }
+        s.wanted(user);
     }
 
     pub fn len(&self) -> usize {
@@ -111,19 +195,23 @@ impl Followed {
 
     /// Every followed user (the writer's filter on start).
     pub(super) fn users(&self) -> FxHashSet<User> {
-        self.sets.lock().users.clone()
+        self.sets.lock().users.keys().copied().collect()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// The writer: users followed since it last asked (from now on in its filter, and being read back).
-    pub(super) fn take_requested(&self) -> Vec<User> {
+    /// The writer: what changed since it last asked. Added users are from now on in its filter and being read
+    /// back; dropped ones are out of it.
+    pub(super) fn take_changes(&self) -> Changes {
         let mut s = self.sets.lock();
-        let new = std::mem::take(&mut s.requested);
-        s.reading.extend(new.iter().copied());
-        new
+        let added = std::mem::take(&mut s.requested);
+        s.reading.extend(added.iter().copied());
+        let dropped = std::mem::take(&mut s.dropped);
+        let seen = std::mem::take(&mut s.seen);
+        let seen = seen.into_iter().filter_map(|u| s.users.get(&u).map(|t| (u, (*t).max(0) as u64))).collect();
+        Changes { added, dropped, seen }
     }
 
     pub(super) fn read_back_done(&self, users: &[User]) {
@@ -147,29 +235,56 @@ impl Followed {
     }
 }
 
-/// The followed table's users and their read-back heights.
-pub(super) fn stored(store: &Store) -> Result<Vec<(User, u64)>, redb::Error> {
+/// A followed user as the store holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stored {
+    pub user: User,
+    /// Read back up to this height (0: not yet).
+    pub to: u64,
+    /// Last wanted (ms; 0: before this was kept).
+    pub seen_ms: u64,
+}
+
+/// The followed table's users, their read-back heights and when they were last wanted.
+pub(super) fn stored(store: &Store) -> Result<Vec<Stored>, redb::Error> {
     let r = store.db.begin_read()?;
     let t = match r.open_table(FOLLOWED) {
         Ok(t) => t,
         Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
         Err(e) => return Err(e.into()),
     };
+    let seen = match r.open_table(FOLLOWED_SEEN) {
+        Ok(t) => Some(t),
+        Err(redb::TableError::TableDoesNotExist(_)) => None,
+        Err(e) => return Err(e.into()),
+    };
     let mut out = Vec::new();
     for e in t.iter()? {
         let (k, v) = e?;
-        if let Ok(u) = <User>::try_from(k.value()) {
-            out.push((u, v.value()));
+        if let Ok(user) = <User>::try_from(k.value()) {
+            let seen_ms = match &seen {
+                Some(t) => t.get(k.value())?.map_or(0, |v| v.value()),
+                None => 0,
+            };
+            out.push(Stored { user, to: v.value(), seen_ms });
         }
     }
     Ok(out)
 }
 
-/// In the writer's transaction: the new users, not yet read back.
-pub(super) fn insert_new(txn: &WriteTransaction, users: &[User]) -> Result<(), redb::Error> {
+/// In the writer's transaction: the new users (not yet read back), the dropped ones, and last-wanted times.
+pub(super) fn write_changes(txn: &WriteTransaction, c: &Changes) -> Result<(), redb::Error> {
     let mut t = txn.open_table(FOLLOWED)?;
-    for u in users {
+    let mut seen = txn.open_table(FOLLOWED_SEEN)?;
+    for u in &c.dropped {
+        t.remove(u.as_slice())?;
+        seen.remove(u.as_slice())?;
+    }
+    for u in &c.added {
         t.insert(u.as_slice(), 0)?;
+    }
+    for (u, ms) in &c.seen {
+        seen.insert(u.as_slice(), *ms)?;
     }
     Ok(())
 }
@@ -295,15 +410,20 @@ pub fn channel() -> (Sender<Job>, Receiver<Job>) {
 mod tests {
     use super::*;
 
+    fn stored(user: u8, to: u64, seen_ms: u64) -> Stored {
+        Stored { user: [user; 20], to, seen_ms }
+    }
+
     #[test]
     fn followed_set_is_capped_and_all_mode_follows_everyone() {
         let f = Followed::default();
         assert_eq!(f.follow(&[1; 20]), Follow::Kept, "all mode keeps every user");
-        f.set_mode(2, vec![([1; 20], 5), ([2; 20], 0)]);
+        f.set_mode(2, vec![stored(1, 5, 10), stored(2, 0, 20)]);
+        f.subscribed(&[1; 20]);
         assert_eq!(f.follow(&[1; 20]), Follow::Kept, "followed before");
-        assert_eq!(f.follow(&[3; 20]), Follow::Refused { max: 2 });
+        assert_eq!(f.follow(&[3; 20]), Follow::Refused { max: 2 }, "1 has a subscriber, 2 is being read back");
         assert_eq!(f.refused.load(Relaxed), 1);
-        assert_eq!(f.take_requested(), [[2; 20]], "not read back before the restart: again");
+        assert_eq!(f.take_changes().added, [[2; 20]], "not read back before the restart: again");
         assert!(!f.wait_read_back(&[2; 20], Duration::ZERO), "being read back");
         f.read_back_done(&[[2; 20]]);
         assert!(f.wait_read_back(&[2; 20], Duration::ZERO));
@@ -311,5 +431,31 @@ mod tests {
         f.set_mode(3, Vec::new());
         assert_eq!(f.follow(&[4; 20]), Follow::New);
         assert_eq!((f.follow(&[4; 20]), f.len()), (Follow::Kept, 1));
+    }
+
+    #[test]
+    fn a_full_set_drops_the_user_wanted_longest_ago_that_nobody_holds() {
+        let f = Followed::default();
+        // 1 configured, 2 and 3 followed before (3 wanted longer ago), 4 subscribed now.
+        f.set_mode(4, vec![stored(2, 9, 300), stored(3, 9, 200), stored(4, 9, 100)]);
+        assert_eq!(f.pin(&[1; 20]), Follow::New);
+        f.subscribed(&[4; 20]);
+        f.read_back_done(&f.take_changes().added);
+        assert_eq!(f.follow(&[5; 20]), Follow::New, "room made");
+        assert_eq!(f.follow(&[6; 20]), Follow::New, "room made again");
+        let c = f.take_changes();
+        assert_eq!(c.dropped, [[3; 20], [2; 20]], "oldest first, never the subscribed 4 or the configured 1");
+        assert_eq!(c.added, [[5; 20], [6; 20]]);
+        assert!(c.seen.iter().any(|(u, _)| *u == [5; 20]) && !c.seen.iter().any(|(u, _)| *u == [3; 20]), "{c:?}");
+        assert_eq!(f.dropped.load(Relaxed), 2);
+        f.read_back_done(&c.added);
+        f.subscribed(&[5; 20]);
+        f.subscribed(&[6; 20]);
+        assert_eq!(f.follow(&[7; 20]), Follow::Refused { max: 4 }, "everyone followed is held");
+        // 4 is free once its subscriber leaves.
+        f.unsubscribed(&[4; 20]);
+        assert_eq!(f.follow(&[7; 20]), Follow::New);
+        assert_eq!(f.take_changes().dropped, [[4; 20]]);
+        assert_eq!(f.users().len(), 4);
     }
 }

@@ -374,6 +374,12 @@ impl Store {
                 true,
                 c(&self.follow.refused),
             ),
+            (
+                "follow_dropped",
+                "Followed users dropped to make room for another, the least recently subscribed first",
+                true,
+                c(&self.follow.dropped),
+            ),
             ("file_bytes", "Size of the history store's file", false, self.file_bytes()),
             ("backfill_files_read", "Node fills files read by the backfill or catch-up", false, c(&s.files_done)),
             ("backfill_files_listed", "Node fills files the backfill or catch-up reads", false, c(&s.files_total)),
@@ -403,6 +409,7 @@ impl Store {
             "seeded_candles": s.seeded_candles.load(Relaxed),
             "fills_users": if self.follow.only() { "followed" } else { "all" },
             "followed_users": self.follow.len(),
+            "follow_dropped": self.follow.dropped.load(Relaxed),
             "bytes": self.file_bytes(),
             "error": s.error.lock().clone(),
         })

@@ -91,8 +91,8 @@ pub struct Writer {
     pruner: Pruner,
     /// Followed mode: the users whose fills are written (`None`: every user's).
     keep: Option<FxHashSet<[u8; 20]>>,
-    /// Users newly followed, written to the followed table with the next commit, then read back.
-    new_users: Vec<[u8; 20]>,
+    /// Users newly followed (then read back) or dropped, and last-wanted times: written with the next commit.
+    follow_changes: follow::Changes,
     read_back: Option<Sender<Job>>,
     /// Candles kept per coin and interval, the newest (0: every one).
     candles_kept: u32,
@@ -147,7 +147,7 @@ impl Writer {
             gap_after: None,
             pruner: Pruner::default(),
             keep: store.follow.only().then(|| store.follow.users()),
-            new_users: Vec::new(),
+            follow_changes: follow::Changes::default(),
             read_back: None,
             candles_kept: 0,
             store,
@@ -327,10 +327,18 @@ impl Writer {
         let n = blocks.len() as u64;
         // Users followed from this commit on: its blocks are written with them, earlier ones are read back.
         if let Some(keep) = &mut self.keep {
-            let new = self.store.follow.take_requested();
-            keep.extend(new.iter().copied());
-            self.new_users.extend(new);
-            follow::insert_new(&txn, &self.new_users).map_err(|e| format!("writing the store: {e}"))?;
+            let c = self.store.follow.take_changes();
+            for u in &c.dropped {
+                keep.remove(u);
+            }
+            keep.extend(c.added.iter().copied());
+            // Held until a commit takes them: a failed one leaves them for the next. (Drops are written before
+            // additions, so a user dropped and followed again ends up followed.)
+            let p = &mut self.follow_changes;
+            p.added.extend(c.added);
+            p.dropped.extend(c.dropped);
+            p.seen.extend(c.seen);
+            follow::write_changes(&txn, p).map_err(|e| format!("writing the store: {e}"))?;
         }
         let before = self.committed;
         self.write(&txn, &blocks, height).map_err(|e| format!("writing the store: {e}"))?;
@@ -339,7 +347,7 @@ impl Writer {
         let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
         self.store.status.commit_ns.fetch_add(ns, Relaxed);
         self.committed = height.max(self.committed);
-        let new = std::mem::take(&mut self.new_users);
+        let new = std::mem::take(&mut self.follow_changes).added;
         if !new.is_empty() {
             match &self.read_back {
                 Some(tx) => {

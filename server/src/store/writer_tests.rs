@@ -201,6 +201,28 @@ fn followed_mode_keeps_followed_users_and_reads_a_new_one_back_from_the_files() 
 }
 
 #[test]
+fn a_dropped_user_leaves_the_writers_filter_and_the_followed_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("store")).unwrap();
+    store.follow_only(1).unwrap();
+    assert_eq!(store.follow.follow(&addr(A).0), follow::Follow::New);
+    let mut w = Writer::new(store.clone(), None, 30);
+    run(&mut w, (1..=3).map(|h| Feed::Step(step(h, &[h * 10]))).chain([Feed::Complete(3)]).collect());
+    let fills = |u: &str| store.user_fills(&addr(u), u64::MAX, 1000).unwrap().len();
+    let kept = fills(A);
+    assert!(kept > 0 && fills(B) == 0, "A followed, B not");
+    // Nobody holds A (no subscriber, read back): B takes its place.
+    assert_eq!(store.follow.follow(&addr(B).0), follow::Follow::New);
+    run(&mut w, (4..=5).map(|h| Feed::Step(step(h, &[h * 10]))).chain([Feed::Complete(5)]).collect());
+    assert_eq!((fills(A), fills(B)), (kept, 2), "A's fills up to its drop stay; B's from its follow on");
+    let stored = follow::stored(&store).unwrap();
+    assert_eq!(stored.iter().map(|s| s.user).collect::<Vec<_>>(), [addr(B).0], "{stored:?}");
+    assert!(stored[0].seen_ms > 0, "when B was wanted is kept: {stored:?}");
+    store.follow.subscribed(&addr(B).0);
+    assert_eq!(store.follow.follow(&addr(A).0), follow::Follow::Refused { max: 1 }, "B has a subscriber");
+}
+
+#[test]
 fn only_the_newest_candles_of_each_fixed_interval_are_kept_when_asked() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("store")).unwrap();
@@ -239,5 +261,5 @@ fn queued_read_backs_share_one_pass_and_mark_their_users_done() {
         assert_eq!(store.user_fills(&addr(u), u64::MAX, 100).unwrap().len(), 10, "{u}: blocks 1..=5");
     }
     let stored = follow::stored(&store).unwrap();
-    assert_eq!(stored.iter().map(|s| s.1).collect::<Vec<_>>(), [5, 5], "read back up to 5: not again after a restart");
+    assert_eq!(stored.iter().map(|s| s.to).collect::<Vec<_>>(), [5, 5], "read back up to 5: not again after a restart");
 }
