@@ -4,7 +4,8 @@
 # stage breakdown, and writes the charts as SVG (and where they are). Everything started here is stopped on exit, whatever happens.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=target/release
+# The binaries: the release build (`make demo`), or the test build for `make smoke`, which checks that it runs.
+BIN=${HLBOOK_BIN_DIR:-target/release}
 STATS=build/latency_client/latency_stats
 OUT=build/demo
 SECS=${DEMO_SECS:-20}
