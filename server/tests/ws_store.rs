@@ -327,13 +327,15 @@ fn killed_and_reopened(mode: &str) {
     };
     let (mut first, _, admin) = serve("serve1.log");
     // Killed while it writes a block every 20 ms.
-    wait_store(&admin, FIRST_HEIGHT + 300);
+    let before = wait_store(&admin, FIRST_HEIGHT + 300);
     first.kill();
+    // Streaming: every fills line joined its block, even those read after the block was whole.
+    assert_eq!(before["late_fills"], 0, "{before}");
     let (mut second, base, admin) = serve("serve2.log");
     // Streaming: the simulator's last block never completes (no later line).
     let last = FIRST_HEIGHT + blocks - 1 - u64::from(mode == "streaming");
     let status = wait_store(&admin, last);
-    assert_eq!(status["gaps"], 0, "{status}");
+    assert_eq!((&status["gaps"], &status["late_fills"]), (&json!(0), &json!(0)), "{status}");
     let folder = if mode == "streaming" { "streaming" } else { "by_block" };
     let lines: Vec<Value> =
         fills_lines_of(&data, folder).into_iter().filter(|l| l["block_number"].as_u64() <= Some(last)).collect();

@@ -146,6 +146,18 @@ impl Assembler {
         self
     }
 
+    /// Streaming: the height through which every fills line has been read. A block is whole by its diff and
+    /// status streams (rule (a)), so its fills lines may still come; the fills stream is through the heights below
+    /// its newest line, and a drained pass is through everything before it (rule (b)). Racing sources' streams
+    /// have no order, so only a drained pass counts. By-block (and input that ended): every whole block.
+    pub fn fills_through(&self) -> u64 {
+        if self.mode == Mode::ByBlock || self.finished {
+            return u64::MAX;
+        }
+        let newest = if self.raced { None } else { self.seen[Stream::Fills.index()] };
+        newest.map_or(0, |h| h.saturating_sub(1)).max(self.drained_through)
+    }
+
     /// The source read every stream to its end since the last call (a whole pass): rule (b) of the module doc.
     pub fn drained(&mut self) {
         self.drained_through = self.drained_through.max(self.seen_at_drain.saturating_sub(1));

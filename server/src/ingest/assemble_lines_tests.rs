@@ -136,3 +136,25 @@ fn a_reader_held_a_whole_block_behind_changes_no_block() {
         assert_eq!(feed(&order), expected, "{held} held back");
     }
 }
+
+#[test]
+fn fills_are_through_the_heights_below_their_newest_line_or_a_drained_pass() {
+    let mut a = lines_assembler();
+    assert_eq!(a.fills_through(), 0, "nothing read");
+    a.push(Stream::Fills, line(Stream::Fills, 11));
+    a.push(Stream::Diffs, line(Stream::Diffs, 11));
+    // Both other streams moved on: block 11 is whole, yet a fills line of 11 may still be unread.
+    a.push(Stream::Diffs, line(Stream::Diffs, 12));
+    a.push(Stream::Statuses, line(Stream::Statuses, 12));
+    assert_eq!(ready(&mut a).first(), Some(&("fills", 11)));
+    assert_eq!(a.fills_through(), 10, "the fills stream is only past 10");
+    a.push(Stream::Fills, line(Stream::Fills, 12));
+    assert_eq!(a.fills_through(), 11, "it showed 12: every fills line of 11 came before");
+    // Two drained passes since a line of 13: every line of 12 was read too.
+    a.push(Stream::Statuses, line(Stream::Statuses, 13));
+    a.drained();
+    a.drained();
+    assert_eq!(a.fills_through(), 12);
+    // By-block, a block is whole with its fills line.
+    assert_eq!(Assembler::new(Mode::ByBlock, 10).fills_through(), u64::MAX);
+}

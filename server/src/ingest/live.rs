@@ -167,6 +167,7 @@ impl Ingest {
         });
         self.input = input;
         self.flush_lines();
+        self.publish_fills_through();
         self.roll_back_for_readers();
         // Racing: a line that every source skipped, or that none supplied within the grace, is lost.
         let next = self.assembler.emitted() + 1;

@@ -67,6 +67,14 @@ impl Ingest {
         }
     }
 
+    /// After handing fills over: the height through which they all are, for the history store, which must not
+    /// write a block before its last fills line (lines still held for a trade's other side included).
+    pub(super) fn publish_fills_through(&mut self) {
+        let read = self.assembler.fills_through();
+        let held = self.fills_due.first().map_or(u64::MAX, |l| l.meta.height.saturating_sub(1));
+        self.shared.set_fills_through(read.min(held));
+    }
+
     /// Streaming lines: someone waits for complete books while the open block has parts applied (the node may
     /// have paused or stopped, and no later line will end the block soon): take the parts back, so the books are
     /// the last complete block's, and apply them again once nobody waits (`book::undo`).

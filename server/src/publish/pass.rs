@@ -54,6 +54,8 @@ pub struct Publisher {
     diffs_height: u64,
     /// The last block whose fills were published (trades).
     fills_height: u64,
+    /// The last `Shared::fills_through` handed to the store.
+    fills_through: u64,
     /// The last block whose first part (`book::first`) was published ahead of its other coins.
     first_height: u64,
     /// Where this publisher is in the state's queue of steps (`Step::seq`), per kind.
@@ -84,6 +86,7 @@ impl Publisher {
             height: 0,
             diffs_height: 0,
             fills_height: 0,
+            fills_through: u64::MAX,
             first_height: 0,
             diffs_seq: 0,
             fills_seq: 0,
@@ -118,6 +121,8 @@ impl Publisher {
         if let Some(f) = first {
             hub.shared.first_taken(f.height);
         }
+        // Before the steps: every fills step it covers is among them (ingest hands them over first).
+        let fills_through = hub.shared.fills_through();
         // Read under the books' lock: ingest records a diffs step under its write lock, so every step up to `dh`
         // is here.
         let StepsSince { diffs: diff_steps, fills: fill_steps, statuses: status_steps, diffs_seq, fills_seq, lost } =
@@ -222,7 +227,7 @@ impl Publisher {
             tracing::info!(height = h, "publishing from reloaded books: every stream restarts from the new state");
         }
         hub.push_ticks(ticks);
-        self.feed_store(reloaded, &fill_steps, h);
+        self.feed_store(reloaded, &fill_steps, h, fills_through);
         self.serve_snapshots(snapshots, requests, self.audit_of(h, block_time, Stream::Statuses));
         let published = now_nanos();
         for &(height, line) in &lines {
@@ -242,13 +247,17 @@ impl Publisher {
 
     /// Hands the store's writer this pass's fills steps and how far blocks are whole; never waits (a full channel
     /// drops, and the writer reads what it missed back from the node's files).
-    fn feed_store(&mut self, reloaded: bool, fill_steps: &[Arc<Step>], complete: u64) {
+    fn feed_store(&mut self, reloaded: bool, fill_steps: &[Arc<Step>], complete: u64, fills_through: u64) {
         let Some(feed) = &mut self.store else { return };
         if reloaded {
             feed.send(crate::store::Feed::Gap);
         }
         for s in fill_steps {
             feed.send(crate::store::Feed::Step(s.clone()));
+        }
+        if fills_through != self.fills_through {
+            self.fills_through = fills_through;
+            feed.send(crate::store::Feed::FillsThrough(fills_through));
         }
         if complete > self.height || reloaded {
             feed.send(crate::store::Feed::Complete(complete));

@@ -67,6 +67,9 @@ pub struct Shared {
     /// part back while anyone waits (`wants_complete`), or they might never find the books complete.
     complete_wanted: std::sync::atomic::AtomicU32,
     publisher_wants_complete: std::sync::atomic::AtomicBool,
+    /// Streaming: every fills line of blocks up to this height has been handed over as a step (a block can be
+    /// whole by its diffs and statuses before its fills lines are read). `u64::MAX` when whole means with fills.
+    fills_through: std::sync::atomic::AtomicU64,
 }
 
 /// A function shown the books at each block end, under the write lock that completed the block.
@@ -96,7 +99,19 @@ impl Shared {
             on_complete: std::sync::OnceLock::new(),
             complete_wanted: std::sync::atomic::AtomicU32::new(0),
             publisher_wants_complete: std::sync::atomic::AtomicBool::new(false),
+            fills_through: std::sync::atomic::AtomicU64::new(u64::MAX),
         }
+    }
+
+    /// Ingest, after handing over fills steps: every fills line of blocks up to `h` has been handed over.
+    pub(crate) fn set_fills_through(&self, h: u64) {
+        self.fills_through.store(h, Relaxed);
+    }
+
+    /// The height through which every fills step is out (`u64::MAX`: through every whole block). Read it before
+    /// taking the steps: those it covers are among them.
+    pub fn fills_through(&self) -> u64 {
+        self.fills_through.load(Relaxed)
     }
 
     /// Whether a reader waits for complete books: ingest then opens no new block with a part of its diffs.

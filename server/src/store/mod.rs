@@ -18,6 +18,7 @@
 mod blocks;
 pub mod candle;
 mod compact;
+mod feed;
 pub mod files;
 pub mod fills;
 mod fills_tables;
@@ -96,6 +97,9 @@ pub struct Status {
     pub commit_ns: AtomicU64,
     /// Messages the publisher could not hand over (the channel was full): read back from the files instead.
     pub dropped: AtomicU64,
+    /// Fills lines of a block that came after the block was written (waited for `writer::FILLS_WAIT` and
+    /// longer): not in the store.
+    pub late_fills: AtomicU64,
     pub gaps: AtomicU64,
     pub seeded_candles: AtomicU64,
     pub error: Mutex<Option<String>>,
@@ -364,6 +368,12 @@ impl Store {
                 c(&s.dropped),
             ),
             ("gaps", "Holes in the store's coverage (blocks neither live nor in the node's files)", true, c(&s.gaps)),
+            (
+                "late_fills",
+                "Fills steps that came after their block was written (streaming, past the wait): not stored",
+                true,
+                c(&s.late_fills),
+            ),
             ("height", "Last height committed to the history store", false, c(&s.height)),
             ("followed_users", "Users whose fills the store keeps (store.fills_users = followed)", false, {
                 self.follow.len() as u64
@@ -406,6 +416,7 @@ impl Store {
             "write_cpu_us_per_block": cpu.checked_div(live).unwrap_or(0) / 1000,
             "dropped": s.dropped.load(Relaxed),
             "gaps": s.gaps.load(Relaxed),
+            "late_fills": s.late_fills.load(Relaxed),
             "seeded_candles": s.seeded_candles.load(Relaxed),
             "fills_users": if self.follow.only() { "followed" } else { "all" },
             "followed_users": self.follow.len(),

@@ -3,7 +3,9 @@
 //! The publisher hands over each fills step (`Feed::Step`), the height up to which blocks are whole
 //! (`Feed::Complete`) and any break in what it hands over (`Feed::Gap`: books reloaded, steps lost, or this
 //! channel full). Steps wait until their block is whole, then each whole block goes into one transaction with the
-//! height it brings the store to. After a break, and on start, the first height the publisher hands over is not
+//! height it brings the store to. Streaming, a block is whole by its diffs and statuses, and a fills line of it
+//! read after that would find it written: it also waits until ingest has handed over every fills line up to its
+//! height (`Feed::FillsThrough`), at most `FILLS_WAIT`; one later still is counted (`late_fills`), not stored. After a break, and on start, the first height the publisher hands over is not
 //! trusted (its earlier parts may be gone): everything from the last commit up to the first trusted height is read
 //! back from the node's files (`files`), in batches, which on a first start is every file still on disk. Blocks the
 //! files no longer hold (pruned, or a NATS source with no files here) become a gap in the store's coverage.
@@ -15,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
 
 use redb::{Durability, ReadableTable, WriteTransaction};
@@ -30,47 +32,15 @@ use super::{Store, StoreState};
 use crate::node::{Coin, Mode};
 use crate::state::{Step, StepData};
 
-/// Messages from the publisher; bounded, never waited on.
-#[derive(Debug)]
-pub enum Feed {
-    /// A fills step: a block's fills line (by-block) or a batch of them (streaming).
-    Step(Arc<Step>),
-    /// Every block up to this height is whole.
-    Complete(u64),
-    /// What came before and what comes after may not join: read the missing blocks back from the files.
-    Gap,
-}
-
-/// Messages waiting for the writer at most: about three minutes of mainnet blocks.
-pub const FEED_CAPACITY: usize = 4096;
+pub use super::feed::{Feed, Feeder, channel};
 
 /// Blocks read back from files per commit.
 const BATCH_BLOCKS: usize = 2000;
 
-/// The publisher's end of the channel: never blocks; after a message it could not hand over, the next one is
-/// preceded by `Gap`.
-#[derive(Debug)]
-pub struct Feeder {
-    tx: SyncSender<Feed>,
-    store: Arc<Store>,
-    dropped: bool,
-}
-
-impl Feeder {
-    pub fn send(&mut self, m: Feed) {
-        if self.dropped {
-            if self.tx.try_send(Feed::Gap).is_err() {
-                self.store.status.dropped.fetch_add(1, Relaxed);
-                return;
-            }
-            self.dropped = false;
-        }
-        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.tx.try_send(m) {
-            self.store.status.dropped.fetch_add(1, Relaxed);
-            self.dropped = true;
-        }
-    }
-}
+/// How long a whole block waits for fills lines that may still come (`Feed::FillsThrough`). Ingest reads them
+/// within a pass of the files; a source that never proves it (racing sources, or a NATS source in a quiet market,
+/// whose fills stream says nothing for blocks without trades) costs the store this much delay.
+pub const FILLS_WAIT: Duration = Duration::from_secs(2);
 
 /// The writer thread's state.
 pub struct Writer {
@@ -83,6 +53,10 @@ pub struct Writer {
     /// Live steps are taken from this height on (`None`: after a break, until the next step).
     live_from: Option<u64>,
     complete: u64,
+    /// `Feed::FillsThrough` (`u64::MAX` until told: by-block blocks are whole with their fills).
+    fills_through: u64,
+    /// Whole heights above `fills_through`, each with when it became whole, oldest first.
+    waiting: std::collections::VecDeque<(u64, std::time::Instant)>,
     pending: BTreeMap<u64, BlockFills>,
     /// The newest candle of each (coin, interval) the writer has touched.
     cache: FxHashMap<(Coin, Interval), Option<Candle>>,
@@ -102,12 +76,6 @@ impl std::fmt::Debug for Writer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Writer").field("committed", &self.committed).finish_non_exhaustive()
     }
-}
-
-/// A new channel to the writer.
-pub fn channel(store: &Arc<Store>) -> (Feeder, Receiver<Feed>) {
-    let (tx, rx) = std::sync::mpsc::sync_channel(FEED_CAPACITY);
-    (Feeder { tx, store: store.clone(), dropped: false }, rx)
 }
 
 /// CPU time of the calling thread, ns.
@@ -142,6 +110,8 @@ impl Writer {
             first_ms,
             live_from: None,
             complete: 0,
+            fills_through: u64::MAX,
+            waiting: std::collections::VecDeque::new(),
             pending: BTreeMap::new(),
             cache: FxHashMap::default(),
             gap_after: None,
@@ -210,12 +180,22 @@ impl Writer {
                 self.pending.clear();
                 self.live_from = None;
             }
-            Feed::Complete(h) => self.complete = self.complete.max(h),
+            Feed::Complete(h) => {
+                if h > self.complete {
+                    self.complete = h;
+                    self.waiting.push_back((h, std::time::Instant::now()));
+                }
+            }
+            Feed::FillsThrough(h) => self.fills_through = h,
             Feed::Step(step) => {
                 let Some(part) = part_of(&step) else { return };
                 // The first height after a break may have lost parts: it is read back from the files.
                 let from = *self.live_from.get_or_insert(part.height + 1);
                 if part.height < from || part.height <= self.committed {
+                    if part.height >= from {
+                        // Live, and its block already written without it.
+                        self.store.status.late_fills.fetch_add(1, Relaxed);
+                    }
                     return;
                 }
                 let b = self.pending.entry(part.height).or_insert_with(|| BlockFills {
@@ -231,7 +211,7 @@ impl Writer {
 
     /// Writes every whole block it can: first those it must read back, then the live ones.
     pub fn settle(&mut self, stop: &AtomicBool) -> Result<(), String> {
-        let target = self.complete;
+        let target = self.writable();
         if target <= self.committed {
             self.pending.retain(|h, _| *h > target);
             return Ok(());
@@ -260,6 +240,20 @@ impl Writer {
             *self.store.status.error.lock() = None;
         }
         Ok(())
+    }
+
+    /// The height up to which blocks are whole with all their fills: whole, and through `fills_through` or
+    /// whole for `FILLS_WAIT` already.
+    fn writable(&mut self) -> u64 {
+        let mut to = self.complete.min(self.fills_through);
+        while let Some(&(h, at)) = self.waiting.front() {
+            if h > to && at.elapsed() < FILLS_WAIT {
+                break;
+            }
+            to = to.max(h);
+            self.waiting.pop_front();
+        }
+        to
     }
 
     /// Reads blocks `committed + 1 ..= to` back from the node's files and writes them in batches.

@@ -223,6 +223,30 @@ fn a_dropped_user_leaves_the_writers_filter_and_the_followed_table() {
 }
 
 #[test]
+fn a_whole_block_waits_for_its_fills_lines_that_come_after_it_is_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = writer(dir.path(), None);
+    run(&mut w, vec![Feed::Step(step(1, &[10])), Feed::Complete(1)]);
+    // Streaming: block 3 is whole by its diffs and statuses while its second fills line is still unread.
+    let second = step(3, &[31]);
+    let msgs = vec![Feed::Step(step(2, &[20])), Feed::Step(step(3, &[30])), Feed::FillsThrough(2), Feed::Complete(3)];
+    run(&mut w, msgs);
+    assert_eq!(w.store.height(), 2, "block 3 waits for its fills");
+    run(&mut w, vec![Feed::Step(second), Feed::FillsThrough(3)]);
+    assert_eq!(w.store.height(), 3);
+    let tids: Vec<String> =
+        w.store.user_fills(&addr(A), u64::MAX, 10).unwrap().iter().map(ToString::to_string).collect();
+    assert!(tids.iter().any(|f| f.contains(r#""tid":31"#)), "the late line's fill is stored: {tids:?}");
+    // Block 1 (the first step after start) is not trusted and there are no files: trades 20, 30 and 31 count.
+    let c = w.store.newest("BTC", &[Interval::M1]).unwrap().candles[0].unwrap();
+    assert_eq!((c.n, c.c), (3, Fixed::parse("131.0").unwrap()), "block 3's late trade counted, in order");
+    assert_eq!(w.store.status.late_fills.load(Relaxed), 0);
+    // A line of a block already written (here: past the wait) cannot join it: counted, not stored.
+    run(&mut w, vec![Feed::Step(step(2, &[21]))]);
+    assert_eq!(w.store.status.late_fills.load(Relaxed), 1);
+}
+
+#[test]
 fn only_the_newest_candles_of_each_fixed_interval_are_kept_when_asked() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("store")).unwrap();
