@@ -5,10 +5,11 @@
 //! channel full). Steps wait until their block is whole, then each whole block goes into one transaction with the
 //! height it brings the store to. Streaming, a block is whole by its diffs and statuses, and a fills line of it
 //! read after that would find it written: it also waits until ingest has handed over every fills line up to its
-//! height (`Feed::FillsThrough`), at most `FILLS_WAIT`; one later still is counted (`late_fills`), not stored. After a break, and on start, the first height the publisher hands over is not
-//! trusted (its earlier parts may be gone): everything from the last commit up to the first trusted height is read
-//! back from the node's files (`files`), in batches, which on a first start is every file still on disk. Blocks the
-//! files no longer hold (pruned, or a NATS source with no files here) become a gap in the store's coverage.
+//! height (`Feed::FillsThrough`), at most `FILLS_WAIT`; one later still is counted (`late_fills`), not stored.
+//! After a break, and on start, the first height the publisher hands over is not trusted (its earlier parts may be
+//! gone): everything from the last commit up to the first trusted height is read back from the node's files
+//! (`files`), in batches, which on a first start is every file still on disk. Blocks the files no longer hold
+//! (pruned, or a NATS source with no files here) become a gap in the store's coverage.
 //!
 //! Commits use redb's `Eventual` durability: each commit is atomic and written before the next, so a killed process
 //! loses nothing written (the kernel has it); a power cut may lose the last commits, never the file's consistency,
