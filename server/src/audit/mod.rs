@@ -95,11 +95,9 @@ impl Stages {
         }
     }
 
-    /// The same, over a window of `window_ns` of wall time instead of a minute.
-    #[must_use]
-    pub fn with_window(mut self, window_ns: i64) -> Stages {
+    /// The window covers `window_ns` of wall time instead of a minute.
+    pub fn set_window(&mut self, window_ns: i64) {
         self.window_ns = window_ns.max(1);
-        self
     }
 
     /// The wall time the window covers.
@@ -345,7 +343,8 @@ mod tests {
     #[test]
     fn a_shorter_window_ages_sooner_and_rates_over_itself() {
         let sec = 1_000_000_000;
-        let s = Stages::new().with_window(10 * sec);
+        let mut s = Stages::new();
+        s.set_window(10 * sec);
         for h in 1..=10u64 {
             let t = h as i64 * sec;
             let line = Stream::Statuses;

@@ -195,7 +195,7 @@ impl Hub {
     /// `/status`'s window of settled blocks covers `window` of wall time instead of a minute.
     #[must_use]
     pub fn with_status_window(mut self, window: std::time::Duration) -> Hub {
-        self.stages = crate::audit::Stages::new().with_window(window.as_nanos() as i64);
+        self.stages.set_window(window.as_nanos() as i64);
         self
     }
 
