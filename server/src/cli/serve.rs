@@ -194,11 +194,14 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let (closing_tx, closing) = tokio::sync::watch::channel(false);
     let passthrough = (c.server.info_passthrough && !c.ingest.info_url.is_empty())
         .then(|| Passthrough::new(&c.ingest.info_url, &c.server));
+    let upstream = (!c.server.upstream_info_url.is_empty()).then(|| Passthrough::upstream(&c.server));
     let ws = Arc::new(WsContext {
         state: shared.clone(),
         hub,
         cfg: c.server.clone(),
         passthrough,
+        upstream,
+        info_weight: crate::ws::info_weight::InfoWeight::new(c.server.info_weight_per_minute),
         info_gate: InfoGate::new(&c.server),
         limits: Arc::new(Limits::new(&c.server)),
         counters: WsCounters::default(),

@@ -19,7 +19,7 @@ mod store;
 
 pub use ingest::IngestConfig;
 pub use nats::NatsConfig;
-pub use server::{DEFAULT_INFO_TYPES, ServerConfig};
+pub use server::{NODE_INFO_TYPES, ServerConfig};
 pub use source::{NatsTarget, Source};
 pub use store::{FillsUsers, StoreConfig};
 
@@ -160,6 +160,13 @@ impl Config {
             }
         }
         let v = &self.server;
+        let up = &v.upstream_info_url;
+        if !up.is_empty() && !(up.starts_with("http://") || up.starts_with("https://")) {
+            return Err(invalid("server.upstream_info_url", "must be an http:// or https:// URL, or empty"));
+        }
+        if !up.is_empty() && v.upstream_weight_per_minute == 0 {
+            return Err(invalid("server.upstream_weight_per_minute", "must be at least 1 with an upstream"));
+        }
         if !(1..=9).contains(&v.compression_level) {
             return Err(invalid("server.compression_level", "must be 1..=9"));
         }

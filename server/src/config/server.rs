@@ -61,11 +61,23 @@ pub struct ServerConfig {
     /// Per-user subscriptions (orderUpdates, userFills, userEvents) one client IP may hold, across connections.
     pub max_user_subscriptions_per_ip: usize,
     /// Pass the `info_types` of `POST /info` and socket `post` requests to `ingest.info_url` (the node's info
-    /// server); l2Book is always answered from our books.
+    /// server); the types hlbook answers itself (`ws::info`) never go there.
     pub info_passthrough: bool,
-    /// The only info types passed to the node: read-only public market data. Anything else (`fileSnapshot`,
-    /// which makes the node write a file) is refused with the type named.
+    /// The info types passed to the node: by default every read type a node's `--serve-info` answers
+    /// (`NODE_INFO_TYPES`). `fileSnapshot`, which makes the node write a file, is never passed.
     pub info_types: Vec<String>,
+    /// Weight of info requests one client IP may spend a minute (`POST /info` and socket `post` together), each
+    /// type weighted as the exchange weighs it (`ws::info_weight`); 0: no limit. The exchange allows 1200.
+    pub info_weight_per_minute: u32,
+    /// An info server for the types neither hlbook nor the node answers (`metaAndAssetCtxs`, `fundingHistory`,
+    /// history older than the store, …), e.g. `https://api.hyperliquid.xyz/info`; empty: they are refused with
+    /// a text that names this setting.
+    pub upstream_info_url: String,
+    /// Identical upstream requests within this many milliseconds share one answer.
+    pub upstream_cache_ms: u64,
+    /// Weight of upstream requests this server may spend a minute, all clients together (the exchange allows one
+    /// IP 1200; keep room for `store.seed_url`).
+    pub upstream_weight_per_minute: u32,
     /// Passed-through requests in flight at the node at once, in total.
     pub info_max_in_flight: usize,
     /// Info requests of one client IP being answered at once, of every type (`ws::info_gate`).
@@ -88,9 +100,40 @@ pub struct ServerConfig {
     pub ipv6_prefix_len: u8,
 }
 
-/// What the four client families (the Python and Rust SDKs, ccxt, @nktkas/hyperliquid) ask the info server at
-/// start-up: market metadata, read-only and the same for every client.
-pub const DEFAULT_INFO_TYPES: &[&str] = &["meta", "spotMeta", "metaAndAssetCtxs", "spotMetaAndAssetCtxs", "perpDexs"];
+/// Every read type a node's info server (`--serve-info`) answers, as the node's README lists them
+/// (../shared/docs/hl-node-info-server.md). `fileSnapshot`, the one that writes, is not among them. Per-user
+/// reads are public on the exchange too, so passing them on tells a client nothing it could not ask there.
+pub const NODE_INFO_TYPES: &[&str] = &[
+    "meta",
+    "spotMeta",
+    "clearinghouseState",
+    "spotClearinghouseState",
+    "openOrders",
+    "exchangeStatus",
+    "frontendOpenOrders",
+    "liquidatable",
+    "activeAssetData",
+    "maxMarketOrderNtls",
+    "vaultSummaries",
+    "userVaultEquities",
+    "leadingVaults",
+    "extraAgents",
+    "subAccounts",
+    "userFees",
+    "userRateLimit",
+    "spotDeployState",
+    "perpDeployAuctionStatus",
+    "delegations",
+    "delegatorSummary",
+    "maxBuilderFee",
+    "userToMultiSigSigners",
+    "userRole",
+    "perpsAtOpenInterestCap",
+    "validatorL1Votes",
+    "marginTable",
+    "perpDexs",
+    "webData2",
+];
 
 impl Default for ServerConfig {
     fn default() -> ServerConfig {
@@ -121,7 +164,11 @@ impl Default for ServerConfig {
             status_window_secs: 60,
             max_user_subscriptions_per_ip: 100,
             info_passthrough: true,
-            info_types: DEFAULT_INFO_TYPES.iter().map(|t| (*t).to_string()).collect(),
+            info_types: NODE_INFO_TYPES.iter().map(|t| (*t).to_string()).collect(),
+            info_weight_per_minute: 1_200,
+            upstream_info_url: String::new(),
+            upstream_cache_ms: 2_000,
+            upstream_weight_per_minute: 600,
             info_max_in_flight: 4,
             info_max_in_flight_per_ip: 2,
             info_max_queued_per_ip: 256,

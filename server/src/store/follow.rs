@@ -141,6 +141,16 @@ impl Followed {
         f
     }
 
+    /// Whether the store holds `user`'s fills (every user's are kept, or it is followed with none still being read
+    /// back), without following it.
+    pub fn keeps(&self, user: &User) -> bool {
+        if !self.only() {
+            return true;
+        }
+        let s = self.sets.lock();
+        s.users.contains_key(user) && !s.reading.contains(user) && !s.requested.contains(user)
+    }
+
     /// Follows `user`; what came of it. A full set drops its least wanted user to make room, if it has one.
     pub fn follow(&self, user: &User) -> Follow {
         if !self.only() {

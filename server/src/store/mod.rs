@@ -82,6 +82,8 @@ pub struct Status {
     state: AtomicU8,
     pub height: AtomicU64,
     pub first_ms: AtomicI64,
+    /// `store.fills_retention_days`, set by the writer (0 before): fills older than this are pruned.
+    pub retention_days: std::sync::atomic::AtomicU32,
     /// Backfill and catch-up progress: hour files read of those listed.
     pub files_done: AtomicU64,
     pub files_total: AtomicU64,
@@ -319,6 +321,14 @@ impl Store {
             Ok(out)
         };
         read().map_err(|e| format!("store read: {e}"))
+    }
+
+    /// From when (ms) the store holds every fill of the users it keeps: its first block, or the retention's cut,
+    /// whichever is later (the cut counted from `now_ms`, a day early, so it is never later than the prune's).
+    pub fn fills_kept_from_ms(&self, now_ms: i64) -> i64 {
+        let days = i64::from(self.status.retention_days.load(Relaxed));
+        let cut = if days == 0 { i64::MAX } else { now_ms - days * 86_400_000 };
+        self.status.first_ms.load(Relaxed).max(cut)
     }
 
     /// The user's newest `max` fills of blocks below `before`, oldest first, as the node wrote them.

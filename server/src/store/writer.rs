@@ -100,6 +100,7 @@ impl Writer {
     /// A writer for `store`, reading missed blocks back from `files` (`None`: the node's files are not here).
     pub fn new(store: Arc<Store>, files: Option<FillsDir>, retention_days: u32) -> Writer {
         let committed = store.height();
+        store.status.retention_days.store(retention_days, std::sync::atomic::Ordering::Relaxed);
         let meta = |k| store.meta(k);
         let (last_ms, first_ms) =
             (meta("last_ms").unwrap_or(0) as i64, meta("first_ms").map_or(i64::MAX, |v| v as i64));

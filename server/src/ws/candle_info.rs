@@ -9,9 +9,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
-use bytes::Bytes;
 use serde_json::Value;
 
+use super::info::Local;
 use super::info_gate::Answer;
 use super::info_gate::Place;
 use crate::publish::Hub;
@@ -58,23 +58,23 @@ fn parse(body: &Value) -> Result<Req, Answer> {
 }
 
 /// Answers one `candleSnapshot` request; `place`, the client's at the info gate, is held until the read ends.
-pub async fn candle_snapshot(hub: &Arc<Hub>, body: &Value, place: Place) -> Answer {
+pub(super) async fn candle_snapshot(hub: &Arc<Hub>, body: &Value, place: Place) -> Local {
     let r = match parse(body) {
         Ok(r) => r,
-        Err(a) => return a,
+        Err(a) => return Local::Answer(a),
     };
     if hub.state().books().coin(&r.coin).is_none() {
         let coin = Value::String(r.coin.chars().take(100).collect());
-        return Answer::text(422, &format!("candleSnapshot: hlbook's books have no coin {coin}"));
+        return Local::Answer(Answer::text(422, &format!("candleSnapshot: hlbook's books have no coin {coin}")));
     }
     let Some(store) = hub.store() else {
-        return Answer { status: 200, json: Bytes::from_static(b"[]") };
+        return Local::Unsure("hlbook keeps no history store here, so it has no candles".into());
     };
     // Set when this request is dropped (its client left): it is not read once its turn comes.
     let gone = Arc::new(AtomicBool::new(false));
     let _drop = DropFlag(gone.clone());
     let hub = hub.clone();
-    place
+    let done = place
         .blocking("candleSnapshot", move || {
             let turn = match hub.history().turns.take() {
                 Ok(t) => t,
@@ -95,7 +95,8 @@ pub async fn candle_snapshot(hub: &Arc<Hub>, body: &Value, place: Place) -> Answ
                 Err(e) => return Answer::text(500, &format!("candleSnapshot: {e}")),
             };
             let json = Value::Array(candles.iter().map(|c| candle_object(&r.coin, r.interval, c)).collect());
-            Answer { status: 200, json: Bytes::from(json.to_string()) }
+            Answer::json(json.to_string())
         })
-        .await
+        .await;
+    Local::Answer(done.unwrap_or_else(|a| a))
 }

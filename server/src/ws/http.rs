@@ -61,7 +61,8 @@ async fn info(State(s): State<AppState>, ConnectInfo(peer): ConnectInfo<SocketAd
     let ip = super::upgrade::ip_group(ip, s.ws.cfg.ipv6_prefix_len);
     let answer = super::info::answer(&s.ws, ip, &req).await;
     let code = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
-    (code, [(header::CONTENT_TYPE, "application/json")], answer.json).into_response()
+    let kind = if answer.text { "text/plain; charset=utf-8" } else { "application/json" };
+    (code, [(header::CONTENT_TYPE, kind)], answer.body).into_response()
 }
 
 /// 200 while the books follow the node (`live`, `catching_up`), 503 otherwise, so a balancer can drop a server

@@ -1,100 +1,167 @@
-//! Info requests (HTTP `POST /info` and the socket's `post`): `l2Book`, `openOrders`/`frontendOpenOrders` answered
-//! from our books, `candleSnapshot` from the node's fills files (`candle_info`), the read-only
-//! market types SDKs ask at start-up passed to the node's info server (`passthrough`), everything else refused
-//! with its type named, so no client can make the node write or do work it was not meant to do for strangers.
-//! Every request first takes one of its client's places (`info_gate`).
+//! Info requests (HTTP `POST /info` and the socket's `post`): who answers each type, and the refusals.
+//!
+//! - **hlbook itself** (`SERVED_HERE`), from its books and store: l2Book, allMids and recentTrades
+//!   (`market_info`), userFills and userFillsByTime (`fills_info`), candleSnapshot (`candle_info`), orderStatus
+//!   for an order resting in the books, and openOrders/frontendOpenOrders when no node answers them
+//!   (`user_info`). Where hlbook cannot be sure of a whole answer (a user the store does not keep, an order not
+//!   in its books, a time before the store), it does not answer: the request goes upstream, or is refused.
+//! - **The node's info server**: `server.info_types`, by default every read type a node serves. openOrders and
+//!   frontendOpenOrders go there first: the node's answer holds trigger orders not yet triggered, which no book
+//!   has, so hlbook's own would be short.
+//! - **The upstream** (`server.upstream_info_url`, off by default): every other read type.
+//! - **Refused**, 422 with plain text that says why and names the setting that would serve it, as the exchange
+//!   refuses a request it cannot serve (its clients turn that into their own error type). `fileSnapshot`, which
+//!   makes the node write, is never passed anywhere.
+//!
+//! Every request first spends its client IP's weight (`info_weight`, 429 past it), then takes one of the IP's
+//! places at the gate (`info_gate`) for any work it causes.
 
 use std::net::IpAddr;
-use std::sync::Arc;
 
-use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
 pub use super::info_gate::Answer;
 pub use super::passthrough::Passthrough;
-use crate::book::buckets::l2_levels;
-use crate::book::l2::L2Params;
-use crate::node::time::nanos_to_millis;
-use crate::publish::Hub;
-use crate::publish::json::l2_book_data;
-use crate::state::Shared;
+use super::{market_info, user_info};
 use crate::ws::WsContext;
 use crate::ws::info_gate::Place;
-use crate::ws::protocol::DEFAULT_LEVELS;
 
-/// Local answers computed at once, per kind, whoever asks: each walks the books under their read lock, so a flood
-/// of them cannot hold ingest's write lock back or fill the blocking pool (candleSnapshot has its own, in
-/// `candle_info`).
-static L2_BOOKS: Semaphore = Semaphore::const_new(2);
-static OPEN_ORDERS: Semaphore = Semaphore::const_new(2);
+/// The types hlbook answers from its own books and store.
+pub const SERVED_HERE: &[&str] = &[
+    "l2Book",
+    "allMids",
+    "recentTrades",
+    "candleSnapshot",
+    "userFills",
+    "userFillsByTime",
+    "orderStatus",
+    "openOrders",
+    "frontendOpenOrders",
+];
 
-/// Answers one info request body from a client at `ip`. Every type passes the client's places at the gate
-/// first (a passed-through one only when it goes to the node), so no type lets one client queue unbounded work.
+/// Answered by the node when it serves them: its answer is whole (trigger orders), ours is not.
+const NODE_FIRST: &[&str] = &["openOrders", "frontendOpenOrders"];
+
+/// Local answers computed at once, per kind, whoever asks: each walks the books (or reads the store) while ingest
+/// may wait, so a flood of them cannot hold ingest's write lock back or fill the blocking pool (candleSnapshot and
+/// the fills reads take history turns instead).
+pub(super) static BOOK_WALKS: Semaphore = Semaphore::const_new(2);
+pub(super) static ORDER_WALKS: Semaphore = Semaphore::const_new(2);
+
+/// What a local answerer made of a request.
+#[derive(Debug)]
+pub enum Local {
+    /// The whole answer (or a refusal of the request itself, such as a bad field).
+    Answer(Answer),
+    /// hlbook cannot give a whole answer, for this reason: upstream, or refused with it.
+    Unsure(String),
+}
+
+/// Answers one info request body from a client at `ip`.
 pub async fn answer(ctx: &WsContext, ip: IpAddr, body: &Value) -> Answer {
-    match body.get("type").and_then(Value::as_str) {
-        Some(kind @ ("candleSnapshot" | "l2Book" | "openOrders" | "frontendOpenOrders")) => {
-            match ctx.info_gate.enter(ip).await {
-                Ok(place) => local(&ctx.hub, kind, body, place).await,
-                Err(refused) => refused,
-            }
-        }
-        Some(kind) => match &ctx.passthrough {
-            Some(p) if p.allows(kind) => p.ask(&ctx.info_gate, ip, body).await,
-            Some(_) => Answer::text(400, &refused(kind, "it is not one of server.info_types")),
-            None => Answer::text(400, &refused(kind, "no node info server is configured")),
-        },
-        None => Answer::text(422, "Failed to deserialize the JSON body into the target type"),
+    let Some(kind) = body.get("type").and_then(Value::as_str) else {
+        return Answer::text(422, "Failed to deserialize the JSON body into the target type: missing field `type`");
+    };
+    if let Err(refused) = ctx.info_weight.spend(ip, kind) {
+        return refused;
     }
+    let answer = route(ctx, ip, kind, body).await;
+    ctx.info_weight.charge_items(ip, kind, &answer);
+    answer
+}
+
+async fn route(ctx: &WsContext, ip: IpAddr, kind: &str, body: &Value) -> Answer {
+    if crate::config::WRITE_INFO_TYPES.contains(&kind) {
+        return refuse(kind, "it makes the node write, and no client may make it do that");
+    }
+    let node = ctx.passthrough.as_ref().filter(|p| p.allows(kind));
+    if let Some(node) = node.filter(|_| !SERVED_HERE.contains(&kind) || NODE_FIRST.contains(&kind)) {
+        return node.ask(&ctx.info_gate, ip, body).await;
+    }
+    if SERVED_HERE.contains(&kind) {
+        let place = match ctx.info_gate.enter(ip).await {
+            Ok(p) => p,
+            Err(refused) => return refused,
+        };
+        match local(ctx, kind, body, place).await {
+            Local::Answer(a) => return a,
+            Local::Unsure(why) => return upstream_or_refuse(ctx, ip, kind, body, &why).await,
+        }
+    }
+    let why = match &ctx.passthrough {
+        Some(_) => "neither hlbook nor the node's info server answers it".to_string(),
+        None if crate::config::NODE_INFO_TYPES.contains(&kind) => {
+            "a node's info server answers it, and none is configured here (ingest.info_url)".to_string()
+        }
+        None => "neither hlbook nor a node's info server answers it".to_string(),
+    };
+    upstream_or_refuse(ctx, ip, kind, body, &why).await
+}
+
+/// Sends a request hlbook cannot answer to the upstream, or refuses it for `why`.
+async fn upstream_or_refuse(ctx: &WsContext, ip: IpAddr, kind: &str, body: &Value, why: &str) -> Answer {
+    match &ctx.upstream {
+        Some(up) if up.allows(kind) => up.ask(&ctx.info_gate, ip, body).await,
+        _ => refuse(kind, &format!("{why}; set server.upstream_info_url to send it to an info server that does")),
+    }
+}
+
+/// The exchange's refusal of a request it cannot serve: 422 and plain text, naming the type.
+fn refuse(kind: &str, why: &str) -> Answer {
+    let kind = Value::String(kind.chars().take(100).collect());
+    Answer::text(422, &format!("hlbook does not answer info type {kind}: {why}"))
 }
 
 /// Answers a type served here, holding the client's `place` until the work ends.
-async fn local(hub: &Arc<Hub>, kind: &str, body: &Value, place: Place) -> Answer {
+async fn local(ctx: &WsContext, kind: &str, body: &Value, place: Place) -> Local {
+    let hub = &ctx.hub;
     if kind == "candleSnapshot" {
         return super::candle_info::candle_snapshot(hub, body, place).await;
     }
+    if matches!(kind, "userFills" | "userFillsByTime") {
+        return super::fills_info::answer(hub, kind, body, place).await;
+    }
     // The blocking work gets its own copies: it runs on even if the client goes away.
     let (shared, owned) = (hub.state().clone(), body.clone());
-    if kind == "l2Book" {
-        return place.work_blocking(&L2_BOOKS, kind, move || l2_book(&shared, &owned)).await;
+    let done = match kind {
+        "l2Book" => {
+            place.work_blocking(&BOOK_WALKS, kind, move || Local::Answer(market_info::l2_book(&shared, &owned))).await
+        }
+        "allMids" => {
+            place.work_blocking(&BOOK_WALKS, kind, move || Local::Answer(market_info::all_mids(&shared, &owned))).await
+        }
+        "recentTrades" => return market_info::recent_trades(hub, body),
+        "orderStatus" => {
+            place.work_blocking(&ORDER_WALKS, kind, move || user_info::order_status(&shared, &owned)).await
+        }
+        _ => {
+            let frontend = kind == "frontendOpenOrders";
+            let work = move || Local::Answer(user_info::open_orders(&shared, &owned, frontend));
+            place.work_blocking(&ORDER_WALKS, kind, work).await
+        }
+    };
+    done.unwrap_or_else(Local::Answer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hlbook_answers_no_type_that_writes_and_the_node_first_types_are_its_own() {
+        for t in crate::config::WRITE_INFO_TYPES {
+            assert!(!SERVED_HERE.contains(t));
+        }
+        for t in NODE_FIRST {
+            assert!(SERVED_HERE.contains(t) && crate::config::NODE_INFO_TYPES.contains(t), "{t}");
+        }
+        // Types hlbook answers and a node does not: never passed to the node, however info_types is set.
+        for t in ["l2Book", "allMids", "recentTrades", "userFills", "userFillsByTime", "candleSnapshot"] {
+            assert!(!crate::config::NODE_INFO_TYPES.contains(&t), "{t}");
+        }
+        let refused = refuse("metaAndAssetCtxs", "why");
+        assert_eq!((refused.status, refused.text), (422, true));
+        assert!(refused.message().contains("\"metaAndAssetCtxs\""));
     }
-    let frontend = kind == "frontendOpenOrders";
-    place
-        .work_blocking(&OPEN_ORDERS, kind, move || {
-            let (status, v) = super::user_info::open_orders(&shared, &owned, frontend);
-            Answer { status, json: Bytes::from(v.to_string()) }
-        })
-        .await
-}
-
-/// Why a type is not answered, naming it.
-fn refused(kind: &str, why: &str) -> String {
-    let kind = Value::String(kind.chars().take(100).collect());
-    format!(
-        "hlbook does not serve info type {kind}: it answers l2Book from its books and passes only read-only market types to the node, and {why}"
-    )
-}
-
-/// `{"coin","time","levels"}` of the current books, or null for an unknown coin.
-fn l2_book(shared: &Shared, body: &Value) -> Answer {
-    let Some(coin) = body.get("coin").and_then(Value::as_str) else {
-        return Answer::text(422, "l2Book needs a coin");
-    };
-    let int = |k: &str| body.get(k).and_then(Value::as_u64).and_then(|n| u8::try_from(n).ok());
-    let depth = body.get("nLevels").and_then(Value::as_u64).map_or(DEFAULT_LEVELS, |n| n as usize);
-    let params = match L2Params::new(int("nSigFigs"), int("mantissa"), depth) {
-        Ok(p) => p,
-        Err(e) => return Answer::text(422, &e.to_string()),
-    };
-    let mut sides = [Vec::new(), Vec::new()];
-    let time = {
-        let books = shared.books();
-        let Some(book) = books.coin(coin) else { return Answer { status: 200, json: Bytes::from_static(b"null") } };
-        // The publisher's build: coarse shapes from running bucket totals (a shape no subscriber wants is dropped
-        // again by the publisher's next pass).
-        l2_levels(book, &params, &mut sides);
-        // The levels are at the diffs line's height, which may be ahead of the last complete block.
-        nanos_to_millis(books.l2_block_time_of(coin))
-    };
-    Answer { status: 200, json: Bytes::from(l2_book_data(coin, time, &sides[0], &sides[1])) }
 }

@@ -20,17 +20,43 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::config::ServerConfig;
 
-/// An answer to an info request, whoever gave it: HTTP status and a JSON body.
+/// An answer to an info request, whoever gave it: an HTTP status and a JSON body, or a plain-text one.
+///
+/// Refusals are plain text, as the exchange's: its API answers a request it cannot serve with 422 and a text
+/// body (axum's "Failed to deserialize the JSON body into the target type"), and the official clients expect
+/// that. The Python SDK parses a 4xx body as JSON and calls `.get` on it, so a JSON string body crashed it
+/// inside the SDK; a text body becomes its `ClientError`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Answer {
     pub status: u16,
-    pub json: Bytes,
+    pub body: Bytes,
+    /// The body is plain text (a refusal or an error), not JSON.
+    pub text: bool,
 }
 
 impl Answer {
-    /// An answer carrying `text` as a JSON string.
+    /// A 200 answer with a JSON body.
+    pub fn json(body: impl Into<Bytes>) -> Answer {
+        Answer { status: 200, body: body.into(), text: false }
+    }
+
+    /// An answer with a JSON body and another status (a node's own answer, passed on as it came).
+    pub fn json_with(status: u16, body: impl Into<Bytes>) -> Answer {
+        Answer { status, body: body.into(), text: false }
+    }
+
+    /// A plain-text answer (a refusal, 422 for a request that cannot be served, 429 for a rate limit).
     pub fn text(status: u16, text: &str) -> Answer {
-        Answer { status, json: Bytes::from(Value::String(text.to_string()).to_string()) }
+        Answer { status, body: Bytes::from(text.to_string()), text: true }
+    }
+
+    /// The refusal's text (a text body as it is; a JSON body as its string, or its bytes).
+    pub fn message(&self) -> String {
+        let s = serde_json::from_slice::<Value>(&self.body).ok().filter(|_| !self.text);
+        match s {
+            Some(Value::String(t)) => t,
+            _ => String::from_utf8_lossy(&self.body).into_owned(),
+        }
     }
 }
 
@@ -100,14 +126,14 @@ pub struct Place {
 impl Place {
     /// Runs `work` on the blocking pool once one of `turns` (a global cap per kind of answer) is free; the turn and
     /// this place are held until the work ends, even if the client goes away first, so an abandoned request cannot
-    /// start another one beside it.
-    pub async fn work_blocking(
+    /// start another one beside it. Err: the answer saying why it did not run.
+    pub async fn work_blocking<T: Send + 'static>(
         self,
         turns: &'static Semaphore,
         kind: &str,
-        work: impl FnOnce() -> Answer + Send + 'static,
-    ) -> Answer {
-        let Ok(turn) = turns.acquire().await else { return Answer::text(503, "shutting down") };
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, Answer> {
+        let Ok(turn) = turns.acquire().await else { return Err(Answer::text(503, "shutting down")) };
         self.blocking(kind, move || {
             let _turn = turn;
             work()
@@ -116,12 +142,16 @@ impl Place {
     }
 
     /// Runs `work` on the blocking pool, holding this place until it ends (the work takes its own turns).
-    pub async fn blocking(self, kind: &str, work: impl FnOnce() -> Answer + Send + 'static) -> Answer {
+    pub async fn blocking<T: Send + 'static>(
+        self,
+        kind: &str,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, Answer> {
         let done = tokio::task::spawn_blocking(move || {
             let _held = self;
             work()
         });
-        done.await.unwrap_or_else(|e| Answer::text(500, &format!("{kind} failed: {e}")))
+        done.await.map_err(|e| Answer::text(500, &format!("{kind} failed: {e}")))
     }
 }
 

@@ -2,9 +2,10 @@
 //! frames.
 //!
 //! `upgrade` admits a client and negotiates compression, `conn` runs one task per connection, `protocol` knows the
-//! official request and response texts, `info` answers info requests (`info_gate` admits each client's,
-//! `passthrough` guards the way to the node), `deflate` compresses frames once and inflates what clients compress,
-//! `wire` frames each message once and writes it beneath tungstenite, `limits` keeps abusers to themselves, `auth`
+//! official request and response texts, `info` routes info requests (`info_weight` charges each client IP the
+//! exchange's weight, `info_gate` admits each client's, `market_info`, `fills_info`, `user_info` and
+//! `candle_info` answer what hlbook keeps, `passthrough` guards the ways to the node and the upstream),
+//! `deflate` compresses frames once and inflates what clients compress, `wire` frames each message once and writes it beneath tungstenite, `limits` keeps abusers to themselves, `auth`
 //! checks the optional token, `listen` accepts every listener's connections (header and idle deadlines, and
 //! `tcp_cap`'s per-IP cap), `http` holds the public endpoints and `admin` the operator's.
 
@@ -16,11 +17,14 @@ mod candle_stream;
 pub mod conn;
 pub mod deflate;
 pub mod fair_slots;
+mod fills_info;
 pub mod http;
 pub mod info;
 pub mod info_gate;
+pub mod info_weight;
 pub mod limits;
 pub mod listen;
+mod market_info;
 pub mod passthrough;
 pub mod protocol;
 pub mod tcp_cap;
@@ -46,7 +50,12 @@ pub struct WsContext {
     pub state: Arc<crate::state::Shared>,
     pub hub: Arc<Hub>,
     pub cfg: ServerConfig,
+    /// The way to the node's info server, for `server.info_types`.
     pub passthrough: Option<info::Passthrough>,
+    /// The way to `server.upstream_info_url`, for the read types nobody here answers.
+    pub upstream: Option<info::Passthrough>,
+    /// Each client IP's info request weight a minute, as the exchange counts it.
+    pub info_weight: info_weight::InfoWeight,
     /// Per-client places for info requests of every type.
     pub info_gate: Arc<info_gate::InfoGate>,
     pub limits: Arc<limits::Limits>,

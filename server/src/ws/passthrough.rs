@@ -9,6 +9,10 @@
 //! the right kinds, in one order), so a changing extra field neither defeats the cache nor reaches the node; and
 //! the global places are shared fairly among client IPs (`FairSlots`).
 //! hlbook's own snapshot requests (`ingest::info_client`) do not come this way.
+//!
+//! The same way, with its own cache time and a weight budget of its own (`server.upstream_weight_per_minute`,
+//! all clients together), leads to `server.upstream_info_url` for the types neither hlbook nor the node answers:
+//! the public API limits this server's IP as it limits any, so a thousand clients must cost it one request.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -32,7 +36,12 @@ const MAX_CACHED: usize = 4096;
 pub struct Passthrough {
     client: reqwest::Client,
     url: String,
-    types: Vec<String>,
+    /// Who answers, for refusals: "the node's info server" or "the upstream info server".
+    who: &'static str,
+    /// The types passed; `None`: every read type (the upstream).
+    types: Option<Vec<String>>,
+    /// The upstream's own budget of weight a minute, all clients together.
+    budget: Option<governor::DefaultDirectRateLimiter>,
     global: Arc<FairSlots>,
     timeout: Duration,
     max_bytes: usize,
@@ -47,11 +56,14 @@ struct Cached {
 }
 
 impl Passthrough {
+    /// The way to the node's info server at `url`, for `server.info_types`.
     pub fn new(url: &str, c: &ServerConfig) -> Passthrough {
         Passthrough {
             client: reqwest::Client::new(),
             url: url.to_string(),
-            types: c.info_types.clone(),
+            who: "the node's info server",
+            types: Some(c.info_types.clone()),
+            budget: None,
             global: FairSlots::new(c.info_max_in_flight),
             timeout: Duration::from_millis(c.info_timeout_ms),
             max_bytes: c.info_max_response_bytes,
@@ -60,9 +72,22 @@ impl Passthrough {
         }
     }
 
-    /// Whether requests of this type may be passed to the node.
+    /// The way to `server.upstream_info_url` (set), for every read type.
+    pub fn upstream(c: &ServerConfig) -> Passthrough {
+        let per_minute = std::num::NonZeroU32::new(c.upstream_weight_per_minute.max(1)).expect("at least 1");
+        Passthrough {
+            who: "the upstream info server",
+            types: None,
+            budget: Some(governor::RateLimiter::direct(governor::Quota::per_minute(per_minute))),
+            cache_for: Duration::from_millis(c.upstream_cache_ms),
+            ..Passthrough::new(&c.upstream_info_url, c)
+        }
+    }
+
+    /// Whether requests of this type may be passed on.
     pub fn allows(&self, kind: &str) -> bool {
-        !crate::config::WRITE_INFO_TYPES.contains(&kind) && self.types.iter().any(|t| t == kind)
+        !crate::config::WRITE_INFO_TYPES.contains(&kind)
+            && self.types.as_ref().is_none_or(|types| types.iter().any(|t| t == kind))
     }
 
     /// The node's answer to `body` (of an allowed type) for a client at `ip`. Only a request that goes to the node
@@ -107,6 +132,9 @@ impl Passthrough {
 
     /// Waits for a place (this IP's, then a global one) and asks the node, all within the timeout.
     async fn ask_limited(&self, gate: &Arc<InfoGate>, ip: IpAddr, body: &str) -> Answer {
+        if let Some(refused) = self.over_budget(body) {
+            return refused;
+        }
         let started = Instant::now();
         let place = match gate.enter(ip).await {
             Ok(p) => p,
@@ -120,8 +148,26 @@ impl Passthrough {
         .await;
         drop(place);
         asked.unwrap_or_else(|_| {
-            Answer::text(504, &format!("the node's info server did not answer within {} ms", self.timeout.as_millis()))
+            Answer::text(504, &format!("{} did not answer within {} ms", self.who, self.timeout.as_millis()))
         })
+    }
+
+    /// The 429 for a request the upstream budget cannot pay for now (the type's base weight, as the exchange
+    /// charges this server's IP).
+    fn over_budget(&self, body: &str) -> Option<Answer> {
+        let budget = self.budget.as_ref()?;
+        let kind = serde_json::from_str::<Value>(body).ok()?.get("type")?.as_str()?.to_string();
+        let w = std::num::NonZeroU32::new(super::info_weight::base_weight(&kind))?;
+        match budget.check_n(w) {
+            Ok(Ok(())) => None,
+            _ => Some(Answer::text(
+                429,
+                &format!(
+                    "hlbook's budget for the upstream info server is spent (server.upstream_weight_per_minute); \
+                     {kind} was not asked, try again later"
+                ),
+            )),
+        }
     }
 
     /// One POST to the node, its body read up to the size cap.
@@ -129,7 +175,7 @@ impl Passthrough {
         let sent = self.client.post(&self.url).header("content-type", "application/json").body(body.to_string());
         let mut resp = match sent.send().await {
             Ok(r) => r,
-            Err(e) => return Answer::text(502, &format!("node info server unreachable: {e}")),
+            Err(e) => return Answer::text(502, &format!("{} is unreachable: {e}", self.who)),
         };
         let status = resp.status().as_u16();
         if resp.content_length().is_some_and(|n| n > self.max_bytes as u64) {
@@ -141,11 +187,14 @@ impl Passthrough {
                 Ok(Some(chunk)) if bytes.len() + chunk.len() > self.max_bytes => return self.too_large(),
                 Ok(Some(chunk)) => bytes.extend_from_slice(&chunk),
                 Ok(None) => break,
-                Err(e) => return Answer::text(502, &format!("node info server: {e}")),
+                Err(e) => return Answer::text(502, &format!("{}: {e}", self.who)),
             }
         }
+        // A JSON answer passes as it came; a refusal (the node's 422 text) keeps its status and text.
         if serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_ok() {
-            Answer { status, json: Bytes::from(bytes) }
+            Answer::json_with(status, Bytes::from(bytes))
+        } else if status == 200 {
+            Answer::text(502, &format!("{} answered 200 with a body that is not JSON", self.who))
         } else {
             Answer::text(status, &String::from_utf8_lossy(&bytes))
         }
@@ -154,7 +203,7 @@ impl Passthrough {
     fn too_large(&self) -> Answer {
         Answer::text(
             502,
-            &format!("the node's answer is larger than server.info_max_response_bytes ({})", self.max_bytes),
+            &format!("the answer of {} is larger than server.info_max_response_bytes ({})", self.who, self.max_bytes),
         )
     }
 }
@@ -166,33 +215,64 @@ enum Kind {
     Int,
     /// An order id: an integer, or a client order id string.
     IntOrText(usize),
+    Bool,
+    /// An object of known fields (candleSnapshot's `req`), canonical in turn.
+    Object,
 }
 
-/// Every field forwarded, whatever the type (a type without one of them ignores it); any other is dropped.
+/// Every field forwarded, whatever the type (a type without one of them ignores it); any other is dropped. The
+/// union of the official read types' request fields.
 const FIELDS: &[(&str, Kind)] = &[
+    ("aggregateByTime", Kind::Bool),
     ("coin", Kind::Text(64)),
     ("dex", Kind::Text(64)),
     ("endTime", Kind::Int),
+    ("id", Kind::Int),
     ("interval", Kind::Text(8)),
+    ("mantissa", Kind::Int),
+    ("nSigFigs", Kind::Int),
     ("oid", Kind::IntOrText(66)),
+    ("req", Kind::Object),
     ("startTime", Kind::Int),
+    ("token", Kind::IntOrText(66)),
+    ("tokenId", Kind::Text(66)),
     ("user", Kind::Text(66)),
+    ("vaultAddress", Kind::Text(66)),
 ];
 
 /// The request as forwarded and cached: `type` first, then the known fields it has, in `FIELDS` order; an
 /// unknown field is dropped, a known one of the wrong kind refused (422), so no client can make two keys of one
 /// request or send the node anything but these.
 fn canonical(body: &Value) -> Result<String, Answer> {
-    let bad = |field: &str, want: &str| Answer::text(422, &format!("info request: `{field}` must be {want}"));
     let kind = body.get("type").and_then(Value::as_str).filter(|t| t.len() <= 64);
     let kind = kind.ok_or_else(|| bad("type", "a string of at most 64 bytes"))?;
     let mut out = serde_json::Map::new();
     out.insert("type".into(), Value::String(kind.into()));
+    known_fields(body, &mut out, true)?;
+    Ok(Value::Object(out).to_string())
+}
+
+fn bad(field: &str, want: &str) -> Answer {
+    Answer::text(422, &format!("Failed to deserialize the JSON body into the target type: `{field}` must be {want}"))
+}
+
+/// Copies `body`'s known fields into `out`, in `FIELDS` order; `nest` allows one level of object.
+fn known_fields(body: &Value, out: &mut serde_json::Map<String, Value>, nest: bool) -> Result<(), Answer> {
     for (name, k) in FIELDS {
         let Some(v) = body.get(*name).filter(|v| !v.is_null()) else { continue };
+        if matches!(k, Kind::Object) && !nest {
+            continue;
+        }
         let ok = match (k, v) {
             (Kind::Text(max) | Kind::IntOrText(max), Value::String(t)) => t.len() <= *max,
             (Kind::Int | Kind::IntOrText(_), Value::Number(n)) => n.is_i64() || n.is_u64(),
+            (Kind::Bool, Value::Bool(_)) => true,
+            (Kind::Object, Value::Object(_)) => {
+                let mut inner = serde_json::Map::new();
+                known_fields(v, &mut inner, false)?;
+                out.insert((*name).into(), Value::Object(inner));
+                continue;
+            }
             _ => false,
         };
         if !ok {
@@ -200,12 +280,14 @@ fn canonical(body: &Value) -> Result<String, Answer> {
                 Kind::Text(max) => format!("a string of at most {max} bytes"),
                 Kind::Int => "an integer".to_string(),
                 Kind::IntOrText(max) => format!("an integer or a string of at most {max} bytes"),
+                Kind::Bool => "a boolean".to_string(),
+                Kind::Object => "an object of known fields".to_string(),
             };
             return Err(bad(name, &want));
         }
         out.insert((*name).into(), v.clone());
     }
-    Ok(Value::Object(out).to_string())
+    Ok(())
 }
 
 #[cfg(test)]
@@ -226,10 +308,47 @@ mod tests {
     fn only_listed_read_only_types_pass() {
         let mut c = cfg();
         let p = Passthrough::new("http://127.0.0.1:9/info", &c);
-        assert!(p.allows("meta") && p.allows("perpDexs"));
-        assert!(!p.allows("fileSnapshot") && !p.allows("clearinghouseState") && !p.allows(""));
+        assert!(p.allows("meta") && p.allows("perpDexs") && p.allows("clearinghouseState"));
+        assert!(!p.allows("fileSnapshot") && !p.allows("metaAndAssetCtxs") && !p.allows(""));
         c.info_types.push("fileSnapshot".into());
         assert!(!Passthrough::new("http://127.0.0.1:9/info", &c).allows("fileSnapshot"));
+        let up = Passthrough::upstream(&ServerConfig { upstream_info_url: "http://127.0.0.1:9/info".into(), ..cfg() });
+        assert!(up.allows("metaAndAssetCtxs") && up.allows("fundingHistory") && !up.allows("fileSnapshot"));
+    }
+
+    #[test]
+    fn the_canonical_form_keeps_known_fields_in_one_order_and_nests_once() {
+        let a = serde_json::json!({"user": "0xab", "type": "userFillsByTime", "startTime": 5, "junk": [1, 2],
+            "aggregateByTime": true});
+        assert_eq!(
+            canonical(&a).unwrap(),
+            r#"{"type":"userFillsByTime","aggregateByTime":true,"startTime":5,"user":"0xab"}"#
+        );
+        let c = serde_json::json!({"type": "candleSnapshot", "req": {"interval": "1m", "coin": "BTC", "x": 1,
+            "startTime": 0, "req": {}}});
+        assert_eq!(
+            canonical(&c).unwrap(),
+            r#"{"type":"candleSnapshot","req":{"coin":"BTC","interval":"1m","startTime":0}}"#,
+            "a nested req is not taken a second time"
+        );
+        let wrong = canonical(&serde_json::json!({"type": "marginTable", "id": "x"})).unwrap_err();
+        assert!(wrong.status == 422 && wrong.text && wrong.message().contains("`id`"), "{wrong:?}");
+    }
+
+    #[tokio::test]
+    async fn the_upstream_budget_refuses_past_its_weight_and_says_which_setting() {
+        let (url, count) = node(Duration::ZERO, 0).await;
+        let c = ServerConfig { upstream_info_url: url, upstream_weight_per_minute: 40, upstream_cache_ms: 0, ..cfg() };
+        let up = Passthrough::upstream(&c);
+        let gate = InfoGate::new(&cfg());
+        let ip: IpAddr = "10.0.0.9".parse().unwrap();
+        let ask = |t: &str| serde_json::json!({"type": t});
+        assert_eq!(up.ask(&gate, ip, &ask("metaAndAssetCtxs")).await.status, 200);
+        assert_eq!(up.ask(&gate, ip, &ask("fundingHistory")).await.status, 200);
+        let spent = up.ask(&gate, ip, &ask("metaAndAssetCtxs")).await;
+        assert_eq!(spent.status, 429);
+        assert!(spent.message().contains("server.upstream_weight_per_minute"), "{spent:?}");
+        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 2, "the refused request was not sent");
     }
 
     /// A stand-in info server answering `{"n":N}` (N counts requests) after `delay`, or `size` bytes of JSON.
@@ -279,7 +398,7 @@ mod tests {
             tokio::spawn(async move { p.ask(&gate, ip, &body).await })
         });
         for a in futures_util::future::join_all(asks).await {
-            assert_eq!(a.unwrap(), Answer { status: 200, json: Bytes::from_static(br#"{"n":1}"#) });
+            assert_eq!(a.unwrap(), Answer::json(Bytes::from_static(br#"{"n":1}"#)));
         }
         assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1, "one request reached the node");
         assert_eq!(gate.ips_tracked(), 0);

@@ -1,30 +1,45 @@
-//! `openOrders` and `frontendOpenOrders` answered from our L4 books, so they agree with the books a client is sent
-//! (the node's info server answers for its own, possibly different, height).
+//! Per-user info types answered from our L4 books: `openOrders` and `frontendOpenOrders` when no node info
+//! server answers them, and `orderStatus` for an order resting in the books.
 //!
 //! Only resting orders are on the books: untriggered trigger orders are not in the node's book output, so they
-//! are missing here (the official answer includes them). `dex` selects coins as the official API does: absent or
-//! `""` the main dex's perps and every spot book, a name its `name:COIN` books. Orders are listed newest first.
-//! Every book is walked under the read lock: O(resting orders), a few milliseconds on a full mainnet book.
+//! are missing here (the official answer includes them, which is why the node answers open orders when it is
+//! configured). `dex` selects coins as the official API does: absent or `""` the main dex's perps and every spot
+//! book, a name its `name:COIN` books. Orders are listed newest first. Every book is walked under the read lock:
+//! O(resting orders), a few milliseconds on a full mainnet book.
+//!
+//! `orderStatus` is answered only for an order resting in the books ("open"). An order hlbook does not hold may
+//! be filled, canceled, untriggered or never placed: hlbook cannot tell, so it never answers `unknownOid` itself.
 
 use serde_json::Value;
 
+use super::info::Local;
+use super::info_gate::Answer;
+use super::market_info::of_dex;
 use crate::book::CoinBook;
 use crate::book::export::order_out;
 use crate::node::{Address, Side};
 use crate::publish::users::WsOrderBody;
 use crate::state::Shared;
 
+/// The request's `user`, or the refusal.
+pub fn user_of(body: &Value) -> Result<Address, Answer> {
+    let user = body.get("user").and_then(Value::as_str).and_then(|u| Address::parse(&u.to_ascii_lowercase()));
+    user.ok_or_else(|| Answer::text(422, "Failed to deserialize the JSON body into the target type: user"))
+}
+
+fn half_applied() -> Answer {
+    Answer::text(503, "the books are half-applied (a block's status line is awaited); try again")
+}
+
 /// Answers `openOrders` (`frontend` false) or `frontendOpenOrders`.
-pub fn open_orders(shared: &Shared, body: &Value, frontend: bool) -> (u16, Value) {
-    let Some(user) = body.get("user").and_then(Value::as_str).and_then(|u| Address::parse(&u.to_ascii_lowercase()))
-    else {
-        return (422, Value::String("Failed to deserialize the JSON body into the target type: user".into()));
+pub fn open_orders(shared: &Shared, body: &Value, frontend: bool) -> Answer {
+    let user = match user_of(body) {
+        Ok(u) => u,
+        Err(a) => return a,
     };
     let dex = body.get("dex").and_then(Value::as_str).unwrap_or_default().to_string();
     // Whole orders only (no half-applied block), like the book a client sees.
-    let Some(books) = shared.complete_books(std::time::Duration::from_secs(5)) else {
-        return (503, Value::String("the books are half-applied (a block's status line is awaited); try again".into()));
-    };
+    let Some(books) = shared.complete_books(std::time::Duration::from_secs(5)) else { return half_applied() };
     let mut found: Vec<(u64, Value)> = Vec::new();
     for book in books.books().filter(|b| of_dex(b.coin(), &dex)) {
         for side in [Side::Bid, Side::Ask] {
@@ -35,7 +50,47 @@ pub fn open_orders(shared: &Shared, body: &Value, frontend: bool) -> (u16, Value
     }
     drop(books);
     found.sort_by_key(|f| std::cmp::Reverse(f.0));
-    (200, Value::Array(found.into_iter().map(|(_, v)| v).collect()))
+    Answer::json(Value::Array(found.into_iter().map(|(_, v)| v).collect()).to_string())
+}
+
+/// Answers `orderStatus` (`oid` a number, or a cloid string) for an order of `user` resting in the books:
+/// `{"status":"order","order":{"order":{…frontend fields},"status":"open","statusTimestamp":ms}}`. Anything else
+/// is `Unsure`: hlbook cannot tell a filled order from one never placed.
+pub fn order_status(shared: &Shared, body: &Value) -> Local {
+    let user = match user_of(body) {
+        Ok(u) => u,
+        Err(a) => return Local::Answer(a),
+    };
+    let (oid, cloid) = match body.get("oid") {
+        Some(Value::Number(n)) if n.as_u64().is_some() => (n.as_u64(), None),
+        Some(Value::String(c)) if crate::node::Cloid::parse(&c.to_ascii_lowercase()).is_some() => {
+            (None, crate::node::Cloid::parse(&c.to_ascii_lowercase()))
+        }
+        _ => {
+            let text = "Failed to deserialize the JSON body into the target type: oid must be an integer or a cloid";
+            return Local::Answer(Answer::text(422, text));
+        }
+    };
+    let Some(books) = shared.complete_books(std::time::Duration::from_secs(5)) else {
+        return Local::Answer(half_applied());
+    };
+    for book in books.books() {
+        let found = match (oid, &cloid) {
+            (Some(oid), _) => book.order(oid).filter(|o| o.user == user),
+            (None, Some(c)) => [Side::Bid, Side::Ask]
+                .into_iter()
+                .flat_map(|s| book.orders(s))
+                .find(|o| o.user == user && o.cloid.as_ref() == Some(c)),
+            (None, None) => None,
+        };
+        if let Some(o) = found {
+            let order = serde_json::to_value(order_out(book, o)).unwrap_or(Value::Null);
+            let v = serde_json::json!({"status": "order",
+                "order": {"order": order, "status": "open", "statusTimestamp": o.timestamp}});
+            return Local::Answer(Answer::json(v.to_string()));
+        }
+    }
+    Local::Unsure("the order is not resting in hlbook's books, and hlbook keeps no other order statuses".into())
 }
 
 fn entry(book: &CoinBook, o: &crate::book::RestingOrder, frontend: bool) -> Value {
@@ -45,14 +100,6 @@ fn entry(book: &CoinBook, o: &crate::book::RestingOrder, frontend: bool) -> Valu
         serde_json::to_value(WsOrderBody::of_resting(book.coin(), o))
     };
     v.unwrap_or(Value::Null)
-}
-
-/// Whether `coin` belongs to `dex` (`""`: the main dex and spot).
-fn of_dex(coin: &str, dex: &str) -> bool {
-    match coin.split_once(':') {
-        Some((d, _)) => d == dex,
-        None => dex.is_empty(),
-    }
 }
 
 #[cfg(test)]
@@ -91,8 +138,9 @@ mod tests {
         gold.insert(order(4, a, Side::Ask, 300_000_000), None, None);
         let shared = Shared::new(Books::new(9, [btc, gold]), std::time::Duration::from_secs(10));
         let upper = "0x5EAAC7C475B1FAD85701F02C4E9E796A53F94BD5";
-        let (status, v) = open_orders(&shared, &serde_json::json!({"type":"openOrders","user":upper}), false);
-        assert_eq!(status, 200);
+        let a = open_orders(&shared, &serde_json::json!({"type":"openOrders","user":upper}), false);
+        assert_eq!(a.status, 200);
+        let v: Value = serde_json::from_slice(&a.body).unwrap();
         assert_eq!(
             v,
             serde_json::json!([
@@ -101,10 +149,23 @@ mod tests {
             ])
         );
         let body = serde_json::json!({"type":"frontendOpenOrders","user":upper,"dex":"xyz"});
-        let (_, v) = open_orders(&shared, &body, true);
+        let v: Value = serde_json::from_slice(&open_orders(&shared, &body, true).body).unwrap();
         assert_eq!(v[0]["coin"], "xyz:GOLD");
         assert_eq!(v[0]["orderType"], "Limit");
         assert_eq!(v[0]["children"], serde_json::json!([]));
-        assert_eq!(open_orders(&shared, &serde_json::json!({"user":"0x12"}), false).0, 422);
+        assert_eq!(open_orders(&shared, &serde_json::json!({"user":"0x12"}), false).status, 422);
+
+        // orderStatus: a resting order of the user, by oid; another user's, or an unknown oid, is not answered.
+        let status = |oid: Value| order_status(&shared, &serde_json::json!({"user": upper, "oid": oid}));
+        let Local::Answer(a) = status(serde_json::json!(3)) else { panic!("oid 3 rests") };
+        let v: Value = serde_json::from_slice(&a.body).unwrap();
+        assert_eq!((&v["status"], &v["order"]["status"]), (&serde_json::json!("order"), &serde_json::json!("open")));
+        assert_eq!(
+            (&v["order"]["order"]["oid"], &v["order"]["statusTimestamp"]),
+            (&serde_json::json!(3), &serde_json::json!(7))
+        );
+        assert!(matches!(status(serde_json::json!(2)), Local::Unsure(_)), "oid 2 is b's");
+        assert!(matches!(status(serde_json::json!(99)), Local::Unsure(_)));
+        assert!(matches!(status(serde_json::json!([1])), Local::Answer(a) if a.status == 422));
     }
 }

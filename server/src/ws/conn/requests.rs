@@ -169,14 +169,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             let _place = place;
             let a = crate::ws::info::answer(&ctx, ip, &payload).await;
             let text = if a.status == 200 {
-                protocol::post_info_response(&id, payload.get("type").unwrap_or(&serde_json::Value::Null), &a.json)
+                protocol::post_info_response(&id, payload.get("type").unwrap_or(&serde_json::Value::Null), &a.body)
             } else {
-                let text = serde_json::from_slice::<serde_json::Value>(&a.json).ok();
-                let text = text
-                    .as_ref()
-                    .and_then(serde_json::Value::as_str)
-                    .map_or_else(|| String::from_utf8_lossy(&a.json).into_owned(), str::to_string);
-                protocol::post_error(&id, &text)
+                protocol::post_error(&id, &a.message())
             };
             // Charged before it queues: a client that posts and never reads pays for what waits for it.
             let charge = budget.charge(text.len());
