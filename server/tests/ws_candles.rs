@@ -101,9 +101,12 @@ async fn collect(addr: String, subs: Vec<Value>, mut stop: tokio::sync::watch::R
     wsclient::raw::collect_until(&mut ws, &mut stop, "candles").await
 }
 
+/// The status and the answer: JSON, or a refusal's plain text as a string.
 fn post_info(base: &str, body: &Value) -> (u16, Value) {
     let r = reqwest::blocking::Client::new().post(format!("{base}/info")).json(body).send().unwrap();
-    (r.status().as_u16(), r.json().unwrap())
+    let status = r.status().as_u16();
+    let text = r.text().unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
 }
 
 /// The frames of one subscription and whether a notice names it.
