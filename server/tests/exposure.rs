@@ -49,7 +49,10 @@ fn file_snapshot_is_refused_over_http_and_the_socket_and_no_file_appears() {
         // A type no one here answers is refused the same way, naming the setting that would; a node type passes.
         let (status, body) = post(&format!("{}/info", feed.base), &json!({"type": "fundingHistory"})).await;
         let text = body.as_str().unwrap();
-        assert!(status == 422 && text.contains("fundingHistory") && text.contains("server.upstream_info_url"), "{status} {body}");
+        assert!(
+            status == 422 && text.contains("fundingHistory") && text.contains("server.upstream_info_url"),
+            "{status} {body}"
+        );
         assert_eq!(post(&format!("{}/info", feed.base), &json!({"type": "meta"})).await.0, 200);
 
         let mut ws = connect(&feed.addr, "", None).await;
@@ -354,4 +357,46 @@ fn dies_and_exits(env: (&str, &str), extra: &[&str], sub: Option<Value>, why: &s
     assert!(!status.success(), "exit status {status}");
     let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap();
     assert!(log.contains(why), "the log says why");
+}
+
+#[test]
+fn a_flood_of_passed_requests_is_refused_at_the_exchanges_weight_and_a_bystander_is_answered() {
+    // One client IP (behind the trusted balancer) asks the node for `meta` 200 times without a cache: at 20 a
+    // request, the default 1200 a minute lets 60 through and refuses the rest with 429 text; another client's
+    // l2Book and allMids (weight 2) are answered all along, and the node saw no more than the allowance.
+    let feed = Feed::start_with(&[], "info_cache_ms = 0\ntrusted_proxies = [\"127.0.0.1\"]");
+    let url = format!("{}/info", feed.base);
+    let asked_before = sim_stats(&feed)["by_type"]["meta"].as_u64().unwrap_or(0);
+    let as_ip = |ip: &'static str, body: Value| {
+        let url = url.clone();
+        async move {
+            let resp = reqwest::Client::new().post(&url).header("X-Forwarded-For", ip).json(&body).send().await;
+            let resp = resp.expect("POST /info");
+            (resp.status().as_u16(), resp.text().await.unwrap_or_default())
+        }
+    };
+    let t0 = Instant::now();
+    let (refused, passed, bystander) = rt().block_on(async {
+        let (mut refused, mut passed, mut bystander) = (Vec::new(), 0, Vec::new());
+        for i in 0..200 {
+            let (status, text) = as_ip("203.0.113.7", json!({"type": "meta"})).await;
+            match status {
+                200 => passed += 1,
+                _ => refused.push((status, text)),
+            }
+            if i % 20 == 0 {
+                for kind in [json!({"type": "l2Book", "coin": "BTC"}), json!({"type": "allMids"})] {
+                    bystander.push(as_ip("198.51.100.1", kind).await.0);
+                }
+            }
+        }
+        (refused, passed, bystander)
+    });
+    // The allowance refills at 20 a second: one more meta for each second the flood took.
+    let allowance = 60 + t0.elapsed().as_secs() + 1;
+    assert!((60..=allowance).contains(&passed), "1200 a minute at 20 a meta request: {passed} passed");
+    assert!(refused.iter().all(|(s, t)| *s == 429 && t.contains("server.info_weight_per_minute")), "{refused:?}");
+    assert!(bystander.iter().all(|s| *s == 200), "the bystander is answered: {bystander:?}");
+    let asked = sim_stats(&feed)["by_type"]["meta"].as_u64().unwrap_or(0) - asked_before;
+    assert_eq!(asked, passed, "refused requests never reach the node");
 }
