@@ -8,6 +8,7 @@
 //! writes a block's lines under one lock, and publishes the block's height before releasing it; the info server
 //! copies the books under that lock, so a snapshot's height always matches its books and all written lines.
 
+pub mod accounts;
 pub mod block;
 pub mod cli;
 pub mod coins;
