@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use procs::{admin_base, get_json, start_serve, start_sim, wait_health};
+use procs::{admin_base, get_json, start_serve, start_sim, start_sim_exchange, wait_health};
 use serde_json::{Value, json};
 use wsclient::raw::channel;
 
@@ -357,11 +357,12 @@ fn candles_older_than_the_store_are_seeded_from_an_info_server() {
     #[rustfmt::skip]
     let sim_args = ["--coins", "3", "--btc-orders", "1000", "--orders-per-coin", "200", "--block-ms", "40",
         "--rate", "0.1", "--reject-ratio", "1", "--users", "25", "--blocks", "300"];
-    let (mut sim, info) = start_sim(&data, &sim_args, &out.path().join("sim.log"));
-    // hlsim's info server plays the official API: it answers candleSnapshot for the time before it began.
+    let (mut sim, info, exchange) = start_sim_exchange(&data, &sim_args, &out.path().join("sim.log"));
+    // hlsim's exchange server plays the official API: it answers candleSnapshot for the time before it began (its
+    // node server, like a real node, does not).
     let seed = [
         "--set",
-        &format!("store.seed_url=\"{info}\""),
+        &format!("store.seed_url=\"{exchange}\""),
         "--set",
         "store.seed_coins=[\"BTC\"]",
         "--set",

@@ -77,9 +77,15 @@ pub struct SimArgs {
     /// Exit once the last block is written instead of serving the info API until a signal.
     #[arg(long)]
     pub exit_when_done: bool,
+    /// The node's info server: answers exactly the types a real node's `--serve-info` does.
     #[arg(long, default_value = "127.0.0.1:3001")]
     pub info_listen: SocketAddr,
-    /// Hold every market answer of the info server this long (a busy node), to test what reaches it.
+    /// Also serve the public API's info server here (the node's types but fileSnapshot, plus asset contexts,
+    /// l2Book, allMids, candleSnapshot, fundingHistory), for tests of what hlbook asks the official API. Prints
+    /// `exchange listening on ADDR`. Off by default.
+    #[arg(long)]
+    pub exchange_listen: Option<SocketAddr>,
+    /// Hold every answer of both info servers this long (a busy node), to test what reaches them.
     #[arg(long, default_value_t = 0)]
     pub info_delay_ms: u64,
     /// CSV of when each block's lines were written: per stream (fills, statuses, diffs) and the block's last line,

@@ -14,7 +14,7 @@ use super::fmt::{decimal_string, signed_decimal};
 use crate::node::Side;
 
 /// Hourly funding at zero premium: the 0.01% per 8 hours interest rate.
-const BASE_FUNDING: &str = "0.0000125";
+pub const BASE_FUNDING: &str = "0.0000125";
 /// Every spot token's supply (whole tokens).
 const SUPPLY: &str = "1000000000.0";
 /// Premium decimals, as the exchange writes them.
@@ -55,10 +55,19 @@ struct Prices {
 }
 
 fn prices(c: &CoinSpec, t: &Top) -> Prices {
-    let oracle = c.mid;
     let spread = t.bid.zip(t.ask);
-    let mark = spread.map_or(oracle, |(b, a)| oracle.clamp(b.min(a), a.max(b)));
-    Prices { oracle, mark, mid2: spread.map(|(b, a)| b + a), spread }
+    Prices { oracle: c.mid, mark: mark(c, t.bid, t.ask), mid2: spread.map(|(b, a)| b + a), spread }
+}
+
+/// The coin's mark price in ticks from its best prices; the account answers value positions at it, so they agree
+/// with the contexts' `markPx`.
+pub fn mark(c: &CoinSpec, bid: Option<u64>, ask: Option<u64>) -> u64 {
+    bid.zip(ask).map_or(c.mid, |(b, a)| c.mid.clamp(b.min(a), a.max(b)))
+}
+
+/// The coin's mid as `allMids` writes it (None unless both sides rest).
+pub fn mid_px(c: &CoinSpec, bid: Option<u64>, ask: Option<u64>) -> Option<String> {
+    bid.zip(ask).map(|(b, a)| decimal_string((b + a) * 5, c.px_dec + 1))
 }
 
 fn px(c: &CoinSpec, ticks: u64) -> Value {

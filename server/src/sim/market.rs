@@ -10,6 +10,7 @@ use std::sync::Arc;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 
+use super::accounts::{Accounts, Trade};
 use super::block::BlockOut;
 use super::coins::{CoinSpec, Kind};
 use super::events::{self, DiffOp, FillSide};
@@ -45,6 +46,8 @@ pub struct Market {
     pub coins: Vec<CoinSpec>,
     pub books: Vec<SimBook>,
     pub users: Arc<Vec<String>>,
+    /// What each user owns, moved by the fills written (the info server's account answers read it).
+    pub accounts: Accounts,
     rng: Xoshiro256PlusPlus,
     next_oid: u64,
     target: Vec<usize>,
@@ -70,12 +73,13 @@ impl Market {
             target: Vec::new(),
             coins: cfg.coins,
             users,
+            accounts: Accounts::default(),
             rng,
             next_oid: FIRST_OID,
             diffs_per_block: cfg.diffs_per_block,
             reject_ratio: cfg.reject_ratio,
             time: Vec::new(),
-            time_ms: 0,
+            time_ms: cfg.start_ms,
         };
         for c in 0..m.coins.len() {
             let n = if m.coins[c].name == "BTC" { cfg.btc_orders } else { cfg.orders_per_coin };
@@ -93,6 +97,7 @@ impl Market {
             coins: self.coins.clone(),
             books: self.books.clone(),
             users: self.users.clone(),
+            accounts: self.accounts.clone(),
             rng: self.rng.clone(),
             next_oid: self.next_oid,
             target: self.target.clone(),
@@ -101,6 +106,11 @@ impl Market {
             time: Vec::new(),
             time_ms: 0,
         }
+    }
+
+    /// The latest block's time in ms (the start's before the first block): the L1 time `exchangeStatus` reports.
+    pub fn time_ms(&self) -> u64 {
+        self.time_ms
     }
 
     pub fn order_count(&self) -> usize {
@@ -146,9 +156,11 @@ impl Market {
         };
         let oid = self.next_oid;
         self.next_oid += 1;
+        let user = self.rng.random_range(0..self.users.len() as u32);
+        self.accounts.request(user);
         Order {
             oid,
-            user: self.rng.random_range(0..self.users.len() as u32),
+            user,
             side,
             px,
             sz,
@@ -262,6 +274,7 @@ impl Market {
         let Some(level) = self.books[c].level(side, k) else { return 0 };
         let oid = level[self.rng.random_range(0..level.len())];
         let Some(o) = self.books[c].remove(oid) else { return 0 };
+        self.accounts.request(o.user);
         let coin = &self.coins[c];
         let user = &self.users[o.user as usize];
         out.event(Stream::Diffs, |b| events::diff(b, user, coin, &o, DiffOp::Remove));
@@ -315,34 +328,23 @@ impl Market {
         diffs
     }
 
-    /// The two fills of one trade (same tid; taker crossed), in random order as the node does.
+    /// The two fills of one trade (same tid; taker crossed), in random order as the node does. Each side moves its
+    /// user's account in the order the fills are written, so every fill's startPosition is the previous one's end.
     fn trade(&mut self, c: usize, taker: &Order, maker: &Order, q: u64, hash: &str, out: &mut BlockOut) {
         let coin = &self.coins[c];
         let notional = u128::from(maker.px) * u128::from(q) * 1_000_000 / 10u128.pow(coin.px_dec + coin.sz_dec);
         let notional = notional.min(i64::MAX as u128) as i64;
         let tid = self.rng.random_range(1u64 << 40..1u64 << 50);
         let maker_first = self.rng.random();
-        let mut sides = Vec::with_capacity(2);
-        for (o, crossed) in [(taker, true), (maker, false)] {
-            let start: i64 = self.rng.random_range(-(coin.lot as i64) * 50..=(coin.lot as i64) * 50);
-            let buys = o.side == Side::Bid;
-            let spot = matches!(coin.kind, Kind::Spot { .. });
-            let (dir, closing) = match (spot, buys, start >= 0) {
-                (true, true, _) => ("Buy", false),
-                (true, false, _) => ("Sell", false),
-                (false, true, true) => ("Open Long", false),
-                (false, true, false) => ("Close Short", true),
-                (false, false, true) => ("Close Long", true),
-                (false, false, false) => ("Open Short", false),
-            };
-            let pnl = if closing { self.rng.random_range(-notional / 50..=notional / 50) } else { 0 };
-            let fee = if crossed { notional * 45 / 100_000 } else { -(notional * 3 / 100_000) };
-            sides.push((o, crossed, start, dir, pnl, fee));
-        }
+        let mut sides = [(taker, true), (maker, false)];
         if maker_first {
             sides.reverse();
         }
-        for (o, crossed, start_position, dir, closed_pnl, fee) in sides {
+        for (o, crossed) in sides {
+            let fee = if crossed { notional * 45 / 100_000 } else { -(notional * 3 / 100_000) };
+            let buys = o.side == Side::Bid;
+            let t = Trade { user: o.user, coin: c, buys, px: maker.px, sz: q, crossed, fee };
+            let done = self.accounts.apply(coin, t);
             let f = FillSide {
                 user: &self.users[o.user as usize],
                 order: o,
@@ -350,9 +352,9 @@ impl Market {
                 sz: q,
                 side: o.side,
                 time_ms: self.time_ms,
-                start_position,
-                dir,
-                closed_pnl,
+                start_position: done.start,
+                dir: done.dir,
+                closed_pnl: done.closed_pnl,
                 hash,
                 crossed,
                 fee,
@@ -385,9 +387,11 @@ impl Market {
             ("minTradeNtlRejected", Tif::Gtc, near, true)
         };
         let sz = self.rng.random_range(1..=coin.lot * 2);
+        let user = self.rng.random_range(0..self.users.len() as u32);
+        self.accounts.request(user);
         let o = Order {
             oid: self.next_oid,
-            user: self.rng.random_range(0..self.users.len() as u32),
+            user,
             side,
             px,
             sz,

@@ -1,13 +1,14 @@
 //! A Hyperliquid node simulator (`hlsim`): writes the three node streams exactly as a real non-validator does
-//! (hour files, by-block or streaming lines, realistic volume) and answers its info server (`meta`, `spotMeta`,
-//! `fileSnapshot`, and for ccxt `metaAndAssetCtxs`, `spotMetaAndAssetCtxs`, `perpDexs`), with faults to inject
-//! on demand.
+//! (hour files, by-block or streaming lines, realistic volume) and answers its info server with exactly the types
+//! a real node answers (`info`), with faults to inject on demand. On request (`--exchange-listen`) it also plays
+//! the public API's info server over the same market, for tests of what hlbook asks upstream.
 //!
 //! It keeps its own books (`orders`), independent of the server's engine in `crate::book`: the server is tested
 //! against the simulator, so the two must not share the code under test. The producer changes the books and
 //! writes a block's lines under one lock, and publishes the block's height before releasing it; the info server
 //! copies the books under that lock, so a snapshot's height always matches its books and all written lines.
 
+pub mod accounts;
 pub mod block;
 pub mod cli;
 pub mod coins;
@@ -15,7 +16,7 @@ pub mod ctxs;
 pub mod events;
 pub mod faults;
 pub mod fmt;
-pub mod info_server;
+pub mod info;
 pub mod market;
 pub mod nodes;
 pub mod orders;
@@ -261,12 +262,29 @@ async fn serve(args: SimArgs) -> anyhow::Result<()> {
     let names: Vec<&str> = sim.shared.coins.iter().map(|c| c.name).collect();
     tracing::info!(out = %args.out.display(), mode = ?args.mode, coins = ?names, orders, info = %addr,
         start_height = args.start_height, "hlsim started");
-    let app = info_server::router_with(sim.shared(), std::time::Duration::from_millis(args.info_delay_ms));
+    let delay = Duration::from_millis(args.info_delay_ms);
+    let app = info::router_with(sim.shared(), info::Role::Node, delay);
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "info server failed");
         }
     });
+    if let Some(addr) = args.exchange_listen {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "exchange listening on {addr}")?;
+            out.flush()?;
+        }
+        let app = info::router_with(sim.shared(), info::Role::Exchange, delay);
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                tracing::error!(error = %e, "exchange info server failed");
+            }
+        });
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
     let producer_stop = stop.clone();

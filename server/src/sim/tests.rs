@@ -1,11 +1,11 @@
 //! The simulator against the server's engine: lines parse with `NodeParser`, and replaying them from a sim
-//! snapshot with `crate::ingest::replay` ends in exactly the sim's own books. Plus the info API over HTTP and
-//! the `--rate` scaling.
+//! snapshot with `crate::ingest::replay` ends in exactly the sim's own books. Plus the `--rate` scaling (the info
+//! servers are tested in `info::tests`).
 
 use std::path::Path;
 
 use super::fmt::decimal_string;
-use super::info_server::{copy_books, write_snapshot};
+use super::info::{copy_books, write_snapshot};
 use super::*;
 use crate::book::Books;
 use crate::book::snapshot::load_books;
@@ -183,74 +183,4 @@ fn rate_scales_the_event_count() {
     }
     assert!(counts[1] > counts[0] * 6 && counts[1] < counts[0] * 14, "{counts:?}");
     assert!(counts[0] > 10 * 450 / 2 && counts[0] < 10 * 450 * 3 / 2, "{counts:?}");
-}
-
-#[test]
-fn info_api_over_http() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut sim = Sim::new(&small_args(&tmp.path().join("data"), Mode::ByBlock)).unwrap();
-    for _ in 0..3 {
-        sim.step().unwrap();
-    }
-    let shared = sim.shared();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/info", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, super::info_server::router(shared)).await });
-        let client = reqwest::Client::new();
-        let post = |body: serde_json::Value| client.post(&url).json(&body).send();
-
-        let meta: serde_json::Value = post(serde_json::json!({"type":"meta"})).await.unwrap().json().await.unwrap();
-        let names: Vec<&str> =
-            meta["universe"].as_array().unwrap().iter().map(|u| u["name"].as_str().unwrap()).collect();
-        assert_eq!(names, ["BTC", "ETH", "SOL", "HYPE", "DOGE", "kPEPE"]);
-        assert_eq!(meta["universe"][0]["szDecimals"], 5);
-        let xyz: serde_json::Value =
-            post(serde_json::json!({"type":"meta","dex":"xyz"})).await.unwrap().json().await.unwrap();
-        assert_eq!(xyz["universe"][0]["name"], "xyz:GOLD");
-        let spot: serde_json::Value = post(serde_json::json!({"type":"spotMeta"})).await.unwrap().json().await.unwrap();
-        assert_eq!(spot["universe"][0]["name"], "@107");
-        assert_eq!(spot["universe"][0]["index"], 107);
-        assert!(spot["tokens"].as_array().unwrap().iter().any(|t| t["name"] == "HYPE"));
-
-        // ccxt's load_markets: contexts beside each universe, read from the books as they are now.
-        let tops = ctxs::tops(&sim.shared);
-        let (btc, btc_top) = (&sim.shared.coins[0], tops[0]);
-        assert!(btc_top.bid.is_some() && btc_top.ask.is_some() && btc_top.resting > 0, "{btc_top:?}");
-        let both: serde_json::Value =
-            post(serde_json::json!({"type":"metaAndAssetCtxs"})).await.unwrap().json().await.unwrap();
-        assert_eq!(both[0], meta);
-        assert_eq!(both[1].as_array().unwrap().len(), names.len());
-        assert_eq!(both[1][0], ctxs::perp_ctx(btc, &btc_top));
-        let both: serde_json::Value =
-            post(serde_json::json!({"type":"metaAndAssetCtxs","dex":"xyz"})).await.unwrap().json().await.unwrap();
-        assert_eq!((&both[0], both[1].as_array().unwrap().len()), (&xyz, 1));
-        let both: serde_json::Value =
-            post(serde_json::json!({"type":"spotMetaAndAssetCtxs"})).await.unwrap().json().await.unwrap();
-        assert_eq!((&both[0], &both[1][0]["coin"]), (&spot, &serde_json::json!("@107")));
-        let dexes: serde_json::Value =
-            post(serde_json::json!({"type":"perpDexs"})).await.unwrap().json().await.unwrap();
-        assert_eq!((&dexes[0], &dexes[1]["name"]), (&serde_json::Value::Null, &serde_json::json!("xyz")));
-
-        let path = tmp.path().join("snap.json");
-        let req = serde_json::json!({"type":"fileSnapshot","request":{"type":"l4Snapshots","includeUsers":true,
-            "includeTriggerOrders":false},"outPath":path,"includeHeightInOutput":true});
-        let r = post(req).await.unwrap();
-        assert_eq!(r.status(), 200);
-        assert_eq!(r.text().await.unwrap(), "null");
-        let books = load_books(&path).unwrap();
-        assert_eq!(books.height(), 1_000_000_002);
-        assert_eq!(books.order_count(), sim.shared.state.lock().market.order_count());
-
-        let r = client.post(&url).body("{not json").send().await.unwrap();
-        assert_eq!(r.status(), 400);
-        let text = r.text().await.unwrap();
-        assert!(!text.is_empty() && !text.contains('\n'), "{text:?}");
-        let r = post(serde_json::json!({"type":"fileSnapshot","outPath":"relative.json",
-            "request":{"type":"l4Snapshots"}}))
-        .await
-        .unwrap();
-        assert_eq!(r.status(), 400);
-    });
 }

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::info_server::copy_books;
+use super::info::copy_books;
 use super::tests::small_args;
 use super::*;
 use crate::node::paths::hour_files;
@@ -218,8 +218,7 @@ fn snapshot_mismatch_is_wrong_first_then_right() {
     let first = copy_books(&sim.shared);
     let second = copy_books(&sim.shared);
     let third = copy_books(&sim.shared);
-    let coin =
-        |s: &super::info_server::SnapshotCopy, name: &str| s.coins.iter().find(|c| c.0.name == name).cloned().unwrap();
+    let coin = |s: &super::info::SnapshotCopy, name: &str| s.coins.iter().find(|c| c.0.name == name).cloned().unwrap();
     let (_, wb, wa) = coin(&first, "ETH");
     let (_, rb, ra) = coin(&second, "ETH");
     assert_eq!(wb[..], rb[1..], "best bid order left out");

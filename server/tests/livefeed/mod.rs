@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::procs::{Proc, admin_base, start_serve, start_sim, wait_health};
+use crate::procs::{Proc, admin_base, start_serve, start_sim_exchange, wait_health};
 
 #[derive(Debug)]
 pub struct Feed {
@@ -17,8 +17,11 @@ pub struct Feed {
     pub base: String,
     /// `http://HOST:PORT` of the admin endpoints (`/status`, `/metrics`, `/l4snapshot`, the status page).
     pub admin: String,
-    /// `http://HOST:PORT/info` of the simulator (the node's info server).
+    /// `http://HOST:PORT/info` of the simulator (the node's info server: only what a real node answers).
     pub sim_info: String,
+    /// `http://HOST:PORT/info` of the simulator's stand-in for the public API (`--exchange-listen`), for a
+    /// server's `upstream_info_url`.
+    pub sim_exchange: String,
     pub dir: tempfile::TempDir,
 }
 
@@ -62,7 +65,7 @@ impl Feed {
             }
         }
         let args: Vec<&str> = flags.iter().flat_map(|&(f, v)| [f, v]).collect();
-        let (sim, info_url) = start_sim(&data, &args, &dir.path().join("sim.log"));
+        let (sim, info_url, exchange_url) = start_sim_exchange(&data, &args, &dir.path().join("sim.log"));
         let config = dir.path().join("hlbook.toml");
         std::fs::write(&config, format!("[server]\n{server_toml}\n")).unwrap();
         let snaps = dir.path().join("snapshots");
@@ -80,7 +83,7 @@ impl Feed {
         let base = format!("http://{addr}");
         let admin = admin_base(&server);
         wait_health(&base, Duration::from_secs(120), |h| h["state"] == "live");
-        Feed { server, sim, addr, base, admin, sim_info: info_url, dir }
+        Feed { server, sim, addr, base, admin, sim_info: info_url, sim_exchange: exchange_url, dir }
     }
 
     pub fn ws_url(&self) -> String {

@@ -157,6 +157,19 @@ pub fn start_sim(data: &Path, market: &[&str], log: &Path) -> (Proc, String) {
     (sim, format!("http://{info}/info"))
 }
 
+/// `start_sim` with hlsim also playing the public API (`--exchange-listen`, on a port it picks): returns it, the
+/// node's `http://HOST:PORT/info` and the exchange's. The node server answers only what a real node answers
+/// (no asset contexts, l2Book or history); tests of what hlbook asks the official API point it at the exchange.
+pub fn start_sim_exchange(data: &Path, market: &[&str], log: &Path) -> (Proc, String, String) {
+    let mut args = vec!["--out", data.to_str().expect("utf-8 path"), "--info-listen", "127.0.0.1:0"];
+    args.extend_from_slice(&["--exchange-listen", "127.0.0.1:0"]);
+    args.extend_from_slice(market);
+    let sim = Proc::start(HLSIM, &args, log);
+    let info = sim.wait_line("info listening on", Duration::from_secs(60));
+    let exchange = sim.wait_line("exchange listening on", Duration::from_secs(60));
+    (sim, format!("http://{info}/info"), format!("http://{exchange}/info"))
+}
+
 /// Starts `hlbook serve` following `node_dir`, asking `info_url` for snapshots written to `snapshots`, on ports
 /// it picks (read them with `wait_line("hlbook listening on", …)`, then `admin_base`), with `extra` flags after
 /// those.
