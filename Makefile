@@ -83,7 +83,7 @@ rust-test: setup cpp-build clients
 	else echo "rust-test: no test skipped"; fi
 
 ## clients: the Python SDK and ccxt (a venv), @nktkas/hyperliquid (an npm folder) and the Rust snippet program for
-## the README snippet tests.
+## the README snippet tests, with the Rust SDK's day-one bot (server/tests/day_one.rs) built beside it.
 clients: setup
 	@command -v npm >/dev/null || DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq npm
 	@if [ "$$(cat $(CLIENTS)/.installed 2>/dev/null)" != "$(PY_CLIENTS) $(NPM_CLIENTS)" ]; then \
@@ -94,7 +94,7 @@ clients: setup
 		echo "$(PY_CLIENTS) $(NPM_CLIENTS)" > $(CLIENTS)/.installed; \
 	fi
 	$(CARGO) build --locked --manifest-path $(RUST_SDK_CRATE)/Cargo.toml --target-dir $(RUST_SDK_TARGET)
-	mkdir -p $(CLIENTS) && cp $(RUST_SDK_TARGET)/debug/rust_sdk_snippet $(CLIENTS)/
+	mkdir -p $(CLIENTS) && cp $(RUST_SDK_TARGET)/debug/rust_sdk_snippet $(RUST_SDK_TARGET)/debug/rust_sdk_day_one $(CLIENTS)/
 
 ## cpp-build, cpp-test: the C++ latency_stats tool and its GoogleTest suite (ctest).
 cpp-build: setup
