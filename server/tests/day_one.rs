@@ -96,6 +96,9 @@ struct Stack {
     dir: tempfile::TempDir,
     user: String,
     oid: u64,
+    /// The user's first fill (ms): the bots ask `userFillsByTime` from here, a time hlbook's store covers (from 0 it
+    /// does not: hlbook passes that on, or refuses it, rather than answer short).
+    since_ms: i64,
 }
 
 fn sim_has_exchange_server() -> bool {
@@ -154,7 +157,9 @@ impl Stack {
         wait_health(&base, Duration::from_secs(180), |h| h["height"].as_u64() == Some(last));
         let books = procs::sim_books_at(&node_info, dir.path(), last);
         let (user, oid) = busy_resting_user(&data, &books);
-        Stack { _sim: sim, server, base, node_info, exchange_info, data, dir, user, oid }
+        let times = sdkrig::user_fills(&data, &user).into_iter().filter_map(|f| f["time"].as_i64());
+        let since_ms = times.min().expect("the busy user has fills");
+        Stack { _sim: sim, server, base, node_info, exchange_info, data, dir, user, oid, since_ms }
     }
 
     fn server_log(&self) -> String {
@@ -196,6 +201,7 @@ fn node_truth(s: &Stack, body: &Value) -> Value {
 
 /// Runs a bot to its end (bounded) and returns its JSON lines.
 fn run_bot(s: &Stack, mut cmd: Command) -> Vec<Value> {
+    cmd.env("DAY_ONE_SINCE_MS", s.since_ms.to_string());
     let mut run = Run::start(&mut cmd);
     let started = Instant::now();
     let status = loop {
@@ -225,8 +231,11 @@ fn check_calls(s: &Stack, lines: &[Value], upstream: bool) -> HashMap<String, Va
         let types: Vec<&str> = c["types"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
         let answerable =
             |t: &str| SERVED.contains(&t) || NODE.contains(&t) || (upstream && EXCHANGE_EXTRA.contains(&t));
-        let refused = types.iter().find(|t| !answerable(t));
         let ok = c.get("ok").is_some();
+        // ccxt asks `userAbstraction` before a balance and goes on without it when it is refused (hlsim's stand-in
+        // for the public API does not answer it): the balance must still come from the node's answer.
+        let tolerated = |t: &&&str| ok && **t == "userAbstraction" && types.len() > 1;
+        let refused = types.iter().find(|t| !answerable(t) && !tolerated(t));
         let message = c["message"].as_str().unwrap_or_default();
         let right = match refused {
             None => ok || types.is_empty(),
@@ -298,7 +307,8 @@ fn truth_fills(s: &Stack, keep: Option<&[&str]>) -> Vec<Value> {
 fn assert_fills(what: &str, got: &Value, want: &[Value]) {
     let got = got.as_array().unwrap_or_else(|| panic!("{what}: {got}"));
     assert!(got.windows(2).all(|w| w[0]["time"].as_u64() >= w[1]["time"].as_u64()), "{what}: not newest first");
-    let key = |f: &Value| f.to_string();
+    // Keys sorted: a library may hand fields back in another order (the Rust SDK rebuilds each fill).
+    let key = |f: &Value| serde_json::to_string(&f.as_object().map(|o| o.iter().collect::<BTreeMap<_, _>>())).unwrap();
     let (g, w): (BTreeSet<String>, BTreeSet<String>) = (got.iter().map(key).collect(), want.iter().map(key).collect());
     assert_eq!(got.len(), want.len(), "{what}: {} fills, the simulator wrote {}", got.len(), want.len());
     assert_eq!(g, w, "{what}: fills differ from the simulator's");
@@ -426,4 +436,84 @@ fn ccxt_load_markets_without_an_upstream_names_the_setting() {
     assert!(load.get("ok").is_none() && load["crash"].is_null(), "{load}");
     let message = load["message"].as_str().unwrap_or_default();
     assert!(message.contains("server.upstream_info_url"), "ccxt's {}: {message}", load["error"]);
+}
+
+/// A decimal string without trailing zeros (`"3342.50"` and `"3342.5"` are one price).
+fn decimal(v: &Value) -> String {
+    let t = v.as_str().unwrap_or_else(|| panic!("not a decimal string: {v}"));
+    if t.contains('.') { t.trim_end_matches('0').trim_end_matches('.').to_string() } else { t.to_string() }
+}
+
+/// The trades of `coin` in the simulator's fills files, in the order written: each tid's two fills as one trade,
+/// built here from the fills (not by hlbook's code): taker's side, users [buyer, seller].
+fn file_trades(data: &Path, coin: &str) -> Vec<Value> {
+    let lines = sdkrig::stream_lines(data, "fills");
+    let mut by_tid: BTreeMap<u64, Vec<(String, Value)>> = BTreeMap::new();
+    let mut order = Vec::new();
+    for ev in lines.iter().flat_map(|l| l["events"].as_array().unwrap().iter()) {
+        let (user, fill) = (ev[0].as_str().unwrap().to_lowercase(), ev[1].clone());
+        if fill["coin"] != coin {
+            continue;
+        }
+        let tid = fill["tid"].as_u64().unwrap();
+        if !by_tid.contains_key(&tid) {
+            order.push(tid);
+        }
+        by_tid.entry(tid).or_default().push((user, fill));
+    }
+    let trade = |tid: &u64| {
+        let sides = &by_tid[tid];
+        let user_of = |side: &str| sides.iter().find(|(_, f)| f["side"] == side).map(|(u, _)| u.clone()).unwrap();
+        let taker = sides.iter().find(|(_, f)| f["crossed"] == true).map_or(&sides[0].1, |(_, f)| f);
+        json!({"coin": coin, "side": taker["side"], "px": taker["px"], "sz": taker["sz"], "time": taker["time"],
+            "hash": taker["hash"], "tid": tid, "users": [user_of("B"), user_of("A")]})
+    };
+    order.iter().filter(|t| by_tid[*t].len() == 2).map(trade).collect()
+}
+
+/// What hlbook answers itself equals what the simulator wrote or holds, read here without hlbook's code: allMids
+/// (to the digit) against the simulator's own, recentTrades against the trades paired from the fills files,
+/// userFills and userFillsByTime against the user's fills, verbatim, in the exchange's orders.
+#[test]
+fn local_answers_match_the_files() {
+    if !sim_has_exchange_server() {
+        return skip("hlsim has no --exchange-listen");
+    }
+    let s = Stack::start(true, &[]);
+    let info = format!("{}/info", s.base);
+    let (status, ours) = post(&info, &json!({"type": "allMids"}));
+    let (_, theirs) = post(s.exchange_info.as_ref().unwrap(), &json!({"type": "allMids"}));
+    assert_eq!(status, 200, "{ours}");
+    let exact = |v: &Value| -> BTreeMap<String, String> {
+        v.as_object().unwrap().iter().map(|(k, v)| (k.clone(), decimal(v))).collect()
+    };
+    assert_eq!(exact(&ours), exact(&theirs), "allMids");
+    assert!(!exact(&ours).is_empty());
+
+    let (status, trades) = post(&info, &json!({"type": "recentTrades", "coin": "BTC"}));
+    assert_eq!(status, 200, "{trades}");
+    let trades = trades.as_array().unwrap().clone();
+    let want = file_trades(&s.data, "BTC");
+    assert!(!trades.is_empty() && trades.len() <= want.len(), "{} trades of {}", trades.len(), want.len());
+    let norm = |t: &Value| {
+        let mut t = t.clone();
+        for k in ["px", "sz"] {
+            t[k] = Value::String(decimal(&t[k]));
+        }
+        t
+    };
+    let last: Vec<Value> = want[want.len() - trades.len()..].iter().map(norm).collect();
+    assert_eq!(trades.iter().map(norm).collect::<Vec<_>>(), last, "recentTrades: the newest trades, oldest first");
+
+    let mut fills = sdkrig::user_fills(&s.data, &s.user);
+    let (status, got) = post(&info, &json!({"type": "userFillsByTime", "user": s.user, "startTime": s.since_ms}));
+    assert_eq!(status, 200, "{got}");
+    assert_eq!(got.as_array().unwrap(), &fills, "userFillsByTime: every fill since the first, oldest first");
+    fills.reverse();
+    let (status, got) = post(&info, &json!({"type": "userFills", "user": s.user}));
+    assert_eq!(status, 200, "{got}");
+    assert_eq!(got.as_array().unwrap(), &fills, "userFills: newest first, verbatim");
+    // From 0 the store cannot say it holds everything: passed upstream (the stand-in refuses it, naming it).
+    let (status, got) = post(&info, &json!({"type": "userFillsByTime", "user": s.user, "startTime": 0}));
+    assert_eq!(status, 422, "{got}");
 }

@@ -37,7 +37,8 @@ async fn post(url: &str, body: &Value) -> (u16, Value) {
 
 #[test]
 fn file_snapshot_is_refused_over_http_and_the_socket_and_no_file_appears() {
-    let feed = Feed::start("[ingest]\nvalidate_interval_secs = 0");
+    // No upstream: a type no one here answers is refused, naming the setting.
+    let feed = Feed::start("upstream_info_url = \"\"\n[ingest]\nvalidate_interval_secs = 0");
     let out = feed.dir.path().join("stolen.json");
     let snap = json!({"type": "fileSnapshot", "request": {"type": "l4Snapshots", "includeUsers": true},
         "outPath": out.to_str().unwrap(), "includeHeightInOutput": true});

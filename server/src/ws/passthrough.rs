@@ -224,6 +224,7 @@ enum Kind {
 /// union of the official read types' request fields.
 const FIELDS: &[(&str, Kind)] = &[
     ("aggregateByTime", Kind::Bool),
+    ("builder", Kind::Text(66)),
     ("coin", Kind::Text(64)),
     ("dex", Kind::Text(64)),
     ("endTime", Kind::Int),

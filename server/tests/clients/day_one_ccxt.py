@@ -11,6 +11,7 @@ answers), so mode `load_markets` makes only that call, for the run without `serv
     day_one_ccxt.py BASE_URL USER OID SECONDS [all|load_markets]
 """
 
+import os
 import sys
 import time
 import traceback
@@ -20,6 +21,8 @@ from day_one_common import finish, show, watchdog
 
 base, user, oid, seconds = sys.argv[1], sys.argv[2].lower(), sys.argv[3], float(sys.argv[4])
 mode = sys.argv[5] if len(sys.argv) > 5 else "all"
+# From the user's first fill (the test says when): a time hlbook's store covers.
+since = int(os.environ.get("DAY_ONE_SINCE_MS", "0"))
 watchdog(seconds)
 SYMBOL = "BTC/USDC:USDC"
 
@@ -92,7 +95,7 @@ CALLS = [
     ("fetch_canceled_and_closed_orders", lambda: ex.fetch_canceled_and_closed_orders(None, None, None, dict(p))),
     ("fetch_order", lambda: ex.fetch_order(oid, SYMBOL, dict(p))),
     ("fetch_my_trades", lambda: ex.fetch_my_trades(None, None, None, dict(p))),
-    ("fetch_my_trades(since)", lambda: ex.fetch_my_trades(None, 0, None, dict(p))),
+    ("fetch_my_trades(since)", lambda: ex.fetch_my_trades(None, since, None, dict(p))),
     ("fetch_my_liquidations", lambda: ex.fetch_my_liquidations(None, None, None, dict(p))),
     ("fetch_position", lambda: ex.fetch_position(SYMBOL, dict(p))),
     ("fetch_positions", lambda: ex.fetch_positions(None, dict(p))),

@@ -28,6 +28,8 @@ const info = new InfoClient({ transport: new HttpTransport({ apiUrl: base, timeo
 
 const now = Date.now();
 const day = 86_400_000;
+// From the user's first fill (the test says when): a time hlbook's store covers.
+const since = Number(process.env.DAY_ONE_SINCE_MS ?? 0);
 // Addresses and ids no simulated account has: the node has nothing to say about them.
 const stranger = "0x" + "11".repeat(20);
 const tokenId = "0x" + "00".repeat(16);
@@ -97,7 +99,7 @@ const CALLS = [
   ["userDexAbstraction", ["userDexAbstraction"], { user }],
   ["userFees", ["userFees"], { user }],
   ["userFills", ["userFills"], { user }],
-  ["userFillsByTime", ["userFillsByTime"], { user, startTime: 0, aggregateByTime: true }],
+  ["userFillsByTime", ["userFillsByTime"], { user, startTime: since, aggregateByTime: true }],
   ["userFunding", ["userFunding"], { user, startTime: now - day }],
   ["userNonFundingLedgerUpdates", ["userNonFundingLedgerUpdates"], { user, startTime: now - day }],
   ["userRateLimit", ["userRateLimit"], { user }],

@@ -9,6 +9,7 @@ raise AttributeError).
 """
 
 import importlib.metadata
+import os
 import sys
 import time
 
@@ -39,6 +40,8 @@ else:
 
 now = int(time.time() * 1000)
 day = 86_400_000
+# From the user's first fill (the test says when): a time hlbook's store covers.
+since = int(os.environ.get("DAY_ONE_SINCE_MS", "0"))
 # A client order id no order of the simulator has: the node has nothing to say about it.
 unknown_cloid = Cloid("0x" + "ab" * 16)
 
@@ -49,11 +52,11 @@ CALLS = [
     ("frontend_open_orders", ["frontendOpenOrders"], lambda: info.frontend_open_orders(user)),
     ("all_mids", ["allMids"], lambda: info.all_mids()),
     ("user_fills", ["userFills"], lambda: info.user_fills(user)),
-    ("user_fills_by_time", ["userFillsByTime"], lambda: info.user_fills_by_time(user, 0)),
+    ("user_fills_by_time", ["userFillsByTime"], lambda: info.user_fills_by_time(user, since)),
     (
         "user_fills_by_time(aggregate_by_time)",
         ["userFillsByTime"],
-        lambda: info.user_fills_by_time(user, 0, now + day, aggregate_by_time=True),
+        lambda: info.user_fills_by_time(user, since, now + day, aggregate_by_time=True),
     ),
     ("meta", ["meta"], lambda: info.meta()),
     ("meta_and_asset_ctxs", ["metaAndAssetCtxs"], lambda: info.meta_and_asset_ctxs()),

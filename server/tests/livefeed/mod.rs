@@ -67,7 +67,14 @@ impl Feed {
         let args: Vec<&str> = flags.iter().flat_map(|&(f, v)| [f, v]).collect();
         let (sim, info_url, exchange_url) = start_sim_exchange(&data, &args, &dir.path().join("sim.log"));
         let config = dir.path().join("hlbook.toml");
-        std::fs::write(&config, format!("[server]\n{server_toml}\n")).unwrap();
+        // As an operator would run it beside a real node for ccxt (README): the types no node answers go to the
+        // simulator's stand-in for the public API, unless the test sets the upstream itself.
+        let upstream = if server_toml.contains("upstream_info_url") {
+            String::new()
+        } else {
+            format!("upstream_info_url = \"{exchange_url}\"\n")
+        };
+        std::fs::write(&config, format!("[server]\n{upstream}{server_toml}\n")).unwrap();
         let snaps = dir.path().join("snapshots");
         let mut extra = vec!["--config", config.to_str().unwrap()];
         for &a in also_listen {
