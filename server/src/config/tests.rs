@@ -69,6 +69,8 @@ fn bad_settings_name_their_key() {
         ("[server]\nadmin_listen = [\"x\"]\n", "server.admin_listen"),
         ("[server]\ninfo_types = [\"meta\", \"fileSnapshot\"]\n", "server.info_types"),
         ("[server]\ninfo_max_in_flight = 0\n", "server.info_max_in_flight"),
+        ("[server]\nupstream_info_url = \"api.hyperliquid.xyz\"\n", "server.upstream_info_url"),
+        ("[server]\nupstream_info_url = \"https://x/info\"\nupstream_weight_per_minute = 0\n", "upstream_weight"),
         ("[log]\nformat = \"xml\"\n", "log.format"),
         ("[store]\nfills_retention_days = 0\n", "store.fills_retention_days"),
         ("[store]\nseed_url = \"ftp://x\"\n", "store.seed_url"),
