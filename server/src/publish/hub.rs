@@ -112,6 +112,8 @@ crate::state::counter::counters! {
         passes,
         /// l2Book frames built.
         l2_frames,
+        /// l2Book aggregations serialized: one per coin, aggregation and pass, whatever depths are wanted.
+        l2_serializations,
         /// bbo frames built.
         bbo_frames,
         /// allMids frames built.

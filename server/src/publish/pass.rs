@@ -16,6 +16,7 @@ use super::candles::keeper::Keeper;
 use super::frame::{Audit, Frame};
 use super::hub::{CoinWants, Hub, L4Snapshot, Tick, Wanted};
 use super::json::{self, Bbo};
+use super::l2_frames::L2Json;
 use crate::book::buckets::l2_levels;
 use crate::book::l2::{L2Params, LevelAgg};
 use crate::book::{Books, CoinBook};
@@ -326,12 +327,18 @@ impl Publisher {
         for b in built {
             let Some(w) = wanted.coins.get(&b.coin) else { continue };
             for (group, [bids, asks]) in w.l2.iter().zip(&b.l2) {
+                // Written once per aggregation, at its deepest depth; every depth's frame is cut from it.
+                let mut all = None;
                 for super::hub::Depth { n_levels: depth, slot } in &group.depths {
                     if !b.exists && slot.frame.load().is_none() {
                         continue;
                     }
-                    let (bids, asks) = (&bids[..bids.len().min(*depth)], &asks[..asks.len().min(*depth)]);
-                    let json = json::l2_book(&b.coin, time, bids, asks);
+                    let json = all
+                        .get_or_insert_with(|| {
+                            self.hub.counters.l2_serializations.inc();
+                            L2Json::new(&b.coin, time, bids, asks)
+                        })
+                        .depth(*depth);
                     if slot.frame.load().as_ref().is_some_and(|old| same_levels(&old.json, &json)) {
                         continue;
                     }
@@ -501,3 +508,7 @@ fn same_levels(a: &[u8], b: &[u8]) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+#[path = "pass_tests.rs"]
+mod tests;
