@@ -144,6 +144,7 @@ fn live_config(c: &Config) -> anyhow::Result<LiveConfig> {
             max_line_bytes: c.ingest.max_line_bytes,
             max_height_jump: c.ingest.max_height_jump,
             race_max_parked_blocks: c.ingest.race_max_parked_blocks,
+            max_pending_bytes: c.ingest.max_pending_bytes,
         },
     })
 }
