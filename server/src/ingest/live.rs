@@ -37,7 +37,8 @@ const MAX_CACHED: usize = 50_000;
 enum Loaded {
     Height(u64),
     Books(Box<Books>),
-    Failed(String),
+    /// Why; and whether it was a snapshot over `nats.max_snapshot_bytes`.
+    Failed(String, bool),
 }
 
 enum Phase {
@@ -329,8 +330,11 @@ impl Ingest {
         match msg {
             Loaded::Height(h) => self.positioned(h),
             Loaded::Books(books) => self.install(*books),
-            Loaded::Failed(why) => {
+            Loaded::Failed(why, too_large) => {
                 self.shared.health().counters().snapshot_failures.inc();
+                if too_large {
+                    self.shared.health().counters().snapshots_too_large.inc();
+                }
                 self.lost(&why);
             }
         }
@@ -460,7 +464,7 @@ fn load_snapshot(from: &SnapshotFrom, min_height: u64, tx: &mpsc::Sender<Loaded>
     })();
     let _ = tx.send(match result {
         Ok(books) => Loaded::Books(Box::new(books)),
-        Err(e) => Loaded::Failed(format!("snapshot failed: {e}")),
+        Err(e) => Loaded::Failed(format!("snapshot failed: {e}"), matches!(e, info::InfoError::TooLarge(_))),
     });
 }
 

@@ -101,6 +101,8 @@ crate::state::counter::counters! {
         snapshots_requested,
         /// Failed snapshot attempts (retried with back-off).
         snapshot_failures,
+        /// Snapshots over NATS refused for being over `nats.max_snapshot_bytes` (downloaded or inflated).
+        snapshots_too_large,
         /// Connections made to relays.
         source_connects,
         /// Connections to relays lost.
