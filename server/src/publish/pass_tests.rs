@@ -58,3 +58,26 @@ fn every_depth_of_an_aggregation_is_cut_from_one_serialization() {
         assert_eq!(&frame.json[..], &want[..], "nSigFigs {s:?} nLevels {n}: byte for byte the frame of its own levels");
     }
 }
+
+#[test]
+fn l4_snapshots_of_one_coin_at_one_height_are_made_once_and_shared() {
+    let hub = hub();
+    hub.add(&Want::L4("BTC".into()));
+    let mut publisher = Publisher::new(hub.clone());
+    let first = hub.request_snapshot("BTC".into());
+    publisher.pass();
+    let a = first.blocking_recv().expect("the job answers");
+    // Churn: the subscriber leaves and comes back (a pass each), with no new block in between.
+    let second = hub.request_snapshot("BTC".into());
+    publisher.pass();
+    let b = second.blocking_recv().expect("answered from the frame made");
+    // On the old code every pass copied and serialized the book again: 2 copies, 2 snapshots, two frames.
+    assert_eq!(hub.counters.l4_snapshot_copies.get(), 1, "one copy under the lock");
+    assert_eq!(hub.counters.l4_snapshots.get(), 1, "one serialization");
+    assert!(Arc::ptr_eq(&a.frame, &b.frame) && a.after_seq == b.after_seq, "the same frame");
+    let gone = hub.request_snapshot("BTC".into());
+    drop(gone);
+    publisher.pass();
+    assert_eq!(hub.counters.l4_snapshots_abandoned.get(), 1, "a request whose subscriber left costs nothing");
+    assert_eq!(hub.counters.l4_snapshots_shared.get(), 1);
+}
