@@ -124,12 +124,11 @@ fn frames(groups: &[(&CoinBook, L2Params, Vec<usize>)], cut: bool, levels: &mut 
         l2_levels(book, params, levels);
         let all = cut.then(|| L2Json::new(book.coin(), 1_778_002_753_024, &levels[0], &levels[1]));
         for &d in depths {
-            let json = match &all {
-                Some(all) => all.depth(d),
-                None => {
-                    let [b, a] = [0, 1].map(|i| &levels[i][..levels[i].len().min(d)]);
-                    l2_book(book.coin(), 1_778_002_753_024, b, a)
-                }
+            let json = if let Some(all) = &all {
+                all.depth(d)
+            } else {
+                let [b, a] = [0, 1].map(|i| &levels[i][..levels[i].len().min(d)]);
+                l2_book(book.coin(), 1_778_002_753_024, b, a)
             };
             bytes += json.len();
         }
