@@ -7,7 +7,7 @@
 fn the_settings_default_to_the_limits_ingest_defaults_to() {
     let (c, l) = (hlbook::config::IngestConfig::default(), hlbook::ingest::limits::Limits::default());
     assert_eq!(
-        (c.max_line_bytes, c.max_height_jump, c.race_max_parked_blocks),
-        (l.max_line_bytes, l.max_height_jump, l.race_max_parked_blocks)
+        (c.max_line_bytes, c.max_height_jump, c.race_max_parked_blocks, c.max_pending_bytes),
+        (l.max_line_bytes, l.max_height_jump, l.race_max_parked_blocks, l.max_pending_bytes)
     );
 }

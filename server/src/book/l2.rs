@@ -134,12 +134,27 @@ fn width(px: Fixed, sig: u8, mantissa: u64, tick: Option<Fixed>) -> u64 {
 
 /// `[[bids…],[asks…]]` in the official level shape: `{"px":"84143.0","sz":"10.25923","n":36}`.
 pub fn write_levels_json(out: &mut Vec<u8>, bids: &[LevelAgg], asks: &[LevelAgg]) {
+    write_levels_marked(out, bids, asks, &mut LevelMarks::default());
+}
+
+/// Where each side's levels sit in written JSON: the offset just inside the side's `[`, and the offset just after
+/// each level's `}`. A shallower depth's levels are a prefix of each side (`publish::l2_frames` cuts them out).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LevelMarks {
+    pub open: [usize; 2],
+    pub ends: [Vec<usize>; 2],
+}
+
+/// `write_levels_json`, recording in `marks` (cleared first) where each level ends.
+pub fn write_levels_marked(out: &mut Vec<u8>, bids: &[LevelAgg], asks: &[LevelAgg], marks: &mut LevelMarks) {
     out.push(b'[');
     for (i, side) in [bids, asks].into_iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
         out.push(b'[');
+        marks.open[i] = out.len();
+        marks.ends[i].clear();
         for (j, l) in side.iter().enumerate() {
             if j > 0 {
                 out.push(b',');
@@ -152,6 +167,7 @@ pub fn write_levels_json(out: &mut Vec<u8>, bids: &[LevelAgg], asks: &[LevelAgg]
             out.extend_from_slice(b"\",\"n\":");
             out.extend_from_slice(itoa::Buffer::new().format(l.n).as_bytes());
             out.push(b'}');
+            marks.ends[i].push(out.len());
         }
         out.push(b']');
     }
@@ -160,13 +176,25 @@ pub fn write_levels_json(out: &mut Vec<u8>, bids: &[LevelAgg], asks: &[LevelAgg]
 
 /// The official l2Book data object: `{"coin":"BTC","time":…,"levels":[…]}`.
 pub fn write_l2_book_json(out: &mut Vec<u8>, coin: &str, time_ms: i64, bids: &[LevelAgg], asks: &[LevelAgg]) {
+    write_l2_book_marked(out, coin, time_ms, bids, asks, &mut LevelMarks::default());
+}
+
+/// `write_l2_book_json`, recording in `marks` where each level ends.
+pub fn write_l2_book_marked(
+    out: &mut Vec<u8>,
+    coin: &str,
+    time_ms: i64,
+    bids: &[LevelAgg],
+    asks: &[LevelAgg],
+    marks: &mut LevelMarks,
+) {
     out.extend_from_slice(b"{\"coin\":");
     // serde_json escapes the coin name; writing a &str into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *out, coin);
     out.extend_from_slice(b",\"time\":");
     out.extend_from_slice(itoa::Buffer::new().format(time_ms).as_bytes());
     out.extend_from_slice(b",\"levels\":");
-    write_levels_json(out, bids, asks);
+    write_levels_marked(out, bids, asks, marks);
     out.push(b'}');
 }
 

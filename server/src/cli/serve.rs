@@ -144,6 +144,7 @@ fn live_config(c: &Config) -> anyhow::Result<LiveConfig> {
             max_line_bytes: c.ingest.max_line_bytes,
             max_height_jump: c.ingest.max_height_jump,
             race_max_parked_blocks: c.ingest.race_max_parked_blocks,
+            max_pending_bytes: c.ingest.max_pending_bytes,
         },
     })
 }
@@ -268,7 +269,11 @@ fn start_store(
         Source::Files(dir) => Some(dir),
         Source::Nats(_) => None,
     });
-    let files = files.map(|node_dir| store::files::FillsDir { node_dir, mode: c.ingest.mode });
+    let files = files.map(|node_dir| store::files::FillsDir {
+        node_dir,
+        mode: c.ingest.mode,
+        max_line_bytes: c.ingest.max_line_bytes,
+    });
     if !c.store.seed_url.is_empty() {
         let seed = store::seed::Seed {
             url: c.store.seed_url.clone(),

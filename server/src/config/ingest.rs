@@ -45,6 +45,9 @@ pub struct IngestConfig {
     /// Racing: later blocks that may wait for a missing earlier one; at this many it is lost (resync), whatever
     /// `race_grace_ms` says.
     pub race_max_parked_blocks: usize,
+    /// Bytes of lines held for blocks not whole yet (one stream running ahead of another, one source or several);
+    /// past it the source counts as broken and the books resync.
+    pub max_pending_bytes: usize,
 }
 
 impl Default for IngestConfig {
@@ -67,6 +70,7 @@ impl Default for IngestConfig {
             max_line_bytes: 64 << 20,
             max_height_jump: 10_000,
             race_max_parked_blocks: 256,
+            max_pending_bytes: 1 << 30,
         }
     }
 }

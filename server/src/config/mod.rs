@@ -130,6 +130,9 @@ impl Config {
         if i.max_height_jump == 0 {
             return Err(invalid("ingest.max_height_jump", "must be at least 1"));
         }
+        if i.max_pending_bytes < i.max_line_bytes {
+            return Err(invalid("ingest.max_pending_bytes", "must be at least ingest.max_line_bytes"));
+        }
         if i.race_max_parked_blocks == 0 {
             return Err(invalid("ingest.race_max_parked_blocks", "must be at least 1"));
         }

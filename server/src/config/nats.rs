@@ -42,6 +42,9 @@ pub struct NatsConfig {
     /// Publisher: at most one node snapshot per this many seconds, whoever asks (edges cannot make the node
     /// write snapshots in a loop).
     pub snapshot_min_interval_secs: u64,
+    /// Edge: largest snapshot taken from the object store, in bytes once inflated (and as downloaded); a larger
+    /// one is refused, as a failed snapshot, before it fills the disk.
+    pub max_snapshot_bytes: u64,
 }
 
 impl Default for NatsConfig {
@@ -62,6 +65,8 @@ impl Default for NatsConfig {
             snapshot_interval_secs: 30,
             snapshots_kept: 3,
             snapshot_min_interval_secs: 5,
+            // A whole-market snapshot is hundreds of MB of JSON.
+            max_snapshot_bytes: 16 << 30,
         }
     }
 }

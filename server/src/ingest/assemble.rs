@@ -62,11 +62,13 @@ struct Pending {
     /// Lines pushed, and lines already handed out as `Assembled::Line`, per stream.
     lines: [u32; 3],
     handed: [u32; 3],
+    /// Bytes of the lines pushed (as read from the source).
+    bytes: usize,
 }
 
 impl Pending {
     fn new(h: u64, block_time: i64) -> Pending {
-        Pending { block: Block::new(h, block_time), got: [false; 3], lines: [0; 3], handed: [0; 3] }
+        Pending { block: Block::new(h, block_time), got: [false; 3], lines: [0; 3], handed: [0; 3], bytes: 0 }
     }
 }
 
@@ -96,6 +98,8 @@ pub struct Assembler {
     emitted: u64,
     last_block_time: i64,
     pending: BTreeMap<u64, Pending>,
+    /// Bytes of every line in `pending`: what a stream running ahead of another makes the assembler hold.
+    pending_bytes: usize,
     /// Highest height each stream has shown.
     seen: [Option<u64>; 3],
     /// A stream that went back (re-emission) is skipped through this height.
@@ -123,6 +127,7 @@ impl Assembler {
             emitted: after_height,
             last_block_time: 0,
             pending: BTreeMap::new(),
+            pending_bytes: 0,
             seen: [None; 3],
             replaying: [None; 3],
             finished: false,
@@ -213,10 +218,20 @@ impl Assembler {
 
     /// Adds a parsed line of `stream`.
     pub fn push(&mut self, stream: Stream, line: Line) {
+        self.push_sized(stream, line, 0);
+    }
+
+    /// Bytes of the lines held in blocks not handed out yet (see `push_sized`).
+    pub fn pending_bytes(&self) -> usize {
+        self.pending_bytes
+    }
+
+    /// Adds a parsed line of `stream` that was `bytes` long, counted in `pending_bytes` while its block waits.
+    pub fn push_sized(&mut self, stream: Stream, line: Line, bytes: usize) {
         self.counters.lines += 1;
         let (h, i) = (line.meta.height, stream.index());
         if self.raced {
-            return self.push_raced(stream, line);
+            return self.push_raced(stream, line, bytes);
         }
         if self.replaying[i].is_some_and(|through| h <= through) {
             self.counters.stale_lines += 1;
@@ -249,6 +264,8 @@ impl Assembler {
         }
         p.got[stream.index()] = true;
         p.lines[stream.index()] += 1;
+        p.bytes += bytes;
+        self.pending_bytes += bytes;
         p.block.push(stream, line);
     }
 
@@ -271,7 +288,7 @@ impl Assembler {
         self.fills_out.push_back(line);
     }
 
-    fn push_raced(&mut self, stream: Stream, line: Line) {
+    fn push_raced(&mut self, stream: Stream, line: Line, bytes: usize) {
         let h = line.meta.height;
         if h <= self.emitted {
             self.counters.stale_lines += 1;
@@ -281,6 +298,8 @@ impl Assembler {
         if !p.got[stream.index()] {
             p.got[stream.index()] = true;
             p.lines[stream.index()] += 1;
+            p.bytes += bytes;
+            self.pending_bytes += bytes;
             p.block.push(stream, line);
         }
     }
@@ -289,6 +308,7 @@ impl Assembler {
     pub fn restart(&mut self, height: u64) {
         self.emitted = height;
         self.pending.clear();
+        self.pending_bytes = 0;
         self.seen = [None; 3];
         self.replaying = [None; 3];
         // Lines come again: what was seen before proves nothing about them. The fills mark stays, so the fills
@@ -345,6 +365,12 @@ impl Assembler {
         Some(Assembled::Line { height: h, stream })
     }
 
+    fn take_pending(&mut self, h: u64) -> Option<Pending> {
+        let p = self.pending.remove(&h)?;
+        self.pending_bytes -= p.bytes;
+        Some(p)
+    }
+
     fn passed(&self, stream: Stream, h: u64) -> bool {
         self.finished || self.seen[stream.index()].is_some_and(|s| s > h)
     }
@@ -352,11 +378,11 @@ impl Assembler {
     fn next_by_block(&mut self, h: u64) -> Option<Assembled> {
         let got = self.pending.get(&h).map_or([false; 3], |p| p.got);
         if got == [true; 3] {
-            return self.pending.remove(&h).map(|p| Assembled::Block(p.block));
+            return self.take_pending(h).map(|p| Assembled::Block(p.block));
         }
         let missing: Vec<Stream> = Stream::ALL.into_iter().filter(|s| !got[s.index()]).collect();
         if missing.iter().any(|&s| self.passed(s, h)) {
-            self.pending.remove(&h);
+            self.take_pending(h);
             return Some(Assembled::Broken { height: h, missing });
         }
         None
@@ -367,7 +393,7 @@ impl Assembler {
         if !both_passed && h > self.drained_through {
             return None;
         }
-        let block = match self.pending.remove(&h) {
+        let block = match self.take_pending(h) {
             Some(p) => p.block,
             None => Block::new(h, self.last_block_time),
         };

@@ -36,7 +36,10 @@ impl SnapshotFrom {
             SnapshotFrom::Info { url, dir } => Ok((InfoClient::new(url, dir)?.request_snapshot()?, true)),
             SnapshotFrom::Nats { target, dir } => super::nats::snapshots::fetch(target, dir, min_height)
                 .map(|p| (p, true))
-                .map_err(|e| InfoError::Nats(format!("{e:#}"))),
+                .map_err(|e| match e.downcast_ref::<super::nats::snapshots::TooLarge>() {
+                    Some(t) => InfoError::TooLarge(t.to_string()),
+                    None => InfoError::Nats(format!("{e:#}")),
+                }),
         }
     }
 }
@@ -49,6 +52,9 @@ pub enum InfoError {
     Status { url: String, status: u16, body: String },
     #[error("snapshot over NATS: {0}")]
     Nats(String),
+    /// Over `nats.max_snapshot_bytes` (counted apart: `snapshots_too_large`).
+    #[error("snapshot over NATS: {0}")]
+    TooLarge(String),
     #[error("snapshot {path}: {why}")]
     File { path: String, why: String },
 }

@@ -35,8 +35,8 @@ pub enum Input {
 /// What reading hands the ingest thread, one at a time, as soon as each is there.
 #[derive(Debug)]
 pub enum InputEvent {
-    /// A parsed line for the assembler; with racing sources, when its reader read it.
-    Line(Stream, Line, Option<i64>),
+    /// A parsed line for the assembler; with racing sources, when its reader read it; its length in bytes.
+    Line(Stream, Line, Option<i64>, usize),
     /// A line is lost for good (its events are nowhere else): a malformed streaming line, or a line refused as too
     /// long. Says why.
     LostLine(String),
@@ -97,7 +97,7 @@ impl Input {
             Input::Race(race) => {
                 race.set_floor(emitted);
                 race.poll(poll, emitted, health, &mut |won| {
-                    on(InputEvent::Line(won.stream, won.line, Some(won.read_at)));
+                    on(InputEvent::Line(won.stream, won.line, Some(won.read_at), won.bytes));
                 });
             }
             Input::Lent => {}
@@ -169,6 +169,7 @@ impl One {
         let polled = self.source.poll(poll, &mut |ev| match ev {
             SourceEvent::Line(stream, bytes) => {
                 any = true;
+                let len = bytes.len();
                 match parse_line(parser, health, entry, stream, bytes) {
                     Some(line) if limits.too_far_ahead(line.meta.height, emitted) => {
                         // Refused, and nothing else changes: no empty blocks up to it, no resync.
@@ -178,7 +179,7 @@ impl One {
                     }
                     Some(line) => {
                         entry.line(line.meta.height);
-                        on(InputEvent::Line(stream, line, None));
+                        on(InputEvent::Line(stream, line, None, len));
                     }
                     None if mode == Mode::Streaming => on(InputEvent::LostLine("a malformed streaming line".into())),
                     None => {} // By-block, the loss shows up as a broken block.

@@ -50,7 +50,7 @@ fn a_streaming_line_too_far_ahead_is_refused_not_filled_with_empty_blocks() {
     let mut asm = Assembler::new(Mode::Streaming, 100);
     let mut out = Vec::new();
     input.read(Duration::ZERO, Mode::Streaming, 100, &health, &mut |ev| match ev {
-        InputEvent::Line(stream, line, _) => asm.push(stream, line),
+        InputEvent::Line(stream, line, _, bytes) => asm.push_sized(stream, line, bytes),
         other => panic!("{other:?}"),
     });
     asm.finish();

@@ -16,14 +16,19 @@ pub const MAX_LINE_BYTES: usize = 64 << 20;
 pub const MAX_HEIGHT_JUMP: u64 = 10_000;
 /// Racing: later blocks that may wait for a missing earlier one before it is given up (about 20 s of blocks).
 pub const RACE_MAX_PARKED_BLOCKS: usize = 256;
+/// Bytes of lines held for blocks not whole yet. A healthy node's streams are within a block or two of each other
+/// (tens of MB with whole-market status lines); a stream that runs `max_height_jump` blocks ahead of another would
+/// otherwise park every line it wrote meanwhile.
+pub const MAX_PENDING_BYTES: usize = 1 << 30;
 
 /// The limits ingest applies to its sources (`ingest.max_line_bytes`, `ingest.max_height_jump`,
-/// `ingest.race_max_parked_blocks`).
+/// `ingest.race_max_parked_blocks`, `ingest.max_pending_bytes`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     pub max_line_bytes: usize,
     pub max_height_jump: u64,
     pub race_max_parked_blocks: usize,
+    pub max_pending_bytes: usize,
 }
 
 impl Default for Limits {
@@ -32,6 +37,7 @@ impl Default for Limits {
             max_line_bytes: MAX_LINE_BYTES,
             max_height_jump: MAX_HEIGHT_JUMP,
             race_max_parked_blocks: RACE_MAX_PARKED_BLOCKS,
+            max_pending_bytes: MAX_PENDING_BYTES,
         }
     }
 }

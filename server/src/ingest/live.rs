@@ -37,7 +37,8 @@ const MAX_CACHED: usize = 50_000;
 enum Loaded {
     Height(u64),
     Books(Box<Books>),
-    Failed(String),
+    /// Why; and whether it was a snapshot over `nats.max_snapshot_bytes`.
+    Failed(String, bool),
 }
 
 enum Phase {
@@ -147,15 +148,16 @@ impl Ingest {
         let shared = self.shared.clone();
         let (poll, mode) = (self.cfg.poll_interval, self.cfg.mode);
         input.read(poll, mode, self.assembler.emitted(), shared.health(), &mut |ev| match ev {
-            InputEvent::Line(stream, line, read_at) => {
+            InputEvent::Line(stream, line, read_at, bytes) => {
                 if let Some(at) = read_at {
                     self.raced_read[stream.index()] = (line.meta.height, at);
                 }
                 if self.last_stream.replace(stream) != Some(stream) {
                     self.flush_lines();
                 }
-                self.assembler.push(stream, line);
+                self.assembler.push_sized(stream, line, bytes);
                 self.take_assembled();
+                self.bound_pending();
             }
             InputEvent::LostLine(why) => self.lost(&why),
             InputEvent::Restart => self.assembler.restart(self.assembler.emitted()),
@@ -328,8 +330,11 @@ impl Ingest {
         match msg {
             Loaded::Height(h) => self.positioned(h),
             Loaded::Books(books) => self.install(*books),
-            Loaded::Failed(why) => {
+            Loaded::Failed(why, too_large) => {
                 self.shared.health().counters().snapshot_failures.inc();
+                if too_large {
+                    self.shared.health().counters().snapshots_too_large.inc();
+                }
                 self.lost(&why);
             }
         }
@@ -368,6 +373,24 @@ impl Ingest {
     }
 
     /// The snapshot's height is known: read from the block after it, caching until the books arrive.
+    /// Past `ingest.max_pending_bytes` of lines waiting for blocks to be whole (a stream running far ahead of
+    /// another), the source counts as broken: what it holds is dropped and the books resync, rather than hold more.
+    fn bound_pending(&mut self) {
+        let (held, max) = (self.assembler.pending_bytes(), self.cfg.limits.max_pending_bytes);
+        if held <= max {
+            return;
+        }
+        self.assembler.restart(self.assembler.emitted());
+        if matches!(self.phase, Phase::Lost { .. }) {
+            return;
+        }
+        self.shared.health().counters().pending_bytes_full.inc();
+        self.lost(&format!(
+            "{held} bytes of lines wait for blocks that are not whole, over ingest.max_pending_bytes ({max}): one \
+             stream runs ahead of another"
+        ));
+    }
+
     fn positioned(&mut self, h: u64) {
         tracing::info!("snapshot at height {h}; reading blocks after it while it loads");
         self.input.restart_after(h);
@@ -441,20 +464,10 @@ fn load_snapshot(from: &SnapshotFrom, min_height: u64, tx: &mpsc::Sender<Loaded>
     })();
     let _ = tx.send(match result {
         Ok(books) => Loaded::Books(Box::new(books)),
-        Err(e) => Loaded::Failed(format!("snapshot failed: {e}")),
+        Err(e) => Loaded::Failed(format!("snapshot failed: {e}"), matches!(e, info::InfoError::TooLarge(_))),
     });
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_resync_waits_for_its_back_off_and_the_minimum_interval_since_the_last() {
-        let (t0, s) = (Instant::now(), Duration::from_secs(1));
-        let now = t0 + 10 * s;
-        assert_eq!(retry_at(now, s / 2, None, 5 * s), now + s / 2, "the first sync only backs off");
-        assert_eq!(retry_at(now, s / 2, Some(t0 + 9 * s), 5 * s), now + 4 * s, "a loop of losses waits");
-        assert_eq!(retry_at(now, s / 2, Some(t0), 5 * s), now + s / 2, "long ago: the back-off");
-    }
-}
+#[path = "live_tests.rs"]
+mod tests;

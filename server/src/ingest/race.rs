@@ -63,6 +63,8 @@ pub struct Raced {
     pub parsed: Parsed,
     /// The line was not in the node's exact layout (read by the slower serde parse).
     pub off_layout: bool,
+    /// Its length as read.
+    pub bytes: usize,
 }
 
 #[derive(Debug)]
@@ -148,6 +150,8 @@ pub struct Won {
     pub line: Line,
     /// When its reader read it.
     pub read_at: i64,
+    /// Its length as read.
+    pub bytes: usize,
 }
 
 impl Race {
@@ -300,7 +304,7 @@ impl Race {
         let coins = coins_of(&line);
         let taken = Taken { src, digest: l.digest, read_at: l.read_at, led: false, coins };
         self.taken.entry(l.height).or_default()[i] = Some(taken);
-        on(Won { stream: l.stream, line, read_at: l.read_at });
+        on(Won { stream: l.stream, line, read_at: l.read_at, bytes: l.bytes });
     }
 
     /// Two copies of a line differ: `srcs` are the source applied first and the one whose copy differs.

@@ -86,6 +86,7 @@ impl Reader {
                         read_at: now_nanos(),
                         parsed,
                         off_layout: false,
+                        bytes: 0,
                     };
                     gone |= !gone && self.tx.send(Msg::Line(self.src, line)).is_err();
                 }
@@ -147,6 +148,6 @@ impl Reader {
         }
         self.entry.touch(read_at);
         let off_layout = parser.off_layout(stream) > off_layout;
-        Raced { stream, height, digest: digest(bytes), read_at, parsed, off_layout }
+        Raced { stream, height, digest: digest(bytes), read_at, parsed, off_layout, bytes: bytes.len() }
     }
 }

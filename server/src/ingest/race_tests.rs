@@ -27,6 +27,7 @@ fn raced(bytes: &[u8], read_at: i64) -> Raced {
         read_at,
         parsed: Parsed::Line(line),
         off_layout: false,
+        bytes: bytes.len(),
     }
 }
 
@@ -168,6 +169,7 @@ fn a_line_refused_as_too_long_is_taken_from_the_other_source() {
         read_at: 1_000,
         parsed: Parsed::TooLong,
         off_layout: false,
+        bytes: 0,
     };
     let mut applied = Vec::new();
     race.on_line(0, refused, 9, &health, &mut |w| applied.push(w.line.meta.height));

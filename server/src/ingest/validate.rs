@@ -88,6 +88,9 @@ pub fn run(cfg: ValidateConfig, shared: Arc<Shared>, stop: &AtomicBool) {
                 r.repaired
             ),
             Err(e) => {
+                if matches!(e, Skip::Info(info::InfoError::TooLarge(_))) {
+                    shared.health().counters().snapshots_too_large.inc();
+                }
                 shared.health().counters().validations_skipped.inc();
                 tracing::warn!("validation skipped: {e}");
             }

@@ -112,6 +112,8 @@ crate::state::counter::counters! {
         passes,
         /// l2Book frames built.
         l2_frames,
+        /// l2Book aggregations serialized: one per coin, aggregation and pass, whatever depths are wanted.
+        l2_serializations,
         /// bbo frames built.
         bbo_frames,
         /// allMids frames built.
@@ -122,6 +124,10 @@ crate::state::counter::counters! {
         l4_frames,
         /// l4Book snapshots built.
         l4_snapshots,
+        /// Coin books copied under the books' read lock for l4Book snapshots (at most once per coin and block).
+        l4_snapshot_copies,
+        /// l4Book snapshot requests answered with a frame already made at that height (no copy, no lock).
+        l4_snapshots_shared,
         /// l4Book snapshots not made, or made for nobody, because every subscriber asking had left.
         l4_snapshots_abandoned,
         /// Passes that found the books reloaded or blocks missing from the recent ring.

@@ -13,6 +13,8 @@ pub mod history;
 pub mod hub;
 mod hub_workers;
 pub mod json;
+pub mod l2_frames;
+mod l4_snapshots;
 mod pass;
 pub mod recent_trades;
 pub mod users;

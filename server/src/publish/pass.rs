@@ -13,9 +13,11 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::candles::Interval;
 use super::candles::keeper::Keeper;
-use super::frame::{Audit, Frame};
-use super::hub::{CoinWants, Hub, L4Snapshot, Tick, Wanted};
+use super::frame::Audit;
+use super::hub::{CoinWants, Hub, Tick, Wanted};
 use super::json::{self, Bbo};
+use super::l2_frames::L2Json;
+use super::l4_snapshots::{Copies, Snapshots};
 use crate::book::buckets::l2_levels;
 use crate::book::l2::{L2Params, LevelAgg};
 use crate::book::{Books, CoinBook};
@@ -25,9 +27,6 @@ use crate::state::{LineTimes, Step, StepData, StepsSince};
 
 #[path = "pass_ticks.rs"]
 mod ticks;
-
-/// A pending l4Book snapshot request.
-type SnapshotRequest = (Coin, tokio::sync::oneshot::Sender<L4Snapshot>);
 
 /// Coins changed in one pass above which L2 building is spread over the rayon pool.
 const PARALLEL_COINS: usize = 8;
@@ -65,8 +64,8 @@ pub struct Publisher {
     withheld: FxHashSet<Coin>,
     /// The history store's writer, handed every fills step and the height blocks are whole up to.
     store: Option<crate::store::writer::Feeder>,
-    /// l4Book snapshot requests waiting for the books to be complete.
-    held: Vec<SnapshotRequest>,
+    /// l4Book snapshot requests waiting for the books to be complete, and the frames made at this height.
+    snapshots: Snapshots,
     installs: u64,
     wanted_version: u64,
     bbo_last: FxHashMap<Coin, Bbo>,
@@ -92,7 +91,7 @@ impl Publisher {
             fills_seq: 0,
             withheld: FxHashSet::default(),
             store,
-            held: Vec::new(),
+            snapshots: Snapshots::default(),
             installs: 0,
             wanted_version: 0,
             bbo_last: FxHashMap::default(),
@@ -108,11 +107,8 @@ impl Publisher {
         let shapes = hub.take_shape_changes();
         let wanted = hub.wanted();
         let repaired = hub.shared.take_repaired();
-        self.held.extend(hub.take_requests());
         // A subscriber that left before its snapshot was made costs no copy of the book.
-        let before = self.held.len();
-        self.held.retain(|(_, tx)| !tx.is_closed());
-        hub.counters.l4_snapshots_abandoned.add((before - self.held.len()) as u64);
+        self.snapshots.gather(&hub);
         let books = hub.shared.books();
         let (h, dh, installs) = (books.height(), books.diffs_height(), hub.shared.installs());
         // A diffs step half applied: the coins it changed are a block ahead of `dh`, and go out on their own.
@@ -134,7 +130,7 @@ impl Publisher {
             self.bbo_last.retain(|c, _| wanted.coins.get(c).is_some_and(|w| w.bbo.is_some()));
             self.candles.sync(&*hub, &candle_wants(&wanted));
         }
-        let serve = books.is_complete() && !self.held.is_empty();
+        let serve = books.is_complete() && self.snapshots.waiting();
         let same = (h, dh, installs) == (self.height, self.diffs_height, self.installs)
             && diff_steps.is_empty()
             && fill_steps.is_empty()
@@ -147,7 +143,7 @@ impl Publisher {
             && !serve
             && !hub.candles.has_inbox()
         {
-            hub.shared.set_publisher_wants_complete(!self.held.is_empty());
+            hub.shared.set_publisher_wants_complete(self.snapshots.waiting());
             return;
         }
         self.pass += 1;
@@ -173,14 +169,11 @@ impl Publisher {
             let coins: Vec<Coin> = f.changed.iter().filter(|c| wanted.coins.contains_key(*c)).cloned().collect();
             (f.height, f.block_time, build_all(&books, &wanted, &coins))
         });
-        let requests = if serve { std::mem::take(&mut self.held) } else { Vec::new() };
-        let snapshots: Vec<(Coin, Option<CoinBook>)> = distinct(requests.iter().map(|r| r.0.clone()))
-            .into_iter()
-            .map(|c| {
-                let b = books.coin(&c).cloned();
-                (c, b)
-            })
-            .collect();
+        let copies = if serve {
+            self.snapshots.take_copies(&books, (h, installs), !repaired.is_empty(), &hub)
+        } else {
+            Copies::default()
+        };
         let (block_time, l2_time) = (books.block_time(), books.diffs_block_time());
         drop(books);
 
@@ -228,7 +221,7 @@ impl Publisher {
         }
         hub.push_ticks(ticks);
         self.feed_store(reloaded, &fill_steps, h, fills_through);
-        self.serve_snapshots(snapshots, requests, self.audit_of(h, block_time, Stream::Statuses));
+        self.snapshots.serve(copies, self.tick_seq, self.audit_of(h, block_time, Stream::Statuses), &hub);
         let published = now_nanos();
         for &(height, line) in &lines {
             hub.stages.published(height, line, published);
@@ -240,7 +233,7 @@ impl Publisher {
             self.candles.start_backfills(&hub, fh + 1);
         }
         (self.installs, self.wanted_version) = (installs, wanted.version);
-        hub.shared.set_publisher_wants_complete(!self.held.is_empty());
+        hub.shared.set_publisher_wants_complete(self.snapshots.waiting());
         hub.counters.passes.inc();
         hub.announce(self.pass);
     }
@@ -326,12 +319,18 @@ impl Publisher {
         for b in built {
             let Some(w) = wanted.coins.get(&b.coin) else { continue };
             for (group, [bids, asks]) in w.l2.iter().zip(&b.l2) {
+                // Written once per aggregation, at its deepest depth; every depth's frame is cut from it.
+                let mut all = None;
                 for super::hub::Depth { n_levels: depth, slot } in &group.depths {
                     if !b.exists && slot.frame.load().is_none() {
                         continue;
                     }
-                    let (bids, asks) = (&bids[..bids.len().min(*depth)], &asks[..asks.len().min(*depth)]);
-                    let json = json::l2_book(&b.coin, time, bids, asks);
+                    let json = all
+                        .get_or_insert_with(|| {
+                            self.hub.counters.l2_serializations.inc();
+                            L2Json::new(&b.coin, time, bids, asks)
+                        })
+                        .depth(*depth);
                     if slot.frame.load().as_ref().is_some_and(|old| same_levels(&old.json, &json)) {
                         continue;
                     }
@@ -394,48 +393,6 @@ impl Publisher {
             slot.put(json, audit);
             self.hub.counters.mids_frames.inc();
         }
-    }
-
-    /// Serializes requested l4Book snapshots on the rayon pool, so a big book never delays the next pass.
-    fn serve_snapshots(&self, books: Vec<(Coin, Option<CoinBook>)>, requests: Vec<SnapshotRequest>, audit: Audit) {
-        if requests.is_empty() {
-            return;
-        }
-        let after_seq = self.tick_seq;
-        let hub = self.hub.clone();
-        // A panic on the rayon pool would abort the process without a word; supervised, it fails the service
-        // with the reason on /health and in the log.
-        rayon::spawn(move || {
-            hub.shared.health().supervised("l4Book snapshot job", || {
-                assert!(
-                    !crate::state::test_panic("l4_snapshots"),
-                    "HLBOOK_TEST_PANIC asked an l4Book snapshot job to panic"
-                );
-                let mut by_coin: FxHashMap<Coin, Vec<_>> = FxHashMap::default();
-                for (c, tx) in requests {
-                    by_coin.entry(c).or_default().push(tx);
-                }
-                for (coin, book) in books {
-                    let mut waiting = by_coin.remove(&coin).unwrap_or_default();
-                    waiting.retain(|tx| !tx.is_closed());
-                    if waiting.is_empty() {
-                        hub.counters.l4_snapshots_abandoned.inc();
-                        continue;
-                    }
-                    let book = book.unwrap_or_else(|| CoinBook::new(coin.clone()));
-                    // The snapshot is the books at `audit.height`: that block's stage times are its own.
-                    let json = json::l4_snapshot(&book, audit.height(), audit.block_time());
-                    let frame = Arc::new(Frame::new(after_seq, json, stamped(audit)));
-                    hub.counters.l4_snapshots.inc();
-                    for tx in waiting {
-                        let _ = tx.send(L4Snapshot { after_seq, frame: frame.clone() });
-                    }
-                }
-                // The pass announced before these were ready: wake the waiting connections now, not at the next
-                // block (which may be seconds away on a quiet or stalled node).
-                hub.poke();
-            });
-        });
     }
 }
 
@@ -501,3 +458,7 @@ fn same_levels(a: &[u8], b: &[u8]) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+#[path = "pass_tests.rs"]
+mod tests;

@@ -101,6 +101,8 @@ crate::state::counter::counters! {
         snapshots_requested,
         /// Failed snapshot attempts (retried with back-off).
         snapshot_failures,
+        /// Snapshots over NATS refused for being over `nats.max_snapshot_bytes` (downloaded or inflated).
+        snapshots_too_large,
         /// Connections made to relays.
         source_connects,
         /// Connections to relays lost.
@@ -125,6 +127,8 @@ crate::state::counter::counters! {
         lines_too_far_ahead,
         /// Racing: blocks given up because `ingest.race_max_parked_blocks` later blocks waited for them.
         parked_blocks_full,
+        /// Lines of blocks not whole yet reached `ingest.max_pending_bytes`: the source counted as broken (resync).
+        pending_bytes_full,
         /// Diffs lines applied in two steps, the watched coins first (`book::first`).
         split_diff_steps,
         /// Split diffs steps whose rest went ahead before the publisher had taken up the first part (1 ms).

@@ -4,10 +4,12 @@
 //! Files are read oldest first, a file being skipped whole when the next one begins at or below the first height
 //! wanted, so a catch-up of a few blocks opens one or two files. Lines are streamed (memory is one line); a last
 //! line still being written (no newline yet) ends the read. Streaming mode writes one line per event: consecutive
-//! lines of one height make one block.
+//! lines of one height make one block. A line longer than `ingest.max_line_bytes` is skipped and counted, read
+//! through to its newline in buffer-sized pieces and never held whole: a broken or hostile writer of the node's
+//! files cannot make the store allocate one line's worth of memory past the limit ingest already applies.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -24,6 +26,8 @@ use crate::node::{Address, Coin, Fixed, Mode, Stream};
 pub struct FillsDir {
     pub node_dir: PathBuf,
     pub mode: Mode,
+    /// `ingest.max_line_bytes`: a longer line is skipped.
+    pub max_line_bytes: usize,
 }
 
 /// One block's fills as the store takes them, from a file or from the live feed.
@@ -66,12 +70,54 @@ pub struct ReadOutcome {
     pub files: usize,
     /// Lines that did not parse (skipped).
     pub malformed: u64,
+    /// Lines longer than `FillsDir::max_line_bytes` (skipped).
+    pub too_long: u64,
+}
+
+/// What one capped line read found.
+#[derive(Debug, PartialEq, Eq)]
+enum Capped {
+    /// A whole line (with its newline) is in the buffer.
+    Line,
+    /// A line over the cap, read through its newline and dropped.
+    TooLong,
+    /// End of file, or a last line still being written (no newline yet).
+    End,
+}
+
+/// Reads one line into `line` (cleared first), holding at most `max` bytes of it: a longer one is consumed to its
+/// newline without being kept.
+fn read_capped(reader: &mut impl BufRead, line: &mut Vec<u8>, max: usize) -> io::Result<Capped> {
+    line.clear();
+    let mut over = false;
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(Capped::End);
+        }
+        let (take, done) = match memchr::memchr(b'\n', buf) {
+            Some(i) => (i + 1, true),
+            None => (buf.len(), false),
+        };
+        if !over && line.len() + take > max.saturating_add(1) {
+            over = true;
+            line.clear();
+        }
+        if !over {
+            line.extend_from_slice(&buf[..take]);
+        }
+        reader.consume(take);
+        if done {
+            return Ok(if over { Capped::TooLong } else { Capped::Line });
+        }
+    }
 }
 
 /// The block number of a file's first line (`None`: empty or unreadable).
 fn first_height(path: &Path) -> Option<u64> {
+    // The height is among a line's first fields: a line is never read whole for it.
     let mut line = Vec::new();
-    BufReader::new(File::open(path).ok()?).read_until(b'\n', &mut line).ok()?;
+    BufReader::new(File::open(path).ok()?.take(4096)).read_until(b'\n', &mut line).ok()?;
     let at = memchr::memmem::find(&line, b"\"block_number\":")? + "\"block_number\":".len();
     let digits: Vec<u8> = line[at..].iter().copied().take_while(u8::is_ascii_digit).collect();
     std::str::from_utf8(&digits).ok()?.parse().ok()
@@ -102,7 +148,7 @@ pub fn read_blocks(
             break;
         }
         out.files += 1;
-        if !read_file(&f.path, (from, to), stop, &mut block, &mut out, each) {
+        if !read_file(&f.path, dir.max_line_bytes, (from, to), stop, &mut block, &mut out, each) {
             break;
         }
         progress(k + 1, files.len());
@@ -124,6 +170,7 @@ fn hand(b: BlockFills, out: &mut ReadOutcome, each: &mut dyn FnMut(BlockFills)) 
 /// One file's lines into blocks; false once the read is over (past `to`, or stopped).
 fn read_file(
     path: &Path,
+    max_line: usize,
     (from, to): (u64, u64),
     stop: &dyn Fn() -> bool,
     block: &mut Option<BlockFills>,
@@ -137,14 +184,15 @@ fn read_file(
         if stop() {
             return false;
         }
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => return true,
-            Ok(_) => {}
-        }
         // A last line still being written has no newline yet: it is not read.
-        if line.last() != Some(&b'\n') {
-            return true;
+        match read_capped(&mut reader, &mut line, max_line) {
+            Ok(Capped::End) | Err(_) => return true,
+            Ok(Capped::TooLong) => {
+                out.too_long += 1;
+                tracing::warn!(path = %path.display(), "a fills line over ingest.max_line_bytes ({max_line}); skipped");
+                continue;
+            }
+            Ok(Capped::Line) => {}
         }
         let Ok(env) = serde_json::from_slice::<Envelope<'_>>(line.trim_ascii_end()) else {
             out.malformed += 1;
@@ -203,7 +251,7 @@ mod tests {
         std::fs::write(hourly.join("9"), format!("{}\n{}\n", line(1, t, &[(a, 1, "1.0")]), line(2, t, &[]))).unwrap();
         let third = line(3, t, &[(a, 3, "2.0"), (a, 3, "2.0")]);
         std::fs::write(hourly.join("10"), format!("{third}\n{}\n{{\"partial", line(4, t, &[]))).unwrap();
-        let fd = FillsDir { node_dir: dir.path().to_path_buf(), mode: Mode::ByBlock };
+        let fd = FillsDir { node_dir: dir.path().to_path_buf(), mode: Mode::ByBlock, max_line_bytes: 1 << 20 };
         let read = |from, to| {
             let mut got = Vec::new();
             let o =
@@ -219,12 +267,43 @@ mod tests {
         let part = |tid| line(3, t, &[(a, tid, "2.0")]);
         std::fs::write(streaming.join("9"), format!("{}\n{}\n", line(2, t, &[(a, 1, "1.0")]), part(3))).unwrap();
         std::fs::write(streaming.join("10"), format!("{}\n{}\n", part(4), line(4, t, &[(a, 5, "1.0")]))).unwrap();
-        let sd = FillsDir { node_dir: dir.path().to_path_buf(), mode: Mode::Streaming };
+        let sd = FillsDir { node_dir: dir.path().to_path_buf(), mode: Mode::Streaming, max_line_bytes: 1 << 20 };
         let mut got = Vec::new();
         read_blocks(&sd, (3, 3), &|| false, &mut |_, _| {}, &mut |b| got.push((b.height, b.users.len())));
         assert_eq!(got, [(3, 2)], "both parts of block 3");
         let mut times = Vec::new();
         read_blocks(&fd, (3, 3), &|| false, &mut |_, _| {}, &mut |b| times.push(b.time_ms));
         assert_eq!(times, [parse_node_time(t).unwrap() / 1_000_000]);
+    }
+
+    #[test]
+    fn a_line_over_the_cap_is_skipped_and_counted_never_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = "0x5eaac7c475b1fad85701f02c4e9e796a53f94bd5";
+        let hourly = dir.path().join("node_fills_by_block/hourly/20260505");
+        std::fs::create_dir_all(&hourly).unwrap();
+        let t = "2026-05-05T09:00:00.0";
+        let (one, three) = (line(1, t, &[(a, 1, "1.0")]), line(3, t, &[(a, 3, "2.0")]));
+        // Block 2's line is 4 MB of fills, far past a 1 kB cap and past the reader's 1 MB buffer.
+        let fills: Vec<(&str, u64, &str)> = (0..30_000).map(|i| (a, 10 + i, "1.5")).collect();
+        let long = line(2, t, &fills);
+        std::fs::write(hourly.join("9"), format!("{one}\n{long}\n{three}\n")).unwrap();
+        let fd = FillsDir { node_dir: dir.path().to_path_buf(), mode: Mode::ByBlock, max_line_bytes: 1024 };
+        let mut got = Vec::new();
+        let o = read_blocks(&fd, (0, u64::MAX), &|| false, &mut |_, _| {}, &mut |b| got.push(b.height));
+        // On the old code the 4 MB line was read whole and handed out: [1, 2, 3], and nothing counted.
+        assert_eq!((got, o.too_long, o.malformed), (vec![1, 3], 1, 0), "the lines around it are read");
+    }
+
+    #[test]
+    fn the_capped_read_keeps_a_line_at_the_cap_and_drops_one_byte_more() {
+        let text = b"abcd\nabcde\nab";
+        let mut r = BufReader::with_capacity(2, &text[..]);
+        let mut line = Vec::new();
+        assert_eq!(read_capped(&mut r, &mut line, 4).unwrap(), Capped::Line);
+        assert_eq!(line, b"abcd\n");
+        assert_eq!(read_capped(&mut r, &mut line, 4).unwrap(), Capped::TooLong);
+        assert!(line.len() <= 5, "never more than the cap and its newline held");
+        assert_eq!(read_capped(&mut r, &mut line, 4).unwrap(), Capped::End, "a last line without its newline");
     }
 }

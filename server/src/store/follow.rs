@@ -363,7 +363,7 @@ pub(super) fn read_back(
     let last_ms = store.meta("last_ms").unwrap_or(0) as i64;
     let cutoff = day_of(last_ms - i64::from(retention_days) * DAY);
     let (mut batch, mut fills, mut err) = (Vec::new(), 0u64, None);
-    read_blocks(dir, (0, to), &|| stop.load(Relaxed), &mut |_, _| {}, &mut |b| {
+    let read = read_blocks(dir, (0, to), &|| stop.load(Relaxed), &mut |_, _| {}, &mut |b| {
         if err.is_some() || day_of(b.time_ms) < cutoff {
             return;
         }
@@ -379,6 +379,7 @@ pub(super) fn read_back(
             err = Some(e);
         }
     });
+    store.status.lines_too_long.fetch_add(read.too_long, Relaxed);
     if let Some(e) = err {
         return Err(e);
     }

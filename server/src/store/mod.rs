@@ -102,6 +102,8 @@ pub struct Status {
     /// Fills lines of a block that came after the block was written (waited for `writer::FILLS_WAIT` and
     /// longer): not in the store.
     pub late_fills: AtomicU64,
+    /// Fills lines of the node's files over `ingest.max_line_bytes`, skipped by the backfill, catch-up or read-back.
+    pub lines_too_long: AtomicU64,
     pub gaps: AtomicU64,
     pub seeded_candles: AtomicU64,
     pub error: Mutex<Option<String>>,
@@ -384,6 +386,12 @@ impl Store {
                 true,
                 c(&s.late_fills),
             ),
+            (
+                "lines_too_long",
+                "Node fills lines over ingest.max_line_bytes, skipped by the backfill, catch-up or read-back",
+                true,
+                c(&s.lines_too_long),
+            ),
             ("height", "Last height committed to the history store", false, c(&s.height)),
             ("followed_users", "Users whose fills the store keeps (store.fills_users = followed)", false, {
                 self.follow.len() as u64
@@ -427,6 +435,7 @@ impl Store {
             "dropped": s.dropped.load(Relaxed),
             "gaps": s.gaps.load(Relaxed),
             "late_fills": s.late_fills.load(Relaxed),
+            "lines_too_long": s.lines_too_long.load(Relaxed),
             "seeded_candles": s.seeded_candles.load(Relaxed),
             "fills_users": if self.follow.only() { "followed" } else { "all" },
             "followed_users": self.follow.len(),

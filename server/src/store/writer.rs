@@ -297,6 +297,7 @@ impl Writer {
                 }
             })
         };
+        self.store.status.lines_too_long.fetch_add(outcome.too_long, Relaxed);
         if let Some(e) = err.into_inner() {
             return Err(e);
         }

@@ -65,7 +65,7 @@ fn write_files(dir: &Path, heights: std::ops::RangeInclusive<u64>) {
 
 fn writer(dir: &Path, files: Option<&Path>) -> Writer {
     let store = Store::open(&dir.join("store")).unwrap();
-    let files = files.map(|f| FillsDir { node_dir: f.to_path_buf(), mode: Mode::ByBlock });
+    let files = files.map(|f| FillsDir { node_dir: f.to_path_buf(), mode: Mode::ByBlock, max_line_bytes: 1 << 20 });
     Writer::new(store, files, 30)
 }
 
@@ -175,7 +175,7 @@ fn followed_mode_keeps_followed_users_and_reads_a_new_one_back_from_the_files() 
     let store = Store::open(&dir.path().join("store")).unwrap();
     store.follow_only(10).unwrap();
     assert_eq!(store.follow.follow(&addr(A).0), follow::Follow::New);
-    let fd = FillsDir { node_dir: node.clone(), mode: Mode::ByBlock };
+    let fd = FillsDir { node_dir: node.clone(), mode: Mode::ByBlock, max_line_bytes: 1 << 20 };
     let mut w = Writer::new(store.clone(), Some(fd.clone()), 30);
     run(&mut w, vec![Feed::Complete(5)]);
     let fills = |u: &str| store.user_fills(&addr(u), u64::MAX, 1000).unwrap();
@@ -279,7 +279,7 @@ fn queued_read_backs_share_one_pass_and_mark_their_users_done() {
     tx.send((vec![addr(A).0], 3)).unwrap();
     tx.send((vec![addr(B).0], 5)).unwrap();
     drop(tx);
-    let fd = FillsDir { node_dir: node, mode: Mode::ByBlock };
+    let fd = FillsDir { node_dir: node, mode: Mode::ByBlock, max_line_bytes: 1 << 20 };
     follow::run_read_back(&store, Some(&fd), 30, &jobs, &AtomicBool::new(false));
     for u in [A, B] {
         assert_eq!(store.user_fills(&addr(u), u64::MAX, 100).unwrap().len(), 10, "{u}: blocks 1..=5");

@@ -3,6 +3,7 @@
 //! height, and downloads the object it is told of from the object store `<stream>_SNAPSHOTS`. The publisher's side
 //! (`keeper`) answers. An edge then needs nothing but NATS: no access to the node's disk or info server.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
@@ -57,6 +58,15 @@ pub enum Reply {
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// A snapshot object past `nats.max_snapshot_bytes`: refused, never written out whole.
+#[derive(Debug, thiserror::Error)]
+#[error("snapshot {name} is over nats.max_snapshot_bytes ({max} bytes) {stage}; refused")]
+pub struct TooLarge {
+    pub name: String,
+    pub max: u64,
+    pub stage: &'static str,
+}
+
 /// Asks for a snapshot at or above `min_height` and downloads it into `dir`; returns the file (the caller's to
 /// delete). Blocking: for the snapshot loader and validation threads.
 pub fn fetch(t: &NatsTarget, dir: &Path, min_height: u64) -> anyhow::Result<PathBuf> {
@@ -99,22 +109,42 @@ async fn download(t: &NatsTarget, path: &Path, min_height: u64) -> anyhow::Resul
     let download = if compressed { path.with_extension("json.zst") } else { path.to_path_buf() };
     let mut file =
         tokio::fs::File::create(&download).await.with_context(|| format!("creating {}", download.display()))?;
-    let bytes = tokio::io::copy(&mut object, &mut file).await.with_context(|| format!("downloading {name}"))?;
+    let max = t.cfg.max_snapshot_bytes;
+    let mut capped = tokio::io::AsyncReadExt::take(&mut object, max.saturating_add(1));
+    let bytes = tokio::io::copy(&mut capped, &mut file).await.with_context(|| format!("downloading {name}"))?;
     tokio::io::AsyncWriteExt::flush(&mut file).await?;
     drop(file);
-    if compressed {
-        let inflated = inflate(&download, path);
+    if bytes > max {
         let _ = std::fs::remove_file(&download);
-        inflated.with_context(|| format!("inflating {name}"))?;
+        return Err(TooLarge { name, max, stage: "as downloaded" }.into());
+    }
+    if compressed {
+        let inflated = inflate(&download, path, max);
+        let _ = std::fs::remove_file(&download);
+        match inflated.with_context(|| format!("inflating {name}"))? {
+            Inflated::Whole => {}
+            Inflated::TooLarge => return Err(TooLarge { name, max, stage: "once inflated" }.into()),
+        }
     }
     tracing::info!(name, height, bytes, "snapshot fetched from NATS");
     Ok(())
 }
 
-fn inflate(from: &Path, to: &Path) -> std::io::Result<()> {
+#[derive(Debug, PartialEq, Eq)]
+enum Inflated {
+    Whole,
+    /// It inflates past the cap: what was written is a prefix, for the caller to delete.
+    TooLarge,
+}
+
+/// Inflates `from` into `to`, stopping one byte past `max`: a small object that inflates without end (a zstd
+/// bomb, or a publisher gone wrong) costs at most `max` bytes of disk.
+fn inflate(from: &Path, to: &Path, max: u64) -> std::io::Result<Inflated> {
     let mut out = std::io::BufWriter::new(std::fs::File::create(to)?);
-    zstd::stream::copy_decode(std::fs::File::open(from)?, &mut out)?;
-    std::io::Write::flush(&mut out)
+    let decoder = zstd::stream::read::Decoder::new(std::fs::File::open(from)?)?;
+    let written = std::io::copy(&mut decoder.take(max.saturating_add(1)), &mut out)?;
+    std::io::Write::flush(&mut out)?;
+    Ok(if written > max { Inflated::TooLarge } else { Inflated::Whole })
 }
 
 /// The publisher's side: `from` compressed into `to`, at zstd's fastest level (a whole-market snapshot is
@@ -148,8 +178,21 @@ mod tests {
         std::fs::write(&a, &text).unwrap();
         deflate(&a, &z).unwrap();
         assert!(std::fs::metadata(&z).unwrap().len() * 10 < text.len() as u64);
-        inflate(&z, &b).unwrap();
+        assert_eq!(inflate(&z, &b, text.len() as u64).unwrap(), Inflated::Whole, "exactly at the cap");
         assert_eq!(std::fs::read_to_string(&b).unwrap(), text);
+    }
+
+    #[test]
+    fn an_object_that_inflates_past_the_cap_is_refused_having_written_at_most_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, z, b) = (dir.path().join("a.json"), dir.path().join("a.json.zst"), dir.path().join("b.json"));
+        // 64 MB of one byte deflates to a few kB: the shape of a decompression bomb.
+        std::fs::write(&a, vec![b' '; 64 << 20]).unwrap();
+        deflate(&a, &z).unwrap();
+        assert!(std::fs::metadata(&z).unwrap().len() < 1 << 20);
+        // On the old code the object was inflated whole (64 MB written), whatever its size.
+        assert_eq!(inflate(&z, &b, 1 << 20).unwrap(), Inflated::TooLarge);
+        assert!(std::fs::metadata(&b).unwrap().len() <= (1 << 20) + 1, "never more than the cap on disk");
     }
 
     #[test]

@@ -12,12 +12,13 @@
 //! `SourceEvent::Restart`.
 
 use std::io;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, consumer};
 use bytes::Bytes;
 use futures_util::StreamExt;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use super::NatsTarget;
 use super::lines::{Lines, Pos, Via, Whole};
@@ -28,6 +29,39 @@ const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// Whole lines waiting for ingest; a multi-MB status line is one of them.
 const QUEUE: usize = 256;
+/// Bytes of those lines: 256 whole lines of up to `ingest.max_line_bytes` each would be 16 GiB at the defaults.
+/// At least one line of the longest allowed always fits.
+const QUEUE_BYTES: usize = 128 << 20;
+
+/// The bytes of lines in the worker's channel: the worker takes a line's bytes before sending it and ingest gives
+/// them back once it has handled the line, so the channel holds at most `total` bytes (or one line, when longer).
+#[derive(Debug)]
+struct ByteGate {
+    free: Arc<Semaphore>,
+    total: usize,
+}
+
+impl ByteGate {
+    fn new(total: usize) -> ByteGate {
+        let total = total.clamp(1, u32::MAX as usize);
+        ByteGate { free: Arc::new(Semaphore::new(total)), total }
+    }
+
+    /// The permits a line of `len` bytes holds while queued.
+    fn cost(&self, len: usize) -> u32 {
+        len.clamp(1, self.total) as u32
+    }
+
+    /// Waits until `len` more bytes fit; they stay taken until `release`.
+    async fn admit(&self, len: usize) -> anyhow::Result<()> {
+        self.free.acquire_many(self.cost(len)).await?.forget();
+        Ok(())
+    }
+
+    fn release(&self, len: usize) {
+        self.free.add_permits(self.cost(len) as usize);
+    }
+}
 
 enum Msg {
     Up(u64),
@@ -43,6 +77,7 @@ enum Msg {
 #[derive(Debug)]
 struct Worker {
     rx: mpsc::Receiver<Msg>,
+    gate: Arc<ByteGate>,
     /// Dropped with the worker: ends its NATS client.
     _cancel: oneshot::Sender<()>,
 }
@@ -91,8 +126,9 @@ impl NatsSource {
 
     fn spawn(&mut self) {
         let (tx, rx) = mpsc::channel(QUEUE);
+        let gate = Arc::new(ByteGate::new(QUEUE_BYTES.max(self.max_line)));
         let (cancel, cancelled) = oneshot::channel();
-        let (target, mode, max_line) = (self.target.clone(), self.mode, self.max_line);
+        let (target, mode, max_line, worker_gate) = (self.target.clone(), self.mode, self.max_line, gate.clone());
         let from = From { after: self.resume_after, pos: self.pos };
         std::thread::Builder::new()
             .name("nats-source".into())
@@ -100,7 +136,7 @@ impl NatsSource {
                 let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
                 rt.block_on(async move {
                     tokio::select! {
-                        r = consume(&target, mode, from, max_line, &tx) => {
+                        r = consume(&target, mode, from, max_line, &tx, &worker_gate) => {
                             let why = match r { Ok(()) => "the consumer ended".to_string(), Err(e) => format!("{e:#}") };
                             let _ = tx.send(Msg::Broken(why)).await;
                         }
@@ -109,7 +145,7 @@ impl NatsSource {
                 });
             })
             .expect("spawning the NATS source thread");
-        self.worker = Some(Worker { rx, _cancel: cancel });
+        self.worker = Some(Worker { rx, gate, _cancel: cancel });
     }
 
     fn handle(&mut self, m: Msg, on: &mut dyn FnMut(SourceEvent<'_>)) {
@@ -187,7 +223,11 @@ impl LineSource for NatsSource {
                 Err(_) => break,
             }
         }
+        let gate = w.gate.clone();
         for m in batch {
+            if let Msg::Line(_, line, _) = &m {
+                gate.release(line.len());
+            }
             self.handle(m, on);
             if self.worker.is_none() {
                 break;
@@ -256,6 +296,7 @@ async fn consume(
     mut from: From,
     max_line: usize,
     tx: &mpsc::Sender<Msg>,
+    gate: &ByteGate,
 ) -> anyhow::Result<()> {
     let (re_tx, mut reconnected) = mpsc::unbounded_channel();
     let client = super::connect(&t.servers, &t.cfg, "hlbook serve", Some(re_tx)).await?;
@@ -309,7 +350,11 @@ async fn consume(
             }
         };
         match whole {
-            Some(Whole::Line(s, line)) => tx.send(Msg::Line(s, line, lines.pos())).await?,
+            Some(Whole::Line(s, line)) => {
+                // Held here, not queued, while ingest works through what is: the consumer then waits too.
+                gate.admit(line.len()).await?;
+                tx.send(Msg::Line(s, line, lines.pos())).await?;
+            }
             Some(Whole::TooLong(s, height, bytes)) => tx.send(Msg::TooLong(s, height, bytes, lines.pos())).await?,
             Some(Whole::Foreign(why)) => tx.send(Msg::Foreign(why, lines.pos())).await?,
             None => {}
@@ -324,5 +369,27 @@ struct AbortOnDrop(tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::FutureExt;
+
+    use super::*;
+
+    #[test]
+    fn queued_lines_are_bounded_by_bytes_and_one_long_line_always_fits() {
+        let gate = ByteGate::new(100);
+        // The old queue took 256 lines whatever their size: a second 60-byte line went in at once.
+        assert!(gate.admit(60).now_or_never().is_some(), "room for the first");
+        assert!(gate.admit(60).now_or_never().is_none(), "the second waits: 120 bytes would be queued");
+        gate.release(60);
+        assert!(gate.admit(60).now_or_never().is_some(), "ingest took the first: the second goes");
+        gate.release(60);
+        assert!(gate.admit(1_000).now_or_never().is_some(), "a line over the whole bound still fits alone");
+        assert!(gate.admit(1).now_or_never().is_none(), "and nothing beside it");
+        gate.release(1_000);
+        assert!(gate.admit(1).now_or_never().is_some());
     }
 }
