@@ -175,6 +175,12 @@ impl Publisher {
             Copies::default()
         };
         let (block_time, l2_time) = (books.block_time(), books.diffs_block_time());
+        // The diffs line times of the books as read: ingest records a diffs step under the books' write lock, so
+        // while this read lock is held they are those of the newest line applied. Read after it, a streaming block's
+        // next line could already be recorded, and a frame would claim a line its levels do not hold yet (the plain
+        // L2 oracle, tests/l2_oracle_plain.rs, caught frames stamped one line ahead of their books).
+        let l2_times = hub.shared.times_of(dh, Stream::Diffs);
+        let early_times = early.as_ref().map(|e| hub.shared.times_of(e.0, Stream::Diffs));
         drop(books);
 
         // Register the lines before any of their frames can be written, so every write is counted.
@@ -193,14 +199,14 @@ impl Publisher {
             }
         }
         if let Some((height, time, built)) = &early {
-            let audit = self.audit_of(*height, *time, Stream::Diffs);
+            let audit = audit_from(*height, *time, Stream::Diffs, early_times.flatten());
             self.publish_l2(&wanted, built, *time, audit);
             // No allMids: it shows every coin at one height, so it waits for the rest of the step.
             self.publish_bbo(&wanted, built, nanos_to_millis(*time), audit);
             self.first_height = *height;
             hub.counters.first_parts.inc();
         }
-        let l2_audit = self.audit_of(dh, l2_time, Stream::Diffs);
+        let l2_audit = audit_from(dh, l2_time, Stream::Diffs, l2_times);
         self.publish_l2(&wanted, &built, l2_time, l2_audit);
         self.publish_bbo_and_mids(&wanted, &built, l2_time, l2_audit, reloaded || shapes.mids);
         // Backfilled candles join the trades counted up to the last fills step published, before this pass's.
