@@ -81,11 +81,8 @@ impl Budgets {
     fn shed(&self) {
         let conns = self.conns.lock();
         while self.held().saturating_sub(self.closing.load(Relaxed)) > self.max_total {
-            let largest = conns
-                .iter()
-                .filter_map(Weak::upgrade)
-                .filter(|c| !c.closing.load(Relaxed))
-                .max_by_key(|c| c.held());
+            let largest =
+                conns.iter().filter_map(Weak::upgrade).filter(|c| !c.closing.load(Relaxed)).max_by_key(|c| c.held());
             let Some(c) = largest else { break };
             let bytes = c.held();
             c.closing_bytes.store(bytes, Relaxed);

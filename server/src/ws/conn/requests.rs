@@ -10,9 +10,9 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use super::{Chain, Conn, Delivery, End, Kept, L4State, MAX_POSTS};
 use crate::publish::Want;
+use crate::ws::budget::SUB_BYTES;
 use crate::ws::candle_stream::CandleState;
 use crate::ws::protocol::{self, Request, Subscription};
-use crate::ws::budget::SUB_BYTES;
 use crate::ws::user_stream::{UserState, release_user};
 
 /// A pong's frame header, written ahead of the ping's payload.
