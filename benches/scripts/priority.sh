@@ -23,7 +23,9 @@ start_hlsim "$work/sim.out" "$work/sim.log" \
 info=$(wait_line "$work/sim.out" "info listening on")
 HLBOOK_NICE=$NICE start_hlbook "$work/server.out" "$work/server.log" \
 	serve --node-dir "$work/data" --info-url "http://$info/info" \
-	--snapshot-dir "$work/snapshots" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --set server.max_connections_per_ip=100000
+	--snapshot-dir "$work/snapshots" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --set server.max_connections_per_ip=100000 \
+	--set server.max_http_connections_per_ip=100000 --set server.max_subscriptions_per_ip=100000000 \
+	--set server.max_messages_per_minute_per_ip=100000000
 addr=$(wait_line "$work/server.out" "hlbook listening on")
 for _ in $(seq 900); do
 	[ "$(curl -sf "http://$addr/health" | grep -o '"state":"live"')" ] && break

@@ -32,10 +32,18 @@ pub fn start_server(dir: &Path, sim_info: &str) -> (Proc, String, String) {
     // HLBOOK_BENCH_NO_ADMIN: that build predates the admin listener (before 463234d): /status is on the public one.
     let legacy = std::env::var_os("HLBOOK_BENCH_NO_ADMIN").is_some();
     let admin_listen = if legacy { "" } else { "admin_listen = [\"127.0.0.1:0\"]\n" };
+    // HLBOOK_BENCH_NO_IP_QUOTA: that build predates the per-IP subscription and message allowances (issue #43).
+    // Every bench client is one IP: the allowances are lifted, as an operator would for a trusted fan-out.
+    let ip_quota = if std::env::var_os("HLBOOK_BENCH_NO_IP_QUOTA").is_some() {
+        ""
+    } else {
+        "max_subscriptions_per_ip = 100000000\nmax_messages_per_minute_per_ip = 100000000\n\
+         max_http_connections_per_ip = 100000\n"
+    };
     let config = format!(
         "[ingest]\nnode_dir = {:?}\nmode = \"by-block\"\ninfo_url = \"http://{sim_info}/info\"\nsnapshot_dir = {:?}\n\
          [server]\nlisten = [\"127.0.0.1:0\"]\n{admin_listen}compression = true\nmax_connections = 100000\n\
-         max_connections_per_ip = 100000\nnew_connections_per_minute_per_ip = 100000\n",
+         max_connections_per_ip = 100000\nnew_connections_per_minute_per_ip = 100000\n{ip_quota}",
         dir.join("data"),
         snaps,
     );

@@ -16,17 +16,22 @@ pub struct ServerConfig {
     pub compression: bool,
     /// Deflate level 1 (fastest) to 9; each shared frame is compressed once at this level.
     pub compression_level: u32,
-    /// Open WebSocket connections, in total and per client IP.
+    /// Open WebSocket connections, in total and per client IP (the exchange allows an IP 100).
     pub max_connections: usize,
     pub max_connections_per_ip: usize,
     /// New WebSocket connections a minute from one IP.
     pub new_connections_per_minute_per_ip: u32,
     /// Subscriptions one connection may hold.
     pub max_subscriptions: usize,
+    /// Subscriptions one client IP may hold across all of its connections (the exchange allows 1,000).
+    pub max_subscriptions_per_ip: usize,
     /// Largest client frame (and inflated message), in bytes.
     pub max_frame_bytes: usize,
-    /// Client messages a minute on one connection.
+    /// Client messages a minute on one connection, pings included.
     pub max_messages_per_minute: u32,
+    /// Client messages a minute from one client IP across all of its connections, pings included (the exchange
+    /// allows 2,000); the connection whose message goes over is closed with 1008.
+    pub max_messages_per_minute_per_ip: u32,
     /// Close a connection after this many seconds with nothing sent or received.
     pub idle_timeout_secs: u64,
     /// Every listener (public and admin): a request's headers must be complete within this many seconds of the
@@ -48,7 +53,8 @@ pub struct ServerConfig {
     /// Bytes held for one connection and not yet written (its batch's own copies, post answers, l4Book
     /// snapshots); over it the connection is closed with 1008.
     pub conn_budget_bytes: usize,
-    /// The same for all connections together; when it is exhausted the heavy holders are closed.
+    /// The same for all connections together, a hard bound: past it new connections and subscriptions are
+    /// refused and the largest holders are closed until the rest fits.
     pub global_budget_bytes: usize,
     /// History reads of the node's files (userFills first frames, candle backfills, candleSnapshot) running at
     /// once, how many may wait for a turn, and how long each waits before it is refused with an error.
@@ -143,16 +149,18 @@ impl Default for ServerConfig {
             compression: true,
             compression_level: 1,
             max_connections: 10_000,
-            max_connections_per_ip: 1_000,
+            max_connections_per_ip: 100,
             new_connections_per_minute_per_ip: 1_200,
             max_subscriptions: 1_000,
+            max_subscriptions_per_ip: 1_000,
             max_frame_bytes: 1 << 20,
             max_messages_per_minute: 2_000,
+            max_messages_per_minute_per_ip: 2_000,
             idle_timeout_secs: 60,
             header_timeout_secs: 10,
             http_idle_timeout_secs: 60,
             // The WebSocket cap (`max_connections_per_ip`) and room for plain requests beside it.
-            max_http_connections_per_ip: 1_100,
+            max_http_connections_per_ip: 200,
             token: String::new(),
             backlog_blocks: 2_048,
             backlog_bytes: 256 << 20,

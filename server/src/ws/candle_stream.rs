@@ -22,7 +22,7 @@ pub(super) fn first_frame(
     hub: &Hub,
     key: &CandleKey,
     head: u64,
-    echo: &serde_json::Value,
+    echo: &super::protocol::Echo,
     state: &mut CandleState,
 ) -> Option<(Arc<Frame>, Option<String>)> {
     let CandleState::Waiting = state else { return None };

@@ -23,7 +23,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use super::WsContext;
-use super::budget::{Charge, ConnBudget};
+use super::budget::{CONN_BYTES, Charge, ConnBudget};
 use super::candle_stream::{CandleState, first_frame, take_candle_tick};
 use super::protocol::{self, Subscription};
 use super::user_stream::{UserState, release_user, take_snapshot, take_user_tick};
@@ -108,6 +108,19 @@ enum L4State {
     },
 }
 
+/// A subscription as kept: the request (for acks, errors and notices) and what it is charged, its echo above all.
+struct Kept {
+    sub: Subscription,
+    _charge: Charge,
+}
+
+impl std::ops::Deref for Kept {
+    type Target = Subscription;
+    fn deref(&self) -> &Subscription {
+        &self.sub
+    }
+}
+
 /// How a connection ends.
 enum End {
     /// The client sent a close frame.
@@ -140,7 +153,7 @@ pub struct Conn<S> {
     /// Each subscription by the hub's key: the request as the client sent it (for acks and errors; boxed, since
     /// every block walks these entries of every connection and a smaller entry misses the cache less), how its
     /// frames are delivered, and its audit chain.
-    subs: FxHashMap<Want, (Box<Subscription>, Delivery, Chain)>,
+    subs: FxHashMap<Want, (Box<Kept>, Delivery, Chain)>,
     /// Subscriptions made so far: the next one's number in the audit chain.
     subs_made: u32,
     pending: Vec<String>,
@@ -149,8 +162,12 @@ pub struct Conn<S> {
     /// Answers of `post` requests come back from their tasks here, charged to the budget.
     post_answers: mpsc::Receiver<(String, Charge)>,
     post_tx: mpsc::Sender<(String, Charge)>,
-    /// What is held for this connection and not yet written.
+    /// What is held for this connection: its subscriptions, and what is not yet written.
     budget: Arc<ConnBudget>,
+    /// The connection's own share of the budget, held for its life.
+    _base: Charge,
+    /// Pongs tungstenite queued for the client's pings and not yet written.
+    pong_bytes: usize,
     pending_charges: Vec<Charge>,
     /// Places for `post` requests in flight; one more is refused at once, so a client cannot pile up tasks.
     post_places: Arc<Semaphore>,
@@ -173,6 +190,9 @@ impl<S> Drop for Conn<S> {
         for (_, (s, _, _)) in self.subs.drain() {
             self.ctx.hub.remove(&s.want);
             release_user(&self.ctx, self.opts.ip, &s.want);
+            if let Some(ip) = self.opts.ip {
+                self.ctx.ip_quota.unsubscribe(ip);
+            }
             self.ctx.counters.subscription_delta(s.channel(), -1);
         }
     }
@@ -183,6 +203,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         let now = Instant::now();
         let (post_tx, post_answers) = mpsc::channel(MAX_POSTS);
         let budget = ctx.budgets.connection();
+        let base = budget.charge(CONN_BYTES);
         Conn {
             ctx,
             ws,
@@ -194,6 +215,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             post_answers,
             post_tx,
             budget,
+            _base: base,
+            pong_bytes: 0,
             pending_charges: Vec::new(),
             post_places: Arc::new(Semaphore::new(MAX_POSTS)),
             last_traffic: now,
@@ -207,6 +230,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         let mut published = self.ctx.hub.watch();
         let mut closing = self.ctx.closing.clone();
         let idle = Duration::from_secs(self.ctx.cfg.idle_timeout_secs);
+        let budget = self.budget.clone();
         let end = loop {
             let deadline = self.last_traffic + idle;
             tokio::select! {
@@ -233,6 +257,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                     None => break End::Gone,
                 },
                 changed = published.changed() => if changed.is_err() { break End::Gone },
+                // Picked to free the exhausted global budget while waiting for its client.
+                () = budget.went_over() => if let Some(reason) = budget.over() {
+                    self.ctx.counters.closed_budget.inc();
+                    break End::ByUs(CloseCode::Policy, reason);
+                },
                 Some((answer, charge)) = self.post_answers.recv() => {
                     self.pending.push(answer);
                     self.pending_charges.push(charge);
@@ -282,9 +311,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                 batch.frames.push(Out::Text(text));
             }
             batch.charges.append(&mut self.pending_charges);
+            // Pongs for the client's pings are written (tungstenite's buffer flushed) like any message, so a
+            // client that pings and never reads is held to one socket's worth, not to tungstenite's buffer cap.
+            let pongs = std::mem::take(&mut self.pong_bytes);
+            if pongs > 0 {
+                batch.charges.push(self.budget.charge(pongs));
+            }
             let full = self.gather(&mut batch);
             self.check_budget()?;
-            if batch.frames.is_empty() {
+            if batch.frames.is_empty() && pongs == 0 {
                 return Ok(());
             }
             let (budget, ctx) = (self.budget.clone(), self.ctx.clone());
@@ -485,7 +520,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
 }
 
 /// The error text for an ordered stream that lost blocks: names the subscription and the first height it gets again.
-fn loss_notice(echo: &serde_json::Value, resumes_at: Option<u64>) -> String {
+fn loss_notice(echo: &protocol::Echo, resumes_at: Option<u64>) -> String {
     match resumes_at {
         Some(h) => {
             format!("hlbook: this connection fell behind; {echo} lost blocks before height {h} and continues from it")

@@ -76,6 +76,7 @@ pub async fn health(State(s): State<AppState>) -> Response {
         "height": h.height(),
         "lag_ms": {"block": block_lag / 1_000_000, "node_write": node_lag / 1_000_000},
         "connections": s.ws.limits.open(),
+        "budget": {"held": s.ws.budgets.held(), "max": s.ws.budgets.max_total()},
         "subscriptions": s.ws.counters.subscriptions().into_iter().collect::<std::collections::BTreeMap<_, _>>(),
         "counters": h.counters().to_map(),
         "sources": h.sources().to_json(),

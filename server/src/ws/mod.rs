@@ -5,7 +5,7 @@
 //! official request and response texts, `info` routes info requests (`info_weight` charges each client IP the
 //! exchange's weight, `info_gate` admits each client's, `market_info`, `fills_info`, `user_info` and
 //! `candle_info` answer what hlbook keeps, `passthrough` guards the ways to the node and the upstream),
-//! `deflate` compresses frames once and inflates what clients compress, `wire` frames each message once and writes it beneath tungstenite, `limits` keeps abusers to themselves, `auth`
+//! `deflate` compresses frames once and inflates what clients compress, `wire` frames each message once and writes it beneath tungstenite, `limits` and `ip_quota` keep abusers to themselves, `auth`
 //! checks the optional token, `listen` accepts every listener's connections (header and idle deadlines, and
 //! `tcp_cap`'s per-IP cap), `http` holds the public endpoints and `admin` the operator's.
 
@@ -22,6 +22,7 @@ pub mod http;
 pub mod info;
 pub mod info_gate;
 pub mod info_weight;
+pub mod ip_quota;
 pub mod limits;
 pub mod listen;
 mod market_info;
@@ -64,6 +65,8 @@ pub struct WsContext {
     pub closing: watch::Receiver<bool>,
     /// Distinct users followed per client IP.
     pub user_cap: user_cap::UserCap,
+    /// Subscriptions and messages a minute per client IP, across its connections.
+    pub ip_quota: ip_quota::IpQuota,
     /// Bytes held for clients, per connection and in all.
     pub budgets: Arc<budget::Budgets>,
 }

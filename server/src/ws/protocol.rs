@@ -29,7 +29,39 @@ pub enum Request {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Subscription {
     pub want: Want,
-    pub echo: Value,
+    pub echo: Echo,
+}
+
+/// The object acks and errors echo: the client's subscription (its keys, order and value types) with the defaults
+/// added, kept as compact JSON text. A subscription keeps its echo for life, and a parsed object of many small
+/// values costs twenty times its text (a 4 KiB message of small arrays was ~100 KB of `Value`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Echo(Box<str>);
+
+impl Echo {
+    fn new(object: Map<String, Value>) -> Echo {
+        Echo(Value::Object(object).to_string().into_boxed_str())
+    }
+
+    /// Bytes held for it.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The object parsed again, for the rare reader of one of its fields (userFills' `aggregateByTime`).
+    pub fn value(&self) -> Value {
+        serde_json::from_str(&self.0).unwrap_or(Value::Null)
+    }
+}
+
+impl std::fmt::Display for Echo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
 }
 
 impl Subscription {
@@ -52,6 +84,10 @@ impl Subscription {
 /// a way to make the server hold memory.
 pub const MAX_SUBSCRIPTION_BYTES: usize = 4096;
 
+/// The largest echo kept. Written compactly an echo is rarely longer than the message it came in (numbers such as
+/// `1e2` come back as `100.0`); beyond this it is refused like a message over the cap.
+pub const MAX_ECHO_BYTES: usize = 2 * MAX_SUBSCRIPTION_BYTES;
+
 /// Parses one text frame. Errors are the full error frame text.
 pub fn parse(text: &str) -> Result<Request, String> {
     let Ok(v) = serde_json::from_str::<Value>(text) else { return Err(parse_error(text, None)) };
@@ -70,6 +106,13 @@ pub fn parse(text: &str) -> Result<Request, String> {
                 return Err(text);
             }
             let s = subscription(sub).map_err(|why| bad(Some(&why)))?;
+            if s.echo.len() > MAX_ECHO_BYTES {
+                return Err(error(&format!(
+                    "{method} message too large: its subscription is {} bytes written compactly, at most \
+                     {MAX_ECHO_BYTES}; nothing was kept",
+                    s.echo.len()
+                )));
+            }
             Ok(if method == "subscribe" { Request::Subscribe(s) } else { Request::Unsubscribe(s) })
         }
         "post" => {
@@ -151,7 +194,7 @@ fn subscription(sub: &Map<String, Value>) -> Result<Subscription, String> {
             None => return Err(format!("unsupported subscription type {}", quoted(other))),
         },
     };
-    Ok(Subscription { want, echo: Value::Object(echo) })
+    Ok(Subscription { want, echo: Echo::new(echo) })
 }
 
 fn coin(sub: &Map<String, Value>) -> Result<Coin, String> {
@@ -169,8 +212,9 @@ fn small_int(sub: &Map<String, Value>, key: &str) -> Result<Option<u8>, String> 
 }
 
 /// `{"channel":"subscriptionResponse","data":{"method":…,"subscription":…}}`.
-pub fn ack(method: &str, echo: &Value) -> String {
-    serde_json::json!({"channel": "subscriptionResponse", "data": {"method": method, "subscription": echo}}).to_string()
+pub fn ack(method: &str, echo: &Echo) -> String {
+    let method = Value::from(method);
+    format!(r#"{{"channel":"subscriptionResponse","data":{{"method":{method},"subscription":{echo}}}}}"#)
 }
 
 /// `{"channel":"error","data":<text>}`.
@@ -185,16 +229,16 @@ pub fn notice(text: &str) -> String {
     serde_json::json!({"channel": "hlbookNotice", "data": text}).to_string()
 }
 
-pub fn already_subscribed(echo: &Value) -> String {
+pub fn already_subscribed(echo: &Echo) -> String {
     error(&format!("Already subscribed: {echo}"))
 }
 
 /// A subscription to a coin (or dex) the books do not have; the echo is the request's own object.
-pub fn unknown_subject(echo: &Value) -> String {
+pub fn unknown_subject(echo: &Echo) -> String {
     error(&format!("Invalid subscription: hlbook's books have no such coin or dex: {echo}"))
 }
 
-pub fn already_unsubscribed(echo: &Value) -> String {
+pub fn already_unsubscribed(echo: &Echo) -> String {
     error(&format!("Already unsubscribed: {echo}"))
 }
 

@@ -33,7 +33,7 @@ fn ack_echoes_what_the_client_sent_plus_defaults() {
     );
     // Non-l2Book subscriptions get nothing added.
     let t = sub(r#"{"method":"subscribe","subscription":{"type":"trades","coin":"@107"}}"#);
-    assert_eq!(t.echo, json!({"type":"trades","coin":"@107"}));
+    assert_eq!(t.echo.value(), json!({"type":"trades","coin":"@107"}));
     assert_eq!(t.want, Want::Trades("@107".into()));
 }
 

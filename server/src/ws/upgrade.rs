@@ -85,6 +85,12 @@ pub async fn ws(
         return (StatusCode::BAD_REQUEST, "expected a WebSocket upgrade (version 13)").into_response();
     };
     let client = ip_group(client_ip(peer.ip(), h, &ctx.cfg.trusted_proxies), ctx.cfg.ipv6_prefix_len);
+    // The global budget is a hard bound: a connection it has no room for is not taken.
+    if !ctx.budgets.room(super::budget::CONN_BYTES) {
+        ctx.counters.connections_refused.inc();
+        let why = "server busy: its byte budget for all connections is exhausted (server.global_budget_bytes)";
+        return (StatusCode::SERVICE_UNAVAILABLE, why).into_response();
+    }
     let admitted = match ctx.limits.admit(client) {
         Ok(a) => a,
         Err(why) => {
@@ -123,7 +129,9 @@ pub async fn ws(
             .max_frame_size(Some(max))
             .max_message_size(Some(max))
             .write_buffer_size(256 << 10)
-            .max_write_buffer_size(64 << 20);
+            // Only pongs and the close frame go through tungstenite's buffer (`wire` writes the rest beneath it),
+            // and a pong is written before the next message is read.
+            .max_write_buffer_size(1 << 20);
         let ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
         task_ctx.counters.connections_accepted.inc();
         Conn::new(task_ctx, ws, opts, client).run().await;

@@ -64,7 +64,7 @@ pub enum Refused {
 }
 
 /// The refusal text (for distinct users, the official one), with the refused subscription (valid JSON) after it.
-pub fn refusal(why: Refused, max: usize, echo: &serde_json::Value) -> String {
+pub fn refusal(why: Refused, max: usize, echo: &super::protocol::Echo) -> String {
     match why {
         Refused::Users => format!("Cannot track more than {max} total users. {echo}"),
         Refused::Subscriptions => format!(

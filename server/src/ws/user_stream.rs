@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use super::WsContext;
+use super::protocol::Echo;
 use crate::node::Address;
 use crate::publish::history::Waiter;
 use crate::publish::users::UserChannel;
@@ -43,11 +44,12 @@ pub(super) fn release_user(ctx: &WsContext, ip: Option<std::net::IpAddr>, want: 
 /// The snapshot's notice (what it lacks) comes with it.
 pub(super) type Taken = (Result<Arc<Frame>, String>, Option<String>);
 
-pub(super) fn take_snapshot(state: &mut UserState, echo: &serde_json::Value) -> Option<Taken> {
+pub(super) fn take_snapshot(state: &mut UserState, echo: &Echo) -> Option<Taken> {
     let UserState::Waiting { wait, cursor } = state else { return None };
+    let result = wait.result()?;
     // The echo is the client's own subscription: its `aggregateByTime` picks the frames.
-    let aggregate = echo.get("aggregateByTime") == Some(&serde_json::Value::Bool(true));
-    let out = match wait.result()? {
+    let aggregate = echo.value().get("aggregateByTime") == Some(&serde_json::Value::Bool(true));
+    let out = match result {
         Ok(snapshot) => {
             *cursor = wait.read().after_seq.min(*cursor);
             (Ok(snapshot.frame(aggregate).clone()), snapshot.note.clone())

@@ -37,6 +37,24 @@ pub async fn connect(addr: &str, query: &str, recv_buf: Option<u32>) -> Ws {
     ws
 }
 
+/// Opens `/ws?{query}` on `addr` from the local address `from` (any of 127/8 is loopback on Linux, so one host
+/// plays many client IPs). Err: the HTTP status of a refused upgrade (`"429"`), or why it failed.
+pub async fn try_connect_from(addr: &str, query: &str, from: std::net::IpAddr) -> Result<Ws, String> {
+    let socket = TcpSocket::new_v4().map_err(|e| e.to_string())?;
+    socket.bind(std::net::SocketAddr::new(from, 0)).map_err(|e| format!("bind {from}: {e}"))?;
+    let tcp = tokio::time::timeout(Duration::from_secs(10), socket.connect(addr.parse().expect("a socket address")))
+        .await
+        .map_err(|_| "connect timed out".to_string())?
+        .map_err(|e| e.to_string())?;
+    let url = format!("ws://{addr}/ws?{query}");
+    match tokio::time::timeout(Duration::from_secs(10), tokio_tungstenite::client_async(url, tcp)).await {
+        Err(_) => Err("handshake timed out".into()),
+        Ok(Ok((ws, _))) => Ok(ws),
+        Ok(Err(tokio_tungstenite::tungstenite::Error::Http(r))) => Err(r.status().as_u16().to_string()),
+        Ok(Err(e)) => Err(e.to_string()),
+    }
+}
+
 pub async fn send(ws: &mut Ws, v: &Value) {
     tokio::time::timeout(Duration::from_secs(10), ws.send(Message::Text(v.to_string().into())))
         .await

@@ -8,11 +8,19 @@ use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-use super::{Chain, Conn, Delivery, End, L4State, MAX_POSTS};
+use super::{Chain, Conn, Delivery, End, Kept, L4State, MAX_POSTS};
 use crate::publish::Want;
+use crate::ws::budget::SUB_BYTES;
 use crate::ws::candle_stream::CandleState;
 use crate::ws::protocol::{self, Request, Subscription};
 use crate::ws::user_stream::{UserState, release_user};
+
+/// A pong's frame header, written ahead of the ping's payload.
+const PONG_HEADER: usize = 2;
+
+/// Bytes of `serde_json::Value` per byte of JSON text, at most: an array of one-digit numbers (`0,` is two bytes,
+/// its `Value` 32).
+const VALUE_PER_BYTE: usize = 16;
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     /// Handles one client message; Err ends the connection.
@@ -22,15 +30,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             Message::Text(t) => t.to_string(),
             Message::Binary(b) => String::from_utf8_lossy(&b).into_owned(),
             Message::Close(_) => return Err(End::ByClient),
-            _ => return Ok(()),
+            // A ping is a message like any other (the exchange counts it), and its pong is charged until written.
+            Message::Ping(p) => {
+                self.count_message()?;
+                self.pong_bytes += p.len() + PONG_HEADER;
+                return Ok(());
+            }
+            Message::Pong(_) => return self.count_message(),
+            Message::Frame(_) => return Ok(()),
         };
         self.count_message()?;
-        self.ctx.counters.messages_received.inc();
         match protocol::parse(&text) {
             Ok(Request::Ping) => self.pending.push(protocol::PONG.to_string()),
             Ok(Request::Subscribe(s)) => self.subscribe(s),
             Ok(Request::Unsubscribe(s)) => self.unsubscribe(s),
-            Ok(Request::Post { id, request }) => self.post(id, request),
+            Ok(Request::Post { id, request }) => self.post(id, request, text.len()),
             Err(e) => {
                 self.ctx.counters.protocol_errors.inc();
                 self.pending.push(protocol::error(&e));
@@ -39,18 +53,27 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         Ok(())
     }
 
+    /// Counts a message on this connection and for its IP; over either allowance the connection is closed.
     fn count_message(&mut self) -> Result<(), End> {
+        self.ctx.counters.messages_received.inc();
         let now = Instant::now();
         if now.duration_since(self.window_start) >= Duration::from_secs(60) {
             (self.window_start, self.window_messages) = (now, 0);
         }
         self.window_messages += 1;
         let max = self.ctx.cfg.max_messages_per_minute;
-        if self.window_messages > max {
-            self.ctx.counters.closed_abuse.inc();
-            return Err(End::ByUs(CloseCode::Policy, format!("more than {max} messages a minute")));
-        }
-        Ok(())
+        let why = if self.window_messages > max {
+            format!("more than {max} messages a minute")
+        } else if let Some(ip) = self.opts.ip
+            && !self.ctx.ip_quota.message(ip)
+        {
+            let max = self.ctx.ip_quota.max_messages();
+            format!("more than {max} messages a minute from this IP (server.max_messages_per_minute_per_ip)")
+        } else {
+            return Ok(());
+        };
+        self.ctx.counters.closed_abuse.inc();
+        Err(End::ByUs(CloseCode::Policy, why))
     }
 
     fn subscribe(&mut self, s: Subscription) {
@@ -71,12 +94,38 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             self.pending.push(protocol::error(&text));
             return;
         }
+        // What it will hold: refused, nothing kept, when the global budget has no room (a hard bound).
+        let bytes = SUB_BYTES + s.echo.len();
+        if !self.budget.room(bytes) {
+            self.ctx.counters.protocol_errors.inc();
+            let text = format!(
+                "hlbook: the server's byte budget for all connections is exhausted (server.global_budget_bytes); \
+                 nothing was kept: {}",
+                s.echo
+            );
+            self.pending.push(protocol::error(&text));
+            return;
+        }
+        if let Some(ip) = self.opts.ip
+            && !self.ctx.ip_quota.try_subscribe(ip)
+        {
+            self.ctx.counters.protocol_errors.inc();
+            self.pending.push(protocol::error(&crate::ws::ip_quota::refusal(self.ctx.ip_quota.max_subs(), &s.echo)));
+            return;
+        }
+        // Gives the IP's place back on every way out below that keeps nothing.
+        let give_back = |ctx: &crate::ws::WsContext, ip: Option<std::net::IpAddr>| {
+            if let Some(ip) = ip {
+                ctx.ip_quota.unsubscribe(ip);
+            }
+        };
         if let (Want::User { user, .. }, Some(ip)) = (&s.want, self.opts.ip) {
             let (users, subs) = (self.ctx.cfg.max_users_per_ip, self.ctx.cfg.max_user_subscriptions_per_ip);
             if let Err(why) = self.ctx.user_cap.try_add(ip, *user, users, subs) {
                 self.ctx.counters.protocol_errors.inc();
                 let max = if why == crate::ws::user_cap::Refused::Users { users } else { subs };
                 self.pending.push(protocol::error(&crate::ws::user_cap::refusal(why, max, &s.echo)));
+                give_back(&self.ctx, self.opts.ip);
                 return;
             }
         }
@@ -102,7 +151,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             },
             (Want::Candle(c, i), _) => Delivery::Candle { key: (self.shared_coin(c), *i), state: CandleState::Waiting },
             (_, Some(slot)) => Delivery::Conflated { slot, sent: 0 },
-            (_, None) => return,
+            (_, None) => {
+                give_back(&self.ctx, self.opts.ip);
+                return;
+            }
         };
         self.pending.push(protocol::ack("subscribe", &s.echo));
         // Not on `?audit=1` connections: each of their frames describes one block, and this one spans many.
@@ -111,7 +163,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         }
         self.ctx.counters.subscription_delta(s.channel(), 1);
         self.subs_made += 1;
-        self.subs.insert(s.want.clone(), (Box::new(s), sub, Chain::new(self.subs_made)));
+        let kept = Kept { _charge: self.budget.charge(bytes), sub: s };
+        self.subs.insert(kept.want.clone(), (Box::new(kept), sub, Chain::new(self.subs_made)));
     }
 
     /// The books' own copy of a coin's name, the one the publisher keys its ticks with. Every block, each
@@ -140,6 +193,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             Some((mine, _, _)) => {
                 self.ctx.hub.remove(&mine.want);
                 release_user(&self.ctx, self.opts.ip, &mine.want);
+                if let Some(ip) = self.opts.ip {
+                    self.ctx.ip_quota.unsubscribe(ip);
+                }
                 self.ctx.counters.subscription_delta(mine.channel(), -1);
                 self.pending.push(protocol::ack("unsubscribe", &s.echo));
             }
@@ -149,7 +205,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
 
     /// `post` info requests are answered as `POST /info` would: l2Book from our books, the allowed market types
     /// through the node, anything else refused.
-    fn post(&mut self, id: serde_json::Value, request: serde_json::Value) {
+    fn post(&mut self, id: serde_json::Value, request: serde_json::Value, message_bytes: usize) {
         let is_info = request.get("type").and_then(|t| t.as_str()) == Some("info");
         let Some(payload) = request.get("payload").filter(|_| is_info) else {
             let text = "hlbook serves market data: only info requests can be posted";
@@ -163,10 +219,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         };
         let (ctx, payload, tx, ip) = (self.ctx.clone(), payload.clone(), self.post_tx.clone(), self.ip);
         let budget = self.budget.clone();
+        // The parsed payload lives in the task until answered: charged as what a parsed message of small values
+        // costs at most, so sixteen large posts from a client cost it its budget, not the server its memory.
+        let held = budget.charge(message_bytes.saturating_mul(VALUE_PER_BYTE));
         // Answered on its own task so a slow node never stalls this connection's data; the answer comes back
         // through the connection's post queue.
         tokio::spawn(async move {
-            let _place = place;
+            let (_place, _held) = (place, held);
             let a = crate::ws::info::answer(&ctx, ip, &payload).await;
             let text = if a.status == 200 {
                 protocol::post_info_response(&id, payload.get("type").unwrap_or(&serde_json::Value::Null), &a.body)

@@ -60,7 +60,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         let c = &self.ctx.counters;
         c.frames_sent.add(n);
         c.bytes_sent.add(bytes);
-        c.writes.inc();
+        // A batch of only pongs is tungstenite's write, not ours.
+        if n > 0 {
+            c.writes.inc();
+        }
         Ok(())
     }
 

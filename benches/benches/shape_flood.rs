@@ -1,0 +1,188 @@
+//! One client IP's shape flood (issue #43): what it costs a bystander's l2Book latency and the server's memory,
+//! with the old per-IP defaults and the new ones.
+//!
+//! Per case: `hlsim` (4 coins, 100 ms blocks) and `hlbook serve`; a `?audit=1` bystander on 127.0.0.1 follows BTC's
+//! and ETH's l2Book, each frame timed from its diffs line's `node_ns` (the simulator wrote it) to its arrival.
+//! It is measured alone, then while an attacker on 127.0.0.2 holds 12 connections, each subscribing 1,000
+//! distinct real l2Book shapes (coin × (nSigFigs, mantissa) × nLevels) padded to just under the 4 KiB cap, never
+//! reading. Printed: p50/p99 alone and flooded, their ratio, the server's RSS before and after the flood, and the
+//! subscriptions the server took. Needs the release binaries (`make bench` builds them); `HLBOOK_BENCH_SECS` sets
+//! each measured window (default 30 s). `HLBOOK_BENCH_SERVER` names another build's `hlbook` to measure as a third
+//! case (with its own defaults: the keys this bench sets for the old limits do not exist there). Results:
+//! docs/benchmarks.md, "Issue #43".
+
+// The tests' process rig (server/tests/procs) and plain client (server/tests/wsclient/raw.rs).
+#[allow(dead_code)]
+#[path = "../../server/tests/wsclient/raw.rs"]
+mod raw;
+#[allow(clippy::duration_suboptimal_units)]
+#[path = "../../server/tests/procs/mod.rs"]
+mod rig;
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+
+/// The limits before issue #43, on this build (per-IP subscriptions and messages did not exist: lifted here).
+const OLD_DEFAULTS: &str = "max_connections_per_ip = 1000\nmax_http_connections_per_ip = 1100\n\
+                            max_subscriptions_per_ip = 100000000\nmax_messages_per_minute_per_ip = 100000000\n";
+
+const ATTACK_CONNS: usize = 12;
+const SHAPES_PER_CONN: usize = 1000;
+
+#[allow(clippy::float_arithmetic)] // latency ratios, not money
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let secs: u64 = std::env::var("HLBOOK_BENCH_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(30);
+    let mut cases: Vec<(&str, String, Option<String>)> =
+        vec![("old defaults", OLD_DEFAULTS.to_string(), None), ("new defaults", String::new(), None)];
+    if let Ok(other) = std::env::var("HLBOOK_BENCH_SERVER") {
+        cases.push(("other build, its defaults", String::new(), Some(other)));
+    }
+    println!(
+        "| case | alone p50 / p99 ms | flooded p50 / p99 ms | p50 / p99 ratio | RSS before → after MB | attacker subscriptions held |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- |");
+    for (name, toml, server) in cases {
+        let r = run(&toml, server.as_deref(), Duration::from_secs(secs));
+        println!(
+            "| {name} | {:.2} / {:.2} | {:.2} / {:.2} | {:.1} / {:.1} | {} → {} | {} |",
+            r.alone.0,
+            r.alone.1,
+            r.flooded.0,
+            r.flooded.1,
+            r.flooded.0 / r.alone.0,
+            r.flooded.1 / r.alone.1,
+            r.rss.0 >> 20,
+            r.rss.1 >> 20,
+            r.held,
+        );
+    }
+}
+
+struct Outcome {
+    alone: (f64, f64),
+    flooded: (f64, f64),
+    rss: (u64, u64),
+    held: i64,
+}
+
+fn run(server_toml: &str, server_bin: Option<&str>, window: Duration) -> Outcome {
+    let dir = tempfile::tempdir().unwrap();
+    let market = ["--coins", "4", "--btc-orders", "2000", "--orders-per-coin", "200", "--block-ms", "100"];
+    let (_sim, info) = rig::start_sim(&dir.path().join("data"), &market, &dir.path().join("sim.log"));
+    let config = dir.path().join("hlbook.toml");
+    std::fs::write(&config, format!("[server]\n{server_toml}")).unwrap();
+    let args = ["--config", config.to_str().unwrap()];
+    let server = match server_bin {
+        Some(bin) => {
+            let (data, snaps) = (dir.path().join("data"), dir.path().join("snaps"));
+            let a = [
+                "serve",
+                "--node-dir",
+                data.to_str().unwrap(),
+                "--info-url",
+                &info,
+                "--listen",
+                "127.0.0.1:0",
+                "--admin-listen",
+                "none",
+            ];
+            let a: Vec<String> = a
+                .iter()
+                .map(|s| (*s).to_string())
+                .chain(["--snapshot-dir".into(), snaps.display().to_string()])
+                .collect();
+            let a: Vec<&str> = a.iter().map(String::as_str).collect();
+            rig::Proc::start(bin, &a, &dir.path().join("serve.log"))
+        }
+        None => rig::start_serve(
+            &dir.path().join("data"),
+            &info,
+            &dir.path().join("snaps"),
+            &args,
+            &dir.path().join("serve.log"),
+        ),
+    };
+    let addr = server.wait_line("hlbook listening on", Duration::from_mins(1));
+    let base = format!("http://{addr}");
+    rig::wait_health(&base, Duration::from_mins(2), |h| h["state"] == "live");
+    let pid = server.pid().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let alone = rt.block_on(bystander(&addr, window));
+    let rss0 = raw::rss_bytes(pid).unwrap();
+    let l2_before = rig::get_json(&format!("{base}/health")).unwrap()["subscriptions"]["l2Book"].as_i64().unwrap();
+    let _attack = rt.block_on(flood(&addr));
+    let flooded = rt.block_on(bystander(&addr, window));
+    let rss1 = raw::rss_bytes(pid).unwrap();
+    let l2_after = rig::get_json(&format!("{base}/health")).unwrap()["subscriptions"]["l2Book"].as_i64().unwrap();
+    Outcome { alone, flooded, rss: (rss0, rss1), held: l2_after - l2_before }
+}
+
+/// The bystander's l2Book latency (node wrote the line → frame read) over `window`: (p50, p99) in ms.
+#[allow(clippy::float_arithmetic)] // milliseconds, not money
+async fn bystander(addr: &str, window: Duration) -> (f64, f64) {
+    let mut ws = raw::connect(addr, "audit=1", None).await;
+    raw::subscribe(&mut ws, json!({"type": "l2Book", "coin": "BTC"})).await;
+    raw::subscribe(&mut ws, json!({"type": "l2Book", "coin": "ETH"})).await;
+    let end = Instant::now() + window;
+    let mut ms = Vec::new();
+    while let Ok(Some(Ok(m))) = tokio::time::timeout_at(end.into(), ws.next()).await {
+        let Message::Text(t) = m else { continue };
+        let now = hlbook::node::time::now_nanos();
+        let v: Value = serde_json::from_str(t.as_str()).unwrap();
+        let a = &v["audit"];
+        if v["channel"] != "l2Book" || a["snapshot"] == true {
+            continue;
+        }
+        ms.push((now - a["node_ns"].as_i64().unwrap()) as f64 / 1e6);
+    }
+    ms.sort_by(f64::total_cmp);
+    assert!(ms.len() > 10, "the bystander got {} frames", ms.len());
+    let q = |p: f64| ms[((ms.len() - 1) as f64 * p) as usize];
+    (q(0.5), q(0.99))
+}
+
+/// The attacker: 12 connections from 127.0.0.2, 1,000 padded shapes each, never read. Returns the connections
+/// (held open) once every message is sent or the connection is gone.
+async fn flood(addr: &str) -> Vec<raw::Ws> {
+    let from: IpAddr = "127.0.0.2".parse().unwrap();
+    let mut conns = Vec::new();
+    for c in 0..ATTACK_CONNS {
+        let Ok(mut ws) = raw::try_connect_from(addr, "", from).await else { continue };
+        for k in 0..SHAPES_PER_CONN {
+            let msg = json!({"method": "subscribe", "subscription": padded_shape(c * SHAPES_PER_CONN + k)});
+            let send = futures_util::SinkExt::send(&mut ws, Message::Text(msg.to_string().into()));
+            if !matches!(tokio::time::timeout(Duration::from_secs(5), send).await, Ok(Ok(()))) {
+                break;
+            }
+        }
+        conns.push(ws);
+    }
+    conns
+}
+
+/// The `i`th of 2,800 distinct l2Book shapes of the 4-coin market, padded with zeros to just under 4096 bytes.
+fn padded_shape(i: usize) -> Value {
+    const COINS: [&str; 4] = ["BTC", "@107", "xyz:GOLD", "ETH"];
+    let params = [(None, None), (Some(2), None), (Some(3), None), (Some(4), None), (Some(5), None)];
+    let params: Vec<(Option<u8>, Option<u8>)> =
+        params.into_iter().chain([(Some(5), Some(2)), (Some(5), Some(5))]).collect();
+    let i = i % 2800;
+    let (sig, mantissa) = params[(i / 4) % params.len()];
+    let mut sub = json!({"type": "l2Book", "coin": COINS[i % 4], "nSigFigs": sig, "mantissa": mantissa, "nLevels": 1 + (i / 28) % 100});
+    let len = |s: &Value| json!({"method": "subscribe", "subscription": s}).to_string().len();
+    let mut n = (4095 - len(&sub)) / 2;
+    loop {
+        sub["pad"] = json!(vec![0; n]);
+        if len(&sub) < 4096 {
+            return sub;
+        }
+        n -= 1;
+    }
+}
