@@ -17,10 +17,11 @@
 //! places at the gate (`info_gate`) for any work it causes.
 
 use std::net::IpAddr;
+use std::sync::{Arc, LazyLock};
 
 use serde_json::Value;
-use tokio::sync::Semaphore;
 
+use super::fair_slots::FairSlots;
 pub use super::info_gate::Answer;
 pub use super::passthrough::Passthrough;
 use super::{market_info, user_info};
@@ -43,11 +44,12 @@ pub const SERVED_HERE: &[&str] = &[
 /// Answered by the node when it serves them: its answer is whole (trigger orders), ours is not.
 const NODE_FIRST: &[&str] = &["openOrders", "frontendOpenOrders"];
 
-/// Local answers computed at once, per kind, whoever asks: each walks the books (or reads the store) while ingest
-/// may wait, so a flood of them cannot hold ingest's write lock back or fill the blocking pool (candleSnapshot and
-/// the fills reads take history turns instead).
-pub(super) static BOOK_WALKS: Semaphore = Semaphore::const_new(2);
-pub(super) static ORDER_WALKS: Semaphore = Semaphore::const_new(2);
+/// Local answers computed at once, per kind, whoever asks: each walks the books while ingest may wait, so a flood
+/// of them cannot hold ingest's write lock back or fill the blocking pool (candleSnapshot and the fills reads take
+/// history turns instead). A freed turn goes to the waiting client IP that holds the fewest, and a request waits
+/// at most `info_timeout_ms` for one, so one IP's flood neither starves another's requests nor queues for ever.
+pub(super) static BOOK_WALKS: LazyLock<Arc<FairSlots>> = LazyLock::new(|| FairSlots::new(2));
+pub(super) static ORDER_WALKS: LazyLock<Arc<FairSlots>> = LazyLock::new(|| FairSlots::new(2));
 
 /// What a local answerer made of a request.
 #[derive(Debug)]

@@ -18,6 +18,8 @@ use rustc_hash::FxHashMap;
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::fair_slots::FairSlots;
+
 use crate::config::ServerConfig;
 
 /// An answer to an info request, whoever gave it: an HTTP status and a JSON body, or a plain-text one.
@@ -124,16 +126,22 @@ pub struct Place {
 }
 
 impl Place {
-    /// Runs `work` on the blocking pool once one of `turns` (a global cap per kind of answer) is free; the turn and
-    /// this place are held until the work ends, even if the client goes away first, so an abandoned request cannot
-    /// start another one beside it. Err: the answer saying why it did not run.
+    /// Runs `work` on the blocking pool once one of `turns` (a global cap per kind of answer, shared fairly among
+    /// client IPs) is free, waiting at most the gate's wait; the turn and this place are held until the work ends,
+    /// even if the client goes away first, so an abandoned request cannot start another one beside it. Err: the
+    /// answer saying why it did not run.
     pub async fn work_blocking<T: Send + 'static>(
         self,
-        turns: &'static Semaphore,
+        turns: &Arc<FairSlots>,
         kind: &str,
         work: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, Answer> {
-        let Ok(turn) = turns.acquire().await else { return Err(Answer::text(503, "shutting down")) };
+        let wait = self._entry.gate.wait_at_most;
+        let Ok(turn) = tokio::time::timeout(wait, turns.acquire(self._entry.ip)).await else {
+            self._entry.gate.counters.refused.inc();
+            let text = format!("{kind}: waited {} ms for a turn among the answers computed here", wait.as_millis());
+            return Err(Answer::text(504, &text));
+        };
         self.blocking(kind, move || {
             let _turn = turn;
             work()
@@ -246,6 +254,22 @@ mod tests {
         assert!(g.enter(b).await.is_ok(), "another IP is not held back");
         drop(p1);
         assert!(third.await.unwrap().is_ok(), "the waiting request gets the freed place");
+    }
+
+    #[tokio::test]
+    async fn a_local_answer_waits_for_a_fair_turn_at_most_the_gates_wait() {
+        // Both turns held by one IP's requests: another IP's request waits, then gets 504 instead of queueing for
+        // ever; once a turn frees, it runs.
+        let g = gate(4, 8, 50);
+        let turns = FairSlots::new(2);
+        let (a, b): (IpAddr, IpAddr) = ("10.0.0.7".parse().unwrap(), "10.0.0.8".parse().unwrap());
+        let held = [turns.acquire(a).await, turns.acquire(a).await];
+        let refused = g.enter(b).await.unwrap().work_blocking(&turns, "openOrders", || 1).await.unwrap_err();
+        assert_eq!(refused.status, 504);
+        assert!(refused.message().contains("openOrders"), "{refused:?}");
+        drop(held);
+        assert_eq!(g.enter(b).await.unwrap().work_blocking(&turns, "openOrders", || 1).await.unwrap(), 1);
+        assert_eq!(g.ips_tracked(), 0);
     }
 
     #[tokio::test]

@@ -115,7 +115,12 @@ impl Passthrough {
             return None;
         }
         let mut cache = self.cache.lock();
-        let fresh = |e: &Cached| e.answer.get().is_none() || e.born.elapsed() < self.cache_for;
+        // An answer is fresh for the cache time; a request in flight for the timeout, after which it has failed or
+        // its only waiter hung up mid-way (its `OnceCell` left empty), and a newer request takes its place.
+        let fresh = |e: &Cached| match e.answer.get() {
+            Some(_) => e.born.elapsed() < self.cache_for,
+            None => e.born.elapsed() < self.timeout,
+        };
         if let Some(e) = cache.get(key).filter(|e| fresh(e)) {
             return Some(e.clone());
         }
@@ -250,7 +255,65 @@ fn canonical(body: &Value) -> Result<String, Answer> {
     let mut out = serde_json::Map::new();
     out.insert("type".into(), Value::String(kind.into()));
     known_fields(body, &mut out, true)?;
+    // A type whose fields are known keeps only those: `{"type":"meta","startTime":N}` is `meta`, one cache entry.
+    if let Some(reads) = fields_read(kind) {
+        out.retain(|k, _| k == "type" || reads.contains(&k.as_str()));
+    }
     Ok(Value::Object(out).to_string())
+}
+
+/// The fields a type reads, for the official read types whose requests are documented; `None`: a type not
+/// listed here keeps every known field (it goes upstream, which knows it).
+fn fields_read(kind: &str) -> Option<&'static [&'static str]> {
+    Some(match kind {
+        "spotMeta"
+        | "exchangeStatus"
+        | "liquidatable"
+        | "maxMarketOrderNtls"
+        | "vaultSummaries"
+        | "perpDeployAuctionStatus"
+        | "validatorL1Votes"
+        | "perpDexs"
+        | "spotMetaAndAssetCtxs"
+        | "predictedFundings"
+        | "spotPairDeployAuctionStatus" => &[],
+        "meta" | "metaAndAssetCtxs" | "perpsAtOpenInterestCap" | "perpDexLimits" | "allMids" => &["dex"],
+        "clearinghouseState" | "openOrders" | "frontendOpenOrders" => &["user", "dex"],
+        "spotClearinghouseState"
+        | "userVaultEquities"
+        | "leadingVaults"
+        | "extraAgents"
+        | "subAccounts"
+        | "userFees"
+        | "userRateLimit"
+        | "spotDeployState"
+        | "delegations"
+        | "delegatorSummary"
+        | "userToMultiSigSigners"
+        | "userRole"
+        | "webData2"
+        | "historicalOrders"
+        | "portfolio"
+        | "referral"
+        | "delegatorHistory"
+        | "delegatorRewards"
+        | "twapHistory"
+        | "userTwapSliceFills" => &["user"],
+        "activeAssetData" => &["user", "coin"],
+        "maxBuilderFee" => &["user", "builder"],
+        "marginTable" => &["id"],
+        "tokenDetails" => &["tokenId"],
+        "vaultDetails" => &["vaultAddress", "user"],
+        "orderStatus" => &["user", "oid"],
+        "recentTrades" => &["coin"],
+        "l2Book" => &["coin", "nSigFigs", "mantissa"],
+        "candleSnapshot" => &["req"],
+        "fundingHistory" => &["coin", "startTime", "endTime"],
+        "userFunding" | "userNonFundingLedgerUpdates" => &["user", "startTime", "endTime"],
+        "userFills" => &["user", "aggregateByTime"],
+        "userFillsByTime" | "userTwapSliceFillsByTime" => &["user", "startTime", "endTime", "aggregateByTime"],
+        _ => return None,
+    })
 }
 
 fn bad(field: &str, want: &str) -> Answer {
@@ -332,6 +395,11 @@ mod tests {
             r#"{"type":"candleSnapshot","req":{"coin":"BTC","interval":"1m","startTime":0}}"#,
             "a nested req is not taken a second time"
         );
+        // A type keeps only the fields it reads: a changing extra field makes no new cache entry.
+        let meta = serde_json::json!({"type": "meta", "startTime": 5, "user": "0xab", "dex": "xyz"});
+        assert_eq!(canonical(&meta).unwrap(), r#"{"type":"meta","dex":"xyz"}"#);
+        let fee = serde_json::json!({"type": "maxBuilderFee", "user": "0xab", "builder": "0xcd", "coin": "BTC"});
+        assert_eq!(canonical(&fee).unwrap(), r#"{"type":"maxBuilderFee","builder":"0xcd","user":"0xab"}"#);
         let wrong = canonical(&serde_json::json!({"type": "marginTable", "id": "x"})).unwrap_err();
         assert!(wrong.status == 422 && wrong.text && wrong.message().contains("`id`"), "{wrong:?}");
     }
@@ -422,6 +490,21 @@ mod tests {
         let gave_up = tokio::time::timeout(Duration::from_millis(50), p.ask(&gate, ip, &meta));
         assert!(gave_up.await.is_err());
         assert_eq!(gate.ips_tracked(), 0);
+    }
+
+    #[test]
+    fn an_abandoned_request_in_flight_expires_after_the_timeout() {
+        // An entry whose only waiter hung up mid-way stays empty; once older than the timeout it is not fresh, so
+        // the next request makes a new one (and a full cache sweeps it) instead of waiting on it for ever.
+        let p = Passthrough::new("http://127.0.0.1:9/info", &ServerConfig { info_timeout_ms: 1_000, ..cfg() });
+        let old = Instant::now().checked_sub(Duration::from_millis(1_001)).unwrap();
+        let abandoned = Arc::new(Cached { born: old, answer: OnceCell::new() });
+        p.cache.lock().insert("k".into(), abandoned.clone());
+        let next = p.cached("k").unwrap();
+        assert!(!Arc::ptr_eq(&next, &abandoned), "the abandoned entry was taken as fresh");
+        let young = Arc::new(Cached { born: Instant::now(), answer: OnceCell::new() });
+        p.cache.lock().insert("j".into(), young.clone());
+        assert!(Arc::ptr_eq(&p.cached("j").unwrap(), &young), "a request in flight is shared");
     }
 
     #[tokio::test]
