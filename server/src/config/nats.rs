@@ -21,6 +21,10 @@ pub struct NatsConfig {
     pub creds_file: Option<PathBuf>,
     /// PEM CA that signed the NATS servers' certificates; set: TLS is required.
     pub tls_ca_file: Option<PathBuf>,
+    /// Edge: its own name in the NATS permissions (`deploy/nats/edge.sh add NAME` writes them): replies come to
+    /// the inbox `_INBOX_<name>.>` only it may read, and its consumers are named `<name>` (no other edge may
+    /// read or delete them). Empty: the shared `_INBOX.>` and consumers the server names.
+    pub name: String,
     /// Publisher: how long, and how many bytes, the stream keeps (0 bytes: no byte limit).
     pub max_age_secs: u64,
     pub max_bytes: i64,
@@ -42,6 +46,12 @@ pub struct NatsConfig {
     /// Publisher: at most one node snapshot per this many seconds, whoever asks (edges cannot make the node
     /// write snapshots in a loop).
     pub snapshot_min_interval_secs: u64,
+    /// Publisher: a snapshot request above the newest height it has published plus this many blocks is refused
+    /// (an edge cannot make the node write a snapshot for a height that will not exist for days).
+    pub snapshot_max_ahead: u64,
+    /// Publisher: a client (by its reply inbox's prefix, i.e. its name) may ask for a new node snapshot at most
+    /// once per this many seconds; more often it is answered from the stored ones, or refused.
+    pub snapshot_client_interval_secs: u64,
 }
 
 impl Default for NatsConfig {
@@ -53,6 +63,7 @@ impl Default for NatsConfig {
             password_file: None,
             creds_file: None,
             tls_ca_file: None,
+            name: String::new(),
             max_age_secs: 6 * 3600,
             max_bytes: 0,
             replicas: 1,
@@ -62,6 +73,8 @@ impl Default for NatsConfig {
             snapshot_interval_secs: 30,
             snapshots_kept: 3,
             snapshot_min_interval_secs: 5,
+            snapshot_max_ahead: 1000,
+            snapshot_client_interval_secs: 30,
         }
     }
 }
@@ -84,9 +97,17 @@ impl NatsConfig {
         if !(1..=100).contains(&self.snapshots_kept) {
             return Err("nats.snapshots_kept: 1 ..= 100".into());
         }
+        if !self.name.is_empty() && !name_ok(&self.name) {
+            return Err(format!("nats.name {:?}: letters, digits, `_` and `-` only", self.name));
+        }
         if self.user.is_empty() != self.password_file.is_none() {
             return Err("nats.user and nats.password_file go together".into());
         }
         Ok(())
+    }
+
+    /// The inbox prefix replies come to: the edge's own under `nats.name`.
+    pub fn inbox_prefix(&self) -> String {
+        if self.name.is_empty() { "_INBOX".into() } else { format!("_INBOX_{}", self.name) }
     }
 }

@@ -72,7 +72,7 @@ pub fn fetch(t: &NatsTarget, dir: &Path, min_height: u64) -> anyhow::Result<Path
 }
 
 async fn download(t: &NatsTarget, path: &Path, min_height: u64) -> anyhow::Result<()> {
-    let client = super::connect(&t.servers, &t.cfg, "hlbook serve snapshots", None).await?;
+    let client = super::connect(&t.servers, &t.cfg, "hlbook serve snapshots", super::Watch::default()).await?;
     let js = jetstream::new(client.clone());
     let stream = js.get_stream(&t.stream).await.map_err(|e| anyhow::anyhow!("stream {}: {e}", t.stream))?;
     // Subjects are `<prefix>.<mode>.*`: the prefix names the publisher to ask.
