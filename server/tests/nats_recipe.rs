@@ -59,9 +59,9 @@ fn make_tls(doc: &str, stage: &Path, pki: &Path) -> bool {
 }
 
 /// nats-server as the drop-in starts it: its `ExecStart` and `EnvironmentFile`, on the staged config with the
-/// client and monitoring ports the server picks (monitoring on loopback, as shipped). Returns it and its client
-/// port.
-fn start_nats(stage: &Path, log: &Path) -> (Proc, u16) {
+/// client and monitoring ports the server picks (monitoring on loopback, as shipped). Returns it, its client port
+/// and its monitoring port.
+fn start_nats(stage: &Path, log: &Path) -> (Proc, u16, u16) {
     let dropin = read(&stage.join("etc/systemd/system/nats-server.service.d/hlbook.conf"));
     let exec = dropin.lines().filter_map(|l| l.strip_prefix("ExecStart=")).find(|l| !l.is_empty()).unwrap();
     let env_file = dropin.lines().find_map(|l| l.strip_prefix("EnvironmentFile=")).unwrap();
@@ -89,13 +89,15 @@ fn start_nats(stage: &Path, log: &Path) -> (Proc, u16) {
     let args: Vec<&str> = words[1..].iter().map(String::as_str).collect();
     let p = Proc::start_env(NATS_SERVER, &args, &env, log);
     wait_log(log, "Server is ready", Duration::from_secs(30));
-    wait_log(log, "Starting http monitor on 127.0.0.1:", Duration::from_secs(1));
-    (p, logged_port(log, "client"))
+    let text = wait_log(log, "Starting http monitor on 127.0.0.1:", Duration::from_secs(1));
+    let at = text.find("Starting http monitor on 127.0.0.1:").unwrap();
+    let monitor = text[at..].lines().next().unwrap().rsplit(':').next().unwrap().trim().parse().unwrap();
+    (p, logged_port(log, "client"), monitor)
 }
 
 /// The relay with its unit's command line, relay.env's settings pointed at the simulator and NATS, and the staged
 /// relay.toml asking the simulator's info server. Returns it and its admin base.
-fn start_relay(stage: &Path, data: &Path, nats_port: u16, info: &str, log: &Path) -> (Proc, String) {
+fn start_relay(stage: &Path, data: &Path, ports: (u16, u16), info: &str, log: &Path) -> (Proc, String) {
     let toml_path = stage.join("etc/hlbook/relay.toml");
     let toml = staged(&read(&toml_path), stage).replace("http://127.0.0.1:3001/info", info);
     std::fs::write(&toml_path, toml).unwrap();
@@ -106,7 +108,8 @@ fn start_relay(stage: &Path, data: &Path, nats_port: u16, info: &str, log: &Path
             let (k, v) = l.split_once('=').unwrap();
             let v = match k {
                 "NODE_DIR" => data.display().to_string(),
-                "NATS_URL" => v.replace(":4222", &format!(":{nats_port}")),
+                "NATS_URL" => v.replace(":4222", &format!(":{}", ports.0)),
+                "NATS_MONITOR" => v.replace(":8222", &format!(":{}", ports.1)),
                 "ADMIN_LISTEN" => "127.0.0.1:0".into(),
                 _ => v.to_string(),
             };
@@ -196,12 +199,12 @@ fn the_documented_one_host_recipe_serves_two_edges_live_under_the_shipped_permis
         procs::skip("openssl is not installed");
         return;
     }
-    let (mut nats, port) = start_nats(&stage, &log("nats.log"));
+    let (mut nats, port, monitor) = start_nats(&stage, &log("nats.log"));
     let data = w.join("data");
     let market = [&procs::CHECKED_MARKET[..], &["--blocks", "600"]].concat();
     let (_sim, info) = procs::start_sim(&data, &market, &log("sim.log"));
     let last = 1_000_000_000 + 599;
-    let (_relay, relay_admin) = start_relay(&stage, &data, port, &info, &log("relay.log"));
+    let (_relay, relay_admin) = start_relay(&stage, &data, (port, monitor), &info, &log("relay.log"));
 
     let nats_pid = nats.pid().expect("nats-server runs");
     let (p1, p2) = (add_edge(&stage, "edge1", nats_pid), add_edge(&stage, "edge2", nats_pid));
@@ -221,6 +224,9 @@ fn the_documented_one_host_recipe_serves_two_edges_live_under_the_shipped_permis
     assert!(sample(&metrics, "hlbook_relay_height{stream=\"diffs\"}") > 1e9, "{metrics}");
     assert!(sample(&metrics, "hlbook_relay_ack_seconds_count") > 0.0, "{metrics}");
     assert_eq!(sample(&metrics, "hlbook_relay_connected"), 1.0);
+    assert_eq!(sample(&metrics, "hlbook_nats_server_up"), 1.0, "nats-server's figures through the relay");
+    assert!(sample(&metrics, "hlbook_nats_server_connections") >= 4.0, "relay, keeper and two edges: {metrics}");
+    alerts_use_what_the_relay_exports(&metrics);
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(edges_are_kept_apart(&format!("127.0.0.1:{port}"), &stage, &e1, &e2));
@@ -242,6 +248,25 @@ fn the_documented_one_host_recipe_serves_two_edges_live_under_the_shipped_permis
     eprintln!("edge1 live lines {}, edge2 stopped at {}", counter(&h, "nats_live_lines"), e2h["height"]);
     assert!(e1.proc.stop().success() && e2.proc.stop().success());
     nats.stop();
+}
+
+/// Every relay and nats-server metric the shipped alert rules read is one the running relay exports.
+fn alerts_use_what_the_relay_exports(metrics: &str) {
+    let rules = read(&repo().join("deploy/prometheus/hlbook-alerts.yml"));
+    let mut names: Vec<&str> = rules
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| w.starts_with("hlbook_relay_") || w.starts_with("hlbook_nats_server_"))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    assert!(names.len() >= 5, "{names:?}");
+    for n in names {
+        let base = n.trim_end_matches("_bucket");
+        assert!(
+            metrics.contains(&format!("# TYPE {base} ")),
+            "the alert rules read {n}, which the relay does not export"
+        );
+    }
 }
 
 /// edge1's credentials, as its hlbook connects: another edge's inbox is refused (counted, as on an edge), its

@@ -41,9 +41,13 @@ pub struct RelayArgs {
     /// With --nats: where the node writes those snapshots before they go to NATS (default: `ingest.snapshot_dir`).
     #[arg(long)]
     pub snapshot_dir: Option<PathBuf>,
-    /// With --nats: serve `GET /metrics` (Prometheus) on this address ("none": no listener). Keep it private.
-    #[arg(long, default_value = "127.0.0.1:8002")]
+    /// With --nats: serve `GET /metrics` (Prometheus) on this address, e.g. 127.0.0.1:8002 (relay.env's
+    /// ADMIN_LISTEN); "none": no listener. Keep it private.
+    #[arg(long, default_value = "none")]
     pub admin_listen: String,
+    /// With --admin-listen: nats-server's monitoring port, whose figures /metrics passes on ("" for none).
+    #[arg(long, default_value = "http://127.0.0.1:8222")]
+    pub nats_monitor: String,
     /// Log format: human or json.
     #[arg(long, default_value = "human")]
     pub log_format: String,
@@ -83,7 +87,8 @@ pub fn run(args: &RelayArgs) -> anyhow::Result<()> {
             .block_on(tokio::net::TcpListener::bind(&args.admin_listen))
             .with_context(|| format!("relay --admin-listen {}: cannot listen", args.admin_listen))?;
         println!("relay admin listening on {}", l.local_addr()?);
-        rt.spawn(metrics::serve(l, metrics.clone()));
+        let monitor = (!args.nats_monitor.is_empty()).then(|| args.nats_monitor.clone());
+        rt.spawn(metrics::serve(l, metrics.clone(), monitor));
     }
     std::thread::spawn(move || {
         rt.block_on(signals.wait());

@@ -161,7 +161,7 @@ impl Config {
         }
         let v = &self.server;
         let up = &v.upstream_info_url;
-        if !up.is_empty() && !(up.starts_with("http://") || up.starts_with("https://")) {
+        if !(up.is_empty() || up.starts_with("http://") || up.starts_with("https://")) {
             return Err(invalid("server.upstream_info_url", "must be an http:// or https:// URL, or empty"));
         }
         if !up.is_empty() && v.upstream_weight_per_minute == 0 {

@@ -83,8 +83,8 @@ impl RelayMetrics {
             }
         }
         g(&mut o, "hlbook_relay_last_ack_timestamp_seconds", "gauge", "Unix time of the last ack.");
-        let _ =
-            writeln!(o, "hlbook_relay_last_ack_timestamp_seconds {:.3}", self.last_ack_ms.load(Relaxed) as f64 / 1e3);
+        let ms = self.last_ack_ms.load(Relaxed);
+        let _ = writeln!(o, "hlbook_relay_last_ack_timestamp_seconds {}.{:03}", ms / 1000, ms % 1000);
         g(&mut o, "hlbook_relay_ack_seconds", "histogram", "From a line's first publish to its last part's ack.");
         let mut cumulative = 0;
         for (le, b) in ACK_BUCKETS.iter().zip(&self.ack_buckets) {
@@ -93,7 +93,8 @@ impl RelayMetrics {
         }
         let count = self.ack_count.load(Relaxed);
         let _ = writeln!(o, "hlbook_relay_ack_seconds_bucket{{le=\"+Inf\"}} {count}");
-        let _ = writeln!(o, "hlbook_relay_ack_seconds_sum {:.6}", self.ack_sum_us.load(Relaxed) as f64 / 1e6);
+        let us = self.ack_sum_us.load(Relaxed);
+        let _ = writeln!(o, "hlbook_relay_ack_seconds_sum {}.{:06}", us / 1_000_000, us % 1_000_000);
         let _ = writeln!(o, "hlbook_relay_ack_seconds_count {count}");
         for (name, help, v) in [
             (
@@ -117,18 +118,52 @@ impl RelayMetrics {
     }
 }
 
-/// Serves `GET /metrics` on `listener` until the process ends; anything else is a 404.
-pub async fn serve(listener: tokio::net::TcpListener, m: Arc<RelayMetrics>) {
+/// nats-server's figures from its monitoring port (`/varz`, loopback only) as `hlbook_nats_server_*`: nats-server
+/// has no Prometheus endpoint of its own and Debian ships no exporter, so the relay beside it passes them on.
+/// `hlbook_nats_server_up` is 0 when the port does not answer.
+async fn nats_server(monitor: &str) -> String {
+    let varz = async {
+        let r = reqwest::Client::new().get(format!("{monitor}/varz")).timeout(Duration::from_secs(2)).send().await?;
+        r.json::<serde_json::Value>().await
+    };
+    let v = varz.await.ok();
+    let mut o = String::from("# TYPE hlbook_nats_server_up gauge\n");
+    let _ = writeln!(o, "hlbook_nats_server_up {}", u8::from(v.is_some()));
+    let Some(v) = v else { return o };
+    for (field, name, kind) in [
+        ("cpu", "cpu_percent", "gauge"),
+        ("mem", "memory_bytes", "gauge"),
+        ("connections", "connections", "gauge"),
+        ("slow_consumers", "slow_consumers_total", "counter"),
+        ("in_msgs", "in_msgs_total", "counter"),
+        ("out_msgs", "out_msgs_total", "counter"),
+        ("in_bytes", "in_bytes_total", "counter"),
+        ("out_bytes", "out_bytes_total", "counter"),
+    ] {
+        if let Some(x) = v[field].as_f64() {
+            let _ = writeln!(o, "# TYPE hlbook_nats_server_{name} {kind}\nhlbook_nats_server_{name} {x}");
+        }
+    }
+    o
+}
+
+/// Serves `GET /metrics` on `listener` until the process ends, with nats-server's figures when `monitor` (its
+/// `http://127.0.0.1:8222`) is given; anything else is a 404.
+pub async fn serve(listener: tokio::net::TcpListener, m: Arc<RelayMetrics>, monitor: Option<String>) {
     loop {
         let Ok((mut conn, _)) = listener.accept().await else { continue };
-        let m = m.clone();
+        let (m, monitor) = (m.clone(), monitor.clone());
         tokio::spawn(async move {
             // A request head fits in 4 KiB; a client that sends none within 5 s is dropped.
             let mut buf = [0u8; 4096];
             let Ok(Ok(n)) = tokio::time::timeout(Duration::from_secs(5), conn.read(&mut buf)).await else { return };
             let head = String::from_utf8_lossy(&buf[..n]);
             let (status, body) = if head.starts_with("GET /metrics ") || head.starts_with("GET /metrics?") {
-                ("200 OK", m.render())
+                let mut body = m.render();
+                if let Some(url) = &monitor {
+                    body.push_str(&nats_server(url).await);
+                }
+                ("200 OK", body)
             } else {
                 ("404 Not Found", "not found: the relay serves /metrics only\n".to_string())
             };
@@ -173,7 +208,7 @@ mod tests {
         let addr = l.local_addr().unwrap();
         let m = RelayMetrics::new();
         m.connected.store(1, Relaxed);
-        tokio::spawn(serve(l, m));
+        tokio::spawn(serve(l, m, Some("http://127.0.0.1:1".into())));
         let get = |path: &'static str| async move {
             let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
             c.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes()).await.unwrap();
@@ -183,6 +218,7 @@ mod tests {
         };
         let ok = get("/metrics").await;
         assert!(ok.starts_with("HTTP/1.1 200") && ok.contains("\nhlbook_relay_connected 1\n"), "{ok}");
+        assert!(ok.contains("\nhlbook_nats_server_up 0\n"), "a monitor that does not answer is down: {ok}");
         assert!(get("/other").await.starts_with("HTTP/1.1 404"));
     }
 }

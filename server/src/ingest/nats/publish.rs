@@ -95,6 +95,9 @@ pub fn run(cfg: &PublishConfig, stop: &AtomicBool, ready: impl FnOnce()) -> anyh
         });
         cfg.metrics.connected.store(0, Relaxed);
         if let Err(e) = result {
+            if e.is::<super::streams::Unchangeable>() {
+                return Err(e);
+            }
             cfg.metrics.publish_errors.fetch_add(1, Relaxed);
             tracing::warn!("NATS publisher: {e:#}; starting over in {backoff:?}");
             std::thread::sleep(backoff);
@@ -119,7 +122,11 @@ impl<'a> Publisher<'a> {
             max_bytes: if n.max_bytes > 0 { n.max_bytes } else { -1 },
             storage: stream::StorageType::File,
             num_replicas: n.replicas,
-            duplicate_window: Duration::from_secs(120),
+            // JetStream wants the window within max_age (0: no age limit).
+            duplicate_window: match n.max_age_secs {
+                0 => Duration::from_secs(120),
+                age => Duration::from_secs(age.min(120)),
+            },
             allow_direct: true,
             deny_delete: true,
             deny_purge: true,

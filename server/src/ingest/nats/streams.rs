@@ -6,6 +6,18 @@
 use anyhow::Context;
 use async_nats::jetstream::{self, stream};
 
+/// A stream NATS cannot bring to the config's settings: the relay stops with this rather than retry forever.
+#[derive(Debug)]
+pub struct Unchangeable(pub String);
+
+impl std::fmt::Display for Unchangeable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Unchangeable {}
+
 /// The settings of `have` that differ from `want`, by config name; the stream is left alone when none do.
 fn changed(have: &stream::Config, want: &stream::Config) -> Vec<&'static str> {
     let mut out = Vec::new();
@@ -55,7 +67,7 @@ pub async fn ensure(js: &jetstream::Context, want: stream::Config) -> anyhow::Re
     };
     let have = st.info().await.with_context(|| format!("stream {name}"))?.config.clone();
     if let Some(why) = unchangeable(&name, &have, &want) {
-        anyhow::bail!(why);
+        return Err(Unchangeable(why).into());
     }
     let what = changed(&have, &want);
     if what.is_empty() {
