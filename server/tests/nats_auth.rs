@@ -173,6 +173,8 @@ fn lines_cross_tls_signed_by_our_own_ca() {
     let ours = procs::books_from_snapshot(&get_bytes(&format!("{admin}/l4snapshot")).expect("snapshot"));
     procs::assert_same_books(&ours, &procs::sim_books_at(&info, logs.path(), last));
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    // This test process links rustls with two providers (ring, aws-lc-rs), so it names one, as hlbook does.
+    let _ = async_nats::rustls::crypto::ring::default_provider().install_default();
     let untrusting = rt.block_on(async_nats::ConnectOptions::new().require_tls(true).connect(nats.url()));
     assert!(untrusting.is_err(), "a client without our CA cannot connect");
     assert!(edge.stop().success());
