@@ -6,6 +6,8 @@
 #
 #   deploy/nats/edge.sh add NAME      writes edges/NAME.conf, prints the edge's [nats] settings and password once
 #   deploy/nats/edge.sh revoke NAME   removes it: that edge is refused at once, the others go on
+#   deploy/nats/edge.sh add-leaf NAME a region's leaf node (docs/scale-out.md, "Regions"): the link its mirrors and
+#                                     its edges' live lines and snapshot requests cross; trusted like the publisher
 #   deploy/nats/edge.sh list
 #   deploy/nats/edge.sh rebuild       only rebuilds users.conf and reloads (install.sh runs it)
 # Each rebuilds users.conf (publisher.conf and every edge) and reloads nats-server.
@@ -23,7 +25,7 @@ usage() {
 [ $# -ge 1 ] || usage
 cmd="$1"
 name="${2:-}"
-if [ "$cmd" = add ] || [ "$cmd" = revoke ]; then
+if [ "$cmd" = add ] || [ "$cmd" = add-leaf ] || [ "$cmd" = revoke ]; then
 	# The name is a NATS subject token and a consumer name.
 	[[ "$name" =~ ^[A-Za-z0-9_-]+$ ]] || { echo "edge.sh: NAME: letters, digits, _ and - only" >&2; exit 2; }
 fi
@@ -92,6 +94,16 @@ add)
 	echo "$pass"
 	echo "# and in the edge's /etc/hlbook/hlbook.toml: [nats] user = \"$name\", name = \"$name\","
 	echo "#   password_file = \"/etc/hlbook/nats-edge.pw\", tls_ca_file = \"/etc/hlbook/nats-ca.pem\""
+	;;
+add-leaf)
+	[ ! -e "$dir/edges/$name.conf" ] || { echo "edge.sh: $name exists (revoke it first)" >&2; exit 1; }
+	pass="${PASSWORD:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}"
+	[[ "$pass" =~ ^[A-Za-z0-9_.-]+$ ]] || { echo "edge.sh: PASSWORD: letters, digits, _ . - only" >&2; exit 2; }
+	(umask 0137 && printf '  # Leaf node %s (deploy/nats/edge.sh add-leaf %s)\n  { user: "%s", password: "%s" }\n' \
+		"$name" "$name" "$name" "$pass" >"$dir/edges/$name.conf")
+	rebuild
+	echo "# leaf $name: its password, shown only now (the leaf's leafnodes.remotes url):"
+	echo "$pass"
 	;;
 revoke)
 	[ -e "$dir/edges/$name.conf" ] || { echo "edge.sh: no edge $name" >&2; exit 1; }

@@ -48,6 +48,10 @@ pub struct RelayArgs {
     /// With --admin-listen: nats-server's monitoring port, whose figures /metrics passes on ("" for none).
     #[arg(long, default_value = "http://127.0.0.1:8222")]
     pub nats_monitor: String,
+    /// Instead of publishing: create or update, in the JetStream domain of the servers at --nats (a leaf node or
+    /// regional cluster), mirrors of the stream and its snapshot store from this domain (the hub's), then exit.
+    #[arg(long)]
+    pub mirror_from: Option<String>,
     /// Log format: human or json.
     #[arg(long, default_value = "human")]
     pub log_format: String,
@@ -65,6 +69,10 @@ pub fn run(args: &RelayArgs) -> anyhow::Result<()> {
     };
     super::process::init_logging(&args.log_format, "info");
     let cfg = crate::config::Config::load(args.config.as_deref(), &[])?;
+    if let Some(from) = &args.mirror_from {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        return rt.block_on(crate::ingest::nats::mirror::ensure(url, &cfg.nats, from));
+    }
     let metrics = RelayMetrics::new();
     let info_url = args.info_url.clone().unwrap_or(cfg.ingest.info_url);
     let fresh = Arc::new(FreshSnapshot::default());

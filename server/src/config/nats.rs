@@ -25,6 +25,9 @@ pub struct NatsConfig {
     /// the inbox `_INBOX_<name>.>` only it may read, and its consumers are named `<name>` (no other edge may
     /// read or delete them). Empty: the shared `_INBOX.>` and consumers the server names.
     pub name: String,
+    /// The JetStream domain streams and snapshots are read in: a regional leaf node's or cluster's (its mirror of
+    /// the stream and of the snapshot store, `hlbook relay --mirror-from`); empty: the server's own.
+    pub domain: String,
     /// Publisher: how long, and how many bytes, the stream keeps (0 bytes: no byte limit).
     pub max_age_secs: u64,
     pub max_bytes: i64,
@@ -64,6 +67,7 @@ impl Default for NatsConfig {
             creds_file: None,
             tls_ca_file: None,
             name: String::new(),
+            domain: String::new(),
             max_age_secs: 6 * 3600,
             max_bytes: 0,
             replicas: 1,
@@ -99,6 +103,9 @@ impl NatsConfig {
         }
         if !self.name.is_empty() && !name_ok(&self.name) {
             return Err(format!("nats.name {:?}: letters, digits, `_` and `-` only", self.name));
+        }
+        if !self.domain.is_empty() && !name_ok(&self.domain) {
+            return Err(format!("nats.domain {:?}: letters, digits, `_` and `-` only", self.domain));
         }
         if self.user.is_empty() != self.password_file.is_none() {
             return Err("nats.user and nats.password_file go together".into());

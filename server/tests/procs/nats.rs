@@ -38,6 +38,8 @@ pub struct NatsServer {
     starts: u32,
     /// JetStream on (off only while a cluster's nodes learn each other's route ports).
     js: bool,
+    /// Its JetStream domain ("" for none).
+    domain: String,
 }
 
 impl NatsServer {
@@ -53,8 +55,13 @@ impl NatsServer {
     }
 
     fn launch(dir: &Path, extra: &str, env: Vec<(String, String)>, js: bool) -> NatsServer {
-        let proc = spawn(dir, 0, extra, &env, js, 0);
-        let mut s = NatsServer { proc, port: 0, dir: dir.to_path_buf(), extra: extra.into(), env, starts: 1, js };
+        NatsServer::launch_in(dir, extra, env, js, "")
+    }
+
+    fn launch_in(dir: &Path, extra: &str, env: Vec<(String, String)>, js: bool, domain: &str) -> NatsServer {
+        let proc = spawn(dir, 0, extra, &env, (js, domain), 0);
+        let (dir, extra, domain) = (dir.to_path_buf(), extra.to_string(), domain.to_string());
+        let mut s = NatsServer { proc, port: 0, dir, extra, env, starts: 1, js, domain };
         s.port = s.wait_ready();
         s
     }
@@ -64,13 +71,34 @@ impl NatsServer {
     /// (`deploy/nats/edge.sh add edge`). nats-server includes relative to the config file, so the files are
     /// copied beside the generated one in `dir`.
     pub fn start_with_accounts(dir: &Path) -> NatsServer {
+        NatsServer::start_accounts_in(dir, &["edge"], "", "")
+    }
+
+    /// A server with the shipped accounts, an edge user per name in `edges` (password `EDGE_PASSWORD`), the
+    /// JetStream domain `domain` and `extra` config lines.
+    pub fn start_accounts_in(dir: &Path, edges: &[&str], domain: &str, extra: &str) -> NatsServer {
         std::fs::create_dir_all(dir).unwrap();
         for f in ["accounts.conf", "publisher.conf"] {
             std::fs::copy(deploy_nats().join(f), dir.join(f)).unwrap();
         }
-        let out = edge_sh(dir, &["add", "edge"], &[("PASSWORD", EDGE_PASSWORD), ("NATS_RELOAD", "true")]);
-        assert!(out.status.success(), "edge.sh add edge: {}", String::from_utf8_lossy(&out.stderr));
-        NatsServer::start_env(dir, "include ./accounts.conf", &[("HLBOOK_PUBLISHER_PASSWORD", PUBLISHER_PASSWORD)])
+        let out = edge_sh(dir, &["rebuild"], &[("NATS_RELOAD", "true")]);
+        assert!(out.status.success(), "edge.sh rebuild: {}", String::from_utf8_lossy(&out.stderr));
+        for e in edges {
+            let out = edge_sh(dir, &["add", e], &[("PASSWORD", EDGE_PASSWORD), ("NATS_RELOAD", "true")]);
+            assert!(out.status.success(), "edge.sh add {e}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let env = vec![("HLBOOK_PUBLISHER_PASSWORD".to_string(), PUBLISHER_PASSWORD.to_string())];
+        NatsServer::launch_in(dir, &format!("include ./accounts.conf\n{extra}"), env, true, domain)
+    }
+
+    /// The port its log says it listens on for `what` ("leafnode", "route").
+    pub fn listening(&self, what: &str) -> u16 {
+        logged_port(&self.log(), what)
+    }
+
+    /// Its log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(self.log()).unwrap_or_default()
     }
 
     /// The server's process id (for `kill -HUP`, a config reload).
@@ -96,7 +124,7 @@ impl NatsServer {
     /// Starts again on the same port with the same store.
     pub fn restart(&mut self) {
         self.proc.kill();
-        self.proc = spawn(&self.dir, self.port, &self.extra, &self.env, self.js, self.starts);
+        self.proc = spawn(&self.dir, self.port, &self.extra, &self.env, (self.js, &self.domain), self.starts);
         self.starts += 1;
         self.wait_ready();
     }
@@ -128,14 +156,15 @@ pub fn edge_sh(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process:
         .expect("running edge.sh")
 }
 
-fn spawn(dir: &Path, port: u16, extra: &str, env: &[(String, String)], js: bool, n: u32) -> Proc {
+fn spawn(dir: &Path, port: u16, extra: &str, env: &[(String, String)], (js, domain): (bool, &str), n: u32) -> Proc {
     std::fs::create_dir_all(dir).unwrap();
     let port = if port == 0 { "-1".to_string() } else { port.to_string() };
     let conf = dir.join(format!("nats-{n}.conf"));
     let store = dir.join("js");
     // The shipped account reserves up to 200 GB of file storage, which must fit the server's own limit.
     let js = if js {
-        format!("jetstream {{\n  store_dir: \"{}\"\n  max_file_store: 200GB\n}}\n", store.display())
+        let domain = if domain.is_empty() { String::new() } else { format!("  domain: {domain}\n") };
+        format!("jetstream {{\n  store_dir: \"{}\"\n  max_file_store: 200GB\n{domain}}}\n", store.display())
     } else {
         String::new()
     };
@@ -243,8 +272,13 @@ pub fn user_config(dir: &Path, user: &str, pass: &str, extra: &str) -> PathBuf {
 
 /// A client of the server at `url` logged in as the edge user `edge` (its own inbox, as its permissions want).
 pub async fn connect_as_edge(url: &str) -> async_nats::Client {
-    async_nats::ConnectOptions::with_user_and_password("edge".into(), EDGE_PASSWORD.into())
-        .custom_inbox_prefix("_INBOX_edge")
+    connect_as(url, "edge").await
+}
+
+/// A client of the server at `url` logged in as edge user `name` (password `EDGE_PASSWORD`, its own inbox).
+pub async fn connect_as(url: &str, name: &str) -> async_nats::Client {
+    async_nats::ConnectOptions::with_user_and_password(name.into(), EDGE_PASSWORD.into())
+        .custom_inbox_prefix(format!("_INBOX_{name}"))
         .connect(url)
         .await
         .expect("the edge user connects")

@@ -17,6 +17,7 @@ pub mod keeper;
 mod lines;
 pub mod lookup;
 pub mod metrics;
+pub mod mirror;
 pub mod publish;
 pub mod snapshots;
 pub mod source;
@@ -82,6 +83,26 @@ pub fn header_part(h: &HeaderMap) -> Option<(u64, u64)> {
     let (i, n) = v.as_str().split_once('/')?;
     let (i, n) = (i.parse().ok()?, n.parse().ok()?);
     (i < n).then_some((i, n))
+}
+
+/// JetStream in `cfg`'s domain (a regional mirror's), or the server's own.
+pub fn jetstream(client: async_nats::Client, cfg: &NatsConfig) -> async_nats::jetstream::Context {
+    if cfg.domain.is_empty() {
+        async_nats::jetstream::new(client)
+    } else {
+        async_nats::jetstream::with_domain(client, &cfg.domain)
+    }
+}
+
+/// The subject prefix of stream `st`'s lines in `mode`: from its subjects, or for a mirror (which has none) the
+/// config's `nats.subject_prefix`.
+pub fn stream_prefix(st: &async_nats::jetstream::stream::Stream, mode: Mode, cfg: &NatsConfig) -> Option<String> {
+    let c = &st.cached_info().config;
+    if c.mirror.is_some() {
+        return Some(cfg.subject_prefix.clone());
+    }
+    let wanted = format!(".{}.*", mode.as_str());
+    c.subjects.iter().find_map(|s| s.strip_suffix(&wanted)).map(str::to_string)
 }
 
 /// What a connection reports besides its messages.

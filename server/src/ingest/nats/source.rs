@@ -268,10 +268,10 @@ async fn consume(
     let (re_tx, mut reconnected) = mpsc::unbounded_channel();
     let watch = super::Watch { reconnected: Some(re_tx), denied: Some(denied.clone()) };
     let client = super::connect(&t.servers, &t.cfg, "hlbook serve", watch).await?;
-    let js = jetstream::new(client.clone());
+    let js = super::jetstream(client.clone(), &t.cfg);
     let mut st = js.get_stream(&t.stream).await.map_err(|e| anyhow::anyhow!("stream {}: {e}", t.stream))?;
     let wanted = format!(".{}.*", mode.as_str());
-    let prefix = st.cached_info().config.subjects.iter().find_map(|s| s.strip_suffix(&wanted)).map(str::to_string);
+    let prefix = super::stream_prefix(&st, mode, &t.cfg);
     let prefix = prefix.ok_or_else(|| anyhow::anyhow!("stream {} holds no {} lines", t.stream, mode.as_str()))?;
     let (live_tx, mut live_rx) = mpsc::channel(SUBJECT_QUEUE);
     let mut _drain = None;
