@@ -455,6 +455,36 @@ fn deploy_files_are_consistent() {
     }
 }
 
+/// `nats-server -t` accepts the shipped one-host and cluster configs as installed (paths under a stage, the
+/// publisher's password from the drop-in's environment file, the TLS files made with openssl).
+#[test]
+fn shipped_nats_configs_load() {
+    if !procs::nats::available_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let stage = dir.path().join("stage");
+    install(&stage, &["--relay"]);
+    let tls = stage.join("etc/nats/tls");
+    for f in ["server.pem", "server-key.pem", "ca.pem"] {
+        std::fs::write(tls.join(f), "").unwrap();
+    }
+    let pw = read(&stage.join("etc/default/nats-server"));
+    let (k, v) = pw.trim().split_once('=').unwrap();
+    for conf in ["nats-server.conf", "nats-cluster.conf"] {
+        let text = read(&repo().join("deploy/nats").join(conf))
+            .replace(" /etc/", &format!(" {}/etc/", stage.display()))
+            .replace(" /var/lib/", &format!(" {}/var/lib/", stage.display()));
+        let path = stage.join("etc/nats").join(format!("test-{conf}"));
+        std::fs::write(&path, text).unwrap();
+        let out = Command::new(procs::nats::NATS_SERVER).arg("-t").arg("-c").arg(&path).env(k, v).output().unwrap();
+        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        // The TLS files are empty here: nats-server reads the whole config and complains of them only.
+        let errors: Vec<&str> = said.lines().filter(|l| l.contains("error")).collect();
+        assert!(!errors.is_empty() && errors.iter().all(|l| l.contains("X509")), "{conf}: {said}");
+    }
+}
+
 /// The shipped Prometheus config and alert rules load, and the rules' own unit tests pass: the relay's alerts
 /// fire when it stops answering (deploy/prometheus/hlbook-alerts.test.yml), with promtool from Debian's
 /// `prometheus` package.
