@@ -252,8 +252,8 @@ fn the_documented_one_host_recipe_serves_two_edges_live_under_the_shipped_permis
 
 /// Every relay and nats-server metric the shipped alert rules and dashboard read is one the running relay exports.
 fn alerts_use_what_the_relay_exports(metrics: &str) {
-    let rules = read(&repo().join("deploy/prometheus/hlbook-alerts.yml"))
-        + &read(&repo().join("deploy/grafana/hlbook.json"));
+    let rules =
+        read(&repo().join("deploy/prometheus/hlbook-alerts.yml")) + &read(&repo().join("deploy/grafana/hlbook.json"));
     let mut names: Vec<&str> = rules
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .filter(|w| w.starts_with("hlbook_relay_") || w.starts_with("hlbook_nats_server_"))
