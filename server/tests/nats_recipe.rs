@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use procs::nats::{NATS_SERVER, edge_sh, logged_port, wait_log};
+use procs::nats::{NATS_SERVER, logged_port, wait_log};
 use procs::{HLBOOK, Proc, counter, get_bytes, wait_health};
 
 fn repo() -> PathBuf {
@@ -131,10 +131,20 @@ fn start_relay(stage: &Path, data: &Path, ports: (u16, u16), info: &str, log: &P
     (p, format!("http://{admin}"))
 }
 
-/// `hlbook-nats-edge add NAME` on the staged config; the password it printed.
+/// The installed `hlbook-nats-edge ARGS` on the staged config, nats-server reloaded as systemd's `ExecReload`
+/// does (SIGHUP).
+fn nats_edge(stage: &Path, args: &[&str], nats_pid: u32) -> std::process::Output {
+    Command::new(stage.join("usr/local/sbin/hlbook-nats-edge"))
+        .args(args)
+        .env("NATS_DIR", stage.join("etc/nats"))
+        .env("NATS_RELOAD", format!("kill -HUP {nats_pid}"))
+        .output()
+        .unwrap()
+}
+
+/// `hlbook-nats-edge add NAME`; the password it printed.
 fn add_edge(stage: &Path, name: &str, nats_pid: u32) -> String {
-    let reload = format!("kill -HUP {nats_pid}");
-    let out = edge_sh(&stage.join("etc/nats"), &["add", name], &[("NATS_RELOAD", &reload)]);
+    let out = nats_edge(stage, &["add", name], nats_pid);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "edge.sh add {name}: {text}{}", String::from_utf8_lossy(&out.stderr));
     text.lines().find(|l| !l.starts_with('#') && !l.is_empty()).expect("a password line").to_string()
@@ -232,8 +242,7 @@ fn the_documented_one_host_recipe_serves_two_edges_live_under_the_shipped_permis
     rt.block_on(edges_are_kept_apart(&format!("127.0.0.1:{port}"), &stage, &e1, &e2));
 
     // Revoked: edge2 is refused at once, and edge1 goes on to the last block with the simulator's books.
-    let reload = format!("kill -HUP {nats_pid}");
-    let out = edge_sh(&stage.join("etc/nats"), &["revoke", "edge2"], &[("NATS_RELOAD", &reload)]);
+    let out = nats_edge(&stage, &["revoke", "edge2"], nats_pid);
     assert!(out.status.success(), "edge.sh revoke: {}", String::from_utf8_lossy(&out.stderr));
     wait_health(&e2.base, Duration::from_secs(60), |h| {
         h["sources"][0]["missing"].as_str().is_some_and(|m| m.to_lowercase().contains("authorization"))
