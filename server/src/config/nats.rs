@@ -118,3 +118,22 @@ impl NatsConfig {
         if self.name.is_empty() { "_INBOX".into() } else { format!("_INBOX_{}", self.name) }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::NatsConfig;
+
+    #[test]
+    fn a_name_gives_its_own_inbox_and_names_and_domains_are_single_tokens() {
+        let mut c = NatsConfig::default();
+        assert_eq!(c.inbox_prefix(), "_INBOX");
+        c.name = "tokyo-1".into();
+        assert_eq!(c.inbox_prefix(), "_INBOX_tokyo-1");
+        assert!(c.check().is_ok());
+        c.name = "a.b".into();
+        assert!(c.check().unwrap_err().contains("nats.name"));
+        c.name = String::new();
+        c.domain = "hub>".into();
+        assert!(c.check().unwrap_err().contains("nats.domain"));
+    }
+}
