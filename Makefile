@@ -10,7 +10,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # JetStream included) is the real NATS that server/tests/nats_*.rs start (hlbook relay --nats, --source nats://), and
 # openssl makes the self-signed CA of nats_auth.rs's TLS test.
 APT_PACKAGES := build-essential pkg-config ca-certificates curl git cmake libsimdjson-dev libgtest-dev libssl-dev \
-	python3 python3-websockets python3-venv haproxy systemd nats-server openssl
+	python3 python3-websockets python3-venv haproxy systemd nats-server openssl prometheus
 # Installed when the distribution has a real package: Debian's chromium is one, Ubuntu 24.04 only has a snap
 # stub under another name, and the Chromium tests say so and skip there.
 OPTIONAL_APT_PACKAGES := chromium

@@ -83,11 +83,31 @@ fn install_script_stages_what_the_units_use() {
     same("etc/systemd/system/hlbook.service", "deploy/systemd/hlbook.service");
     same("etc/systemd/system/hlbook-relay.service", "deploy/systemd/hlbook-relay.service");
     same("usr/local/share/doc/hlbook/operations.md", "docs/operations.md");
+    // nats-server's set-up (--relay): config, accounts, the publisher, the drop-in, the edge command.
+    for f in ["nats-server.conf", "accounts.conf", "publisher.conf"] {
+        same(&format!("etc/nats/{f}"), &format!("deploy/nats/{f}"));
+    }
+    same("etc/systemd/system/nats-server.service.d/hlbook.conf", "deploy/nats/nats-server.service.d/hlbook.conf");
+    same("usr/local/sbin/hlbook-nats-edge", "deploy/nats/edge.sh");
+    let users = read(&s.join("etc/nats/users.conf"));
+    assert!(users.contains(&read(&root.join("deploy/nats/publisher.conf"))), "users.conf holds the publisher");
+    // The publisher's password: the same random one for nats-server (root only) and the relay (its group).
+    let env = read(&s.join("etc/default/nats-server"));
+    let pw = env.trim().strip_prefix("HLBOOK_PUBLISHER_PASSWORD=").expect("the publisher's password");
+    assert!(pw.len() >= 32, "a long random password: {pw:?}");
+    assert_eq!(read(&s.join("etc/hlbook/nats-publisher.pw")).trim(), pw);
+    assert_eq!(mode(&s.join("etc/default/nats-server")), 0o600);
+    assert_eq!(mode(&s.join("etc/hlbook/nats-publisher.pw")), 0o640);
     let bin = s.join("usr/local/bin/hlbook");
     assert_eq!(std::fs::read(&bin).unwrap(), std::fs::read(HLBOOK).unwrap(), "the binary installed is the one given");
     assert_eq!(std::fs::metadata(&bin).unwrap().permissions().mode() & 0o777, 0o755);
     let snapshots = std::fs::metadata(s.join("var/lib/hlbook/snapshots")).unwrap();
-    assert_eq!(snapshots.permissions().mode() & 0o777, 0o775, "the node's group can write snapshots");
+    assert_eq!(snapshots.permissions().mode() & 0o7777, 0o2775, "the node's group can write snapshots, as the group");
+    // The relay unit may write there, and relay.toml points the node there (not /tmp, which PrivateTmp hides).
+    let relay_unit = read(&s.join("etc/systemd/system/hlbook-relay.service"));
+    assert!(relay_unit.lines().any(|l| l == "ReadWritePaths=/var/lib/hlbook/snapshots"), "{relay_unit}");
+    let relay_toml: toml::Table = read(&s.join("etc/hlbook/relay.toml")).parse().unwrap();
+    assert_eq!(relay_toml["ingest"]["snapshot_dir"].as_str(), Some("/var/lib/hlbook/snapshots"));
     for settings in ["etc/hlbook/hlbook.toml", "etc/hlbook/relay.env", "etc/hlbook/relay.toml"] {
         assert_eq!(mode(&s.join(settings)), 0o640, "{settings} is readable by root and the service's group only");
     }
@@ -150,6 +170,24 @@ fn verify_units(stage: &Path) {
         let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         assert!(out.status.success() && said.trim().is_empty(), "systemd-analyze verify {unit}: {said}");
     }
+    // Debian's nats-server unit with the staged drop-in beside it (systemd reads NAME.service.d/ next to it).
+    let debian = Path::new("/lib/systemd/system/nats-server.service");
+    if !debian.exists() {
+        return procs::skip("Debian's nats-server unit is not installed; the drop-in is not verified");
+    }
+    std::fs::copy(debian, dir.path().join("nats-server.service")).unwrap();
+    let dropin = dir.path().join("nats-server.service.d");
+    std::fs::create_dir_all(&dropin).unwrap();
+    let staged = stage.join("etc/systemd/system/nats-server.service.d/hlbook.conf");
+    std::fs::copy(staged, dropin.join("hlbook.conf")).unwrap();
+    let out = Command::new("systemd-analyze")
+        .args(["verify", "--man=no", "nats-server.service"])
+        .env("SYSTEMD_UNIT_PATH", format!("{}:", dir.path().display()))
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && said.trim().is_empty(), "systemd-analyze verify nats-server + drop-in: {said}");
 }
 
 fn mode(path: &Path) -> u32 {
@@ -321,6 +359,8 @@ fn installed_serve_unit_is_ready_only_with_books() {
     notify.until("STOPPING=1", Duration::from_secs(5));
 }
 
+/// READY=1 only once the relay is connected and publishing: with a password NATS refuses it says why in its log
+/// and stays not ready; given the right one (read again on each attempt), it connects and says READY=1.
 #[test]
 fn installed_relay_unit_is_ready_when_publishing() {
     if !procs::nats::available_or_skip() {
@@ -330,14 +370,15 @@ fn installed_relay_unit_is_ready_when_publishing() {
     let stage = dir.path().join("stage");
     install(&stage, &["--relay"]);
     let _sim = sim(dir.path(), "127.0.0.1:0");
-    let nats = procs::nats::NatsServer::start(&dir.path().join("nats"), "");
+    let nats = procs::nats::NatsServer::start_with_accounts(&dir.path().join("nats"));
     let notify = Notify::bind(dir.path());
-    // The shipped relay.toml, without the publisher's password (this NATS has no accounts).
+    // The shipped relay.toml with its files under the stage, without TLS (this NATS has none) or the node's info
+    // server (none here).
     let toml = stage.join("etc/hlbook/relay.toml");
-    let shipped_toml = read(&toml);
-    let no_auth: Vec<&str> =
-        shipped_toml.lines().filter(|l| !l.starts_with("user") && !l.starts_with("password")).collect();
-    std::fs::write(&toml, no_auth.join("\n")).unwrap();
+    let shipped_toml = read(&toml).replace("\"/etc/", &format!("\"{}/etc/", stage.display()));
+    let plain: Vec<&str> =
+        shipped_toml.lines().filter(|l| !l.starts_with("tls_ca_file") && !l.starts_with("info_url")).collect();
+    std::fs::write(&toml, format!("{}\ninfo_url = \"\"\n", plain.join("\n"))).unwrap();
     // The unit's variables come from relay.env; the test points them at the simulator and the NATS server.
     let shipped = read(&stage.join("etc/hlbook/relay.env"));
     let env: Vec<(String, String)> = shipped
@@ -348,13 +389,20 @@ fn installed_relay_unit_is_ready_when_publishing() {
             let v = match k {
                 "NODE_DIR" => dir.path().join("data").to_string_lossy().into_owned(),
                 "NATS_URL" => nats.url(),
+                "ADMIN_LISTEN" => "127.0.0.1:0".into(),
                 _ => v.to_string(),
             };
             (k.to_string(), v)
         })
         .collect();
     let unit = read(&stage.join("etc/systemd/system/hlbook-relay.service"));
-    let mut relay = notify.start(&staged_command(&unit, &stage, &env, &[]), &dir.path().join("relay.log"));
+    let relay_log = dir.path().join("relay.log");
+    let mut relay = notify.start(&staged_command(&unit, &stage, &env, &[]), &relay_log);
+    // install.sh's random password is not the one this NATS knows: refused, and not ready.
+    procs::nats::wait_log(&relay_log, "authorization violation", Duration::from_secs(30));
+    let early = notify.next(Duration::from_millis(1)).unwrap_or_default();
+    assert!(!early.iter().any(|l| l == "READY=1"), "READY=1 before connecting: {early:?}");
+    std::fs::write(stage.join("etc/hlbook/nats-publisher.pw"), procs::nats::PUBLISHER_PASSWORD).unwrap();
     let said = notify.until("READY=1", Duration::from_secs(30));
     assert!(said.concat().iter().any(|l| l.starts_with("STATUS=publishing")), "{said:?}");
     relay.wait_line("relay publishing to nats stream HL", Duration::from_secs(30));
@@ -419,7 +467,7 @@ fn deploy_files_are_consistent() {
     );
 
     // `bash -n a b` checks only `a` (b is its argument): one file at a time.
-    for script in ["deploy/install.sh", "deploy/demo.sh"] {
+    for script in ["deploy/install.sh", "deploy/demo.sh", "deploy/nats/edge.sh"] {
         let out = Command::new("bash").arg("-n").arg(root.join(script)).output().unwrap();
         assert!(out.status.success(), "bash -n {script}: {}", String::from_utf8_lossy(&out.stderr));
     }

@@ -1,7 +1,8 @@
 //! NATS security with deploy/nats/accounts.conf on a real nats-server: the publisher's user publishes, the edge's
 //! user reads (its books equal the simulator's) but cannot publish a line, delete or purge the stream, delete a
 //! message, or put or delete a snapshot in the object store (it can fetch one), and a client without credentials
-//! is refused, so an edge without them serves no block.
+//! is refused, so an edge without them serves no block. An edge refused the live subscription says so (WARN and
+//! `nats_permission_denied`) and reads from the stream.
 
 #[allow(clippy::duplicate_mod)]
 mod procs;
@@ -173,7 +174,68 @@ fn lines_cross_tls_signed_by_our_own_ca() {
     let ours = procs::books_from_snapshot(&get_bytes(&format!("{admin}/l4snapshot")).expect("snapshot"));
     procs::assert_same_books(&ours, &procs::sim_books_at(&info, logs.path(), last));
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    // This test process links rustls with two providers (ring, aws-lc-rs), so it names one, as hlbook does.
+    let _ = async_nats::rustls::crypto::ring::default_provider().install_default();
     let untrusting = rt.block_on(async_nats::ConnectOptions::new().require_tls(true).connect(nats.url()));
     assert!(untrusting.is_err(), "a client without our CA cannot connect");
     assert!(edge.stop().success());
+}
+
+/// An edge whose user may not subscribe to the line subjects (here: permissions written for another prefix) is
+/// refused the live path: it says so in a WARN and counts it (`nats_permission_denied`), takes no line from the
+/// subject, and still ends with the simulator's books from the stream, never a silent fallback.
+#[test]
+fn a_refused_live_subscription_is_a_warning_and_a_count_not_a_silent_fallback() {
+    if !procs::nats::available_or_skip() {
+        return;
+    }
+    let (data, logs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let log = |name: &str| logs.path().join(name);
+    let nats_dir = logs.path().join("nats");
+    let nats = NatsServer::start_with_accounts(&nats_dir);
+    let env = [("PASSWORD", EDGE_PASSWORD), ("STREAMS", "HL:hx"), ("NATS_RELOAD", "true")];
+    let out = procs::nats::edge_sh(&nats_dir, &["add", "narrow"], &env);
+    assert!(out.status.success(), "edge.sh add narrow: {}", String::from_utf8_lossy(&out.stderr));
+    let _ = std::process::Command::new("kill").arg("-HUP").arg(nats.pid().to_string()).status();
+    wait_log_count(&nats_dir.join("nats-0.log"), "Reloaded server configuration", 1);
+    let market = [&procs::CHECKED_MARKET[..], &["--blocks", "300"]].concat();
+    let (_sim, info) = procs::start_sim(data.path(), &market, &log("sim.log"));
+    let last = 1_000_000_000 + 299;
+    let pub_conf = user_config(logs.path(), "publisher", PUBLISHER_PASSWORD, "");
+    let _publisher =
+        relay(&nats.url(), data.path(), &pub_conf, &["--info-url", ""], &log("pub.log"), Duration::from_secs(30));
+    let snapshot = log("start.json");
+    let start = procs::sim_snapshot(&info, &snapshot).height();
+    assert!(start < last, "the simulator finished before the edge started");
+
+    let conf = user_config(logs.path(), "narrow", EDGE_PASSWORD, "");
+    let source = nats.source();
+    #[rustfmt::skip]
+    let args = [
+        "serve", "--source", &source, "--config", conf.to_str().unwrap(), "--mode", "by-block",
+        "--snapshot-file", snapshot.to_str().unwrap(), "--info-url", "", "--listen", "127.0.0.1:0",
+        "--admin-listen", "127.0.0.1:0", "--validate-interval", "0",
+    ];
+    let mut edge = procs::Proc::start(procs::HLBOOK, &args, &log("edge.log"));
+    let base = format!("http://{}", edge.wait_line("hlbook listening on", Duration::from_secs(30)));
+    let admin = procs::admin_base(&edge);
+    let h = wait_health(&base, Duration::from_secs(120), |h| h["height"].as_u64() == Some(last));
+    assert!(counter(&h, "nats_permission_denied") >= 1, "{h}");
+    assert_eq!(counter(&h, "nats_live_lines"), 0, "{h}");
+    assert_eq!(counter(&h, "gaps"), 0, "{h}");
+    let text = std::fs::read_to_string(log("edge.log")).unwrap();
+    let warned = text.lines().any(|l| l.contains("WARN") && l.to_lowercase().contains("permissions violation"));
+    assert!(warned, "no WARN naming the refusal in the edge's log:\n{text}");
+    let ours = procs::books_from_snapshot(&get_bytes(&format!("{admin}/l4snapshot")).expect("snapshot"));
+    procs::assert_same_books(&ours, &procs::sim_books_at(&info, logs.path(), last));
+    assert!(edge.stop().success());
+}
+
+/// Waits (bounded) until `log` says `needle` at least `n` times.
+fn wait_log_count(log: &Path, needle: &str, n: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(log).unwrap_or_default().matches(needle).count() < n {
+        assert!(std::time::Instant::now() < deadline, "{} never said {needle:?} {n} times", log.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -6,7 +6,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
-use crate::ingest::nats::keeper::{self, KeeperConfig};
+use anyhow::Context;
+
+use crate::ingest::nats::keeper::{self, FreshSnapshot, KeeperConfig};
+use crate::ingest::nats::metrics::{self, RelayMetrics};
 use crate::ingest::nats::publish::PublishConfig;
 use crate::node::Mode;
 
@@ -38,6 +41,17 @@ pub struct RelayArgs {
     /// With --nats: where the node writes those snapshots before they go to NATS (default: `ingest.snapshot_dir`).
     #[arg(long)]
     pub snapshot_dir: Option<PathBuf>,
+    /// With --nats: serve `GET /metrics` (Prometheus) on this address, e.g. 127.0.0.1:8002 (relay.env's
+    /// ADMIN_LISTEN); "none": no listener. Keep it private.
+    #[arg(long, default_value = "none")]
+    pub admin_listen: String,
+    /// With --admin-listen: nats-server's monitoring port, whose figures /metrics passes on ("" for none).
+    #[arg(long, default_value = "http://127.0.0.1:8222")]
+    pub nats_monitor: String,
+    /// Instead of publishing: create or update, in the JetStream domain of the servers at --nats (a leaf node or
+    /// regional cluster), mirrors of the stream and its snapshot store from this domain (the hub's), then exit.
+    #[arg(long)]
+    pub mirror_from: Option<String>,
     /// Log format: human or json.
     #[arg(long, default_value = "human")]
     pub log_format: String,
@@ -55,6 +69,13 @@ pub fn run(args: &RelayArgs) -> anyhow::Result<()> {
     };
     super::process::init_logging(&args.log_format, "info");
     let cfg = crate::config::Config::load(args.config.as_deref(), &[])?;
+    if let Some(from) = &args.mirror_from {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        return rt.block_on(crate::ingest::nats::mirror::ensure(url, &cfg.nats, from));
+    }
+    let metrics = RelayMetrics::new();
+    let info_url = args.info_url.clone().unwrap_or(cfg.ingest.info_url);
+    let fresh = Arc::new(FreshSnapshot::default());
     let pc = PublishConfig {
         node_dir: crate::config::expand_home(&args.node_dir),
         mode: args.mode,
@@ -62,29 +83,41 @@ pub fn run(args: &RelayArgs) -> anyhow::Result<()> {
         nats: cfg.nats.clone(),
         start_after: args.start_after,
         max_line_bytes: args.max_line_bytes,
+        metrics: metrics.clone(),
+        fresh: (!info_url.is_empty()).then(|| fresh.clone()),
     };
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let signals = rt.block_on(async { super::process::Shutdown::register() })?;
-    super::systemd::ready(&format!("publishing {} to NATS", pc.node_dir.display()));
+    if args.admin_listen != "none" {
+        let l = rt
+            .block_on(tokio::net::TcpListener::bind(&args.admin_listen))
+            .with_context(|| format!("relay --admin-listen {}: cannot listen", args.admin_listen))?;
+        println!("relay admin listening on {}", l.local_addr()?);
+        let monitor = (!args.nats_monitor.is_empty()).then(|| args.nats_monitor.clone());
+        rt.spawn(metrics::serve(l, metrics.clone(), monitor));
+    }
     std::thread::spawn(move || {
         rt.block_on(signals.wait());
         super::systemd::stopping();
         st.store(true, Relaxed);
     });
-    let info_url = args.info_url.clone().unwrap_or(cfg.ingest.info_url);
     if !info_url.is_empty() {
         let kc = KeeperConfig {
             url: url.clone(),
             nats: pc.nats.clone(),
             info_url,
             snapshot_dir: args.snapshot_dir.clone().unwrap_or(cfg.ingest.snapshot_dir),
+            metrics,
+            fresh,
         };
         let st = stop.clone();
         std::thread::Builder::new().name("hlbook-snapshots".into()).spawn(move || keeper::run(&kc, &st))?;
     }
-    crate::ingest::nats::publish::run(&pc, &stop)?;
+    // READY=1 once connected with the stream open, not before: `systemctl start` then means publishing.
+    let ready = || super::systemd::ready(&format!("publishing {} to NATS", pc.node_dir.display()));
+    crate::ingest::nats::publish::run(&pc, &stop, ready)?;
     tracing::info!("publisher stopped");
     Ok(())
 }

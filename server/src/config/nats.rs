@@ -21,6 +21,13 @@ pub struct NatsConfig {
     pub creds_file: Option<PathBuf>,
     /// PEM CA that signed the NATS servers' certificates; set: TLS is required.
     pub tls_ca_file: Option<PathBuf>,
+    /// Edge: its own name in the NATS permissions (`deploy/nats/edge.sh add NAME` writes them): replies come to
+    /// the inbox `_INBOX_<name>.>` only it may read, and its consumers are named `<name>` (no other edge may
+    /// read or delete them). Empty: the shared `_INBOX.>` and consumers the server names.
+    pub name: String,
+    /// The JetStream domain streams and snapshots are read in: a regional leaf node's or cluster's (its mirror of
+    /// the stream and of the snapshot store, `hlbook relay --mirror-from`); empty: the server's own.
+    pub domain: String,
     /// Publisher: how long, and how many bytes, the stream keeps (0 bytes: no byte limit).
     pub max_age_secs: u64,
     pub max_bytes: i64,
@@ -45,6 +52,12 @@ pub struct NatsConfig {
     /// Edge: largest snapshot taken from the object store, in bytes once inflated (and as downloaded); a larger
     /// one is refused, as a failed snapshot, before it fills the disk.
     pub max_snapshot_bytes: u64,
+    /// Publisher: a snapshot request above the newest height it has published plus this many blocks is refused
+    /// (an edge cannot make the node write a snapshot for a height that will not exist for days).
+    pub snapshot_max_ahead: u64,
+    /// Publisher: a client (by its reply inbox's prefix, i.e. its name) may ask for a new node snapshot at most
+    /// once per this many seconds; more often it is answered from the stored ones, or refused.
+    pub snapshot_client_interval_secs: u64,
 }
 
 impl Default for NatsConfig {
@@ -56,6 +69,8 @@ impl Default for NatsConfig {
             password_file: None,
             creds_file: None,
             tls_ca_file: None,
+            name: String::new(),
+            domain: String::new(),
             max_age_secs: 6 * 3600,
             max_bytes: 0,
             replicas: 1,
@@ -67,6 +82,8 @@ impl Default for NatsConfig {
             snapshot_min_interval_secs: 5,
             // A whole-market snapshot is hundreds of MB of JSON.
             max_snapshot_bytes: 16 << 30,
+            snapshot_max_ahead: 1000,
+            snapshot_client_interval_secs: 30,
         }
     }
 }
@@ -89,9 +106,39 @@ impl NatsConfig {
         if !(1..=100).contains(&self.snapshots_kept) {
             return Err("nats.snapshots_kept: 1 ..= 100".into());
         }
+        if !self.name.is_empty() && !name_ok(&self.name) {
+            return Err(format!("nats.name {:?}: letters, digits, `_` and `-` only", self.name));
+        }
+        if !self.domain.is_empty() && !name_ok(&self.domain) {
+            return Err(format!("nats.domain {:?}: letters, digits, `_` and `-` only", self.domain));
+        }
         if self.user.is_empty() != self.password_file.is_none() {
             return Err("nats.user and nats.password_file go together".into());
         }
         Ok(())
+    }
+
+    /// The inbox prefix replies come to: the edge's own under `nats.name`.
+    pub fn inbox_prefix(&self) -> String {
+        if self.name.is_empty() { "_INBOX".into() } else { format!("_INBOX_{}", self.name) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NatsConfig;
+
+    #[test]
+    fn a_name_gives_its_own_inbox_and_names_and_domains_are_single_tokens() {
+        let mut c = NatsConfig::default();
+        assert_eq!(c.inbox_prefix(), "_INBOX");
+        c.name = "tokyo-1".into();
+        assert_eq!(c.inbox_prefix(), "_INBOX_tokyo-1");
+        assert!(c.check().is_ok());
+        c.name = "a.b".into();
+        assert!(c.check().unwrap_err().contains("nats.name"));
+        c.name = String::new();
+        c.domain = "hub>".into();
+        assert!(c.check().unwrap_err().contains("nats.domain"));
     }
 }

@@ -157,6 +157,8 @@ impl Input {
             c.source_connects.set(s.connects);
             c.source_disconnects.set(s.disconnects);
             c.foreign_messages.set(s.foreign_messages);
+            c.nats_live_lines.set(s.live_lines);
+            c.nats_permission_denied.set(s.permission_denied);
         }
     }
 }

@@ -42,6 +42,10 @@ pub struct SourceCounters {
     pub disconnects: u64,
     /// Messages in a NATS stream that were not node lines of ours, skipped.
     pub foreign_messages: u64,
+    /// NATS: lines taken straight from their subject (the live path), not from the stream.
+    pub live_lines: u64,
+    /// NATS: subscriptions and publishes the server refused (permissions).
+    pub permission_denied: u64,
 }
 
 /// A stream of node lines.

@@ -109,6 +109,10 @@ crate::state::counter::counters! {
         source_disconnects,
         /// Messages in a NATS stream that were not node lines of ours (no height, a bad part header), skipped.
         foreign_messages,
+        /// NATS lines taken straight from their subject (the live path) rather than from the stream.
+        nats_live_lines,
+        /// Subscriptions and publishes NATS refused (permissions; each also a WARN).
+        nats_permission_denied,
         /// Comparisons with a node snapshot (periodic, and at once for untrusted coins).
         validations,
         /// Comparisons that found a coin differing from the node's snapshot.

@@ -38,6 +38,8 @@ pub struct NatsServer {
     starts: u32,
     /// JetStream on (off only while a cluster's nodes learn each other's route ports).
     js: bool,
+    /// Its JetStream domain ("" for none).
+    domain: String,
 }
 
 impl NatsServer {
@@ -53,21 +55,55 @@ impl NatsServer {
     }
 
     fn launch(dir: &Path, extra: &str, env: Vec<(String, String)>, js: bool) -> NatsServer {
-        let proc = spawn(dir, 0, extra, &env, js, 0);
-        let mut s = NatsServer { proc, port: 0, dir: dir.to_path_buf(), extra: extra.into(), env, starts: 1, js };
+        NatsServer::launch_in(dir, extra, env, js, "")
+    }
+
+    fn launch_in(dir: &Path, extra: &str, env: Vec<(String, String)>, js: bool, domain: &str) -> NatsServer {
+        let proc = spawn(dir, 0, extra, &env, (js, domain), 0);
+        let (dir, extra, domain) = (dir.to_path_buf(), extra.to_string(), domain.to_string());
+        let mut s = NatsServer { proc, port: 0, dir, extra, env, starts: 1, js, domain };
         s.port = s.wait_ready();
         s
     }
 
-    /// A server with the shipped accounts (deploy/nats/accounts.conf: the `publisher` and `edge` users, with
-    /// `PUBLISHER_PASSWORD` and `EDGE_PASSWORD`). nats-server includes relative to the config file, so the accounts
-    /// are copied beside the generated one in `dir`.
+    /// A server with the shipped accounts (deploy/nats/accounts.conf and publisher.conf: the `publisher` user with
+    /// `PUBLISHER_PASSWORD`) and one edge user `edge` with `EDGE_PASSWORD`, added by the documented command
+    /// (`deploy/nats/edge.sh add edge`). nats-server includes relative to the config file, so the files are
+    /// copied beside the generated one in `dir`.
     pub fn start_with_accounts(dir: &Path) -> NatsServer {
-        let accounts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/nats/accounts.conf");
+        NatsServer::start_accounts_in(dir, &["edge"], "", "")
+    }
+
+    /// A server with the shipped accounts, an edge user per name in `edges` (password `EDGE_PASSWORD`), the
+    /// JetStream domain `domain` and `extra` config lines.
+    pub fn start_accounts_in(dir: &Path, edges: &[&str], domain: &str, extra: &str) -> NatsServer {
         std::fs::create_dir_all(dir).unwrap();
-        std::fs::copy(accounts, dir.join("accounts.conf")).unwrap();
-        let env = [("HLBOOK_PUBLISHER_PASSWORD", PUBLISHER_PASSWORD), ("HLBOOK_EDGE_PASSWORD", EDGE_PASSWORD)];
-        NatsServer::start_env(dir, "include ./accounts.conf", &env)
+        for f in ["accounts.conf", "publisher.conf"] {
+            std::fs::copy(deploy_nats().join(f), dir.join(f)).unwrap();
+        }
+        let out = edge_sh(dir, &["rebuild"], &[("NATS_RELOAD", "true")]);
+        assert!(out.status.success(), "edge.sh rebuild: {}", String::from_utf8_lossy(&out.stderr));
+        for e in edges {
+            let out = edge_sh(dir, &["add", e], &[("PASSWORD", EDGE_PASSWORD), ("NATS_RELOAD", "true")]);
+            assert!(out.status.success(), "edge.sh add {e}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let env = vec![("HLBOOK_PUBLISHER_PASSWORD".to_string(), PUBLISHER_PASSWORD.to_string())];
+        NatsServer::launch_in(dir, &format!("include ./accounts.conf\n{extra}"), env, true, domain)
+    }
+
+    /// The port its log says it listens on for `what` ("leafnode", "route").
+    pub fn listening(&self, what: &str) -> u16 {
+        logged_port(&self.log(), what)
+    }
+
+    /// Its log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(self.log()).unwrap_or_default()
+    }
+
+    /// The server's process id (for `kill -HUP`, a config reload).
+    pub fn pid(&self) -> u32 {
+        self.proc.pid().expect("nats-server running")
     }
 
     /// `nats://127.0.0.1:PORT`.
@@ -88,7 +124,7 @@ impl NatsServer {
     /// Starts again on the same port with the same store.
     pub fn restart(&mut self) {
         self.proc.kill();
-        self.proc = spawn(&self.dir, self.port, &self.extra, &self.env, self.js, self.starts);
+        self.proc = spawn(&self.dir, self.port, &self.extra, &self.env, (self.js, &self.domain), self.starts);
         self.starts += 1;
         self.wait_ready();
     }
@@ -104,12 +140,34 @@ impl NatsServer {
     }
 }
 
-fn spawn(dir: &Path, port: u16, extra: &str, env: &[(String, String)], js: bool, n: u32) -> Proc {
+/// The repository's deploy/nats.
+pub fn deploy_nats() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/nats")
+}
+
+/// `deploy/nats/edge.sh ARGS` on the config in `dir` (`NATS_DIR`), with `env`; its output.
+pub fn edge_sh(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    std::process::Command::new("bash")
+        .arg(deploy_nats().join("edge.sh"))
+        .args(args)
+        .env("NATS_DIR", dir)
+        .envs(env.iter().copied())
+        .output()
+        .expect("running edge.sh")
+}
+
+fn spawn(dir: &Path, port: u16, extra: &str, env: &[(String, String)], (js, domain): (bool, &str), n: u32) -> Proc {
     std::fs::create_dir_all(dir).unwrap();
     let port = if port == 0 { "-1".to_string() } else { port.to_string() };
     let conf = dir.join(format!("nats-{n}.conf"));
     let store = dir.join("js");
-    let js = if js { format!("jetstream {{\n  store_dir: \"{}\"\n}}\n", store.display()) } else { String::new() };
+    // The shipped account reserves up to 200 GB of file storage, which must fit the server's own limit.
+    let js = if js {
+        let domain = if domain.is_empty() { String::new() } else { format!("  domain: {domain}\n") };
+        format!("jetstream {{\n  store_dir: \"{}\"\n  max_file_store: 200GB\n{domain}}}\n", store.display())
+    } else {
+        String::new()
+    };
     let text = format!("host: 127.0.0.1\nport: {port}\n{js}{extra}\n");
     std::fs::write(&conf, text).unwrap();
     let log = dir.join(format!("nats-{n}.log"));
@@ -131,7 +189,7 @@ pub fn wait_log(log: &Path, needle: &str, timeout: Duration) -> String {
 }
 
 /// The port a server's log says it listens on for `what` ("client", "route").
-fn logged_port(log: &Path, what: &str) -> u16 {
+pub fn logged_port(log: &Path, what: &str) -> u16 {
     let needle = format!("Listening for {what} connections on");
     let text = wait_log(log, &needle, Duration::from_secs(30));
     let at = text.find(&needle).unwrap();
@@ -202,18 +260,25 @@ pub fn relay_config(dir: &Path, keys: &str) -> PathBuf {
     config
 }
 
-/// `DIR/USER.toml`: `[nats]` with the credentials of `user` (its password in `DIR/USER.pw`) and the `extra` keys.
+/// `DIR/USER.toml`: `[nats]` with the credentials of `user` (its password in `DIR/USER.pw`, its name the user's,
+/// as the shipped permissions want) and the `extra` keys.
 pub fn user_config(dir: &Path, user: &str, pass: &str, extra: &str) -> PathBuf {
     let (pw, conf) = (dir.join(format!("{user}.pw")), dir.join(format!("{user}.toml")));
     std::fs::write(&pw, format!("{pass}\n")).unwrap();
-    let text = format!("[nats]\nuser = \"{user}\"\npassword_file = \"{}\"\n{extra}", pw.display());
+    let text = format!("[nats]\nuser = \"{user}\"\nname = \"{user}\"\npassword_file = \"{}\"\n{extra}", pw.display());
     std::fs::write(&conf, text).unwrap();
     conf
 }
 
-/// A client of the server at `url` logged in as the shipped accounts' `edge` user.
+/// A client of the server at `url` logged in as the edge user `edge` (its own inbox, as its permissions want).
 pub async fn connect_as_edge(url: &str) -> async_nats::Client {
-    async_nats::ConnectOptions::with_user_and_password("edge".into(), EDGE_PASSWORD.into())
+    connect_as(url, "edge").await
+}
+
+/// A client of the server at `url` logged in as edge user `name` (password `EDGE_PASSWORD`, its own inbox).
+pub async fn connect_as(url: &str, name: &str) -> async_nats::Client {
+    async_nats::ConnectOptions::with_user_and_password(name.into(), EDGE_PASSWORD.into())
+        .custom_inbox_prefix(format!("_INBOX_{name}"))
         .connect(url)
         .await
         .expect("the edge user connects")

@@ -8,9 +8,10 @@
 //! answered from it. It runs on a thread of its own beside the line publisher, with its own connection, so a slow
 //! snapshot never holds up a line.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -18,6 +19,7 @@ use async_nats::jetstream::{self, object_store};
 use futures_util::StreamExt;
 
 use super::NatsConfig;
+use super::metrics::RelayMetrics;
 use super::snapshots::{Reply, Request, bucket, deflate, object_height, object_name, request_subject};
 use crate::ingest::info_client::{self as info, InfoClient};
 
@@ -29,6 +31,17 @@ pub struct KeeperConfig {
     /// The node's info server, and where it writes the snapshots we ask for.
     pub info_url: String,
     pub snapshot_dir: PathBuf,
+    /// The publisher's figures: the height it reached bounds what may be asked for; answers are counted here.
+    pub metrics: Arc<RelayMetrics>,
+    pub fresh: Arc<FreshSnapshot>,
+}
+
+/// Between the publisher and the keeper: a publisher whose stream retention emptied wants a snapshot taken now
+/// (`wanted`), and starts after its height (`height`, set once one is stored after the request).
+#[derive(Debug, Default)]
+pub struct FreshSnapshot {
+    pub wanted: AtomicBool,
+    pub height: AtomicU64,
 }
 
 /// Deleted objects leave a small marker in the bucket; the bucket forgets them (and any snapshot nobody replaced)
@@ -58,10 +71,19 @@ struct Keeper<'a> {
     held: BTreeMap<u64, String>,
     /// When the node was last asked (`snapshot_min_interval_secs`, `snapshot_interval_secs`).
     asked: Option<Instant>,
+    /// When each named client last made the node write a snapshot (`snapshot_client_interval_secs`).
+    by_client: HashMap<String, Instant>,
+}
+
+/// The client a reply inbox names: its own prefix (`_INBOX_<nats.name>`); None for the shared `_INBOX`, whose
+/// clients cannot be told apart (they still share `snapshot_min_interval_secs`).
+fn client_of(reply: &str) -> Option<&str> {
+    let first = reply.split('.').next()?;
+    (first != "_INBOX").then_some(first)
 }
 
 async fn serve(cfg: &KeeperConfig, stop: &AtomicBool) -> anyhow::Result<()> {
-    let client = super::connect(&cfg.url, &cfg.nats, "hlbook relay snapshots", None).await?;
+    let client = super::connect(&cfg.url, &cfg.nats, "hlbook relay snapshots", super::Watch::default()).await?;
     let js = jetstream::new(client.clone());
     let name = bucket(&cfg.nats.stream);
     let store = match js.get_object_store(&name).await {
@@ -80,7 +102,7 @@ async fn serve(cfg: &KeeperConfig, stop: &AtomicBool) -> anyhow::Result<()> {
     let subject = request_subject(&cfg.nats.subject_prefix);
     // A queue group: a second publisher of the same node (a standby) shares the requests instead of doubling them.
     let mut requests = client.queue_subscribe(subject.clone(), "hlbook-snapshots".into()).await?;
-    let mut k = Keeper { cfg, store, held: BTreeMap::new(), asked: None };
+    let mut k = Keeper { cfg, store, held: BTreeMap::new(), asked: None, by_client: HashMap::new() };
     k.held = k.list().await?;
     k.prune().await;
     tracing::info!(bucket = %name, %subject, held = k.held.len(), "serving node snapshots over NATS");
@@ -95,8 +117,16 @@ async fn serve(cfg: &KeeperConfig, stop: &AtomicBool) -> anyhow::Result<()> {
                 if stop.load(Relaxed) {
                     return Ok(());
                 }
-                if k.due() && let Err(e) = k.take().await {
-                    tracing::warn!("periodic snapshot: {e:#}");
+                let wanted = cfg.fresh.wanted.swap(false, Relaxed);
+                if wanted || k.due() {
+                    match k.take().await {
+                        Ok(h) if wanted => cfg.fresh.height.store(h, Relaxed),
+                        Ok(_) => {}
+                        Err(e) => {
+                            cfg.fresh.wanted.fetch_or(wanted, Relaxed);
+                            tracing::warn!("periodic snapshot: {e:#}");
+                        }
+                    }
                 }
             }
         }
@@ -129,9 +159,14 @@ impl Keeper<'_> {
     async fn answer(&mut self, client: &async_nats::Client, m: async_nats::Message) {
         let Some(reply_to) = m.reply.clone() else { return };
         let reply = match serde_json::from_slice::<Request>(&m.payload) {
-            Ok(r) => self.for_request(r.min_height).await,
+            Ok(r) => self.for_request(r.min_height, client_of(&reply_to)).await,
             Err(e) => Reply::Error(format!("bad request: {e}")),
         };
+        let counter = match &reply {
+            Reply::Stored { .. } => &self.cfg.metrics.snapshot_answered,
+            Reply::Error(_) => &self.cfg.metrics.snapshot_refused,
+        };
+        counter.fetch_add(1, Relaxed);
         let body = serde_json::to_vec(&reply).unwrap_or_default();
         if let Err(e) = client.publish(reply_to, body.into()).await {
             tracing::warn!("answering a snapshot request: {e}");
@@ -139,9 +174,38 @@ impl Keeper<'_> {
     }
 
     /// The newest stored snapshot if it is at or above `min_height`; otherwise a new one, once the node may be
-    /// asked again.
-    async fn for_request(&mut self, min_height: u64) -> Reply {
+    /// asked again, unless the height is beyond what the node can reach soon or this client made the node write
+    /// one too recently (issue #43: an edge credential asking for u64::MAX every few seconds).
+    async fn for_request(&mut self, min_height: u64, client: Option<&str>) -> Reply {
         if self.held.last_key_value().is_none_or(|(&h, _)| h < min_height) {
+            let published = self.cfg.metrics.height.iter().map(|h| h.load(Relaxed)).max().unwrap_or(0);
+            let ceiling = published.saturating_add(self.cfg.nats.snapshot_max_ahead);
+            if min_height > ceiling {
+                tracing::warn!(
+                    client,
+                    min_height,
+                    published,
+                    "refused a snapshot request far above the published height"
+                );
+                return Reply::Error(format!(
+                    "min_height {min_height} is above {ceiling} (published {published} + nats.snapshot_max_ahead)"
+                ));
+            }
+            let every = Duration::from_secs(self.cfg.nats.snapshot_client_interval_secs);
+            if let Some(c) = client {
+                if let Some(at) = self.by_client.get(c).filter(|at| at.elapsed() < every) {
+                    tracing::warn!(
+                        client = c,
+                        "refused a new snapshot: this client had one made {:?} ago",
+                        at.elapsed()
+                    );
+                    return Reply::Error(format!(
+                        "{c} asked for a new snapshot {:.0?} ago; at most one per {every:?}",
+                        at.elapsed()
+                    ));
+                }
+                self.by_client.insert(c.to_string(), Instant::now());
+            }
             if let Some(a) = self.asked {
                 tokio::time::sleep(self.min_interval().saturating_sub(a.elapsed())).await;
             }
@@ -156,8 +220,8 @@ impl Keeper<'_> {
         }
     }
 
-    /// Asks the node for a snapshot, stores it and drops the oldest beyond `snapshots_kept`.
-    async fn take(&mut self) -> anyhow::Result<()> {
+    /// Asks the node for a snapshot, stores it and drops the oldest beyond `snapshots_kept`; returns its height.
+    async fn take(&mut self) -> anyhow::Result<u64> {
         self.asked = Some(Instant::now());
         let (url, dir) = (self.cfg.info_url.clone(), self.cfg.snapshot_dir.clone());
         let path = tokio::task::spawn_blocking(move || InfoClient::new(&url, &dir)?.request_snapshot()).await??;
@@ -165,8 +229,9 @@ impl Keeper<'_> {
         let _ = std::fs::remove_file(&path);
         let height = stored?;
         self.prune().await;
+        self.cfg.metrics.snapshots_taken.fetch_add(1, Relaxed);
         tracing::info!(height, "node snapshot stored in NATS");
-        Ok(())
+        Ok(height)
     }
 
     async fn put(&mut self, path: &std::path::Path) -> anyhow::Result<u64> {
@@ -196,5 +261,16 @@ impl Keeper<'_> {
                 tracing::warn!(height = h, "deleting old snapshot {name}: {e}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::client_of;
+
+    #[test]
+    fn named_inboxes_are_clients_and_the_shared_one_is_not() {
+        assert_eq!(client_of("_INBOX_edge1.abc.1"), Some("_INBOX_edge1"));
+        assert_eq!(client_of("_INBOX.abc.1"), None);
     }
 }

@@ -16,9 +16,15 @@ mod codec;
 pub mod keeper;
 mod lines;
 pub mod lookup;
+pub mod metrics;
+pub mod mirror;
 pub mod publish;
 pub mod snapshots;
 pub mod source;
+mod streams;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use anyhow::Context;
 use async_nats::HeaderMap;
@@ -79,14 +85,66 @@ pub fn header_part(h: &HeaderMap) -> Option<(u64, u64)> {
     (i < n).then_some((i, n))
 }
 
+/// JetStream in `cfg`'s domain (a regional mirror's), or the server's own.
+pub fn jetstream(client: async_nats::Client, cfg: &NatsConfig) -> async_nats::jetstream::Context {
+    if cfg.domain.is_empty() {
+        async_nats::jetstream::new(client)
+    } else {
+        async_nats::jetstream::with_domain(client, &cfg.domain)
+    }
+}
+
+/// The subject prefix of stream `st`'s lines in `mode`: from its subjects, or for a mirror (which has none) the
+/// config's `nats.subject_prefix`.
+pub fn stream_prefix(st: &async_nats::jetstream::stream::Stream, mode: Mode, cfg: &NatsConfig) -> Option<String> {
+    let c = &st.cached_info().config;
+    if c.mirror.is_some() {
+        return Some(cfg.subject_prefix.clone());
+    }
+    let wanted = format!(".{}.*", mode.as_str());
+    c.subjects.iter().find_map(|s| s.strip_suffix(&wanted)).map(str::to_string)
+}
+
+/// What a connection reports besides its messages.
+#[derive(Debug, Default, Clone)]
+pub struct Watch {
+    /// Hears of every reconnection (an edge's ordered consumer lives on one server, so it starts over), and of
+    /// credentials refused (revoked while connected: the client would retry them forever).
+    pub reconnected: Option<tokio::sync::mpsc::UnboundedSender<()>>,
+    /// Counts what the server refused (a subscription or publish its permissions do not allow).
+    pub denied: Option<Arc<AtomicU64>>,
+}
+
+/// rustls picks its crypto provider by itself only when one is compiled in; reqwest's `rustls` feature brings
+/// aws-lc-rs beside async-nats's ring, and then a TLS connection to NATS panicked. Ring is installed for the
+/// process unless something chose one already.
+fn tls_provider() {
+    use async_nats::rustls::crypto::{CryptoProvider, ring};
+    if CryptoProvider::get_default().is_none() {
+        let _ = ring::default_provider().install_default();
+    }
+}
+
+/// Whether the server refused the credentials: at once (`-ERR 'Authorization Violation'`, a user removed while
+/// connected) or when the client tried them again on reconnecting.
+fn is_refused_login(ev: &async_nats::Event) -> bool {
+    match ev {
+        async_nats::Event::ServerError(async_nats::ServerError::AuthorizationViolation) => true,
+        async_nats::Event::ClientError(async_nats::ClientError::Other(s)) => s.contains("authorization violation"),
+        _ => false,
+    }
+}
+
+/// Whether a server error is a refused subscription or publish (nats-server: `Permissions Violation for …`).
+fn is_permission_violation(e: &async_nats::ServerError) -> bool {
+    matches!(e, async_nats::ServerError::Other(s) if s.to_lowercase().contains("permissions violation"))
+}
+
 /// Connects with the credentials and TLS settings of `cfg`; `url` may list several servers, comma-separated.
-/// `reconnected` hears of every reconnection (an edge's ordered consumer lives on one server, so it starts over).
-pub async fn connect(
-    url: &str,
-    cfg: &NatsConfig,
-    name: &str,
-    reconnected: Option<tokio::sync::mpsc::UnboundedSender<()>>,
-) -> anyhow::Result<async_nats::Client> {
+/// Replies come to `cfg`'s own inbox prefix. A refused subscription or publish is a WARN, counted in
+/// `watch.denied`: with the shipped permissions it means this client and the accounts disagree, and whatever
+/// relied on it (the live path) is not working.
+pub async fn connect(url: &str, cfg: &NatsConfig, name: &str, watch: Watch) -> anyhow::Result<async_nats::Client> {
     let mut opts = match &cfg.creds_file {
         Some(path) => async_nats::ConnectOptions::with_credentials_file(path.clone())
             .await
@@ -99,32 +157,67 @@ pub async fn connect(
         opts = opts.user_and_password(cfg.user.clone(), pass.trim_end().to_string());
     }
     if let Some(ca) = &cfg.tls_ca_file {
+        tls_provider();
         opts = opts.add_root_certificates(ca.clone()).require_tls(true);
     }
-    if let Some(tx) = reconnected {
-        let seen_disconnect = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        opts = opts.event_callback(move |ev| {
-            let (tx, seen) = (tx.clone(), seen_disconnect.clone());
-            async move {
-                use std::sync::atomic::Ordering::Relaxed;
-                match ev {
-                    async_nats::Event::Disconnected => seen.store(true, Relaxed),
-                    async_nats::Event::Connected if seen.swap(false, Relaxed) => {
+    let seen_disconnect = Arc::new(AtomicBool::new(false));
+    let who = format!("{name} as {}", if cfg.user.is_empty() { "its credentials" } else { cfg.user.as_str() });
+    opts = opts.event_callback(move |ev| {
+        let (watch, seen, who) = (watch.clone(), seen_disconnect.clone(), who.clone());
+        async move {
+            match ev {
+                async_nats::Event::Disconnected => seen.store(true, Relaxed),
+                async_nats::Event::Connected if seen.swap(false, Relaxed) => {
+                    if let Some(tx) = &watch.reconnected {
                         let _ = tx.send(());
                     }
-                    _ => {}
                 }
+                ev if is_refused_login(&ev) => {
+                    tracing::warn!("NATS refused the credentials of {who} (revoked?): {ev}");
+                    if let Some(tx) = &watch.reconnected {
+                        let _ = tx.send(());
+                    }
+                }
+                async_nats::Event::ServerError(e) if is_permission_violation(&e) => {
+                    let n = watch.denied.as_ref().map_or(1, |d| d.fetch_add(1, Relaxed) + 1);
+                    tracing::warn!("NATS refused {who}: {e} (refusal #{n}; deploy/nats/accounts.conf)");
+                }
+                _ => {}
             }
-        });
-    }
+        }
+    });
     let servers: Vec<&str> = url.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
     let addrs = servers
         .iter()
         .map(|s| s.parse::<async_nats::ServerAddr>().with_context(|| format!("bad NATS server address {s:?}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
     opts.name(name)
+        .custom_inbox_prefix(cfg.inbox_prefix())
         .connection_timeout(std::time::Duration::from_secs(5))
         .connect(addrs)
         .await
         .with_context(|| format!("connecting to NATS at {url}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_permission_errors_count_as_refusals() {
+        let refused =
+            async_nats::ServerError::Other("permissions violation for subscription to \"hl.by-block.*\"".into());
+        assert!(is_permission_violation(&refused));
+        assert!(!is_permission_violation(&async_nats::ServerError::Other("maximum payload violation".into())));
+        assert!(!is_permission_violation(&async_nats::ServerError::AuthorizationViolation));
+    }
+
+    #[test]
+    fn refused_credentials_are_told_apart_from_other_errors() {
+        use async_nats::{ClientError, Event, ServerError};
+        assert!(is_refused_login(&Event::ServerError(ServerError::AuthorizationViolation)));
+        assert!(is_refused_login(&Event::ClientError(ClientError::Other("authorization violation".into()))));
+        assert!(!is_refused_login(&Event::ClientError(ClientError::Other("io error".into()))));
+        assert!(!is_refused_login(&Event::Disconnected));
+    }
 }

@@ -9,6 +9,7 @@
 //! starts over from the stream's own record.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
 
@@ -18,6 +19,8 @@ use async_nats::jetstream::{self, stream};
 use bytes::Bytes;
 
 use super::codec::{Encoder, ZSTD};
+use super::keeper::FreshSnapshot;
+use super::metrics::RelayMetrics;
 use super::{
     H_ENC, H_HEIGHT, H_INDEX, H_LEN, H_LOST, H_PART, H_PREV, H_STREAM, NatsConfig, header_part, header_u64,
     stream_word, subject,
@@ -37,6 +40,10 @@ pub struct PublishConfig {
     /// With an empty stream: publish the lines of blocks after this height (0: every file present).
     pub start_after: u64,
     pub max_line_bytes: usize,
+    /// What `/metrics` shows (`metrics`).
+    pub metrics: Arc<RelayMetrics>,
+    /// Set when the snapshot keeper runs: a stream emptied by retention resumes after its next snapshot.
+    pub fresh: Option<Arc<FreshSnapshot>>,
 }
 
 /// Where a line sits: its block and its place among that block's lines in its stream.
@@ -57,6 +64,8 @@ struct Publisher<'a> {
     reading: [Option<Key>; 3],
     chunk: usize,
     encoder: Encoder,
+    /// With nothing in the stream: publish the lines of blocks after this height.
+    start_after: u64,
 }
 
 fn slot(s: Stream) -> usize {
@@ -67,22 +76,29 @@ fn slot(s: Stream) -> usize {
     }
 }
 
-/// Publishes until `stop` is set, reconnecting (with back-off) after any NATS error.
-pub fn run(cfg: &PublishConfig, stop: &AtomicBool) -> anyhow::Result<()> {
+/// Publishes until `stop` is set, reconnecting (with back-off) after any NATS error. `ready` is called once, when
+/// the publisher first holds its stream and is about to publish (systemd's READY=1).
+pub fn run(cfg: &PublishConfig, stop: &AtomicBool, ready: impl FnOnce()) -> anyhow::Result<()> {
     cfg.nats.check().map_err(anyhow::Error::msg)?;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let mut backoff = Duration::from_millis(100);
-    let mut announced = false;
+    let mut ready = Some(ready);
     while !stop.load(Relaxed) {
-        let result = rt.block_on(Publisher::open(cfg)).and_then(|mut p| {
-            if !announced {
+        let result = rt.block_on(Publisher::open(cfg, stop)).and_then(|mut p| {
+            cfg.metrics.connected.store(1, Relaxed);
+            if let Some(ready) = ready.take() {
                 println!("relay publishing to nats stream {}", cfg.nats.stream);
-                announced = true;
+                ready();
             }
             backoff = Duration::from_millis(100);
             p.follow(&rt, stop)
         });
+        cfg.metrics.connected.store(0, Relaxed);
         if let Err(e) = result {
+            if e.is::<super::streams::Unchangeable>() {
+                return Err(e);
+            }
+            cfg.metrics.publish_errors.fetch_add(1, Relaxed);
             tracing::warn!("NATS publisher: {e:#}; starting over in {backoff:?}");
             std::thread::sleep(backoff);
             backoff = (backoff * 2).min(Duration::from_secs(5));
@@ -92,8 +108,8 @@ pub fn run(cfg: &PublishConfig, stop: &AtomicBool) -> anyhow::Result<()> {
 }
 
 impl<'a> Publisher<'a> {
-    async fn open(cfg: &'a PublishConfig) -> anyhow::Result<Publisher<'a>> {
-        let client = super::connect(&cfg.url, &cfg.nats, "hlbook relay", None).await?;
+    async fn open(cfg: &'a PublishConfig, stop: &AtomicBool) -> anyhow::Result<Publisher<'a>> {
+        let client = super::connect(&cfg.url, &cfg.nats, "hlbook relay", super::Watch::default()).await?;
         let max_payload = client.server_info().max_payload;
         // Headers and protocol overhead ride in the same payload limit.
         let chunk = cfg.nats.chunk_bytes.min(max_payload.saturating_sub(4096)).max(1024);
@@ -106,25 +122,40 @@ impl<'a> Publisher<'a> {
             max_bytes: if n.max_bytes > 0 { n.max_bytes } else { -1 },
             storage: stream::StorageType::File,
             num_replicas: n.replicas,
-            duplicate_window: Duration::from_secs(120),
+            // JetStream wants the window within max_age (0: no age limit).
+            duplicate_window: match n.max_age_secs {
+                0 => Duration::from_secs(120),
+                age => Duration::from_secs(age.min(120)),
+            },
             allow_direct: true,
             deny_delete: true,
             deny_purge: true,
             ..Default::default()
         };
-        let st = js.get_or_create_stream(stream_cfg).await.with_context(|| format!("stream {}", n.stream))?;
+        let mut st = super::streams::ensure(&js, stream_cfg).await?;
         let mut last = [None; 3];
         for s in Stream::ALL {
             last[slot(s)] = last_key(&st, &subject(&n.subject_prefix, cfg.mode, s)).await?;
         }
+        for (s, key) in Stream::ALL.into_iter().zip(last) {
+            if let Some((h, i)) = key {
+                cfg.metrics.height[s as usize].store(h, Relaxed);
+                cfg.metrics.index[s as usize].store(i, Relaxed);
+            }
+        }
+        let state = st.info().await.with_context(|| format!("stream {}", n.stream))?.state.clone();
+        let mut start_after = cfg.start_after;
+        if state.messages == 0 && state.last_sequence > 0 && start_after == 0 {
+            start_after = after_expiry(cfg, stop).await;
+        }
         let encoder = Encoder::new(n.compress_min_bytes)?;
-        Ok(Publisher { cfg, js, last, reading: [None; 3], chunk, encoder })
+        Ok(Publisher { cfg, js, last, reading: [None; 3], chunk, encoder, start_after })
     }
 
     /// Where to (re)read the files from: the earliest block some stream may still owe a line of.
     fn resume_after(&self) -> u64 {
         let held = self.last.iter().flatten().map(|&(h, _)| h.saturating_sub(1)).min();
-        held.unwrap_or(self.cfg.start_after)
+        held.unwrap_or(self.start_after)
     }
 
     fn follow(&mut self, rt: &tokio::runtime::Runtime, stop: &AtomicBool) -> anyhow::Result<()> {
@@ -187,6 +218,7 @@ impl<'a> Publisher<'a> {
             // line anew from its first part, never parts of two encodings as one line.
             let id = format!("{}:{}:{}{}", stream_word(s), key.0, key.1, if compressed { ":z" } else { "" });
             let parts = body.len().div_ceil(self.chunk).max(1);
+            let began = std::time::Instant::now();
             for p in 0..parts {
                 let mut h = HeaderMap::new();
                 h.insert(H_HEIGHT, key.0.to_string().as_str());
@@ -215,10 +247,37 @@ impl<'a> Publisher<'a> {
                 let ack = self.js.publish_with_headers(subj.clone(), h, body).await?;
                 ack.await.context("JetStream did not ack a line")?;
             }
+            self.cfg.metrics.published(s, key, began.elapsed(), len, body.len());
             self.last[slot(s)] = Some(key);
         }
         Ok(())
     }
+}
+
+/// The stream held lines once and retention dropped them all: the publisher was away longer than `max_age`.
+/// Edges then start from a snapshot taken now, so the lines before it would be read by nobody: rather than
+/// republish every node file on disk, one acked message at a time, start after the keeper's next snapshot.
+/// Without a keeper (no info server) there is no such snapshot, and the files are published as before.
+async fn after_expiry(cfg: &PublishConfig, stop: &AtomicBool) -> u64 {
+    let Some(fresh) = &cfg.fresh else {
+        tracing::warn!(
+            "the stream is empty after an outage longer than max_age; no info server to snapshot, so every node file is published again"
+        );
+        return 0;
+    };
+    tracing::warn!(
+        "the stream is empty after an outage longer than max_age: waiting for a fresh node snapshot to start after"
+    );
+    fresh.wanted.store(true, Relaxed);
+    while !stop.load(Relaxed) {
+        let h = fresh.height.load(Relaxed);
+        if h > 0 {
+            tracing::info!("publishing after the fresh snapshot's height {h}, not the whole disk");
+            return h;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    0
 }
 
 /// The key of the last whole line on `subj`; a line whose last part is missing counts as not sent.

@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use anyhow::Context;
-use async_nats::jetstream;
 use serde::{Deserialize, Serialize};
 
 use super::NatsTarget;
@@ -82,13 +81,18 @@ pub fn fetch(t: &NatsTarget, dir: &Path, min_height: u64) -> anyhow::Result<Path
 }
 
 async fn download(t: &NatsTarget, path: &Path, min_height: u64) -> anyhow::Result<()> {
-    let client = super::connect(&t.servers, &t.cfg, "hlbook serve snapshots", None).await?;
-    let js = jetstream::new(client.clone());
+    let client = super::connect(&t.servers, &t.cfg, "hlbook serve snapshots", super::Watch::default()).await?;
+    let js = super::jetstream(client.clone(), &t.cfg);
     let stream = js.get_stream(&t.stream).await.map_err(|e| anyhow::anyhow!("stream {}: {e}", t.stream))?;
-    // Subjects are `<prefix>.<mode>.*`: the prefix names the publisher to ask.
-    let first = stream.cached_info().config.subjects.first().cloned().unwrap_or_default();
-    let prefix = first.rsplitn(3, '.').nth(2).with_context(|| format!("stream {} subjects {first:?}", t.stream))?;
-    let subject = request_subject(prefix);
+    // Subjects are `<prefix>.<mode>.*`: the prefix names the publisher to ask (a mirror's is the config's).
+    let prefix = if stream.cached_info().config.mirror.is_some() {
+        t.cfg.subject_prefix.clone()
+    } else {
+        let first = stream.cached_info().config.subjects.first().cloned().unwrap_or_default();
+        let p = first.rsplitn(3, '.').nth(2).with_context(|| format!("stream {} subjects {first:?}", t.stream))?;
+        p.to_string()
+    };
+    let subject = request_subject(&prefix);
     let body = serde_json::to_vec(&Request { min_height })?;
     let req = async_nats::Request::new().payload(body.into()).timeout(Some(REQUEST_TIMEOUT));
     let answer = client.send_request(subject.clone(), req).await.map_err(|e| match e.kind() {

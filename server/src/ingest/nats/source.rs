@@ -13,6 +13,7 @@
 
 use std::io;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, consumer};
@@ -67,7 +68,8 @@ enum Msg {
     Up(u64),
     /// The stream no longer holds the resume position: lines come again from a block start.
     Restart,
-    Line(Stream, Bytes, Pos),
+    /// A line, and whether it came straight from its subject (the live path).
+    Line(Stream, Bytes, Pos, bool),
     TooLong(Stream, u64, u64, Pos),
     /// A stream message that is not a node line of ours, skipped.
     Foreign(String, Pos),
@@ -101,6 +103,8 @@ pub struct NatsSource {
     backoff: Duration,
     next_attempt: Instant,
     counters: SourceCounters,
+    /// Subscriptions and publishes NATS refused, counted by every worker's connection.
+    denied: Arc<AtomicU64>,
     problem: Option<String>,
     /// Waits on the worker's channel with a timeout.
     rt: tokio::runtime::Runtime,
@@ -119,6 +123,7 @@ impl NatsSource {
             backoff: BACKOFF_MIN,
             next_attempt: Instant::now(),
             counters: SourceCounters::default(),
+            denied: Arc::default(),
             problem: None,
             rt: tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a timer runtime"),
         }
@@ -128,7 +133,8 @@ impl NatsSource {
         let (tx, rx) = mpsc::channel(QUEUE);
         let gate = Arc::new(ByteGate::new(QUEUE_BYTES.max(self.max_line)));
         let (cancel, cancelled) = oneshot::channel();
-        let (target, mode, max_line, worker_gate) = (self.target.clone(), self.mode, self.max_line, gate.clone());
+        let (target, mode, max_line, denied) = (self.target.clone(), self.mode, self.max_line, self.denied.clone());
+        let worker_gate = gate.clone();
         let from = From { after: self.resume_after, pos: self.pos };
         std::thread::Builder::new()
             .name("nats-source".into())
@@ -136,7 +142,7 @@ impl NatsSource {
                 let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
                 rt.block_on(async move {
                     tokio::select! {
-                        r = consume(&target, mode, from, max_line, &tx, &worker_gate) => {
+                        r = consume(&target, mode, from, max_line, &denied, &tx, &worker_gate) => {
                             let why = match r { Ok(()) => "the consumer ended".to_string(), Err(e) => format!("{e:#}") };
                             let _ = tx.send(Msg::Broken(why)).await;
                         }
@@ -160,8 +166,9 @@ impl NatsSource {
                 self.pos = None;
                 on(SourceEvent::Restart);
             }
-            Msg::Line(s, line, pos) => {
+            Msg::Line(s, line, pos, live) => {
                 self.counters.lines += 1;
+                self.counters.live_lines += u64::from(live);
                 self.counters.bytes += line.len() as u64;
                 self.pos = Some(pos);
                 on(SourceEvent::Line(s, &line));
@@ -225,7 +232,7 @@ impl LineSource for NatsSource {
         }
         let gate = w.gate.clone();
         for m in batch {
-            if let Msg::Line(_, line, _) = &m {
+            if let Msg::Line(_, line, _, _) = &m {
                 gate.release(line.len());
             }
             self.handle(m, on);
@@ -249,7 +256,7 @@ impl LineSource for NatsSource {
     }
 
     fn counters(&self) -> SourceCounters {
-        self.counters.clone()
+        SourceCounters { permission_denied: self.denied.load(Relaxed), ..self.counters.clone() }
     }
 
     fn problem(&mut self) -> Option<String> {
@@ -295,15 +302,17 @@ async fn consume(
     mode: Mode,
     mut from: From,
     max_line: usize,
+    denied: &Arc<AtomicU64>,
     tx: &mpsc::Sender<Msg>,
     gate: &ByteGate,
 ) -> anyhow::Result<()> {
     let (re_tx, mut reconnected) = mpsc::unbounded_channel();
-    let client = super::connect(&t.servers, &t.cfg, "hlbook serve", Some(re_tx)).await?;
-    let js = jetstream::new(client.clone());
+    let watch = super::Watch { reconnected: Some(re_tx), denied: Some(denied.clone()) };
+    let client = super::connect(&t.servers, &t.cfg, "hlbook serve", watch).await?;
+    let js = super::jetstream(client.clone(), &t.cfg);
     let mut st = js.get_stream(&t.stream).await.map_err(|e| anyhow::anyhow!("stream {}: {e}", t.stream))?;
     let wanted = format!(".{}.*", mode.as_str());
-    let prefix = st.cached_info().config.subjects.iter().find_map(|s| s.strip_suffix(&wanted)).map(str::to_string);
+    let prefix = super::stream_prefix(&st, mode, &t.cfg);
     let prefix = prefix.ok_or_else(|| anyhow::anyhow!("stream {} holds no {} lines", t.stream, mode.as_str()))?;
     let (live_tx, mut live_rx) = mpsc::channel(SUBJECT_QUEUE);
     let mut _drain = None;
@@ -320,8 +329,10 @@ async fn consume(
         })));
     }
     let start = start_at(&mut st, &prefix, mode, &mut from, tx).await?;
+    let name = own_consumer(&st, &t.cfg.name).await;
     let c = st
         .create_consumer(consumer::pull::OrderedConfig {
+            name,
             filter_subject: format!("{prefix}{wanted}"),
             deliver_policy: consumer::DeliverPolicy::ByStartSequence { start_sequence: start },
             ..Default::default()
@@ -332,7 +343,7 @@ async fn consume(
     let mut lines = Lines::new(from.after, max_line, from.pos);
     let mut caught_up = false;
     loop {
-        let whole = tokio::select! {
+        let (whole, live) = tokio::select! {
             biased;
             _ = reconnected.recv() => anyhow::bail!("reconnected to NATS; the consumer starts over"),
             Some(m) = live_rx.recv() => {
@@ -340,20 +351,20 @@ async fn consume(
                 if whole.is_some() && !std::mem::replace(&mut caught_up, true) {
                     tracing::info!(stream = %t.stream, "caught up: lines now come straight from their subjects");
                 }
-                whole
+                (whole, true)
             }
             m = msgs.next() => {
                 let Some(m) = m else { break };
                 let m = m?;
                 let seq = m.info().map_err(|e| anyhow::anyhow!("message without stream info: {e}"))?.stream_sequence;
-                lines.take(Via::Stream, Some(seq), &m.subject, m.headers.as_ref(), &m.payload)
+                (lines.take(Via::Stream, Some(seq), &m.subject, m.headers.as_ref(), &m.payload), false)
             }
         };
         match whole {
             Some(Whole::Line(s, line)) => {
                 // Held here, not queued, while ingest works through what is: the consumer then waits too.
                 gate.admit(line.len()).await?;
-                tx.send(Msg::Line(s, line, lines.pos())).await?;
+                tx.send(Msg::Line(s, line, lines.pos(), live)).await?;
             }
             Some(Whole::TooLong(s, height, bytes)) => tx.send(Msg::TooLong(s, height, bytes, lines.pos())).await?,
             Some(Whole::Foreign(why)) => tx.send(Msg::Foreign(why, lines.pos())).await?,
@@ -361,6 +372,17 @@ async fn consume(
         }
     }
     Ok(())
+}
+
+/// The consumer's name: the edge's own (`nats.name`, the only one its permissions let it read), after deleting
+/// what a previous worker of this edge left under it; None (the server names it) without one.
+async fn own_consumer(st: &jetstream::stream::Stream, name: &str) -> Option<String> {
+    if name.is_empty() {
+        return None;
+    }
+    // Not found is the usual answer; anything else shows when the create fails.
+    let _ = st.delete_consumer(name).await;
+    Some(name.to_string())
 }
 
 /// A task aborted when this is dropped.

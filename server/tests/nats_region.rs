@@ -1,0 +1,136 @@
+//! A region as docs/scale-out.md lays it out: the hub (the node's host, JetStream domain `hub`, the shipped accounts)
+//! and a leaf node (domain `tokyo`, the same accounts for its edges) joined by a leaf connection; the region's
+//! mirrors of the stream and the snapshot store made with `hlbook relay --mirror-from hub`; two edges on the leaf
+//! reading only the mirrors, with no route to the hub's JetStream. Both end with the simulator's books through a
+//! publisher restart, and the messages the hub sends the leaf grow with the lines, not with the edges (counted
+//! on the hub's `/leafz`).
+
+#[allow(clippy::duplicate_mod)]
+mod procs;
+
+use std::path::Path;
+use std::time::Duration;
+
+use procs::nats::{EDGE_PASSWORD, NatsServer, PUBLISHER_PASSWORD, edge_sh, relay, user_config, wait_log};
+use procs::{HLBOOK, Proc, counter, get_bytes, get_json, wait_health};
+
+/// Messages and bytes the hub sent its leaf so far (`/leafz`).
+fn hub_to_leaf(monitor: &str) -> (u64, u64) {
+    let l = get_json(&format!("{monitor}/leafz")).expect("/leafz");
+    let leaf = &l["leafs"][0];
+    (leaf["out_msgs"].as_u64().unwrap_or(0), leaf["out_bytes"].as_u64().unwrap_or(0))
+}
+
+/// Stream `HL`'s last sequence at the hub (a client of the hub as the publisher).
+fn hub_lines(rt: &tokio::runtime::Runtime, url: &str) -> u64 {
+    rt.block_on(async {
+        let c = async_nats::ConnectOptions::with_user_and_password("publisher".into(), PUBLISHER_PASSWORD.into())
+            .custom_inbox_prefix("_INBOX_publisher")
+            .connect(url)
+            .await
+            .unwrap();
+        let js = async_nats::jetstream::new(c);
+        js.get_stream("HL").await.unwrap().info().await.unwrap().state.last_sequence
+    })
+}
+
+fn edge(source: &str, conf: &Path, dir: &Path, name: &str) -> (Proc, String, String) {
+    let snaps = dir.join(format!("snaps-{name}"));
+    #[rustfmt::skip]
+    let args = [
+        "serve", "--source", source, "--config", conf.to_str().unwrap(), "--mode", "by-block", "--info-url", "",
+        "--snapshot-dir", snaps.to_str().unwrap(), "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+        "--validate-interval", "0",
+    ];
+    let p = Proc::start(HLBOOK, &args, &dir.join(format!("{name}.log")));
+    let base = format!("http://{}", p.wait_line("hlbook listening on", Duration::from_secs(30)));
+    let admin = procs::admin_base(&p);
+    (p, base, admin)
+}
+
+#[test]
+fn edges_behind_a_leaf_read_the_regional_mirror_and_each_line_crosses_once() {
+    if !procs::nats::available_or_skip() {
+        return;
+    }
+    let (data, logs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let w = logs.path();
+
+    let hub_extra = "leafnodes {\n  listen: 127.0.0.1:-1\n}\nhttp: 127.0.0.1:-1\n";
+    let hub = NatsServer::start_accounts_in(&w.join("hub"), &[], "hub", hub_extra);
+    let out = edge_sh(
+        &w.join("hub"),
+        &["add-leaf", "leaf-tokyo"],
+        &[("PASSWORD", "leaf-secret-3"), ("NATS_RELOAD", &format!("kill -HUP {}", hub.pid()))],
+    );
+    assert!(out.status.success(), "edge.sh add-leaf: {}", String::from_utf8_lossy(&out.stderr));
+    let hub_log = w.join("hub/nats-0.log");
+    wait_log(&hub_log, "Reloaded server configuration", Duration::from_secs(10));
+    let text = wait_log(&hub_log, "Starting http monitor on 127.0.0.1:", Duration::from_secs(5));
+    let at = text.find("Starting http monitor on ").unwrap() + "Starting http monitor on ".len();
+    let monitor = format!("http://{}", text[at..].lines().next().unwrap().trim());
+    let leaf_port = hub.listening("leafnode");
+    let remote = format!(
+        "leafnodes {{\n  remotes: [{{ urls: [\"nats-leaf://leaf-tokyo:leaf-secret-3@127.0.0.1:{leaf_port}\"], account: HLBOOK }}]\n}}\n"
+    );
+    let leaf = NatsServer::start_accounts_in(&w.join("leaf"), &["edge1", "edge2"], "tokyo", &remote);
+    wait_log(&w.join("leaf/nats-0.log"), "Leafnode connection created", Duration::from_secs(30));
+
+    let market = [&procs::CHECKED_MARKET[..], &["--blocks", "700"]].concat();
+    let (_sim, info) = procs::start_sim(data.path(), &market, &w.join("sim.log"));
+    let last = 1_000_000_000 + 699;
+    let pub_conf = user_config(w, "publisher", PUBLISHER_PASSWORD, "");
+    let snaps = w.join("relay-snaps");
+    let extra = ["--info-url", &info, "--snapshot-dir", snaps.to_str().unwrap()];
+    let mut publisher =
+        relay(&hub.url(), data.path(), &pub_conf, &extra, &w.join("relay1.log"), Duration::from_secs(30));
+
+    // The region's mirrors, made on the leaf with its own publisher user.
+    let mirror = Proc::start(
+        HLBOOK,
+        &["relay", "--nats", &leaf.url(), "--config", pub_conf.to_str().unwrap(), "--mirror-from", "hub"],
+        &w.join("mirror.log"),
+    );
+    mirror.wait_line("mirror OBJ_HL_SNAPSHOTS of domain hub ready", Duration::from_secs(30));
+
+    let source = leaf.source();
+    let conf = |n: &str| user_config(w, n, EDGE_PASSWORD, "");
+    let (mut e1, b1, a1) = edge(&source, &conf("edge1"), w, "edge1");
+    let (mut e2, b2, a2) = edge(&source, &conf("edge2"), w, "edge2");
+    for b in [&b1, &b2] {
+        wait_health(b, Duration::from_secs(120), |h| counter(h, "nats_live_lines") > 0);
+    }
+    // An edge's credentials reach no JetStream of the hub from the leaf.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let c = procs::nats::connect_as(&leaf.url(), "edge1").await;
+        let hub_js = async_nats::jetstream::with_domain(c, "hub");
+        assert!(hub_js.get_stream("HL").await.is_err(), "an edge on the leaf read the hub's stream");
+    });
+
+    // The publisher restarts; then the hub→leaf traffic is counted while both edges read live.
+    assert!(publisher.stop().success());
+    let _publisher = relay(&hub.url(), data.path(), &pub_conf, &extra, &w.join("relay2.log"), Duration::from_secs(30));
+    let (msgs0, bytes0, lines0) = (hub_to_leaf(&monitor).0, hub_to_leaf(&monitor).1, hub_lines(&rt, &hub.url()));
+    let mut books = Vec::new();
+    for (b, a) in [(&b1, &a1), (&b2, &a2)] {
+        let h = wait_health(b, Duration::from_secs(240), |h| h["height"].as_u64() == Some(last));
+        for zero in ["gaps", "broken_blocks", "inconsistencies", "nats_permission_denied"] {
+            assert_eq!(counter(&h, zero), 0, "{zero}: {h}");
+        }
+        books.push(procs::books_from_snapshot(&get_bytes(&format!("{a}/l4snapshot")).expect("snapshot")));
+    }
+    let (msgs1, bytes1) = hub_to_leaf(&monitor);
+    let lines = hub_lines(&rt, &hub.url()) - lines0;
+    let (sent, bytes) = (msgs1 - msgs0, bytes1 - bytes0);
+    eprintln!("hub→leaf while {lines} lines were published: {sent} messages, {bytes} bytes, two edges on the leaf");
+    // Each line crosses at most twice (the mirror's copy, and the live copy the leaf shares among its edges);
+    // a copy per edge would be three or more per line.
+    assert!(lines > 300, "too few lines to count: {lines}");
+    assert!(sent < lines * 5 / 2, "{sent} messages for {lines} lines: more than two per line");
+    let theirs = procs::sim_books_at(&info, w, last);
+    for b in &books {
+        procs::assert_same_books(b, &theirs);
+    }
+    assert!(e1.stop().success() && e2.stop().success());
+}
