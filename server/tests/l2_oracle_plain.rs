@@ -14,7 +14,10 @@
 //! newest diffs line it was built from (`node_ns`), so the oracle replays the diffs lines in file order and checks
 //! each frame against the state after that line (streaming mode publishes between a block's lines).
 
+// Both bring the skip helper in; each test file is its own crate.
+#[allow(clippy::duplicate_mod)]
 mod common;
+#[allow(clippy::duplicate_mod)]
 mod procs;
 mod wsclient;
 
@@ -26,7 +29,7 @@ use serde_json::{Value, json};
 use wsclient::raw::channel;
 
 /// The (nSigFigs, mantissa) variants: full precision, 2 to 5 significant figures, and 5 with mantissa 2 and 5.
-const VARIANTS: [(Option<u32>, Option<u32>); 7] = [
+const VARIANTS: [Variant; 7] = [
     (None, None),
     (Some(2), None),
     (Some(3), None),
@@ -65,6 +68,10 @@ fn nanos(t: &str) -> i64 {
 
 /// One side's levels: price → (total size, orders).
 type Side = BTreeMap<i128, (i128, u64)>;
+/// An L2 answer: per side, best first, (price, size, orders).
+type Levels = [Vec<(i128, i128, u64)>; 2];
+/// (nSigFigs, mantissa); `None` for absent.
+type Variant = (Option<u32>, Option<u32>);
 
 /// The oracle's L4 model.
 #[derive(Default)]
@@ -126,12 +133,7 @@ impl Model {
     }
 
     /// `coin`'s L2 for one shape: per side (best first) (price, size, orders).
-    fn l2(
-        &self,
-        coin: &str,
-        (n_sig, mantissa): (Option<u32>, Option<u32>),
-        depth: usize,
-    ) -> [Vec<(i128, i128, u64)>; 2] {
+    fn l2(&self, coin: &str, (n_sig, mantissa): Variant, depth: usize) -> Levels {
         let sides = &self.books[coin];
         let one = |side: usize| {
             let levels: Box<dyn Iterator<Item = (&i128, &(i128, u64))>> =
@@ -208,7 +210,7 @@ fn diff_lines(node_dir: &Path, mode: &str) -> Vec<Line> {
 #[derive(Clone, Debug)]
 struct Shape {
     coin: String,
-    variant: (Option<u32>, Option<u32>),
+    variant: Variant,
     depth: usize,
 }
 
@@ -236,7 +238,7 @@ fn subscription(s: &Shape) -> Value {
 }
 
 /// A frame's levels as exact integers, best first.
-fn levels_of(frame: &Value) -> [Vec<(i128, i128, u64)>; 2] {
+fn levels_of(frame: &Value) -> Levels {
     let side = |i: usize| {
         let levels = frame["data"]["levels"][i].as_array().unwrap();
         let level =
@@ -247,7 +249,7 @@ fn levels_of(frame: &Value) -> [Vec<(i128, i128, u64)>; 2] {
 }
 
 /// `coin`'s L2 of a shape, as a frame's levels are compared.
-fn want(model: &Model, s: &Shape) -> [Vec<(i128, i128, u64)>; 2] {
+fn want(model: &Model, s: &Shape) -> Levels {
     model.l2(&s.coin, s.variant, s.depth)
 }
 
@@ -284,7 +286,7 @@ fn check(frames: &[Value], shapes: &[Shape], start: &Value, start_height: u64, l
     let mut why: HashMap<usize, String> = HashMap::new();
     let mut try_frames = |model: &Model, idx: usize, time: Option<i64>| {
         // One aggregation per coin and variant at this line, at the deepest depth; a shallower one is its prefix.
-        let mut deepest: HashMap<(&str, (Option<u32>, Option<u32>)), [Vec<(i128, i128, u64)>; 2]> = HashMap::new();
+        let mut deepest: HashMap<(&str, Variant), Levels> = HashMap::new();
         for &f in due.get(&idx).into_iter().flatten() {
             let frame = &frames[f];
             let sub = frame["audit"]["sub"].as_u64().unwrap() as usize;
@@ -327,12 +329,7 @@ fn check(frames: &[Value], shapes: &[Shape], start: &Value, start_height: u64, l
 }
 
 /// The oracle's L2 of every shape once every line is applied: what each subscription's newest frame must show.
-fn final_levels(
-    shapes: &[Shape],
-    start: &Value,
-    start_height: u64,
-    lines: &[Line],
-) -> Vec<[Vec<(i128, i128, u64)>; 2]> {
+fn final_levels(shapes: &[Shape], start: &Value, start_height: u64, lines: &[Line]) -> Vec<Levels> {
     let mut model = Model::from_snapshot(start);
     for line in lines.iter().filter(|l| l.height > start_height) {
         for e in &line.events {
@@ -343,7 +340,7 @@ fn final_levels(
 }
 
 /// Whether every subscription's newest l2Book frame shows its final levels.
-fn caught_up(frames: &[Value], last: &Vec<[Vec<(i128, i128, u64)>; 2]>) -> bool {
+fn caught_up(frames: &[Value], last: &[Levels]) -> bool {
     let mut newest: HashMap<u64, &Value> = HashMap::new();
     for f in frames.iter().filter(|f| channel(f) == "l2Book") {
         newest.insert(f["audit"]["sub"].as_u64().unwrap(), f);
@@ -356,7 +353,7 @@ fn caught_up(frames: &[Value], last: &Vec<[Vec<(i128, i128, u64)>; 2]>) -> bool 
 async fn collect(
     addr: String,
     shapes: Vec<Shape>,
-    mut done: tokio::sync::watch::Receiver<Option<Vec<[Vec<(i128, i128, u64)>; 2]>>>,
+    mut done: tokio::sync::watch::Receiver<Option<Vec<Levels>>>,
     subscribed: tokio::sync::oneshot::Sender<()>,
 ) -> Vec<Value> {
     let mut ws = wsclient::raw::connect(&addr, "audit=1", None).await;

@@ -122,7 +122,7 @@ impl Drop for Waiting<'_> {
 pub struct Place {
     // Field order is drop order: the place is given back before the entry may be removed.
     _permit: OwnedSemaphorePermit,
-    _entry: Entry,
+    entry: Entry,
 }
 
 impl Place {
@@ -136,9 +136,9 @@ impl Place {
         kind: &str,
         work: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, Answer> {
-        let wait = self._entry.gate.wait_at_most;
-        let Ok(turn) = tokio::time::timeout(wait, turns.acquire(self._entry.ip)).await else {
-            self._entry.gate.counters.refused.inc();
+        let wait = self.entry.gate.wait_at_most;
+        let Ok(turn) = tokio::time::timeout(wait, turns.acquire(self.entry.ip)).await else {
+            self.entry.gate.counters.refused.inc();
             let text = format!("{kind}: waited {} ms for a turn among the answers computed here", wait.as_millis());
             return Err(Answer::text(504, &text));
         };
@@ -187,13 +187,13 @@ impl InfoGate {
         let waiting = Waiting(&queue.waiting);
         if let Ok(permit) = queue.places.clone().try_acquire_owned() {
             drop(waiting);
-            return Ok(Place { _permit: permit, _entry: entry });
+            return Ok(Place { _permit: permit, entry });
         }
         self.counters.waited.inc();
         let waited = tokio::time::timeout(self.wait_at_most, queue.places.clone().acquire_owned()).await;
         drop(waiting);
         match waited {
-            Ok(Ok(permit)) => Ok(Place { _permit: permit, _entry: entry }),
+            Ok(Ok(permit)) => Ok(Place { _permit: permit, entry }),
             Ok(Err(_)) => Err(Answer::text(503, "shutting down")),
             Err(_) => {
                 self.counters.refused.inc();
