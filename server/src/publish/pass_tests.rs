@@ -68,9 +68,17 @@ fn l4_snapshots_of_one_coin_at_one_height_are_made_once_and_shared() {
     publisher.pass();
     let a = first.blocking_recv().expect("the job answers");
     // Churn: the subscriber leaves and comes back (a pass each), with no new block in between.
-    let second = hub.request_snapshot("BTC".into());
-    publisher.pass();
-    let b = second.blocking_recv().expect("answered from the frame made");
+    let mut second = hub.request_snapshot("BTC".into());
+    // The first answer is sent before the job hands its frame over and ends; until it has, a pass holds the
+    // request (as the publisher does, woken by the job): pass until it is answered.
+    let b = loop {
+        publisher.pass();
+        match second.try_recv() {
+            Ok(b) => break b,
+            Err(tokio::sync::oneshot::error::TryRecvError::Empty) => std::thread::yield_now(),
+            Err(e) => panic!("the request was dropped: {e}"),
+        }
+    };
     // On the old code every pass copied and serialized the book again: 2 copies, 2 snapshots, two frames.
     assert_eq!(hub.counters.l4_snapshot_copies.get(), 1, "one copy under the lock");
     assert_eq!(hub.counters.l4_snapshots.get(), 1, "one serialization");
