@@ -11,9 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use serde_json::Value;
 
-use super::info::Local;
-use super::info_gate::Answer;
-use super::info_gate::Place;
+use super::info_gate::{Answer, Local, Place};
 use crate::publish::Hub;
 use crate::publish::candles::{Interval, candle_object};
 

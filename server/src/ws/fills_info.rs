@@ -12,8 +12,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::info::Local;
-use super::info_gate::{Answer, Place};
+use super::info_gate::{Answer, Local, Place};
 use super::user_info::user_of;
 use crate::node::time::{nanos_to_millis, now_nanos};
 use crate::publish::Hub;

@@ -22,7 +22,7 @@ use std::sync::{Arc, LazyLock};
 use serde_json::Value;
 
 use super::fair_slots::FairSlots;
-pub use super::info_gate::Answer;
+pub use super::info_gate::{Answer, Local};
 pub use super::passthrough::Passthrough;
 use super::{market_info, user_info};
 use crate::ws::WsContext;
@@ -50,15 +50,6 @@ const NODE_FIRST: &[&str] = &["openOrders", "frontendOpenOrders"];
 /// at most `info_timeout_ms` for one, so one IP's flood neither starves another's requests nor queues for ever.
 pub(super) static BOOK_WALKS: LazyLock<Arc<FairSlots>> = LazyLock::new(|| FairSlots::new(2));
 pub(super) static ORDER_WALKS: LazyLock<Arc<FairSlots>> = LazyLock::new(|| FairSlots::new(2));
-
-/// What a local answerer made of a request.
-#[derive(Debug)]
-pub enum Local {
-    /// The whole answer (or a refusal of the request itself, such as a bad field).
-    Answer(Answer),
-    /// hlbook cannot give a whole answer, for this reason: upstream, or refused with it.
-    Unsure(String),
-}
 
 /// Answers one info request body from a client at `ip`.
 pub async fn answer(ctx: &WsContext, ip: IpAddr, body: &Value) -> Answer {

@@ -62,6 +62,15 @@ impl Answer {
     }
 }
 
+/// What a local answerer made of a request.
+#[derive(Debug)]
+pub enum Local {
+    /// The whole answer (or a refusal of the request itself, such as a bad field).
+    Answer(Answer),
+    /// hlbook cannot give a whole answer, for this reason: upstream, or refused with it (`ws::info` routes it).
+    Unsure(String),
+}
+
 #[derive(Debug)]
 pub struct InfoGate {
     ips: Mutex<FxHashMap<IpAddr, Arc<IpQueue>>>,

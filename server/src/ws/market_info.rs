@@ -6,8 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::info::Local;
-use super::info_gate::Answer;
+use super::info_gate::{Answer, Local};
 use crate::book::buckets::l2_levels;
 use crate::book::l2::L2Params;
 use crate::node::Side;

@@ -12,8 +12,7 @@
 
 use serde_json::Value;
 
-use super::info::Local;
-use super::info_gate::Answer;
+use super::info_gate::{Answer, Local};
 use super::market_info::of_dex;
 use crate::book::CoinBook;
 use crate::book::export::order_out;
