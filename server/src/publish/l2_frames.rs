@@ -8,7 +8,14 @@
 //! its bytes, not the number formatting of its levels, and is byte for byte what `json::l2_book` writes for that
 //! depth (the tests hold the two equal for every depth).
 
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
+
 use crate::book::l2::{LevelAgg, LevelMarks, write_l2_book_marked};
+
+/// Where an l2Book frame's levels begin; built once (building a finder per search cost more than the search).
+static LEVELS_KEY: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"levels\":"));
 
 /// An l2Book frame of some depth, written once, with the offsets that cut every shallower depth out of it.
 #[derive(Debug, Default)]
@@ -30,19 +37,40 @@ impl L2Json {
 
     /// The frame of at most `n_levels` a side: the same bytes `json::l2_book` writes for those levels.
     pub fn depth(&self, n_levels: usize) -> Vec<u8> {
-        let [bids, asks] = [0, 1].map(|i| self.cut(i, n_levels));
-        let [bids_all, asks_all] = [0, 1].map(|i| self.cut(i, usize::MAX));
-        let parts = [
-            &self.json[..bids],
-            &self.json[bids_all..self.marks.open[1]],
-            &self.json[self.marks.open[1]..asks],
-            &self.json[asks_all..],
-        ];
+        let parts = self.parts(n_levels, 0);
         let mut out = Vec::with_capacity(parts.iter().map(|p| p.len()).sum());
         for p in parts {
             out.extend_from_slice(p);
         }
         out
+    }
+
+    /// Whether `old`, an l2Book frame, carries the same levels as this depth's frame would (its time may differ),
+    /// compared in place: a publisher pass over many shapes copies only the depths that changed.
+    pub fn same_levels_as(&self, n_levels: usize, old: &[u8]) -> bool {
+        let Some(at) = LEVELS_KEY.find(old) else { return false };
+        // `"levels":` then `[[`, and the bids' first level starts just inside the second bracket.
+        let Some(start) = self.marks.open[0].checked_sub(2) else { return false };
+        let mut old = &old[at + LEVELS_KEY.needle().len()..];
+        for part in self.parts(n_levels, start) {
+            match old.split_at_checked(part.len()) {
+                Some((head, rest)) if head == part => old = rest,
+                _ => return false,
+            }
+        }
+        old.is_empty()
+    }
+
+    /// This depth's frame as four slices from byte `from` of the frame (0: all of it).
+    fn parts(&self, n_levels: usize, from: usize) -> [&[u8]; 4] {
+        let [bids, asks] = [0, 1].map(|i| self.cut(i, n_levels));
+        let [bids_all, asks_all] = [0, 1].map(|i| self.cut(i, usize::MAX));
+        [
+            &self.json[from..bids],
+            &self.json[bids_all..self.marks.open[1]],
+            &self.json[self.marks.open[1]..asks],
+            &self.json[asks_all..],
+        ]
     }
 
     /// Where side `i`'s first `n` levels end (just inside its `[` when it has none).
@@ -81,6 +109,21 @@ mod tests {
                 assert_eq!(all.depth(n), want, "bids {nb} asks {na} depth {n}");
             }
         }
+    }
+
+    #[test]
+    fn a_depth_is_the_same_as_a_frame_exactly_when_its_levels_are() {
+        let (bids, asks) = (side(30, 90_000, -1), side(30, 90_001, 1));
+        let all = L2Json::new("BTC", 5, &bids, &asks);
+        let mut moved = asks.clone();
+        moved[9].sz = FixedSum(1);
+        let other = L2Json::new("BTC", 6, &bids, &moved);
+        for n in [1, 9, 10, 11, 30, 100] {
+            assert!(all.same_levels_as(n, &all.depth(n)), "depth {n} against itself");
+            assert!(all.same_levels_as(n, &other.depth(n)) == (n < 10), "depth {n}: the tenth ask differs");
+            assert!(!all.same_levels_as(n, &all.depth(n + 1)) || n >= 30, "depth {n} against a deeper frame");
+        }
+        assert!(!all.same_levels_as(3, br#"{"channel":"l2Book","data":{"coin":"BTC"}}"#));
     }
 
     #[test]

@@ -328,18 +328,21 @@ impl Publisher {
                 // Written once per aggregation, at its deepest depth; every depth's frame is cut from it.
                 let mut all = None;
                 for super::hub::Depth { n_levels: depth, slot } in &group.depths {
-                    if !b.exists && slot.frame.load().is_none() {
+                    let old = slot.frame.load();
+                    if !b.exists && old.is_none() {
                         continue;
                     }
-                    let json = all
-                        .get_or_insert_with(|| {
-                            self.hub.counters.l2_serializations.inc();
-                            L2Json::new(&b.coin, time, bids, asks)
-                        })
-                        .depth(*depth);
-                    if slot.frame.load().as_ref().is_some_and(|old| same_levels(&old.json, &json)) {
+                    let all = all.get_or_insert_with(|| {
+                        self.hub.counters.l2_serializations.inc();
+                        L2Json::new(&b.coin, time, bids, asks)
+                    });
+                    // Compared before copying: an unchanged depth costs a comparison, not a frame.
+                    let same = old.as_ref().is_some_and(|old| all.same_levels_as(*depth, &old.json));
+                    drop(old);
+                    if same {
                         continue;
                     }
+                    let json = all.depth(*depth);
                     let audit = Audit { published: now_nanos(), ..audit };
                     slot.put(json, audit);
                     self.hub.counters.l2_frames.inc();
@@ -454,15 +457,6 @@ fn build(book: Option<&CoinBook>, coin: &Coin, w: &CoinWants) -> Built {
 fn distinct(items: impl Iterator<Item = Coin>) -> Vec<Coin> {
     let mut seen = FxHashSet::default();
     items.filter(|c| seen.insert(c.clone())).collect()
-}
-
-/// Whether two l2Book frames carry the same levels (their times may differ).
-fn same_levels(a: &[u8], b: &[u8]) -> bool {
-    let at = |x: &[u8]| memchr::memmem::find(x, b"\"levels\":");
-    match (at(a), at(b)) {
-        (Some(i), Some(j)) => a[i..] == b[j..],
-        _ => false,
-    }
 }
 
 #[cfg(test)]
