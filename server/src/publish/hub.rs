@@ -295,7 +295,14 @@ impl Hub {
         let subs = r.coins.entry(coin.clone()).or_default();
         let (slot, new) = match want {
             Want::L2(k) => {
-                let (slot, new) = up(subs.l2.entry(k.params).or_default());
+                // Every depth of an aggregation reads the one cell the publisher stores it in.
+                let same = |p: &L2Params| (p.n_sig_figs, p.mantissa) == (k.params.n_sig_figs, k.params.mantissa);
+                let cell = subs.l2.iter().find(|(p, _)| same(p)).and_then(|(_, (_, s))| s.l2_cell().cloned());
+                let entry = subs
+                    .l2
+                    .entry(k.params)
+                    .or_insert_with(|| (0, Arc::new(Slot::l2(cell.unwrap_or_default(), k.params.n_levels))));
+                let (slot, new) = up(entry);
                 (Some(slot), new)
             }
             Want::Bbo(_) => {
@@ -508,11 +515,7 @@ impl Hub {
     pub fn newest_l2(&self) -> Vec<(String, i64)> {
         let wanted = self.wanted();
         let newest = |w: &CoinWants| {
-            w.l2.iter()
-                .flat_map(|g| &g.depths)
-                .filter_map(|d| d.slot.frame.load_full())
-                .map(|f| f.audit.block_time())
-                .max()
+            w.l2.iter().flat_map(|g| &g.depths).filter_map(|d| d.slot.audit()).map(|a| a.block_time()).max()
         };
         wanted.coins.iter().filter_map(|(coin, w)| Some((coin.to_string(), newest(w)?))).collect()
     }

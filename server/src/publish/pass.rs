@@ -325,28 +325,13 @@ impl Publisher {
         for b in built {
             let Some(w) = wanted.coins.get(&b.coin) else { continue };
             for (group, [bids, asks]) in w.l2.iter().zip(&b.l2) {
-                // Written once per aggregation, at its deepest depth; every depth's frame is cut from it.
-                let mut all = None;
-                for super::hub::Depth { n_levels: depth, slot } in &group.depths {
-                    let old = slot.frame.load();
-                    if !b.exists && old.is_none() {
-                        continue;
-                    }
-                    let all = all.get_or_insert_with(|| {
-                        self.hub.counters.l2_serializations.inc();
-                        L2Json::new(&b.coin, time, bids, asks)
-                    });
-                    // Compared before copying: an unchanged depth costs a comparison, not a frame.
-                    let same = old.as_ref().is_some_and(|old| all.same_levels_as(*depth, &old.json));
-                    drop(old);
-                    if same {
-                        continue;
-                    }
-                    let json = all.depth(*depth);
-                    let audit = Audit { published: now_nanos(), ..audit };
-                    slot.put(json, audit);
-                    self.hub.counters.l2_frames.inc();
-                }
+                let Some(cell) = group.depths.first().and_then(|d| d.slot.l2_cell()) else { continue };
+                // Written once per aggregation, at its deepest depth; each depth's frame is cut from it when sent.
+                self.hub.counters.l2_serializations.inc();
+                let json = Arc::new(L2Json::new(&b.coin, time, bids, asks));
+                let audit = Audit { published: now_nanos(), ..audit };
+                let depths = group.depths.iter().map(|d| d.n_levels);
+                self.hub.counters.l2_frames.add(cell.publish(json, depths, b.exists, audit));
             }
         }
     }

@@ -53,7 +53,7 @@ fn every_depth_of_an_aggregation_is_cut_from_one_serialization() {
     for (s, n, slot) in slots {
         let mut levels = [Vec::new(), Vec::new()];
         l2_levels(book, &L2Params::new(s, None, n).unwrap(), &mut levels);
-        let frame = slot.unwrap().frame.load_full().unwrap();
+        let frame = slot.unwrap().load_full().unwrap();
         let want = json::l2_book("BTC", 0, &levels[0], &levels[1]);
         assert_eq!(&frame.json[..], &want[..], "nSigFigs {s:?} nLevels {n}: byte for byte the frame of its own levels");
     }

@@ -505,7 +505,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     fn take_conflated(&mut self, batch: &mut Batch) {
         for (_, sub, chain) in self.subs.values_mut() {
             if let Delivery::Conflated { slot, sent } = sub
-                && let Some(f) = slot.frame.load_full()
+                && let Some(f) = slot.load_full()
                 && f.seq != *sent
             {
                 let conflated = if *sent != 0 && f.seq > *sent + 1 { f.seq - *sent - 1 } else { 0 };
