@@ -5,7 +5,9 @@
 //! and ETH's l2Book, each frame timed from its diffs line's `node_ns` (the simulator wrote it) to its arrival.
 //! It is measured alone, then while an attacker on 127.0.0.2 holds 12 connections, each subscribing 1,000
 //! distinct real l2Book shapes (coin × (nSigFigs, mantissa) × nLevels) padded to just under the 4 KiB cap, never
-//! reading. Printed: p50/p99 alone and flooded, their ratio, the server's RSS before and after the flood, and the
+//! reading. Printed: p50/p99 alone and flooded, their ratio, the p50 of the server's own part (the frame's
+//! `applied_ns` → `sent_ns`: publishing and writing, without the simulator's write or the client's read, which
+//! dominate the end-to-end figure on a shared 2-core machine), the server's RSS before and after the flood, and the
 //! subscriptions the server took. Needs the release binaries (`make bench` builds them); `HLBOOK_BENCH_SECS` sets
 //! each measured window (default 30 s). `HLBOOK_BENCH_SERVER` names another build's `hlbook` to measure as a third
 //! case (with its own defaults: the keys this bench sets for the old limits do not exist there). Results:
@@ -45,19 +47,21 @@ fn main() {
         cases.push(("other build, its defaults", String::new(), Some(other)));
     }
     println!(
-        "| case | alone p50 / p99 ms | flooded p50 / p99 ms | p50 / p99 ratio | RSS before → after MB | attacker subscriptions held |"
+        "| case | alone p50 / p99 ms | flooded p50 / p99 ms | p50 / p99 ratio | applied → sent p50 alone / flooded µs | RSS before → after MB | attacker subscriptions held |"
     );
-    println!("| --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
     for (name, toml, server) in cases {
         let r = run(&toml, server.as_deref(), Duration::from_secs(secs));
         println!(
-            "| {name} | {:.2} / {:.2} | {:.2} / {:.2} | {:.1} / {:.1} | {} → {} | {} |",
+            "| {name} | {:.2} / {:.2} | {:.2} / {:.2} | {:.1} / {:.1} | {} / {} | {} → {} | {} |",
             r.alone.0,
             r.alone.1,
             r.flooded.0,
             r.flooded.1,
             r.flooded.0 / r.alone.0,
             r.flooded.1 / r.alone.1,
+            r.alone.2,
+            r.flooded.2,
             r.rss.0 >> 20,
             r.rss.1 >> 20,
             r.held,
@@ -66,8 +70,8 @@ fn main() {
 }
 
 struct Outcome {
-    alone: (f64, f64),
-    flooded: (f64, f64),
+    alone: (f64, f64, i64),
+    flooded: (f64, f64, i64),
     rss: (u64, u64),
     held: i64,
 }
@@ -124,14 +128,16 @@ fn run(server_toml: &str, server_bin: Option<&str>, window: Duration) -> Outcome
     Outcome { alone, flooded, rss: (rss0, rss1), held: l2_after - l2_before }
 }
 
-/// The bystander's l2Book latency (node wrote the line → frame read) over `window`: (p50, p99) in ms.
+/// The bystander's l2Book latency (node wrote the line → frame read) over `window`: (p50, p99) in ms, and the p50
+/// of the server's applied → sent in µs.
 #[allow(clippy::float_arithmetic)] // milliseconds, not money
-async fn bystander(addr: &str, window: Duration) -> (f64, f64) {
+async fn bystander(addr: &str, window: Duration) -> (f64, f64, i64) {
     let mut ws = raw::connect(addr, "audit=1", None).await;
     raw::subscribe(&mut ws, json!({"type": "l2Book", "coin": "BTC"})).await;
     raw::subscribe(&mut ws, json!({"type": "l2Book", "coin": "ETH"})).await;
     let end = Instant::now() + window;
     let mut ms = Vec::new();
+    let mut server_us = Vec::new();
     while let Ok(Some(Ok(m))) = tokio::time::timeout_at(end.into(), ws.next()).await {
         let Message::Text(t) = m else { continue };
         let now = hlbook::node::time::now_nanos();
@@ -141,11 +147,13 @@ async fn bystander(addr: &str, window: Duration) -> (f64, f64) {
             continue;
         }
         ms.push((now - a["node_ns"].as_i64().unwrap()) as f64 / 1e6);
+        server_us.push((a["sent_ns"].as_i64().unwrap() - a["applied_ns"].as_i64().unwrap()) / 1000);
     }
+    server_us.sort_unstable();
     ms.sort_by(f64::total_cmp);
     assert!(ms.len() > 10, "the bystander got {} frames", ms.len());
     let q = |p: f64| ms[((ms.len() - 1) as f64 * p) as usize];
-    (q(0.5), q(0.99))
+    (q(0.5), q(0.99), server_us[server_us.len() / 2])
 }
 
 /// The attacker: 12 connections from 127.0.0.2, 1,000 padded shapes each, never read. Returns the connections
