@@ -31,7 +31,7 @@ fn rt() -> tokio::runtime::Runtime {
 }
 
 fn health(feed: &Feed) -> Value {
-    procs::get_json(&format!("{}/health", feed.base)).expect("/health answers")
+    procs::get_json(&format!("{}/health", feed.admin)).expect("/health answers")
 }
 
 fn ip(s: &str) -> IpAddr {

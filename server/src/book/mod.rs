@@ -76,7 +76,7 @@ pub enum InconsistencyKind {
 
 /// What this `Books` value has seen since it was built: replay and the simulator's checks read it with no
 /// service around. A resync builds new books (and new counts); the service's process-long totals, exported on
-/// `/health` and `/metrics`, are ingest's `IngestCounters`, which add these outcomes up across books.
+/// the admin `/health` and `/metrics`, are ingest's `IngestCounters`, which add these outcomes up across books.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BookCounters {
     pub blocks_applied: u64,

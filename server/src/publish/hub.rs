@@ -106,7 +106,7 @@ pub struct L4Snapshot {
 }
 
 crate::state::counter::counters! {
-    /// Counters of the publish stage, exported as `hlbook_publish_<name>` and under `publish` in `/health`.
+    /// Counters of the publish stage, exported as `hlbook_publish_<name>` and under `publish` in the admin `/health`.
     pub struct PublishCounters {
         /// Publish passes run.
         passes,

@@ -66,7 +66,7 @@ impl std::fmt::Display for HealthState {
 
 crate::state::counter::counters! {
     /// Counters of everything ingest does, over the process's life (across resyncs, unlike a `Books`' own
-    /// `BookCounters`); all monotonic. Exported as `hlbook_ingest_<name>` and under `counters` in `/health`.
+    /// `BookCounters`); all monotonic. Exported as `hlbook_ingest_<name>` and under `counters` in the admin `/health`.
     pub struct IngestCounters {
         /// Lines read from the sources.
         lines,

@@ -1,6 +1,7 @@
 //! The operator's endpoints, on their own listener (`server.admin_listen`, loopback by default): `/status`,
-//! `/metrics`, `/l4snapshot` and the status page at `/`, plus `/health`. They are not for clients: `/l4snapshot`
-//! names every resting order's user, and all of them cost more than a client should be able to ask for.
+//! `/metrics`, `/l4snapshot` and the status page at `/`, plus `/health` with every counter and source. They are
+//! not for clients: `/l4snapshot` names every resting order's user, `/health` the sources' paths and addresses,
+//! and all of them cost more than a client should be able to ask for.
 //!
 //! `/l4snapshot` copies the books coin by coin, each under a brief read lock, so ingest never waits for the whole
 //! export; coins that blocks changed meanwhile are copied again under one lock at the end, so the document is
@@ -15,7 +16,7 @@ use axum::routing::get;
 use rustc_hash::FxHashSet;
 use serde::Deserialize;
 
-use super::http::{AppState, health};
+use super::http::{AppState, health_detail};
 use crate::book::export::write_snapshot;
 use crate::book::{Books, CoinBook};
 use crate::node::Coin;
@@ -33,7 +34,7 @@ pub fn router(state: AppState) -> Router {
             async move { if ok { next.run(req).await } else { super::auth::unauthorized() } }
         }))
         // Added after the token layer, so it stays open: systemd's and the balancers' checks carry no token.
-        .route("/health", get(health))
+        .route("/health", get(health_detail))
         .with_state(state)
 }
 
