@@ -141,6 +141,10 @@ crate::state::counter::counters! {
         diff_parts,
         /// Streaming: an open block's parts taken back for a reader of complete books (`book::undo`).
         roll_backs,
+        /// Coin books copied before a change because a reader still held them (copy-on-write): an l4Book snapshot
+        /// (or an `/l4snapshot` export) being serialized when the next block changed its coin. Each is one copy of
+        /// that coin's whole book.
+        book_copies,
     }
 }
 
