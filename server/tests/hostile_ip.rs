@@ -8,7 +8,9 @@
 //! - pings from one IP on two connections that never read: they count as messages, per IP;
 //! - twenty IPs flooding at once: the global byte budget holds;
 //! - l4Book subscribe/unsubscribe churn over every coin from one IP: snapshot work is bounded by blocks × coins,
-//!   not by requests, and the writer copies a book only for a snapshot still holding it.
+//!   not by requests, and the writer copies a book only for a snapshot still holding it;
+//! - a named token (`server.tokens`) with a raised connection allowance: its holder gets past the per-IP cap, and
+//!   neither its IP's token-less clients nor another IP do.
 
 mod livefeed;
 mod procs;
@@ -376,4 +378,41 @@ fn l4book_churn_from_one_ip_costs_snapshots_per_pass_not_per_request() {
     wait_blocks(&feed, 10);
     stop_tx.send(true).unwrap();
     assert!(assert_chain_whole(&rt.block_on(by).unwrap()) > 10, "the bystander kept receiving");
+}
+
+#[test]
+fn a_named_token_gets_its_own_connection_allowance_past_the_ips() {
+    const TOKEN: &str = "d3sk-t0ken";
+    let feed = Feed::start(&format!(
+        "max_connections_per_ip = 2\n[[server.tokens]]\nname = \"desk\"\ntoken = \"{TOKEN}\"\nmax_connections = 5\n"
+    ));
+    let rt = rt();
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let by = rt.spawn(bystander(feed.addr.clone(), stop));
+    let (desk, stranger) = (ip("127.0.0.8"), ip("127.0.0.9"));
+    let with_token = format!("token={TOKEN}");
+    let (over_token, over_desk_ip, over_stranger, _held) = rt.block_on(async {
+        let mut held = Vec::new();
+        for _ in 0..5 {
+            held.push(try_connect_from(&feed.addr, &with_token, desk).await.expect("within the token's 5"));
+        }
+        let over_token = try_connect_from(&feed.addr, &with_token, desk).await.err();
+        // The token's connections are not its IP's: the IP keeps its own 2 for clients without it.
+        for _ in 0..2 {
+            held.push(try_connect_from(&feed.addr, "", desk).await.expect("the IP's own allowance"));
+        }
+        let over_desk_ip = try_connect_from(&feed.addr, "", desk).await.err();
+        for _ in 0..2 {
+            held.push(try_connect_from(&feed.addr, "", stranger).await.expect("within the per-IP 2"));
+        }
+        let over_stranger = try_connect_from(&feed.addr, "", stranger).await.err();
+        (over_token, over_desk_ip, over_stranger, held)
+    });
+    // Old code: one shared token and per-IP caps only, so the desk's third connection was refused.
+    assert_eq!(over_token.as_deref(), Some("429"), "the token's sixth connection");
+    assert_eq!(over_desk_ip.as_deref(), Some("429"), "the desk IP's third without the token");
+    assert_eq!(over_stranger.as_deref(), Some("429"), "another IP without the token stops at the per-IP 2");
+    wait_blocks(&feed, 5);
+    stop_tx.send(true).unwrap();
+    assert!(assert_chain_whole(&rt.block_on(by).unwrap()) > 5, "the bystander kept receiving");
 }

@@ -49,7 +49,8 @@ pub fn router(state: AppState) -> Router {
 /// `POST /info`: l2Book from our books, the allowed market types through the node, anything else refused.
 async fn info(State(s): State<AppState>, ConnectInfo(peer): ConnectInfo<SocketAddr>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
-    if !super::auth::authorized(&s.ws.cfg.token, parts.uri.query(), &parts.headers) {
+    let access = super::auth::access(&s.ws.cfg.token, &s.ws.cfg.tokens, parts.uri.query(), &parts.headers);
+    if access == super::auth::Access::Refused {
         return super::auth::unauthorized();
     }
     let Ok(body) = axum::body::to_bytes(body, s.ws.cfg.max_frame_bytes).await else {
