@@ -115,16 +115,19 @@ fn run(server_toml: &str, server_bin: Option<&str>, window: Duration) -> Outcome
     };
     let addr = server.wait_line("hlbook listening on", Duration::from_mins(1));
     let base = format!("http://{addr}");
+    // This build counts subscriptions on its admin listener's /health; the older build compared against it (before
+    // issue #43) on its only /health.
+    let counts = if server_bin.is_some() { base.clone() } else { rig::admin_base(&server) };
     rig::wait_health(&base, Duration::from_mins(2), |h| h["state"] == "live");
     let pid = server.pid().unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let alone = rt.block_on(bystander(&addr, window));
     let rss0 = raw::rss_bytes(pid).unwrap();
-    let l2_before = rig::get_json(&format!("{base}/health")).unwrap()["subscriptions"]["l2Book"].as_i64().unwrap();
+    let l2_before = rig::get_json(&format!("{counts}/health")).unwrap()["subscriptions"]["l2Book"].as_i64().unwrap();
     let _attack = rt.block_on(flood(&addr));
     let flooded = rt.block_on(bystander(&addr, window));
     let rss1 = raw::rss_bytes(pid).unwrap();
-    let l2_after = rig::get_json(&format!("{base}/health")).unwrap()["subscriptions"]["l2Book"].as_i64().unwrap();
+    let l2_after = rig::get_json(&format!("{counts}/health")).unwrap()["subscriptions"]["l2Book"].as_i64().unwrap();
     Outcome { alone, flooded, rss: (rss0, rss1), held: l2_after - l2_before }
 }
 

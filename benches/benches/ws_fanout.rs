@@ -6,8 +6,8 @@
 //! l2Book + trades for its coins, stamps every frame as soon as it is read (and inflated), and joins the stamps
 //! with the timing CSV after the run (`stats`); audit frames are also timed from their line's `local_time`
 //! ("←start" rows), which a server thread that preempts the simulator after its write cannot shorten. The parent
-//! samples the server's CPU (/proc) and blocks applied (/health) over the measured window, which starts after a
-//! warm-up once every connection is subscribed.
+//! samples the server's CPU (/proc) and blocks applied (the admin /health) over the measured window, which starts
+//! after a warm-up once every connection is subscribed.
 //!
 //! Needs the release binaries beside this one (`make bench` builds them). `HLBOOK_BENCH_SECS` sets the measured
 //! time per case (default 60 s), `HLBOOK_BENCH_CASES` picks cases by index (e.g. `0,1,2`),
@@ -99,18 +99,19 @@ fn pid(p: &Proc) -> u32 {
     p.pid().expect("still running")
 }
 
-fn sample(server: &Proc, client: &Proc, sim: &Proc, addr: &str) -> Sample {
+/// `admin`: the admin listener, whose /health has the counters.
+fn sample(server: &Proc, client: &Proc, sim: &Proc, admin: &str) -> Sample {
     Sample {
         server: procs::cpu_us(pid(server)),
         server_sys: procs::cpu_split_us(pid(server)).1,
         client: procs::cpu_us(pid(client)),
         sim: procs::cpu_us(pid(sim)),
-        health: procs::health(addr).unwrap_or_default(),
+        health: procs::health(admin).unwrap_or_default(),
         load: std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_string(),
     }
 }
 
-/// Changes of the /health counters in `group` between two samples, the ones that moved.
+/// Changes of the admin /health counters in `group` between two samples, the ones that moved.
 fn deltas(a: &serde_json::Value, b: &serde_json::Value, group: &str) -> BTreeMap<String, i64> {
     let Some(after) = b[group].as_object() else { return BTreeMap::new() };
     after
@@ -125,7 +126,7 @@ fn run(index: usize, case: Case, secs: u64, threads: usize) -> Row {
     let (sim, info) = procs::start_sim(dir.path(), SIM_COINS);
     let (server, addr, admin) = procs::start_server(dir.path(), &info);
     let spec = Spec {
-        addr: addr.clone(),
+        addr,
         conns: case.conns,
         coins: coins(case.coins),
         deflate: case.deflate,
@@ -141,13 +142,13 @@ fn run(index: usize, case: Case, secs: u64, threads: usize) -> Row {
     let mut client = procs::start_client(dir.path(), &serde_json::to_string(&spec).unwrap());
     procs::client_line(&client, "ready");
     let connecting = started.elapsed();
-    let taking = procs::wait_subscribed(&addr, (case.conns * case.coins) as u64);
-    let connected = procs::health(&addr).unwrap_or_default();
+    let taking = procs::wait_subscribed(&admin, (case.conns * case.coins) as u64);
+    let connected = procs::health(&admin).unwrap_or_default();
     client.send_line("go");
     procs::client_line(&client, "measuring ");
-    let s0 = sample(&server, &client, &sim, &addr);
+    let s0 = sample(&server, &client, &sim, &admin);
     procs::client_line(&client, "done ");
-    let s1 = sample(&server, &client, &sim, &addr);
+    let s1 = sample(&server, &client, &sim, &admin);
     let rss_kib = procs::rss_kib(pid(&server));
     let status = procs::get_json(&admin, "/status").unwrap_or_default();
     let json = procs::client_line(&client, "{");

@@ -35,11 +35,14 @@ for n in $EDGES; do
 	start_hlbook "$d/relay.out" "$d/relay.log" relay --nats "nats://127.0.0.1:$port" --node-dir "$d/data" \
 		--info-url "http://$info/info" --snapshot-dir "$d/relay-snaps"
 	wait_line "$d/relay.out" "relay publishing" >/dev/null
-	bases=()
+	bases=() admins=()
 	for i in $(seq "$n"); do
 		start_hlbook "$d/edge$i.out" "$d/edge$i.log" serve --source "nats://127.0.0.1:$port/HL" --mode by-block \
-			--info-url "" --snapshot-dir "$d/snaps$i" --listen 127.0.0.1:0 --admin-listen none --validate-interval 0
+			--info-url "" --snapshot-dir "$d/snaps$i" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
+			--validate-interval 0
 		bases+=("http://$(wait_line "$d/edge$i.out" "hlbook listening on")")
+		# The counters are on the admin listener's /health.
+		admins+=("http://$(wait_line "$d/edge$i.out" "hlbook admin listening on")")
 	done
 	for b in "${bases[@]}"; do
 		# 503 (no books yet) is an empty answer here.
@@ -55,8 +58,8 @@ for n in $EDGES; do
 	t1=$(cpu_ticks "$nats_pid")
 	o1=$(curl -s "http://127.0.0.1:$mon/varz" | json 'd["out_bytes"]')
 	live=0 all=0
-	for b in "${bases[@]}"; do
-		h=$(curl -s "$b/health")
+	for a in "${admins[@]}"; do
+		h=$(curl -s "$a/health")
 		live=$((live + $(echo "$h" | json 'd["counters"]["nats_live_lines"]')))
 		all=$((all + $(echo "$h" | json 'd["counters"]["lines"]')))
 	done

@@ -27,6 +27,7 @@ start_hlbook "$work/server.out" "$work/server.log" \
 	--listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
 server=$started
 addr=$(wait_line "$work/server.out" "hlbook listening on")
+admin=$(wait_line "$work/server.out" "hlbook admin listening on")
 for _ in $(seq 900); do
 	[ "$(curl -sf "http://$addr/health" | grep -o '"state":"live"')" ] && break
 	sleep 0.1
@@ -47,6 +48,6 @@ pids+=($client)
 	--audit --allow-loss --json "$OUT/stats.json" | tee "$OUT/stats.txt"
 wait "$client" || true
 echo "soak_client: $(cat "$OUT/client.json")"
-curl -sf "http://$addr/health" >"$OUT/health.json"
+curl -sf "http://$admin/health" >"$OUT/health.json"
 echo "server ws counters: $(python3 -c 'import json,sys; h=json.load(open(sys.argv[1])); print({k: h["ws"][k] for k in ("overflows","conflated","closed_budget","closed_slow")})' "$OUT/health.json")"
 echo "rss (kB) first/last samples: $(sed -n 2p "$OUT/rss.csv") ... $(tail -1 "$OUT/rss.csv")"

@@ -141,7 +141,7 @@ fn every_info_type_waits_for_its_clients_place_and_a_full_queue_is_refused() {
         ),
     );
     let url = format!("{}/info", feed.base);
-    let waited = || procs::get_json(&format!("{}/health", feed.base)).unwrap()["ws"]["info_waited"].as_u64().unwrap();
+    let waited = || procs::get_json(&format!("{}/health", feed.admin)).unwrap()["ws"]["info_waited"].as_u64().unwrap();
     let metas = || sim_stats(&feed)["by_type"]["meta"].as_u64().unwrap_or(0);
     let candles = json!({"type": "candleSnapshot", "req": {"coin": "BTC", "interval": "1m", "startTime": 0}});
     let orders = json!({"type": "openOrders", "user": "0x0000000000000000000000000000000000000001"});
@@ -253,9 +253,31 @@ fn made_up_coins_get_errors_and_cost_no_memory() {
         assert!(grew < 20 << 20, "4,000 made-up names grew the server by {} MB", grew >> 20);
         conns
     });
-    let h = get_json(&format!("{}/health", feed.base)).unwrap();
+    let h = get_json(&format!("{}/health", feed.admin)).unwrap();
     assert_eq!((&h["connections"], &h["subscriptions"]["bbo"]), (&json!(40), &json!(0)), "{h}");
     drop(conns);
+}
+
+/// Public `/health` is for balancers: the state, height and lags, never a source's path, a NATS address or a
+/// counter, which the admin listener's `/health` shows the operator.
+#[test]
+fn public_health_names_no_source_or_counter_and_the_admin_one_does() {
+    // The node's files race a NATS server nobody listens for (a port just given back): two named sources.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let nats = format!("nats://127.0.0.1:{port}/HL");
+    let feed = Feed::start_serving(&[], &["--source", "file", "--source", &nats], "");
+    let text = |base: &str| reqwest::blocking::get(format!("{base}/health")).expect("GET /health").text().unwrap();
+    let (public, admin) = (text(&feed.base), text(&feed.admin));
+    let h: Value = serde_json::from_str(&public).expect("JSON");
+    let mut keys: Vec<&str> = h.as_object().expect("an object").keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["height", "lag_ms", "state"], "{public}");
+    let data = feed.dir.path().join("data");
+    let secrets = [data.to_str().unwrap(), &format!("127.0.0.1:{port}"), "blocks_applied", "connections"];
+    for s in secrets {
+        assert!(!public.contains(s), "public /health names {s}: {public}");
+        assert!(admin.contains(s), "admin /health names {s}: {admin}");
+    }
 }
 
 #[test]

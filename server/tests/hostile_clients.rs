@@ -26,7 +26,7 @@ fn rt() -> tokio::runtime::Runtime {
 }
 
 fn health(feed: &Feed) -> Value {
-    procs::get_json(&format!("{}/health", feed.base)).expect("/health answers")
+    procs::get_json(&format!("{}/health", feed.admin)).expect("/health answers")
 }
 
 /// A `?audit=1` bystander following BTC's l2Book and trades; collects until `stop`, and panics on any error,

@@ -6,7 +6,11 @@
 //!   with an array of small values (read only to learn the answers, so the test waits for events, not time): the
 //!   IP gets the exchange's allowance (1,000 subscriptions, 100 connections) and the server's memory stays bounded;
 //! - pings from one IP on two connections that never read: they count as messages, per IP;
-//! - twenty IPs flooding at once: the global byte budget holds.
+//! - twenty IPs flooding at once: the global byte budget holds;
+//! - l4Book subscribe/unsubscribe churn over every coin from one IP: snapshot work is bounded by blocks × coins,
+//!   not by requests, and the writer copies a book only for a snapshot still holding it;
+//! - a named token (`server.tokens`) with a raised connection allowance: its holder gets past the per-IP cap, and
+//!   neither its IP's token-less clients nor another IP do.
 
 mod livefeed;
 mod procs;
@@ -31,7 +35,7 @@ fn rt() -> tokio::runtime::Runtime {
 }
 
 fn health(feed: &Feed) -> Value {
-    procs::get_json(&format!("{}/health", feed.base)).expect("/health answers")
+    procs::get_json(&format!("{}/health", feed.admin)).expect("/health answers")
 }
 
 fn ip(s: &str) -> IpAddr {
@@ -298,4 +302,117 @@ fn twenty_ips_flooding_stay_within_the_global_budget() {
     let held_bytes = held_bytes.expect("the budget on /health");
     assert!(held_bytes <= GLOBAL, "{held_bytes} bytes held past the global budget");
     assert!(frames > 20, "the bystander kept receiving: {frames}");
+}
+
+/// The counters of the admin `/health` the l4Book churn moves: (publish's l4Book snapshot counters, ingest's
+/// `book_copies`, the height).
+fn l4_counts(feed: &Feed) -> (HashMap<&'static str, u64>, u64, u64) {
+    let h = health(feed);
+    let names = ["passes", "l4_snapshots", "l4_snapshot_copies", "l4_snapshots_shared", "l4_snapshots_abandoned"];
+    let publish = names.into_iter().map(|n| (n, h["publish"][n].as_u64().unwrap_or_else(|| panic!("{n}: {h}"))));
+    (publish.collect(), procs::counter(&h, "book_copies"), h["height"].as_u64().unwrap())
+}
+
+/// Subscribes and unsubscribes l4Book on every coin `rounds` times in one burst, then reads until every request
+/// is answered; returns the l4Book snapshot frames that came meanwhile.
+async fn churn(ws: &mut Ws, coins: &[&str], rounds: usize) -> usize {
+    for _ in 0..rounds {
+        for coin in coins {
+            let sub = json!({"type": "l4Book", "coin": coin});
+            wsclient::raw::send(ws, &json!({"method": "subscribe", "subscription": sub})).await;
+            wsclient::raw::send(ws, &json!({"method": "unsubscribe", "subscription": sub})).await;
+        }
+    }
+    let (mut answers, mut snapshots) = (0, 0);
+    while answers < 2 * rounds * coins.len() {
+        match wsclient::raw::next_json(ws, Duration::from_secs(60)).await {
+            wsclient::raw::Read::Json(v) if channel(&v) == "subscriptionResponse" => answers += 1,
+            wsclient::raw::Read::Json(v) if channel(&v) == "l4Book" => snapshots += 1,
+            wsclient::raw::Read::Json(v) => panic!("the churn was refused: {v}"),
+            other => panic!("the churning connection got {other:?} after {answers} answers"),
+        }
+    }
+    snapshots
+}
+
+#[test]
+fn l4book_churn_from_one_ip_costs_snapshots_per_pass_not_per_request() {
+    // The coins of the rig's `--coins 4` market.
+    const COINS: [&str; 4] = ["BTC", "@107", "xyz:GOLD", "ETH"];
+    const ROUNDS: usize = 200;
+    let feed = Feed::start("");
+    let rt = rt();
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let by = rt.spawn(bystander(feed.addr.clone(), stop));
+    wait_blocks(&feed, 3);
+    let (before, copies_before, from) = l4_counts(&feed);
+    let seen = rt.block_on(async {
+        // 1,600 messages, within the IP's 2,000 a minute.
+        let mut ws = try_connect_from(&feed.addr, "", ip("127.0.0.4")).await.expect("a connection");
+        let seen = churn(&mut ws, &COINS, ROUNDS).await;
+        // The publisher has taken up every churned request once a later one is answered: a subscriber that stays.
+        let mut last = try_connect_from(&feed.addr, "", ip("127.0.0.5")).await.expect("a connection");
+        wsclient::raw::subscribe(&mut last, json!({"type": "l4Book", "coin": "BTC"})).await;
+        while channel(&wsclient::raw::expect_json(&mut last, Duration::from_secs(60)).await) != "l4Book" {}
+        seen
+    });
+    let (after, copies_after, to) = l4_counts(&feed);
+    let moved = |n: &str| after[n] - before[n];
+    let (requests, taken, made) = (ROUNDS * COINS.len(), moved("l4_snapshot_copies"), moved("l4_snapshots"));
+    let passes = moved("passes");
+    eprintln!(
+        "{requests} requests in {passes} passes over blocks {from}..={to}: {taken} books taken, {made} snapshots \
+         made, {} shared, {} abandoned, {seen} snapshot frames to the churner; the writer copied {} books",
+        moved("l4_snapshots_shared"),
+        moved("l4_snapshots_abandoned"),
+        copies_after - copies_before,
+    );
+    // One take of each requested coin per pass at most (a reference count under the read lock), whatever the
+    // number of requests.
+    let bound = COINS.len() as u64 * passes;
+    assert!(taken <= bound, "{taken} books taken for l4Book snapshots in {passes} passes of {} coins", COINS.len());
+    assert!(made <= taken, "a snapshot is made only from a book taken for it: {made} made, {taken} taken");
+    assert!(copies_after - copies_before <= taken, "the writer copies a book only for a snapshot holding it");
+    // Unsubscribed before the publisher came to them: dropped before any work.
+    assert!(moved("l4_snapshots_abandoned") > 0, "no request of a subscriber that left was dropped");
+    wait_blocks(&feed, 10);
+    stop_tx.send(true).unwrap();
+    assert!(assert_chain_whole(&rt.block_on(by).unwrap()) > 10, "the bystander kept receiving");
+}
+
+#[test]
+fn a_named_token_gets_its_own_connection_allowance_past_the_ips() {
+    const TOKEN: &str = "d3sk-t0ken";
+    let feed = Feed::start(&format!(
+        "max_connections_per_ip = 2\n[[server.tokens]]\nname = \"desk\"\ntoken = \"{TOKEN}\"\nmax_connections = 5\n"
+    ));
+    let rt = rt();
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let by = rt.spawn(bystander(feed.addr.clone(), stop));
+    let (desk, stranger) = (ip("127.0.0.8"), ip("127.0.0.9"));
+    let with_token = format!("token={TOKEN}");
+    let (over_token, over_desk_ip, over_stranger, _held) = rt.block_on(async {
+        let mut held = Vec::new();
+        for _ in 0..5 {
+            held.push(try_connect_from(&feed.addr, &with_token, desk).await.expect("within the token's 5"));
+        }
+        let over_token = try_connect_from(&feed.addr, &with_token, desk).await.err();
+        // The token's connections are not its IP's: the IP keeps its own 2 for clients without it.
+        for _ in 0..2 {
+            held.push(try_connect_from(&feed.addr, "", desk).await.expect("the IP's own allowance"));
+        }
+        let over_desk_ip = try_connect_from(&feed.addr, "", desk).await.err();
+        for _ in 0..2 {
+            held.push(try_connect_from(&feed.addr, "", stranger).await.expect("within the per-IP 2"));
+        }
+        let over_stranger = try_connect_from(&feed.addr, "", stranger).await.err();
+        (over_token, over_desk_ip, over_stranger, held)
+    });
+    // Old code: one shared token and per-IP caps only, so the desk's third connection was refused.
+    assert_eq!(over_token.as_deref(), Some("429"), "the token's sixth connection");
+    assert_eq!(over_desk_ip.as_deref(), Some("429"), "the desk IP's third without the token");
+    assert_eq!(over_stranger.as_deref(), Some("429"), "another IP without the token stops at the per-IP 2");
+    wait_blocks(&feed, 5);
+    stop_tx.send(true).unwrap();
+    assert!(assert_chain_whole(&rt.block_on(by).unwrap()) > 5, "the bystander kept receiving");
 }

@@ -40,15 +40,15 @@ fn edges_read_but_cannot_publish_or_delete_and_strangers_get_nothing() {
         procs::start_info_edge(&info, &snaps, &extra, &log(&format!("{name}.log")))
     };
     let edge_conf = user_config(logs.path(), "edge", EDGE_PASSWORD, "");
-    let (mut good, base, admin) = edge("edge", Some(&edge_conf));
-    let h = wait_health(&base, Duration::from_secs(120), |h| h["height"].as_u64() == Some(last));
+    let (mut good, _, admin) = edge("edge", Some(&edge_conf));
+    let h = wait_health(&admin, Duration::from_secs(120), |h| h["height"].as_u64() == Some(last));
     assert_eq!(counter(&h, "gaps"), 0, "{h}");
     let ours = procs::books_from_snapshot(&get_bytes(&format!("{admin}/l4snapshot")).expect("snapshot"));
     procs::assert_same_books(&ours, &procs::sim_books_at(&info, logs.path(), last));
 
     // Without credentials: refused at connect, and an edge without them says why and applies nothing from NATS.
-    let (mut stranger, base2, _) = edge("stranger", None);
-    let h = wait_health(&base2, Duration::from_secs(60), |h| {
+    let (mut stranger, _, admin2) = edge("stranger", None);
+    let h = wait_health(&admin2, Duration::from_secs(60), |h| {
         h["sources"][0]["missing"].as_str().is_some_and(|m| m.to_lowercase().contains("authorization"))
     });
     assert_eq!(counter(&h, "source_connects"), 0, "{h}");
@@ -217,9 +217,9 @@ fn a_refused_live_subscription_is_a_warning_and_a_count_not_a_silent_fallback() 
         "--admin-listen", "127.0.0.1:0", "--validate-interval", "0",
     ];
     let mut edge = procs::Proc::start(procs::HLBOOK, &args, &log("edge.log"));
-    let base = format!("http://{}", edge.wait_line("hlbook listening on", Duration::from_secs(30)));
+    edge.wait_line("hlbook listening on", Duration::from_secs(30));
     let admin = procs::admin_base(&edge);
-    let h = wait_health(&base, Duration::from_secs(120), |h| h["height"].as_u64() == Some(last));
+    let h = wait_health(&admin, Duration::from_secs(120), |h| h["height"].as_u64() == Some(last));
     assert!(counter(&h, "nats_permission_denied") >= 1, "{h}");
     assert_eq!(counter(&h, "nats_live_lines"), 0, "{h}");
     assert_eq!(counter(&h, "gaps"), 0, "{h}");

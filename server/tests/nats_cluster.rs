@@ -42,7 +42,7 @@ fn a_nats_node_crash_loses_no_block() {
     nodes[n - 1].kill();
     writer.join().unwrap();
 
-    let (ours, _) = procs::clean_books_at(&base, &admin, LAST, LAST - FIRST + 1, Duration::from_secs(120));
+    let (ours, _) = procs::clean_books_at(&admin, LAST, LAST - FIRST + 1, Duration::from_secs(120));
     assert_eq!(common::l4_digest(&ours), common::replay_digest(&cap, Mode::ByBlock, LAST), "differs from replay");
     assert!(edge.stop().success());
 }

@@ -96,23 +96,23 @@ fn forged_messages_in_the_stream_cost_a_resync_and_nothing_else() {
     // The edge has nothing but NATS: its resync's snapshot comes from the publisher's object store.
     let (source, edge_snaps) = (nats.source(), log("edge-snaps"));
     let extra = ["--source", &source, "--validate-interval", "0"];
-    let (mut edge, base, admin) = procs::start_info_edge("", &edge_snaps, &extra, &log("edge.log"));
+    let (mut edge, _, admin) = procs::start_info_edge("", &edge_snaps, &extra, &log("edge.log"));
 
     // One at a time: a lost line resyncs the edge past its block at once, and what it had not read yet of the
     // stream before that block is skipped with the rest of it.
-    let mut h = wait_health(&base, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(START + 50));
+    let mut h = wait_health(&admin, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(START + 50));
     for (i, what) in [Forged::Strangers, Forged::Bomb, Forged::OverLimit].into_iter().enumerate() {
         let forged = h["height"].as_u64().unwrap() + AHEAD;
         assert!(forged < last, "the run is long enough to reach the forged block");
         inject(&nats.url(), what, forged);
         let (lost, loads) = (i as u64, 1 + i as u64);
-        h = wait_health(&base, Duration::from_secs(60), |h| {
+        h = wait_health(&admin, Duration::from_secs(60), |h| {
             counter(h, "lines_too_long") >= lost
                 && counter(h, "books_loaded") >= loads
                 && counter(h, "foreign_messages") >= 2
         });
     }
-    let h = wait_health(&base, Duration::from_secs(120), |h| h["height"].as_u64() == Some(last));
+    let h = wait_health(&admin, Duration::from_secs(120), |h| h["height"].as_u64() == Some(last));
     assert_eq!(counter(&h, "foreign_messages"), 2, "the headerless and the bad-part messages were skipped: {h}");
     assert_eq!(counter(&h, "lines_too_long"), 2, "the bomb and the over-limit parts were lost lines: {h}");
     assert!(counter(&h, "books_loaded") >= 3, "each forged block broke and was resynced: {h}");

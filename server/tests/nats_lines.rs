@@ -23,8 +23,8 @@ fn edge(url: &str, mode: &str, snapshot: &Path, log: &Path) -> (Proc, String, St
     procs::start_edge(&format!("{url}/HL"), mode, snapshot, log)
 }
 
-fn check(cap: &common::Capture, mode: Mode, base: &str, admin: &str, last: u64) {
-    let (ours, _) = procs::clean_books_at(base, admin, last, last - FIRST + 1, Duration::from_secs(90));
+fn check(cap: &common::Capture, mode: Mode, admin: &str, last: u64) {
+    let (ours, _) = procs::clean_books_at(admin, last, last - FIRST + 1, Duration::from_secs(90));
     assert_eq!(ours.height(), last);
     assert_eq!(common::l4_digest(&ours), common::replay_digest(cap, mode, last), "{mode:?}: differs from replay");
 }
@@ -55,13 +55,13 @@ fn run(mode: Mode, last: u64, chunk_bytes: usize) {
     // NATS itself crashes and restarts (same port, same store): publisher and edges reconnect.
     wait_health(&base_a, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(FIRST + 25));
     nats.restart();
-    let (mut b2, base_b2, admin_b2) = edge(&url, m, &cap.snapshot, &log("b2.log"));
+    let (mut b2, _, admin_b2) = edge(&url, m, &cap.snapshot, &log("b2.log"));
     writer.join().unwrap();
 
-    check(&cap, mode, &base_a, &admin_a, last);
-    check(&cap, mode, &base_b2, &admin_b2, last);
+    check(&cap, mode, &admin_a, last);
+    check(&cap, mode, &admin_b2, last);
     // Edge a lived through the NATS restart: it lost its consumer and started another, and never exited.
-    let h = procs::get_json(&format!("{base_a}/health")).unwrap();
+    let h = procs::get_json(&format!("{admin_a}/health")).unwrap();
     assert!(counter(&h, "source_disconnects") >= 1 && counter(&h, "source_connects") >= 2, "{h}");
     assert!(a.running(), "an edge never exits on a lost NATS connection");
     assert!(a.stop().success() && b2.stop().success());
@@ -108,9 +108,9 @@ fn multi_mb_lines(compress_min_bytes: usize) {
     let _publisher = publisher(&nats.url(), data.path(), "by-block", &config, &log("pub.log"));
     let source = nats.source();
     let extra = ["--source", &source, "--validate-interval", "0"];
-    let (mut server, base, admin) = procs::start_info_edge(&info, &log("snapshots"), &extra, &log("edge.log"));
+    let (mut server, _, admin) = procs::start_info_edge(&info, &log("snapshots"), &extra, &log("edge.log"));
     let last = 1_000_000_000 + 39;
-    let h = wait_health(&base, Duration::from_secs(120), |h| h["height"].as_u64() == Some(last));
+    let h = wait_health(&admin, Duration::from_secs(120), |h| h["height"].as_u64() == Some(last));
     let statuses = data.path().join("node_order_statuses_by_block");
     let largest = largest_line(&statuses);
     assert!(largest > 3 << 20, "the test needs status lines of several MB, not {largest} bytes");
@@ -163,11 +163,11 @@ fn nats_races_the_files() {
     let args = ["serve", "--source", &files, "--source", &source, "--snapshot-file", snapshot, "--info-url", ""];
     let args = [&args[..], &["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--validate-interval", "0"]];
     let mut server = Proc::start(HLBOOK, &args.concat(), &log("edge.log"));
-    let base = format!("http://{}", server.wait_line("hlbook listening on", Duration::from_secs(20)));
+    server.wait_line("hlbook listening on", Duration::from_secs(20));
     let admin = procs::admin_base(&server);
     common::write_capture(&cap.node_dir, dst.path(), Mode::ByBlock, None, Duration::from_millis(60));
-    check(&cap, Mode::ByBlock, &base, &admin, 985148232);
-    let h = procs::get_json(&format!("{base}/health")).unwrap();
+    check(&cap, Mode::ByBlock, &admin, 985148232);
+    let h = procs::get_json(&format!("{admin}/health")).unwrap();
     assert_eq!(counter(&h, "disagreements"), 0, "{h}");
     let names: Vec<&str> = h["sources"].as_array().unwrap().iter().filter_map(|s| s["name"].as_str()).collect();
     assert_eq!(names.len(), 2, "{h}");

@@ -226,7 +226,7 @@ fn the_documented_one_host_recipe_serves_two_edges_live_under_the_shipped_permis
     let mut e1 = start_edge(&doc, w, &stage, "edge1", &p1, port, &log("edge1.log"));
     let mut e2 = start_edge(&doc, w, &stage, "edge2", &p2, port, &log("edge2.log"));
     for e in [&e1, &e2] {
-        let h = wait_health(&e.base, Duration::from_secs(120), |h| counter(h, "nats_live_lines") > 0);
+        let h = wait_health(&e.admin, Duration::from_secs(120), |h| counter(h, "nats_live_lines") > 0);
         assert_eq!(counter(&h, "nats_permission_denied"), 0, "{}: {h}", e.name);
     }
 
@@ -244,10 +244,10 @@ fn the_documented_one_host_recipe_serves_two_edges_live_under_the_shipped_permis
     // Revoked: edge2 is refused at once, and edge1 goes on to the last block with the simulator's books.
     let out = nats_edge(&stage, &["revoke", "edge2"], nats_pid);
     assert!(out.status.success(), "edge.sh revoke: {}", String::from_utf8_lossy(&out.stderr));
-    wait_health(&e2.base, Duration::from_secs(60), |h| {
+    wait_health(&e2.admin, Duration::from_secs(60), |h| {
         h["sources"][0]["missing"].as_str().is_some_and(|m| m.to_lowercase().contains("authorization"))
     });
-    let h = wait_health(&e1.base, Duration::from_secs(180), |h| h["height"].as_u64() == Some(last));
+    let h = wait_health(&e1.admin, Duration::from_secs(180), |h| h["height"].as_u64() == Some(last));
     for zero in ["gaps", "broken_blocks", "inconsistencies", "nats_permission_denied"] {
         assert_eq!(counter(&h, zero), 0, "edge1 {zero}: {h}");
     }

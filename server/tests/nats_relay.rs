@@ -93,9 +93,9 @@ fn a_publisher_back_after_max_age_starts_at_a_fresh_snapshot_not_the_whole_disk(
         "--validate-interval", "0",
     ];
     let mut edge = Proc::start(HLBOOK, &args, &log("edge.log"));
-    let base = format!("http://{}", edge.wait_line("hlbook listening on", Duration::from_secs(30)));
+    edge.wait_line("hlbook listening on", Duration::from_secs(30));
     let admin = procs::admin_base(&edge);
-    let h = procs::wait_health(&base, Duration::from_secs(180), |h| h["height"].as_u64() == Some(last));
+    let h = procs::wait_health(&admin, Duration::from_secs(180), |h| h["height"].as_u64() == Some(last));
     assert_eq!(procs::counter(&h, "gaps"), 0, "{h}");
     let ours = procs::books_from_snapshot(&get_bytes(&format!("{admin}/l4snapshot")).expect("snapshot"));
     procs::assert_same_books(&ours, &procs::sim_books_at(&info, logs.path(), last));

@@ -76,10 +76,10 @@ fn an_edge_with_only_nats_bootstraps_resyncs_and_validates() {
         "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
     ];
     let mut edge = Proc::start(HLBOOK, &args, &log("edge.log"));
-    let base = format!("http://{}", edge.wait_line("hlbook listening on", Duration::from_secs(20)));
+    edge.wait_line("hlbook listening on", Duration::from_secs(20));
     let admin = procs::admin_base(&edge);
 
-    let h = wait_health(&base, Duration::from_secs(120), |h| {
+    let h = wait_health(&admin, Duration::from_secs(120), |h| {
         h["height"].as_u64() == Some(last) && counter(h, "repairs") >= 1 && counter(h, "validations") >= 2
     });
     assert_eq!(counter(&h, "broken_blocks"), 1, "the dropped line broke its block: {h}");

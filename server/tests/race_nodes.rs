@@ -20,7 +20,7 @@ const START: u64 = 1_000_000_000;
 struct Run {
     sim: Proc,
     server: Proc,
-    base: String,
+    /// The admin listener: `/health` with the counters and sources, `/status`, `/l4snapshot`.
     admin: String,
     info_url: String,
     tmp: tempfile::TempDir,
@@ -63,16 +63,16 @@ fn start_in(b: Option<&Path>, blocks: u64, sim_extra: &[&str], b_spec: &str, sou
     }
     extra.extend_from_slice(serve_extra);
     let server = start_serve(&a, &info_url, &tmp.path().join("snapshots"), &extra, &tmp.path().join("serve.log"));
-    let base = format!("http://{}", server.wait_line("hlbook listening on", Duration::from_secs(30)));
+    server.wait_line("hlbook listening on", Duration::from_secs(30));
     let admin = procs::admin_base(&server);
-    Run { sim, server, base, admin, info_url, tmp, last: START + blocks - 1 }
+    Run { sim, server, admin, info_url, tmp, last: START + blocks - 1 }
 }
 
 /// Waits until the server has applied `until`, then returns every health state change the server logged after
 /// it first went live. The server logs each change once, when it happens (stale included: it is checked after every
 /// block and every idle poll), so this misses none, where sampling `/health` could.
 fn changes_after_live(run: &Run, until: u64) -> Vec<String> {
-    wait_health(&run.base, Duration::from_secs(180), |h| h["height"].as_u64() >= Some(until));
+    wait_health(&run.admin, Duration::from_secs(180), |h| h["height"].as_u64() >= Some(until));
     let log = run.serve_log();
     let changes = log.lines().filter(|l| l.contains("health state changed"));
     let mut after = changes.skip_while(|l| !l.contains("to=live"));
@@ -84,7 +84,7 @@ fn changes_after_live(run: &Run, until: u64) -> Vec<String> {
 /// the bootstrap snapshot was applied exactly once. Returns the final `/health`.
 fn finish(mut run: Run) -> serde_json::Value {
     let theirs = sim_books_at(&run.info_url, &run.dir(""), run.last);
-    let h = wait_health(&run.base, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(run.last));
+    let h = wait_health(&run.admin, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(run.last));
     let ours = books_from_snapshot(&get_bytes(&format!("{}/l4snapshot", run.admin)).unwrap());
     assert_eq!(ours.height(), run.last);
     assert_same_books(&ours, &theirs);
@@ -125,7 +125,7 @@ fn one_node_pausing_10s_never_stops_the_books() {
     let changes = changes_after_live(&run, START + 340);
     assert!(changes.is_empty(), "live throughout, but: {changes:?}");
     // Node b wakes after its pause and writes its backlog: its lines are compared with the applied ones.
-    let h = wait_health(&run.base, Duration::from_secs(60), |h| n(&source(h, "/b")["height"]) >= START + 359);
+    let h = wait_health(&run.admin, Duration::from_secs(60), |h| n(&source(h, "/b")["height"]) >= START + 359);
     let b = source(&h, "/b");
     assert!(n(&b["copies"]) > 0 && n(&b["disagreements"]) == 0, "{b}");
     let a = source(&h, "/a");
@@ -141,7 +141,7 @@ fn a_dropped_and_a_corrupt_line_come_from_the_other_node() {
     let run =
         start(150, &["--drop-block", &drop, "--corrupt-at", &corrupt], ",delay=30", &["file:{a}", "file:{b}"], &[]);
     // Every line is won once the last block is applied: the scrape's wins are final.
-    wait_health(&run.base, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(run.last));
+    wait_health(&run.admin, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(run.last));
     let metrics = scrape(&run.admin);
     let h = finish(run);
     assert_eq!(counter(&h, "malformed_lines"), 1, "{h}");
@@ -166,7 +166,7 @@ fn a_dropped_and_a_corrupt_line_come_from_the_other_node() {
 fn two_nodes_drawing_from_the_capture_each_win_and_lead() {
     // Independent draws of the mainnet node lag per node and block: each node is ahead on some blocks.
     let run = start(150, &["--write-delay", "capture"], ",delay=capture", &["file:{a}", "file:{b}"], &[]);
-    wait_health(&run.base, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(run.last));
+    wait_health(&run.admin, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(run.last));
     // Wins are final once the last block is applied; a copy (and so a lead) may still come in between the two.
     let status = get_json(&format!("{}/status", run.admin)).expect("status answers");
     let metrics = scrape(&run.admin);
@@ -225,7 +225,7 @@ fn differing_events_with_validation_every(secs: &str) {
     let d = differ.to_string();
     let validate = ["--validate-interval", secs];
     let run = start(200, &["--differ-at", &d], ",delay=30", &["file:{a}", "file:{b}"], &validate);
-    let h = wait_health(&run.base, Duration::from_secs(60), |h| counter(h, "repairs") >= 1);
+    let h = wait_health(&run.admin, Duration::from_secs(60), |h| counter(h, "repairs") >= 1);
     assert_eq!(counter(&h, "disagreements"), 1, "{h}");
     for who in ["/a", "/b"] {
         assert_eq!(n(&source(&h, who)["disagreements"]), 1, "both counted, neither blamed: {h}");
@@ -247,12 +247,12 @@ fn differing_events_with_validation_every(secs: &str) {
 /// The end of a run in which a block was lost by every source: the books resynced once after the bootstrap, went
 /// live again, applied no block twice, and end equal to the simulator's order by order.
 fn finish_after_losing(mut run: Run, lost: u64) {
-    let h = wait_health(&run.base, Duration::from_secs(90), |h| {
+    let h = wait_health(&run.admin, Duration::from_secs(90), |h| {
         counter(h, "books_loaded") >= 2 && h["state"] == "live" && h["height"].as_u64() > Some(lost)
     });
     assert_eq!(counter(&h, "broken_blocks"), 1, "{h}");
     let theirs = sim_books_at(&run.info_url, &run.dir(""), run.last);
-    let h = wait_health(&run.base, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(run.last));
+    let h = wait_health(&run.admin, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(run.last));
     let ours = books_from_snapshot(&get_bytes(&format!("{}/l4snapshot", run.admin)).unwrap());
     assert_eq!(ours.height(), run.last);
     assert_same_books(&ours, &theirs);
@@ -303,11 +303,11 @@ fn a_killed_publisher_beside_a_local_node_changes_nothing() {
     let mut pub1 = publisher(1);
     let src = nats.source();
     let run = start_in(Some(&b), 300, &["--write-delay", "20"], "", &["file:{a}", &src], &[]);
-    wait_health(&run.base, Duration::from_secs(60), |h| h["state"] == "live");
+    wait_health(&run.admin, Duration::from_secs(60), |h| h["state"] == "live");
     let mid = START + 120;
-    wait_health(&run.base, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(mid));
+    wait_health(&run.admin, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(mid));
     pub1.kill();
-    wait_health(&run.base, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(mid + 40));
+    wait_health(&run.admin, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(mid + 40));
     let _pub2 = publisher(2);
     let changes = changes_after_live(&run, START + 290);
     assert!(changes.is_empty(), "live throughout, but: {changes:?}");
@@ -332,7 +332,7 @@ fn each_source_says_what_it_is_missing() {
     let mut all = vec!["file:{a}"];
     all.extend(sources.iter().map(String::as_str));
     let run = start(400, &[], "", &all, &[]);
-    let h = wait_health(&run.base, Duration::from_secs(60), |h| {
+    let h = wait_health(&run.admin, Duration::from_secs(60), |h| {
         h["state"] == "live" && h["sources"].as_array().is_some_and(|l| l[1..].iter().all(|s| s["missing"].is_string()))
     });
     let missing = |suffix: &str| source(&h, suffix)["missing"].as_str().unwrap().to_string();

@@ -175,10 +175,12 @@ fn trade_heights(frames: &[(Key, String)], coin: &str) -> BTreeSet<u64> {
     frames.iter().filter(|((ch, c, _), _)| ch == "trades" && c == coin).map(|((_, _, h), _)| *h).collect()
 }
 
-fn serve(args: &[&str], log: &Path) -> (Proc, String) {
+/// A started server with its public and admin bases.
+fn serve(args: &[&str], log: &Path) -> (Proc, String, String) {
     let p = Proc::start(HLBOOK, args, log);
     let base = format!("http://{}", p.wait_line("hlbook listening on", Duration::from_secs(30)));
-    (p, base)
+    let admin = procs::admin_base(&p);
+    (p, base, admin)
 }
 
 #[test]
@@ -221,18 +223,18 @@ fn clients_through_haproxy_see_what_one_server_sends() {
     let source = nats.source();
 
     let common =
-        ["--info-url", &info_url, "--snapshot-dir", snaps, "--listen", "127.0.0.1:0", "--admin-listen", "none"];
+        ["--info-url", &info_url, "--snapshot-dir", snaps, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"];
     let edge_args: Vec<&str> = ["serve", "--source", &source, "--mode", "by-block", "--validate-interval", "0"]
         .into_iter()
         .chain(common)
         .collect();
-    let (mut edge1, base1) = serve(&edge_args, &log("edge1.log"));
-    let (mut edge2, base2) = serve(&edge_args, &log("edge2.log"));
+    let (mut edge1, base1, admin1) = serve(&edge_args, &log("edge1.log"));
+    let (mut edge2, base2, admin2) = serve(&edge_args, &log("edge2.log"));
     let ref_args: Vec<&str> = ["serve", "--node-dir", data, "--mode", "by-block", "--validate-interval", "0"]
         .into_iter()
         .chain(common)
         .collect();
-    let (mut single, base_ref) = serve(&ref_args, &log("single.log"));
+    let (mut single, base_ref, _) = serve(&ref_args, &log("single.log"));
     for base in [&base1, &base2, &base_ref] {
         wait_health(base, Duration::from_secs(60), |h| h["state"] == "live" || h["state"] == "catching_up");
     }
@@ -281,7 +283,7 @@ fn clients_through_haproxy_see_what_one_server_sends() {
     // Both edges carry clients: leastconn spread the connections.
     let deadline = Instant::now() + Duration::from_secs(10);
     let per_edge = loop {
-        let n: Vec<u64> = [&base1, &base2]
+        let n: Vec<u64> = [&admin1, &admin2]
             .iter()
             .map(|b| get_json(&format!("{b}/health")).and_then(|h| h["connections"].as_u64()).unwrap_or(0))
             .collect();

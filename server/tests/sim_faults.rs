@@ -18,7 +18,7 @@ const START: u64 = 1_000_000_000;
 struct Run {
     sim: Proc,
     server: Proc,
-    base: String,
+    /// The admin listener: `/health` with the counters and sources, `/status`, `/l4snapshot`.
     admin: String,
     info_url: String,
     out: tempfile::TempDir,
@@ -41,9 +41,9 @@ fn start(mode: Mode, blocks: u64, fault: &[&str], serve_extra: &[&str]) -> Run {
     let mut extra = vec!["--mode", mode.as_str()];
     extra.extend_from_slice(serve_extra);
     let server = start_serve(&dir, &info_url, &snaps, &extra, &logs.path().join("serve.log"));
-    let base = format!("http://{}", server.wait_line("hlbook listening on", Duration::from_secs(30)));
+    server.wait_line("hlbook listening on", Duration::from_secs(30));
     let admin = procs::admin_base(&server);
-    Run { sim, server, base, admin, info_url, out, _logs: logs, mode, last: START + blocks - 1 }
+    Run { sim, server, admin, info_url, out, _logs: logs, mode, last: START + blocks - 1 }
 }
 
 /// Waits for the simulator's last block, then compares every order of every book. In streaming mode the last
@@ -52,7 +52,7 @@ fn start(mode: Mode, blocks: u64, fault: &[&str], serve_extra: &[&str]) -> Run {
 fn finish(mut run: Run) -> serde_json::Value {
     let theirs = sim_books_at(&run.info_url, run.out.path(), run.last);
     let target = if run.mode == Mode::Streaming { run.last - 1 } else { run.last };
-    let health = wait_health(&run.base, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(target));
+    let health = wait_health(&run.admin, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(target));
     let mut ours = books_from_snapshot(&get_bytes(&format!("{}/l4snapshot", run.admin)).unwrap());
     if ours.height() < run.last {
         hlbook::ingest::replay::replay(&mut ours, &run.out.path().join("data"), run.mode, |_| {}).unwrap();
@@ -99,9 +99,9 @@ fn pause_goes_stale_then_live() {
         &["--pause-at", &(START + 50).to_string(), "--pause-secs", "4"],
         &["--stale-after", "1"],
     );
-    let stale = wait_health(&run.base, Duration::from_secs(60), |h| h["state"] == "stale");
+    let stale = wait_health(&run.admin, Duration::from_secs(60), |h| h["state"] == "stale");
     assert_eq!(stale["height"].as_u64(), Some(START + 49), "{stale}");
-    wait_health(&run.base, Duration::from_secs(60), |h| h["state"] == "live");
+    wait_health(&run.admin, Duration::from_secs(60), |h| h["state"] == "live");
     let h = finish(run);
     assert_eq!((counter(&h, "gaps"), counter(&h, "books_loaded")), (0, 1), "{h}");
 }
@@ -141,7 +141,7 @@ fn dropped_status_line_by_block_resyncs() {
 fn dropped_line_streaming_is_caught_by_validation() {
     // A streaming stream skips heights by design: the loss is invisible in the lines, so validation finds it.
     let run = start(Mode::Streaming, 200, &["--drop-block", &(START + 40).to_string()], &["--validate-interval", "1"]);
-    let h = wait_health(&run.base, Duration::from_secs(60), |h| counter(h, "repairs") >= 1);
+    let h = wait_health(&run.admin, Duration::from_secs(60), |h| counter(h, "repairs") >= 1);
     assert!(counter(&h, "validation_mismatches") >= 1 || counter(&h, "inconsistencies") >= 1, "{h}");
     finish(run);
 }
@@ -156,7 +156,7 @@ fn corrupt_line_resyncs() {
 #[test]
 fn wrong_bootstrap_snapshot_is_repaired() {
     let run = start(Mode::ByBlock, 200, &["--snapshot-mismatch", "BTC"], &["--validate-interval", "1"]);
-    let h = wait_health(&run.base, Duration::from_secs(60), |h| counter(h, "repairs") >= 1);
+    let h = wait_health(&run.admin, Duration::from_secs(60), |h| counter(h, "repairs") >= 1);
     assert!(counter(&h, "validation_mismatches") >= 1, "{h}");
     let h = finish(run);
     assert!(counter(&h, "repairs") >= 1, "{h}");

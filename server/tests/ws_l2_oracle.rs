@@ -137,8 +137,8 @@ fn oracle(mode: Mode, blocks: u64, variants: &[Variant]) {
     let serve_args = ["--mode", mode.as_str(), "--set", "ingest.stream_lines=false"];
     let mut server = start_serve(&data, &info_url, &snaps, &serve_args, &out.path().join("serve.log"));
     let addr = server.wait_line("hlbook listening on", Duration::from_secs(30));
-    let base = format!("http://{addr}");
-    wait_health(&base, Duration::from_secs(60), |h| h["state"] == "live");
+    let admin = procs::admin_base(&server);
+    wait_health(&admin, Duration::from_secs(60), |h| h["state"] == "live");
 
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (done, tasks): (Vec<_>, Vec<_>) = variants
@@ -151,7 +151,7 @@ fn oracle(mode: Mode, blocks: u64, variants: &[Variant]) {
     // The simulator's last block: in streaming mode the server never completes it (no later block appears).
     let last = 1_000_000_000 + blocks - 1;
     let target = if mode == Mode::Streaming { last - 1 } else { last };
-    let health = wait_health(&base, Duration::from_secs(120), |h| h["height"].as_u64() >= Some(target));
+    let health = wait_health(&admin, Duration::from_secs(120), |h| h["height"].as_u64() >= Some(target));
     // Nobody watches xyz:GOLD, so by-block, a diffs line with its diffs and a watched coin's is applied watched
     // coins first, and their frames go out before the rest is applied (`book::first`): the frames below include
     // those. Streaming mode applies whole blocks.

@@ -204,7 +204,7 @@ fn unknown_coin_or_dex_gets_an_error_echoing_the_request_and_nothing_else() {
         // Counted on every message read, also those before the last ack.
         assert_eq!(c.data_by_coin.get("NOPE"), None, "no data for an unknown coin");
         c.ping_pong().await;
-        let h = get_json(&format!("{}/health", rig.base)).await;
+        let h = get_json(&format!("{}/health", rig.admin)).await;
         assert_eq!(
             h["subscriptions"],
             json!({"allMids": 0, "bbo": 0, "l2Book": 1, "l4Book": 0, "trades": 0, "candle": 0, "orderUpdates": 0, "userFills": 0, "userEvents": 0}),
@@ -305,7 +305,7 @@ fn subscription_cap_refuses_the_1001st() {
         braces_are_json(error_text(&err));
         assert!(!c.subscribed("bbo", "BTC"));
         c.ping_pong().await;
-        let h = get_json(&format!("{}/health", rig.base)).await;
+        let h = get_json(&format!("{}/health", rig.admin)).await;
         assert_eq!(h["subscriptions"]["l2Book"], 1000, "{h}");
     });
 }
@@ -400,7 +400,7 @@ fn connections_per_ip_are_capped() {
         b.ping_pong().await;
         // A place freed is a place to take.
         b.close().await;
-        health_until(&rig.base, "one connection", |h| h["connections"] == 1).await;
+        health_until(&rig.admin, "one connection", |h| h["connections"] == 1).await;
         let mut c = Client::connect(&rig.ws("")).await;
         c.ping_pong().await;
         a.ping_pong().await;
@@ -478,7 +478,7 @@ fn idle_connection_is_closed_busy_one_is_not() {
         let got = busy.collect(Duration::from_secs(4)).await;
         assert!(got.iter().any(|v| v["channel"] == "allMids"), "allMids flowing");
         busy.ping_pong().await;
-        let h = get_json(&format!("{}/health", rig.base)).await;
+        let h = get_json(&format!("{}/health", rig.admin)).await;
         assert_eq!(h["ws"]["closed_idle"], 1, "{h}");
     });
 }
@@ -496,14 +496,14 @@ fn health_counts_connections_and_subscriptions() {
         b.subscribe(json!({"type": "allMids"})).await;
         let mut c = Client::connect(&rig.ws("")).await;
         c.subscribe(json!({"type": "l4Book", "coin": "BTC"})).await;
-        let h = get_json(&format!("{}/health", rig.base)).await;
+        let h = get_json(&format!("{}/health", rig.admin)).await;
         assert_eq!(h["connections"], 3, "{h}");
         let by_channel = json!({"l2Book": 2, "trades": 1, "bbo": 1, "allMids": 1, "l4Book": 1, "candle": 0, "orderUpdates": 0, "userFills": 0, "userEvents": 0});
         assert_eq!(h["subscriptions"], by_channel, "{h}");
         let ws = &h["ws"];
         assert!(ws["connections_accepted"].as_u64() >= Some(3) && ws["messages_received"].as_u64() >= Some(6), "{h}");
         a.close().await;
-        let h = health_until(&rig.base, "a closed connection's subscriptions gone", |h| h["connections"] == 2).await;
+        let h = health_until(&rig.admin, "a closed connection's subscriptions gone", |h| h["connections"] == 2).await;
         let by_channel = json!({"l2Book": 0, "trades": 0, "bbo": 1, "allMids": 1, "l4Book": 1, "candle": 0, "orderUpdates": 0, "userFills": 0, "userEvents": 0});
         assert_eq!(h["subscriptions"], by_channel, "{h}");
         b.ping_pong().await;

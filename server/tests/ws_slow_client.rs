@@ -152,7 +152,8 @@ fn a_stalled_client_costs_bounded_memory_delays_nobody_and_jumps_ahead() {
     let serve_args = ["--config", config.to_str().unwrap()];
     let mut server = start_serve(&data, &info_url, &snaps, &serve_args, &out.path().join("serve.log"));
     let addr = server.wait_line("hlbook listening on", Duration::from_secs(60));
-    let base = format!("http://{addr}");
+    // The admin listener's /health: the public one has no counters.
+    let base = procs::admin_base(&server);
     wait_health(&base, Duration::from_secs(180), |h| matches!(h["state"].as_str(), Some("live" | "catching_up")));
 
     let rt = tokio::runtime::Runtime::new().unwrap();

@@ -235,10 +235,10 @@ fn user_frames(mode: Mode) {
     let mut server =
         start_serve(&data, &info_url, &out.path().join("snaps"), &serve_args, &out.path().join("serve.log"));
     let addr = server.wait_line("hlbook listening on", Duration::from_secs(30));
-    let base = format!("http://{addr}");
-    let live = wait_health(&base, Duration::from_secs(60), |h| h["state"] == "live")["height"].as_u64().unwrap();
+    let admin = procs::admin_base(&server);
+    let live = wait_health(&admin, Duration::from_secs(60), |h| h["state"] == "live")["height"].as_u64().unwrap();
     // Fifty blocks of fills (3 s) pile up first, so userFills' first frame has history to carry.
-    wait_health(&base, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(live + 50));
+    wait_health(&admin, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(live + 50));
     let users = pick_users(&data, mode);
 
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -250,13 +250,13 @@ fn user_frames(mode: Mode) {
         })
         .unzip();
     // Every user channel is counted (/health, /metrics): three users, each on the three channels.
-    wait_health(&base, Duration::from_secs(60), |h| {
+    wait_health(&admin, Duration::from_secs(60), |h| {
         ["orderUpdates", "userFills", "userEvents"].iter().all(|c| h["subscriptions"][c] == users.len())
     });
     // Streaming: the simulator's last block never completes (no later line), but its lines' frames went out.
     let streaming = mode == Mode::Streaming;
     let last = FIRST_HEIGHT + BLOCKS - 1 - u64::from(streaming);
-    wait_health(&base, Duration::from_secs(120), |h| h["height"].as_u64() >= Some(last));
+    wait_health(&admin, Duration::from_secs(120), |h| h["height"].as_u64() >= Some(last));
     // The files are complete up to `last`: each collector reads until it has every event they name.
     let derived = derive(&data, &users.iter().cloned().collect(), mode);
     let of = |m: &BTreeMap<(String, u64), Vec<Value>>, u: &str| -> BTreeMap<u64, Vec<Value>> {

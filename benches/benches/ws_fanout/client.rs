@@ -143,7 +143,7 @@ async fn run(spec: &Spec) -> (Vec<ConnLog>, i64, i64, u64) {
         rx.await.expect("a connection task failed to subscribe");
     }
     say("ready");
-    // The parent answers once the server has taken every subscription (its /health says so).
+    // The parent answers once the server has taken every subscription (its admin /health says so).
     let go = tokio::task::spawn_blocking(|| std::io::stdin().read_line(&mut String::new()));
     go.await.expect("stdin task").expect("parent's go");
     tokio::time::sleep(Duration::from_secs(spec.warmup_secs)).await;

@@ -74,11 +74,12 @@ pub fn start_client(dir: &Path, spec_json: &str) -> Proc {
     Proc::start_env(exe.to_str().expect("utf-8 path"), &["--bench"], &env, &dir.join("client.log"))
 }
 
-/// Waits until the server holds `want` l2Book and `want` trades subscriptions; the time it took.
-pub fn wait_subscribed(addr: &str, want: u64) -> Duration {
+/// Waits until the server (its admin listener `admin`, whose /health counts subscriptions) holds `want` l2Book and
+/// `want` trades subscriptions; the time it took.
+pub fn wait_subscribed(admin: &str, want: u64) -> Duration {
     let start = Instant::now();
     loop {
-        let h = health(addr).unwrap_or_default();
+        let h = health(admin).unwrap_or_default();
         let subs = &h["subscriptions"];
         if subs["l2Book"].as_u64() >= Some(want) && subs["trades"].as_u64() >= Some(want) {
             return start.elapsed();

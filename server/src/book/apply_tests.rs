@@ -247,3 +247,33 @@ fn a_new_without_status_is_found_at_the_statuses_step() {
     assert_eq!(b.apply_statuses(11, &[]), Outcome::AlreadyApplied { height: 11, current: 11 });
     assert_eq!(b.apply_statuses(12, &[]), Outcome::Gap { expected: 11, got: 12 });
 }
+
+#[test]
+fn a_shared_book_is_copied_once_when_changed_and_its_holder_keeps_its_version() {
+    let mut b = books();
+    applied(b.apply(&block(11, vec![new("BTC", 1, Side::Bid, "100.0", "1.0")], vec![])));
+    assert_eq!(b.counters().book_copies, 0, "nobody held BTC: changed in place");
+    let held = b.shared_coin("BTC").unwrap();
+    // Block 12 changes BTC in both steps while a reader holds it: one copy, on the first change.
+    let a = applied(b.apply(&block(
+        12,
+        vec![new("BTC", 2, Side::Ask, "101.0", "2.0")],
+        vec![status("BTC", 2, "open", "Gtc", "101.0", false)],
+    )));
+    assert_eq!((a.copies, b.counters().book_copies), (1, 1));
+    assert!(held.order(2).is_none() && held.order(1).is_some(), "the holder keeps the book it took");
+    assert_eq!(b.coin("BTC").unwrap().order(2).unwrap().limit_px, fx("101.0"));
+    drop(held);
+    let a = applied(b.apply(&block(13, vec![new("BTC", 3, Side::Bid, "99.0", "1.0")], vec![])));
+    assert_eq!((a.copies, b.counters().book_copies), (0, 1), "let go: no copy");
+}
+
+#[test]
+fn books_from_shared_coins_are_a_copy_at_one_height() {
+    let mut b = books();
+    applied(b.apply(&block(11, vec![new("BTC", 1, Side::Bid, "100.0", "1.0")], vec![])));
+    let copy = Books::from_shared(b.height(), b.shared_coin("BTC"));
+    applied(b.apply(&block(12, vec![diff("BTC", 1, Side::Bid, "100.0", DiffKind::Remove)], vec![])));
+    assert_eq!((copy.height(), copy.coin("BTC").unwrap().len()), (11, 1));
+    assert_eq!(b.coin("BTC").unwrap().len(), 0);
+}

@@ -12,6 +12,11 @@
 //!
 //! The diffs step itself may be split in two (`first`): the coins someone watches first, the rest after, so their
 //! L2 frames need not wait for every other coin's diffs.
+//!
+//! Each coin's book is copy-on-write (an `Arc`): a reader that needs a coin's whole book past the lock (an l4Book
+//! snapshot serialized on the rayon pool) takes it in O(1) under the read lock (`shared_coin`), and the writer
+//! copies that coin only if it changes it while the reader still holds it (`book_copies`). Unshared, a change
+//! costs one reference-count check.
 
 pub mod buckets;
 pub mod coin;
@@ -57,6 +62,8 @@ pub struct Applied {
     pub anchors_missing: u32,
     /// `new` diffs without a status from system users or on spot books, rested with default fields.
     pub statusless_system: u32,
+    /// Coins copied before a change because a reader still held their book (copy-on-write).
+    pub copies: u32,
 }
 
 /// A diff that did not fit the book; its coin is now untrusted.
@@ -76,7 +83,7 @@ pub enum InconsistencyKind {
 
 /// What this `Books` value has seen since it was built: replay and the simulator's checks read it with no
 /// service around. A resync builds new books (and new counts); the service's process-long totals, exported on
-/// `/health` and `/metrics`, are ingest's `IngestCounters`, which add these outcomes up across books.
+/// the admin `/health` and `/metrics`, are ingest's `IngestCounters`, which add these outcomes up across books.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BookCounters {
     pub blocks_applied: u64,
@@ -86,6 +93,8 @@ pub struct BookCounters {
     pub anchors_missing: u64,
     pub statusless_system: u64,
     pub diffs_applied: u64,
+    /// Coins copied before a change because a reader still held their book (copy-on-write).
+    pub book_copies: u64,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -98,7 +107,8 @@ pub struct Books {
     diffs_block_time: UnixNanos,
     /// `new` orders of the half-applied block, in diff order: their metadata waits for the statuses.
     pending: Vec<PendingNew>,
-    coins: FxHashMap<Coin, CoinBook>,
+    /// Copy-on-write: a reader may hold a coin's book past the lock (`shared_coin`); changes go through `unshared`.
+    coins: FxHashMap<Coin, Arc<CoinBook>>,
     untrusted: FxHashSet<Coin>,
     counters: BookCounters,
     /// A diffs step half done: its first coins are at its height, every other coin still at `diffs_height`.
@@ -111,6 +121,12 @@ pub struct Books {
 impl Books {
     /// Books at `height` holding `coins` (e.g. loaded from a snapshot).
     pub fn new(height: u64, coins: impl IntoIterator<Item = CoinBook>) -> Books {
+        let coins = coins.into_iter().map(|b| (b.coin().clone(), Arc::new(b))).collect();
+        Books { height, diffs_height: height, coins, ..Books::default() }
+    }
+
+    /// `Books::new` of books shared with other books (`shared_coin`): a copy of complete books, coin by coin.
+    pub fn from_shared(height: u64, coins: impl IntoIterator<Item = Arc<CoinBook>>) -> Books {
         let coins = coins.into_iter().map(|b| (b.coin().clone(), b)).collect();
         Books { height, diffs_height: height, coins, ..Books::default() }
     }
@@ -142,7 +158,14 @@ impl Books {
     }
 
     pub fn coin(&self, coin: &str) -> Option<&CoinBook> {
-        self.coins.get(coin)
+        self.coins.get(coin).map(|b| &**b)
+    }
+
+    /// `coin`'s book, shared: O(1) under the lock, and the holder keeps this version for as long as it likes. The
+    /// writer copies the coin if it changes it meanwhile (counted in `book_copies`), so hold it no longer than the
+    /// work needs.
+    pub fn shared_coin(&self, coin: &str) -> Option<Arc<CoinBook>> {
+        self.coins.get(coin).cloned()
     }
 
     /// Coin names, sorted.
@@ -153,12 +176,12 @@ impl Books {
     }
 
     pub fn books(&self) -> impl Iterator<Item = &CoinBook> {
-        self.coins.values()
+        self.coins.values().map(|b| &**b)
     }
 
     /// Resting orders over all coins.
     pub fn order_count(&self) -> usize {
-        self.coins.values().map(CoinBook::len).sum()
+        self.coins.values().map(|b| b.len()).sum()
     }
 
     pub fn is_trusted(&self, coin: &str) -> bool {
@@ -176,7 +199,7 @@ impl Books {
     /// Replaces one coin's book (a repair from a snapshot at the books' height) and trusts it again.
     pub fn replace_coin(&mut self, book: CoinBook) {
         self.untrusted.remove(book.coin());
-        self.coins.insert(book.coin().clone(), book);
+        self.coins.insert(book.coin().clone(), Arc::new(book));
     }
 
     /// Sets one coin's book (`None` removes the coin): a repair from a snapshot brought to the books' height.
@@ -184,7 +207,7 @@ impl Books {
         self.untrusted.remove(coin);
         match book {
             Some(b) => {
-                self.coins.insert(coin.clone(), b);
+                self.coins.insert(coin.clone(), Arc::new(b));
             }
             None => {
                 self.coins.remove(coin);
@@ -192,9 +215,15 @@ impl Books {
         }
     }
 
+    /// `coin`'s book for changing it, copied first if a reader still holds it.
+    fn book_mut(&mut self, coin: &str) -> Option<&mut CoinBook> {
+        let book = self.coins.get_mut(coin)?;
+        Some(unshared(book, &mut self.counters.book_copies))
+    }
+
     /// Takes one coin's book out.
     pub fn take_coin(&mut self, coin: &str) -> Option<CoinBook> {
-        self.coins.remove(coin)
+        self.coins.remove(coin).map(Arc::unwrap_or_clone)
     }
 
     /// Applies the next block whole (both steps).
@@ -207,6 +236,7 @@ impl Books {
             Outcome::Applied(a) => {
                 out.inconsistencies.extend(a.inconsistencies);
                 out.statusless_system += a.statusless_system;
+                out.copies += a.copies;
                 Outcome::Applied(out)
             }
             other => other,
@@ -257,6 +287,7 @@ impl Books {
     /// Applies `diffs` of block `height` and counts them; the caller moves `diffs_height`.
     fn apply_some<'d>(&mut self, height: u64, block_time: UnixNanos, diffs: impl Iterator<Item = &'d Diff>) -> Applied {
         let mut out = Applied { height, ..Applied::default() };
+        let copies = self.counters.book_copies;
         let mut seen = FxHashSet::default();
         let mut n = 0;
         for diff in diffs {
@@ -272,6 +303,7 @@ impl Books {
         self.distrust(&out);
         self.counters.anchors_missing += u64::from(out.anchors_missing);
         self.counters.diffs_applied += n;
+        out.copies = (self.counters.book_copies - copies) as u32;
         out
     }
 
@@ -289,13 +321,13 @@ impl Books {
         }
         let opening = opening_statuses(statuses);
         let mut out = Applied { height, ..Applied::default() };
+        let copies = self.counters.book_copies;
         for p in std::mem::take(&mut self.pending) {
-            let book = self.coins.get_mut(&p.coin);
             match opening.get(&p.oid) {
                 Some(s) => {
-                    if let Some(book) = book {
+                    if let Some(book) = self.coins.get_mut(&p.coin) {
                         let (details, children) = details_of(s);
-                        book.set_details(p.oid, details, children);
+                        unshared(book, &mut self.counters.book_copies).set_details(p.oid, details, children);
                     }
                 }
                 None if SYSTEM_USERS.contains(&p.user) || is_spot(&p.coin) => out.statusless_system += 1,
@@ -306,6 +338,7 @@ impl Books {
                 }),
             }
         }
+        out.copies = (self.counters.book_copies - copies) as u32;
         self.distrust(&out);
         self.height = height;
         self.block_time = self.diffs_block_time;
@@ -331,7 +364,8 @@ impl Books {
 
     fn apply_diff(&mut self, d: &Diff, block_time: UnixNanos, out: &mut Applied) {
         // A coin that first appears now gets a book.
-        let book = self.coins.entry(d.coin.clone()).or_insert_with(|| CoinBook::new(d.coin.clone()));
+        let book = self.coins.entry(d.coin.clone()).or_insert_with(|| Arc::new(CoinBook::new(d.coin.clone())));
+        let book = unshared(book, &mut self.counters.book_copies);
         let mut misfit = |kind| out.inconsistencies.push(Inconsistency { coin: d.coin.clone(), oid: d.oid, kind });
         match d.kind {
             DiffKind::New { sz, insert_before } => {
@@ -356,6 +390,15 @@ impl Books {
             }
         }
     }
+}
+
+/// `book` for changing it: copied first when a reader still holds it (`Books::shared_coin`), counted in `copies`.
+/// Unshared, this is a reference-count check.
+fn unshared<'a>(book: &'a mut Arc<CoinBook>, copies: &mut u64) -> &'a mut CoinBook {
+    if Arc::strong_count(book) > 1 {
+        *copies += 1;
+    }
+    Arc::make_mut(book)
 }
 
 /// A `new` order of the half-applied block, waiting for its opening status.

@@ -8,6 +8,8 @@
 //! undoing it all last first puts every order back in its place in its level, so the books are exactly those of
 //! the last complete block again.
 
+use std::sync::Arc;
+
 use super::{Books, CoinBook, RestingOrder};
 use crate::node::{Coin, Diff, DiffKind, Fixed, Side};
 
@@ -74,14 +76,14 @@ impl Books {
                     self.coins.remove(&coin);
                 }
                 Undo::Placed { coin, oid, side, px } => {
-                    let _ = self.coins.get_mut(&coin).map(|b| b.remove(oid, side, px));
+                    let _ = self.book_mut(&coin).map(|b| b.remove(oid, side, px));
                 }
                 Undo::Resized { coin, oid, side, px, old, new } => {
-                    let _ = self.coins.get_mut(&coin).map(|b| b.update(oid, side, px, new, old));
+                    let _ = self.book_mut(&coin).map(|b| b.update(oid, side, px, new, old));
                 }
                 Undo::Removed { coin, order, children, next } => {
-                    let book = self.coins.entry(coin.clone()).or_insert_with(|| CoinBook::new(coin));
-                    book.insert(order, children, next);
+                    let book = self.coins.entry(coin.clone()).or_insert_with(|| Arc::new(CoinBook::new(coin)));
+                    super::unshared(book, &mut self.counters.book_copies).insert(order, children, next);
                 }
             }
         }

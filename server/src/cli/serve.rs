@@ -209,10 +209,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         closing,
         budgets: crate::ws::budget::Budgets::new(c.server.conn_budget_bytes, c.server.global_budget_bytes),
         user_cap: Default::default(),
-        ip_quota: crate::ws::ip_quota::IpQuota::new(
-            c.server.max_subscriptions_per_ip,
-            c.server.max_messages_per_minute_per_ip,
-        ),
+        ip_quota: crate::ws::ip_quota::IpQuota::from_config(&c.server),
     });
     let state = AppState::new(ws.clone());
     let served = rt.block_on(serve_http(&c.server, state, closing_tx, shared.clone(), failed));

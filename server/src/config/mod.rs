@@ -19,7 +19,7 @@ mod store;
 
 pub use ingest::IngestConfig;
 pub use nats::NatsConfig;
-pub use server::{NODE_INFO_TYPES, ServerConfig};
+pub use server::{NODE_INFO_TYPES, NamedToken, ServerConfig};
 pub use source::{NatsTarget, Source};
 pub use store::{FillsUsers, StoreConfig};
 
@@ -218,6 +218,7 @@ impl Config {
         if v.backlog_bytes < 1 << 20 {
             return Err(invalid("server.backlog_bytes", "must be at least 1048576"));
         }
+        server::check_tokens(v)?;
         self.store.check()?;
         self.nats.check().map_err(|why| invalid("nats", &why))?;
         if !matches!(self.log.format.as_str(), "human" | "json") {

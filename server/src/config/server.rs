@@ -47,6 +47,9 @@ pub struct ServerConfig {
     pub max_http_connections_per_ip: usize,
     /// Require this bearer token (`?token=` or `Authorization: Bearer`); empty: open.
     pub token: String,
+    /// Named tokens (`[[server.tokens]]`), each with allowances of its own: a client presenting one may use `/ws`
+    /// and `POST /info`, and its connections, subscriptions and messages count against the token, not its IP.
+    pub tokens: Vec<NamedToken>,
     /// Blocks of trades/l4Book frames kept for connections that fall behind, and their byte cap.
     pub backlog_blocks: usize,
     pub backlog_bytes: usize,
@@ -106,6 +109,49 @@ pub struct ServerConfig {
     pub ipv6_prefix_len: u8,
 }
 
+/// A named bearer token and its allowances across all of its connections; an unset one is the per-IP default
+/// (`max_connections_per_ip`, `max_subscriptions_per_ip`, `max_messages_per_minute_per_ip`).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NamedToken {
+    /// Names the token in refusals and logs (never the token itself).
+    pub name: String,
+    pub token: String,
+    pub max_connections: Option<usize>,
+    pub max_subscriptions: Option<usize>,
+    pub max_messages_per_minute: Option<u32>,
+}
+
+impl NamedToken {
+    /// Its allowances: (connections, subscriptions, messages a minute), the per-IP ones where unset.
+    pub fn allowances(&self, c: &ServerConfig) -> (usize, usize, u32) {
+        (
+            self.max_connections.unwrap_or(c.max_connections_per_ip),
+            self.max_subscriptions.unwrap_or(c.max_subscriptions_per_ip),
+            self.max_messages_per_minute.unwrap_or(c.max_messages_per_minute_per_ip),
+        )
+    }
+}
+
+/// Named tokens have names, are told apart from each other and from `server.token`, and allow at least one of
+/// everything they set.
+pub(super) fn check_tokens(c: &ServerConfig) -> Result<(), super::ConfigError> {
+    let bad = |why: String| Err(super::invalid("server.tokens", &why));
+    for (n, t) in c.tokens.iter().enumerate() {
+        if t.name.is_empty() || t.token.is_empty() {
+            return bad(format!("entry {n}: a name and a token"));
+        }
+        if t.token == c.token || c.tokens[..n].iter().any(|o| o.token == t.token || o.name == t.name) {
+            return bad(format!("{:?}: its name and token must be its own", t.name));
+        }
+        let (conns, subs, msgs) = t.allowances(c);
+        if conns == 0 || subs == 0 || msgs == 0 {
+            return bad(format!("{:?}: limits must be at least 1", t.name));
+        }
+    }
+    Ok(())
+}
+
 /// Every read type a node's info server (`--serve-info`) answers, as the node's README lists them
 /// (../shared/docs/hl-node-info-server.md). `fileSnapshot`, the one that writes, is not among them. Per-user
 /// reads are public on the exchange too, so passing them on tells a client nothing it could not ask there.
@@ -162,6 +208,7 @@ impl Default for ServerConfig {
             // The WebSocket cap (`max_connections_per_ip`) and room for plain requests beside it.
             max_http_connections_per_ip: 200,
             token: String::new(),
+            tokens: Vec::new(),
             backlog_blocks: 2_048,
             backlog_bytes: 256 << 20,
             conn_budget_bytes: 64 << 20,

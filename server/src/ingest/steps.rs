@@ -169,12 +169,15 @@ fn times(b: &Block, line: Stream, read: UnixNanos) -> LineTimes {
     }
 }
 
-/// Counts and logs a step's inconsistencies.
+/// Counts a step's copy-on-write copies, and counts and logs its inconsistencies.
 fn report(shared: &Shared, a: &Applied) {
+    let c = &shared.health().counters();
+    if a.copies > 0 {
+        c.book_copies.add(u64::from(a.copies));
+    }
     if a.inconsistencies.is_empty() {
         return;
     }
-    let c = &shared.health().counters();
     c.inconsistencies.add(a.inconsistencies.len() as u64);
     for i in &a.inconsistencies {
         tracing::warn!(coin = %i.coin, oid = i.oid, height = a.height, "inconsistency: {:?}", i.kind);

@@ -106,7 +106,7 @@ pub struct L4Snapshot {
 }
 
 crate::state::counter::counters! {
-    /// Counters of the publish stage, exported as `hlbook_publish_<name>` and under `publish` in `/health`.
+    /// Counters of the publish stage, exported as `hlbook_publish_<name>` and under `publish` in the admin `/health`.
     pub struct PublishCounters {
         /// Publish passes run.
         passes,
@@ -124,7 +124,9 @@ crate::state::counter::counters! {
         l4_frames,
         /// l4Book snapshots built.
         l4_snapshots,
-        /// Coin books copied under the books' read lock for l4Book snapshots (at most once per coin and block).
+        /// Coin books taken under the books' read lock for l4Book snapshot jobs: at most once per coin and pass,
+        /// and not again until the next block once its snapshot is made. A take is O(1), the book shared
+        /// copy-on-write; what it costs the writer is ingest's `book_copies`.
         l4_snapshot_copies,
         /// l4Book snapshot requests answered with a frame already made at that height (no copy, no lock).
         l4_snapshots_shared,

@@ -1,17 +1,19 @@
 //! l4Book snapshot requests: held until the books are complete, then served at most once per coin and block.
 //!
-//! A snapshot is a copy of the coin's book taken under the books' read lock (ingest's writer waits meanwhile),
-//! serialized on the rayon pool. Subscribe/unsubscribe churn over every coin used to copy each coin again on every
-//! pass and queue a job per pass on rayon's unbounded queue. Now:
+//! A snapshot is the coin's book taken under the books' read lock and serialized on the rayon pool with no lock.
+//! The take is O(1): each coin's book is copy-on-write (`Books::shared_coin`), so the lock ingest's writer waits
+//! on is held for a reference count per coin, never a deep clone. The writer copies a coin only if the next block
+//! changes it while its snapshot is still being serialized (`book_copies` in ingest's counters). Subscribe/
+//! unsubscribe churn over every coin used to copy each coin again on every pass and queue a job per pass on
+//! rayon's unbounded queue. Now:
 //! - a frame made at a complete height is kept for that height (and that load of the books): every later request
 //!   for the coin until the next complete block, a repair or a reload gets the same frame, with no copy and no
 //!   lock. Between two complete blocks no l4Book update of the coin can be published, so the frame's `after_seq`
 //!   still holds;
 //! - at most one job runs: requests that come meanwhile wait here (a sender each, no copy) and are served from
 //!   what it made or by the next job, so copies alive at once are one job's, never one per pass;
-//! - a request whose subscriber left is dropped before any copy, and again before serializing.
-//!
-//! Copies of coins not yet made at this height still happen under the read lock (`take_copies`).
+//! - a request whose subscriber left is dropped before any take, and again before serializing, and the job lets
+//!   each book go as soon as its frame is made, so the writer rarely finds one still held.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -42,10 +44,10 @@ pub(super) struct Snapshots {
     running: Arc<AtomicBool>,
 }
 
-/// Copies taken under the read lock for one job.
+/// Books taken (shared, O(1) each) under the read lock for one job.
 #[derive(Debug, Default)]
 pub(super) struct Copies {
-    books: Vec<(Coin, Option<CoinBook>)>,
+    books: Vec<(Coin, Option<Arc<CoinBook>>)>,
     requests: Vec<SnapshotRequest>,
     at: At,
 }
@@ -64,8 +66,8 @@ impl Snapshots {
     }
 
     /// Under the read lock, books complete at `at`: answers every request a frame of these books was made for,
-    /// and copies the coins of the rest unless a job is still running (they wait for it). `fresh`: some coin was repaired, so no
-    /// frame made before is kept.
+    /// and takes the coins of the rest (shared, no copy) unless a job is still running (they wait for it).
+    /// `fresh`: some coin was repaired, so no frame made before is kept.
     pub(super) fn take_copies(&mut self, books: &Books, at: At, fresh: bool, hub: &Hub) -> Copies {
         if at != self.at || fresh {
             self.made.clear();
@@ -94,7 +96,7 @@ impl Snapshots {
         let mut seen = rustc_hash::FxHashSet::default();
         for (coin, _) in &copies.requests {
             if seen.insert(coin.clone()) {
-                copies.books.push((coin.clone(), books.coin(coin).cloned()));
+                copies.books.push((coin.clone(), books.shared_coin(coin)));
             }
         }
         hub.counters.l4_snapshot_copies.add(copies.books.len() as u64);
@@ -132,7 +134,7 @@ impl Snapshots {
 
 /// One frame per coin, sent to every request of it still open; returns the frames made.
 fn serialize(
-    books: Vec<(Coin, Option<CoinBook>)>,
+    books: Vec<(Coin, Option<Arc<CoinBook>>)>,
     requests: Vec<SnapshotRequest>,
     after_seq: u64,
     audit: Audit,
@@ -150,9 +152,11 @@ fn serialize(
             hub.counters.l4_snapshots_abandoned.inc();
             continue;
         }
-        let book = book.unwrap_or_else(|| CoinBook::new(coin.clone()));
+        let book = book.unwrap_or_else(|| Arc::new(CoinBook::new(coin.clone())));
         // The snapshot is the books at `audit.height`: that block's stage times are its own.
         let json = json::l4_snapshot(&book, audit.height(), audit.block_time());
+        // Let the book go before sending: the writer copies a coin only while a snapshot still holds it.
+        drop(book);
         let frame = Arc::new(Frame::new(after_seq, json, Audit { published: now_nanos(), ..audit }));
         hub.counters.l4_snapshots.inc();
         let snap = L4Snapshot { after_seq, frame };

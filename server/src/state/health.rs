@@ -66,7 +66,7 @@ impl std::fmt::Display for HealthState {
 
 crate::state::counter::counters! {
     /// Counters of everything ingest does, over the process's life (across resyncs, unlike a `Books`' own
-    /// `BookCounters`); all monotonic. Exported as `hlbook_ingest_<name>` and under `counters` in `/health`.
+    /// `BookCounters`); all monotonic. Exported as `hlbook_ingest_<name>` and under `counters` in the admin `/health`.
     pub struct IngestCounters {
         /// Lines read from the sources.
         lines,
@@ -141,6 +141,10 @@ crate::state::counter::counters! {
         diff_parts,
         /// Streaming: an open block's parts taken back for a reader of complete books (`book::undo`).
         roll_backs,
+        /// Coin books copied before a change because a reader still held them (copy-on-write): an l4Book snapshot
+        /// (or an `/l4snapshot` export) being serialized when the next block changed its coin. Each is one copy of
+        /// that coin's whole book.
+        book_copies,
     }
 }
 

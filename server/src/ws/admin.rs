@@ -1,10 +1,13 @@
 //! The operator's endpoints, on their own listener (`server.admin_listen`, loopback by default): `/status`,
-//! `/metrics`, `/l4snapshot` and the status page at `/`, plus `/health`. They are not for clients: `/l4snapshot`
-//! names every resting order's user, and all of them cost more than a client should be able to ask for.
+//! `/metrics`, `/l4snapshot` and the status page at `/`, plus `/health` with every counter and source. They are
+//! not for clients: `/l4snapshot` names every resting order's user, `/health` the sources' paths and addresses,
+//! and all of them cost more than a client should be able to ask for.
 //!
-//! `/l4snapshot` copies the books coin by coin, each under a brief read lock, so ingest never waits for the whole
-//! export; coins that blocks changed meanwhile are copied again under one lock at the end, so the document is
-//! still the books at a single height. One export runs at a time.
+//! `/l4snapshot` takes the books coin by coin, each under a brief read lock (a shared copy-on-write book, O(1)), so
+//! ingest never waits for the export; coins that blocks changed meanwhile are taken again under one lock at the
+//! end, so the document is still the books at a single height. One export runs at a time.
+
+use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Query, Request, State};
@@ -15,7 +18,7 @@ use axum::routing::get;
 use rustc_hash::FxHashSet;
 use serde::Deserialize;
 
-use super::http::{AppState, health};
+use super::http::{AppState, health_detail};
 use crate::book::export::write_snapshot;
 use crate::book::{Books, CoinBook};
 use crate::node::Coin;
@@ -33,7 +36,7 @@ pub fn router(state: AppState) -> Router {
             async move { if ok { next.run(req).await } else { super::auth::unauthorized() } }
         }))
         // Added after the token layer, so it stays open: systemd's and the balancers' checks carry no token.
-        .route("/health", get(health))
+        .route("/health", get(health_detail))
         .with_state(state)
 }
 
@@ -108,8 +111,8 @@ fn epoch(shared: &Shared) -> (u64, u64) {
     (shared.installs(), shared.health().counters().repairs.get())
 }
 
-/// The books (or `only` those coins) at one height, copied coin by coin under brief read locks, each taken when no
-/// block is half-applied (whole orders only).
+/// The books (or `only` those coins) at one height, taken coin by coin (shared, `Books::shared_coin`) under brief
+/// read locks, each taken when no block is half-applied (whole orders only).
 pub fn consistent_copy(shared: &Shared, only: Option<&[Coin]>) -> Result<Books, &'static str> {
     const TRIES: usize = 3;
     let complete = || {
@@ -124,10 +127,10 @@ pub fn consistent_copy(shared: &Shared, only: Option<&[Coin]>) -> Result<Books, 
             None => complete()?.coin_names(),
         };
         // (coin, its book, the height it was copied at)
-        let mut copies: Vec<(Coin, Option<CoinBook>, u64)> = Vec::with_capacity(names.len());
+        let mut copies: Vec<(Coin, Option<Arc<CoinBook>>, u64)> = Vec::with_capacity(names.len());
         for c in names {
             let books = complete()?;
-            let book = books.coin(&c).cloned();
+            let book = books.shared_coin(&c);
             copies.push((c, book, books.height()));
         }
         let books = complete()?;
@@ -139,19 +142,19 @@ pub fn consistent_copy(shared: &Shared, only: Option<&[Coin]>) -> Result<Books, 
         let Some(changed) = coins_changed(shared, oldest, height) else { continue };
         for (coin, book, at) in &mut copies {
             if *at < height && changed.iter().any(|(h, c)| h > at && c == coin) {
-                *book = books.coin(coin).cloned();
+                *book = books.shared_coin(coin);
             }
         }
         if only.is_none() {
             // Coins that appeared since the names were read (a snapshot install would have changed the epoch).
             let have: FxHashSet<Coin> = copies.iter().map(|c| c.0.clone()).collect();
             for c in books.coin_names().into_iter().filter(|c| !have.contains(c)) {
-                let book = books.coin(&c).cloned();
+                let book = books.shared_coin(&c);
                 copies.push((c, book, height));
             }
         }
         drop(books);
-        return Ok(Books::new(height, copies.into_iter().filter_map(|c| c.1)));
+        return Ok(Books::from_shared(height, copies.into_iter().filter_map(|c| c.1)));
     }
     Err("the books changed under three exports in a row (snapshot installs or repairs); try again")
 }

@@ -39,13 +39,16 @@ mod write;
 use chain::{Chain, Link};
 
 /// How a connection wants its frames.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Options {
     pub deflate: bool,
     pub audit: bool,
     pub batch: bool,
     /// The client IP the per-IP user cap counts (`None`: uncapped, e.g. in-process tests).
     pub ip: Option<std::net::IpAddr>,
+    /// Whom the subscription and message allowances count: the IP, or the named token it presented (`None`:
+    /// uncapped).
+    pub who: Option<super::ip_quota::Who>,
 }
 
 /// `post` requests of one connection in flight at once.
@@ -190,8 +193,8 @@ impl<S> Drop for Conn<S> {
         for (_, (s, _, _)) in self.subs.drain() {
             self.ctx.hub.remove(&s.want);
             release_user(&self.ctx, self.opts.ip, &s.want);
-            if let Some(ip) = self.opts.ip {
-                self.ctx.ip_quota.unsubscribe(ip);
+            if let Some(who) = &self.opts.who {
+                self.ctx.ip_quota.unsubscribe(who);
             }
             self.ctx.counters.subscription_delta(s.channel(), -1);
         }

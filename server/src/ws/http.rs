@@ -1,6 +1,8 @@
-//! The public router: `/ws`, `POST /info` for SDKs, and `/health` for balancers. The operator's endpoints
-//! (`/status`, `/metrics`, `/l4snapshot`, the status page) are on the admin listener (`admin`), never here.
+//! The public router: `/ws`, `POST /info` for SDKs, and `/health` for balancers (state, height and lag only).
+//! The operator's endpoints (`/status`, `/metrics`, `/l4snapshot`, the status page, the detailed `/health`) are
+//! on the admin listener (`admin`), never here.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -47,7 +49,8 @@ pub fn router(state: AppState) -> Router {
 /// `POST /info`: l2Book from our books, the allowed market types through the node, anything else refused.
 async fn info(State(s): State<AppState>, ConnectInfo(peer): ConnectInfo<SocketAddr>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
-    if !super::auth::authorized(&s.ws.cfg.token, parts.uri.query(), &parts.headers) {
+    let access = super::auth::access(&s.ws.cfg.token, &s.ws.cfg.tokens, parts.uri.query(), &parts.headers);
+    if access == super::auth::Access::Refused {
         return super::auth::unauthorized();
     }
     let Ok(body) = axum::body::to_bytes(body, s.ws.cfg.max_frame_bytes).await else {
@@ -66,26 +69,48 @@ async fn info(State(s): State<AppState>, ConnectInfo(peer): ConnectInfo<SocketAd
 }
 
 /// 200 while the books follow the node (`live`, `catching_up`), 503 otherwise, so a balancer can drop a server
-/// whose books are stale or being rebuilt, or whose threads died.
+/// whose books are stale or being rebuilt, or whose threads died. Public, so it says only the state, height and
+/// lags (and why the service failed): source paths, NATS addresses and counters are for the operator
+/// (`health_detail`, on the admin listener).
 pub async fn health(State(s): State<AppState>) -> Response {
-    let h = &s.ws.state.health();
+    answer(&s, |_| {})
+}
+
+/// `/health` on the admin listener: the public answer plus connections, budget, subscriptions, every counter
+/// and each source.
+pub async fn health_detail(State(s): State<AppState>) -> Response {
+    answer(&s, |body| {
+        let ws = &*s.ws;
+        let h = ws.state.health();
+        body["connections"] = ws.limits.open().into();
+        body["budget"] = serde_json::json!({"held": ws.budgets.held(), "max": ws.budgets.max_total()});
+        body["subscriptions"] = serde_json::json!(ws.counters.subscriptions().into_iter().collect::<BTreeMap<_, _>>());
+        body["counters"] = serde_json::json!(h.counters().to_map());
+        body["sources"] = h.sources().to_json();
+        body["ws"] = by_name(crate::audit::Exposed::ws_counters(ws));
+        body["publish"] = by_name(crate::audit::Exposed::publish_counters(ws));
+    })
+}
+
+/// The state, height and lags, with `more` added, as 200 or 503.
+fn answer(s: &AppState, more: impl FnOnce(&mut serde_json::Value)) -> Response {
+    let h = s.ws.state.health();
     let state = h.state();
     let (block_lag, node_lag) = h.lag();
     let mut body = serde_json::json!({
         "state": state,
         "height": h.height(),
         "lag_ms": {"block": block_lag / 1_000_000, "node_write": node_lag / 1_000_000},
-        "connections": s.ws.limits.open(),
-        "budget": {"held": s.ws.budgets.held(), "max": s.ws.budgets.max_total()},
-        "subscriptions": s.ws.counters.subscriptions().into_iter().collect::<std::collections::BTreeMap<_, _>>(),
-        "counters": h.counters().to_map(),
-        "sources": h.sources().to_json(),
-        "ws": crate::audit::Exposed::ws_counters(&*s.ws).into_iter().map(|c| (c.name, c.value)).collect::<std::collections::BTreeMap<_, _>>(),
-        "publish": crate::audit::Exposed::publish_counters(&*s.ws).into_iter().map(|c| (c.name, c.value)).collect::<std::collections::BTreeMap<_, _>>(),
     });
+    more(&mut body);
     if let Some(why) = h.failure() {
         body["failure"] = serde_json::Value::String(why);
     }
     let code = if state.serving() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (code, axum::Json(body)).into_response()
+}
+
+/// Counters as a JSON object by name.
+fn by_name(list: Vec<crate::state::counter::Named>) -> serde_json::Value {
+    serde_json::json!(list.into_iter().map(|c| (c.name, c.value)).collect::<BTreeMap<_, _>>())
 }

@@ -1,9 +1,8 @@
 //! Connection admission: total and per-IP caps, and new connections a minute per IP. A refused client gets an
 //! HTTP 429 before the upgrade, so abuse costs us one response and touches no other connection. An IP's entry
 //! lives while it has connections or its rate window is open: windows older than a minute are swept, so IPs that
-//! came and went cost nothing.
+//! came and went cost nothing. A named token's connections count against the token's own cap instead (`Who`).
 
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
@@ -11,6 +10,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 
+use super::ip_quota::Who;
 use crate::config::ServerConfig;
 
 #[derive(Debug, Default)]
@@ -32,7 +32,7 @@ impl PerIp {
 
 #[derive(Debug)]
 struct IpTable {
-    map: FxHashMap<IpAddr, PerIp>,
+    map: FxHashMap<Who, PerIp>,
     swept: Instant,
 }
 
@@ -40,6 +40,8 @@ struct IpTable {
 pub struct Limits {
     max_total: usize,
     max_per_ip: usize,
+    /// Named tokens' connection caps.
+    per_token: FxHashMap<Arc<str>, usize>,
     new_per_minute: u32,
     open: AtomicUsize,
     ips: Mutex<IpTable>,
@@ -49,17 +51,17 @@ pub struct Limits {
 #[derive(Debug)]
 pub struct Admitted {
     limits: Arc<Limits>,
-    ip: IpAddr,
+    who: Who,
 }
 
 impl Drop for Admitted {
     fn drop(&mut self) {
         self.limits.open.fetch_sub(1, Relaxed);
         let mut ips = self.limits.ips.lock();
-        if let Some(p) = ips.map.get_mut(&self.ip) {
+        if let Some(p) = ips.map.get_mut(&self.who) {
             p.open = p.open.saturating_sub(1);
             if p.idle(Instant::now()) {
-                ips.map.remove(&self.ip);
+                ips.map.remove(&self.who);
             }
         }
     }
@@ -70,6 +72,7 @@ impl Limits {
         Limits {
             max_total: c.max_connections,
             max_per_ip: c.max_connections_per_ip,
+            per_token: c.tokens.iter().map(|t| (t.name.as_str().into(), t.allowances(c).0)).collect(),
             new_per_minute: c.new_connections_per_minute_per_ip,
             open: AtomicUsize::new(0),
             ips: Mutex::new(IpTable { map: FxHashMap::default(), swept: Instant::now() }),
@@ -85,8 +88,8 @@ impl Limits {
         self.ips.lock().map.len()
     }
 
-    /// Admits a connection from `ip`, or says which limit refused it.
-    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Admitted, String> {
+    /// Admits a connection from `who`, or says which limit refused it.
+    pub fn admit(self: &Arc<Self>, who: Who) -> Result<Admitted, String> {
         let mut ips = self.ips.lock();
         let now = Instant::now();
         if now.duration_since(ips.swept) >= WINDOW {
@@ -96,21 +99,25 @@ impl Limits {
         if self.open.load(Relaxed) >= self.max_total {
             return Err(format!("server full: {} connections", self.max_total));
         }
-        let p = ips.map.entry(ip).or_default();
-        if p.open >= self.max_per_ip {
-            return Err(format!("too many connections from {ip} (limit {})", self.max_per_ip));
+        let max = match &who {
+            Who::Token(name) => self.per_token.get(name).copied().unwrap_or(self.max_per_ip),
+            Who::Ip(_) => self.max_per_ip,
+        };
+        let p = ips.map.entry(who.clone()).or_default();
+        if p.open >= max {
+            return Err(format!("too many connections from {who} (limit {max})"));
         }
         if p.window_start.is_none_or(|t| now.duration_since(t) >= WINDOW) {
             p.window_start = Some(now);
             p.new_in_window = 0;
         }
         if p.new_in_window >= self.new_per_minute {
-            return Err(format!("too many new connections from {ip} (limit {} a minute)", self.new_per_minute));
+            return Err(format!("too many new connections from {who} (limit {} a minute)", self.new_per_minute));
         }
         p.new_in_window += 1;
         p.open += 1;
         self.open.fetch_add(1, Relaxed);
-        Ok(Admitted { limits: self.clone(), ip })
+        Ok(Admitted { limits: self.clone(), who })
     }
 }
 
@@ -127,17 +134,35 @@ mod tests {
             ..ServerConfig::default()
         };
         let l = Arc::new(Limits::new(&c));
-        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
-        let a1 = l.admit(a).unwrap();
-        let _a2 = l.admit(a).unwrap();
-        assert!(l.admit(a).unwrap_err().contains("too many connections from 10.0.0.1"));
-        let _b1 = l.admit(b).unwrap();
+        let (a, b) = (Who::Ip("10.0.0.1".parse().unwrap()), Who::Ip("10.0.0.2".parse().unwrap()));
+        let a1 = l.admit(a.clone()).unwrap();
+        let _a2 = l.admit(a.clone()).unwrap();
+        assert!(l.admit(a.clone()).unwrap_err().contains("too many connections from 10.0.0.1"));
+        let _b1 = l.admit(b.clone()).unwrap();
         assert!(l.admit(b).unwrap_err().contains("server full"));
         drop(a1);
         assert_eq!(l.open(), 2);
         // The third new connection this minute from `a` is allowed; the fourth is not, even with room.
-        let a3 = l.admit(a).unwrap();
+        let a3 = l.admit(a.clone()).unwrap();
         drop(a3);
         assert!(l.admit(a).unwrap_err().contains("a minute"));
+    }
+
+    #[test]
+    fn a_named_tokens_connections_count_against_its_own_cap() {
+        let desk = crate::config::NamedToken {
+            name: "desk".into(),
+            token: "t".into(),
+            max_connections: Some(3),
+            ..Default::default()
+        };
+        let c = ServerConfig { max_connections_per_ip: 1, tokens: vec![desk], ..ServerConfig::default() };
+        let l = Arc::new(Limits::new(&c));
+        let (token, ip) = (Who::Token("desk".into()), Who::Ip("10.0.0.1".parse().unwrap()));
+        let held: Vec<Admitted> = (0..3).map(|_| l.admit(token.clone()).unwrap()).collect();
+        assert!(l.admit(token).unwrap_err().contains("too many connections from token desk (limit 3)"));
+        let _ip = l.admit(ip.clone()).expect("the IP's own cap is untouched by the token's connections");
+        assert!(l.admit(ip).is_err(), "the per-IP 1");
+        drop(held);
     }
 }

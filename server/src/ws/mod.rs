@@ -72,7 +72,7 @@ pub struct WsContext {
 }
 
 crate::state::counter::counters! {
-    /// Counters of the serving stage, exported as `hlbook_ws_<name>` and under `ws` in `/health`.
+    /// Counters of the serving stage, exported as `hlbook_ws_<name>` and under `ws` in the admin `/health`.
     pub struct WsCounters {
         /// WebSocket connections accepted.
         connections_accepted,

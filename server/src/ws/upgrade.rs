@@ -21,6 +21,7 @@ use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use super::WsContext;
 use super::conn::{Conn, Options};
 use super::deflate::{InflateLayer, Inflater, negotiate};
+use super::ip_quota::Who;
 
 /// Bytes tungstenite reads (and zeroes beforehand) per poll of a client socket.
 const READ_BUFFER: usize = 4 << 10;
@@ -78,24 +79,28 @@ pub async fn ws(
     mut req: Request,
 ) -> Response {
     let h = req.headers();
-    if !super::auth::authorized(&ctx.cfg.token, req.uri().query(), h) {
-        return super::auth::unauthorized();
-    }
+    let token = match super::auth::access(&ctx.cfg.token, &ctx.cfg.tokens, req.uri().query(), h) {
+        super::auth::Access::Refused => return super::auth::unauthorized(),
+        super::auth::Access::Shared => None,
+        super::auth::Access::Named(name) => Some(name),
+    };
     let Some(key) = websocket_key(h) else {
         return (StatusCode::BAD_REQUEST, "expected a WebSocket upgrade (version 13)").into_response();
     };
     let client = ip_group(client_ip(peer.ip(), h, &ctx.cfg.trusted_proxies), ctx.cfg.ipv6_prefix_len);
+    // A named token's connections, subscriptions and messages count against the token, wherever it connects from.
+    let who = token.map_or(Who::Ip(client), Who::Token);
     // The global budget is a hard bound: a connection it has no room for is not taken.
     if !ctx.budgets.room(super::budget::CONN_BYTES) {
         ctx.counters.connections_refused.inc();
         let why = "server busy: its byte budget for all connections is exhausted (server.global_budget_bytes)";
         return (StatusCode::SERVICE_UNAVAILABLE, why).into_response();
     }
-    let admitted = match ctx.limits.admit(client) {
+    let admitted = match ctx.limits.admit(who.clone()) {
         Ok(a) => a,
         Err(why) => {
             ctx.counters.connections_refused.inc();
-            tracing::debug!(%peer, %client, "connection refused: {why}");
+            tracing::debug!(%peer, %who, "connection refused: {why}");
             return (StatusCode::TOO_MANY_REQUESTS, why).into_response();
         }
     };
@@ -109,6 +114,7 @@ pub async fn ws(
         audit: flag(q.audit.as_deref()) && !audit_stripped_for_test(),
         batch: flag(q.batch.as_deref()),
         ip: Some(client),
+        who: Some(who),
     };
     let max = ctx.cfg.max_frame_bytes;
     let inflater = agreed.as_ref().map(|a| Inflater::new(a.client_no_context_takeover, max));

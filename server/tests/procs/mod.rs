@@ -318,17 +318,16 @@ pub fn sim_snapshot(info_url: &str, path: &Path) -> hlbook::book::Books {
     books_from_snapshot(&std::fs::read(path).unwrap())
 }
 
-/// The books of the server at `base` (its admin listener `admin`) once it reaches block `last`, with its /health,
+/// The books of the server whose admin listener is `admin` once it reaches block `last`, with its admin /health,
 /// after checking that no block was missing, broken, inconsistent, malformed or applied twice, and that `applied`
 /// blocks were applied (each once).
 pub fn clean_books_at(
-    base: &str,
     admin: &str,
     last: u64,
     applied: u64,
     timeout: Duration,
 ) -> (hlbook::book::Books, serde_json::Value) {
-    let h = wait_health(base, timeout, |h| h["height"].as_u64() == Some(last));
+    let h = wait_health(admin, timeout, |h| h["height"].as_u64() == Some(last));
     let books = books_from_snapshot(&get_bytes(&format!("{admin}/l4snapshot")).expect("snapshot"));
     for zero in ["gaps", "inconsistencies", "malformed_lines", "broken_blocks", "blocks_already_applied"] {
         assert_eq!(counter(&h, zero), 0, "{zero}: {h}");

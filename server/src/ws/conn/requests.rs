@@ -64,11 +64,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         let max = self.ctx.cfg.max_messages_per_minute;
         let why = if self.window_messages > max {
             format!("more than {max} messages a minute")
-        } else if let Some(ip) = self.opts.ip
-            && !self.ctx.ip_quota.message(ip)
+        } else if let Some(who) = &self.opts.who
+            && !self.ctx.ip_quota.message(who)
         {
-            let max = self.ctx.ip_quota.max_messages();
-            format!("more than {max} messages a minute from this IP (server.max_messages_per_minute_per_ip)")
+            self.ctx.ip_quota.messages_refusal(who)
         } else {
             return Ok(());
         };
@@ -106,17 +105,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             self.pending.push(protocol::error(&text));
             return;
         }
-        if let Some(ip) = self.opts.ip
-            && !self.ctx.ip_quota.try_subscribe(ip)
+        if let Some(who) = &self.opts.who
+            && !self.ctx.ip_quota.try_subscribe(who)
         {
             self.ctx.counters.protocol_errors.inc();
-            self.pending.push(protocol::error(&crate::ws::ip_quota::refusal(self.ctx.ip_quota.max_subs(), &s.echo)));
+            self.pending.push(protocol::error(&self.ctx.ip_quota.refusal(who, &s.echo)));
             return;
         }
-        // Gives the IP's place back on every way out below that keeps nothing.
-        let give_back = |ctx: &crate::ws::WsContext, ip: Option<std::net::IpAddr>| {
-            if let Some(ip) = ip {
-                ctx.ip_quota.unsubscribe(ip);
+        // Gives the IP's (or token's) place back on every way out below that keeps nothing.
+        let give_back = |ctx: &crate::ws::WsContext, who: Option<&crate::ws::ip_quota::Who>| {
+            if let Some(who) = who {
+                ctx.ip_quota.unsubscribe(who);
             }
         };
         if let (Want::User { user, .. }, Some(ip)) = (&s.want, self.opts.ip) {
@@ -125,7 +124,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                 self.ctx.counters.protocol_errors.inc();
                 let max = if why == crate::ws::user_cap::Refused::Users { users } else { subs };
                 self.pending.push(protocol::error(&crate::ws::user_cap::refusal(why, max, &s.echo)));
-                give_back(&self.ctx, self.opts.ip);
+                give_back(&self.ctx, self.opts.who.as_ref());
                 return;
             }
         }
@@ -152,7 +151,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             (Want::Candle(c, i), _) => Delivery::Candle { key: (self.shared_coin(c), *i), state: CandleState::Waiting },
             (_, Some(slot)) => Delivery::Conflated { slot, sent: 0 },
             (_, None) => {
-                give_back(&self.ctx, self.opts.ip);
+                give_back(&self.ctx, self.opts.who.as_ref());
                 return;
             }
         };
@@ -193,8 +192,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             Some((mine, _, _)) => {
                 self.ctx.hub.remove(&mine.want);
                 release_user(&self.ctx, self.opts.ip, &mine.want);
-                if let Some(ip) = self.opts.ip {
-                    self.ctx.ip_quota.unsubscribe(ip);
+                if let Some(who) = &self.opts.who {
+                    self.ctx.ip_quota.unsubscribe(who);
                 }
                 self.ctx.counters.subscription_delta(mine.channel(), -1);
                 self.pending.push(protocol::ack("unsubscribe", &s.echo));
