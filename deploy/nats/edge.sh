@@ -7,7 +7,7 @@
 #   deploy/nats/edge.sh add NAME      writes edges/NAME.conf, prints the edge's [nats] settings and password once
 #   deploy/nats/edge.sh revoke NAME   removes it: that edge is refused at once, the others go on
 #   deploy/nats/edge.sh add-leaf NAME a region's leaf node (docs/scale-out.md, "Regions"): the link its mirrors and
-#                                     its edges' live lines and snapshot requests cross; trusted like the publisher
+#                                     its edges' live lines and snapshot requests cross, and nothing else
 #   deploy/nats/edge.sh list
 #   deploy/nats/edge.sh rebuild       only rebuilds users.conf and reloads (install.sh runs it)
 # Each rebuilds users.conf (publisher.conf and every edge) and reloads nats-server.
@@ -15,9 +15,18 @@
 #   NATS_RELOAD  the reload command (default: systemctl reload nats-server, when systemd runs)
 #   STREAMS      the streams an edge may read, STREAM:PREFIX (default "HL:hl HL2:hl2")
 #   PASSWORD     the new edge's password (default: 24 random bytes, hex), for secrets kept elsewhere
+#   DOMAIN       add: the JetStream domain the edge reads (its nats.domain; default none: its server's own): its
+#                JetStream permissions are then on $JS.DOMAIN.API.… as well as $JS.API.… (a server checks a
+#                request to its own domain's API after mapping it to $JS.API.…; another domain's goes out as is)
+#   HUB_DOMAIN   add-leaf: the hub's JetStream domain, which the leaf's mirrors read (default hub)
 set -euo pipefail
 dir="${NATS_DIR:-/etc/nats}"
 streams="${STREAMS:-HL:hl HL2:hl2}"
+domain="${DOMAIN:-}"
+hub_domain="${HUB_DOMAIN:-hub}"
+for d in "$domain" "$hub_domain"; do
+	[[ "$d" =~ ^[A-Za-z0-9_-]*$ ]] || { echo "edge.sh: DOMAIN, HUB_DOMAIN: letters, digits, _ and - only" >&2; exit 2; }
+done
 usage() {
 	echo "usage: edge.sh add NAME | revoke NAME | list" >&2
 	exit 2
@@ -30,19 +39,28 @@ if [ "$cmd" = add ] || [ "$cmd" = add-leaf ] || [ "$cmd" = revoke ]; then
 	[[ "$name" =~ ^[A-Za-z0-9_-]+$ ]] || { echo "edge.sh: NAME: letters, digits, _ and - only" >&2; exit 2; }
 fi
 
-# One edge's user entry: name, password; its subjects for each STREAM:PREFIX of $streams.
+# One edge's user entry: name, password; its subjects for each STREAM:PREFIX of $streams, its JetStream API also in
+# $domain (a domain's API is $JS.<domain>.API).
 edge_conf() {
-	local n="$1" pass="$2" pubs=""
+	local n="$1" pass="$2" pubs="" api
 	local subs="\"_INBOX_$n.>\""
-	for sp in $streams; do
-		local s="${sp%%:*}" p="${sp#*:}" o="OBJ_${sp%%:*}_SNAPSHOTS"
+	for api in "\$JS.API" ${domain:+"\$JS.$domain.API"}; do
 		pubs="$pubs
-          \"$p.snapshot.request\",
-          \"\$JS.API.STREAM.INFO.$s\", \"\$JS.API.STREAM.MSG.GET.$s\", \"\$JS.API.DIRECT.GET.$s\", \"\$JS.API.DIRECT.GET.$s.>\",
-          \"\$JS.API.CONSUMER.CREATE.$s.$n\", \"\$JS.API.CONSUMER.CREATE.$s.$n.>\",
-          \"\$JS.API.CONSUMER.INFO.$s.$n\", \"\$JS.API.CONSUMER.DELETE.$s.$n\", \"\$JS.API.CONSUMER.MSG.NEXT.$s.$n\",
-          \"\$JS.API.STREAM.INFO.$o\", \"\$JS.API.STREAM.MSG.GET.$o\", \"\$JS.API.DIRECT.GET.$o\", \"\$JS.API.DIRECT.GET.$o.>\",
-          \"\$JS.API.CONSUMER.CREATE.$o\", \"\$JS.FC.$o.>\","
+          \"$api.INFO\","
+		for sp in $streams; do
+			local s="${sp%%:*}" o="OBJ_${sp%%:*}_SNAPSHOTS"
+			pubs="$pubs
+          \"$api.STREAM.INFO.$s\", \"$api.STREAM.MSG.GET.$s\", \"$api.DIRECT.GET.$s\", \"$api.DIRECT.GET.$s.>\",
+          \"$api.CONSUMER.CREATE.$s.$n\", \"$api.CONSUMER.CREATE.$s.$n.>\",
+          \"$api.CONSUMER.INFO.$s.$n\", \"$api.CONSUMER.DELETE.$s.$n\", \"$api.CONSUMER.MSG.NEXT.$s.$n\",
+          \"$api.STREAM.INFO.$o\", \"$api.STREAM.MSG.GET.$o\", \"$api.DIRECT.GET.$o\", \"$api.DIRECT.GET.$o.>\",
+          \"$api.CONSUMER.CREATE.$o\","
+		done
+	done
+	for sp in $streams; do
+		local p="${sp#*:}" o="OBJ_${sp%%:*}_SNAPSHOTS"
+		pubs="$pubs
+          \"$p.snapshot.request\", \"\$JS.FC.$o.>\","
 		subs="$subs, \"$p.by-block.*\", \"$p.streaming.*\""
 	done
 	cat <<CONF
@@ -52,11 +70,46 @@ edge_conf() {
     password: "$pass"
     permissions: {
       publish: {
-        allow: [
-          "\$JS.API.INFO",$pubs
+        allow: [$pubs
         ]
       }
       subscribe: { allow: [$subs] }
+    }
+  }
+CONF
+}
+
+# A leaf node's user entry: name, password. A leaf user's permissions are the link's, seen from the hub: what it
+# may publish goes from the leaf to the hub, what it may subscribe to from the hub to the leaf (docs.nats.io, "Leaf
+# Nodes"). Leaf to hub: what the region's mirrors ask ($JS.<hub>.API.CONSUMER.CREATE of the stream and its
+# snapshot store, their flow-control answers) and its edges' snapshot requests, as a trace of the link shows.
+# Hub to leaf: everything the region reads anyway (lines, mirror deliveries, API and snapshot answers), but not the
+# publisher's replies, other clients' acks and flow control, the snapshot store's raw subjects, or the requests
+# only the publisher answers. It logs in only as a leaf node.
+leaf_conf() {
+	local n="$1" pass="$2" pubs="" deny="" api="\$JS.$hub_domain.API"
+	for sp in $streams; do
+		local s="${sp%%:*}" p="${sp#*:}" o="OBJ_${sp%%:*}_SNAPSHOTS"
+		pubs="$pubs
+          \"$p.snapshot.request\",
+          \"$api.CONSUMER.CREATE.$s\", \"$api.CONSUMER.CREATE.$s.>\", \"\$JS.FC.$s.>\",
+          \"$api.CONSUMER.CREATE.$o\", \"$api.CONSUMER.CREATE.$o.>\", \"\$JS.FC.$o.>\","
+		deny="$deny, \"$p.snapshot.request\""
+	done
+	cat <<CONF
+  # Leaf node $n (deploy/nats/edge.sh add-leaf $n); revoke: deploy/nats/edge.sh revoke $n
+  {
+    user: "$n"
+    password: "$pass"
+    allowed_connection_types: ["LEAFNODE"]
+    permissions: {
+      publish: {
+        allow: [$pubs
+        ]
+      }
+      subscribe: {
+        deny: ["_INBOX_publisher.>", "\$JS.ACK.>", "\$JS.FC.>", "\$O.>", "\$JS.*.API.>"$deny]
+      }
     }
   }
 CONF
@@ -99,8 +152,7 @@ add-leaf)
 	[ ! -e "$dir/edges/$name.conf" ] || { echo "edge.sh: $name exists (revoke it first)" >&2; exit 1; }
 	pass="${PASSWORD:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}"
 	[[ "$pass" =~ ^[A-Za-z0-9_.-]+$ ]] || { echo "edge.sh: PASSWORD: letters, digits, _ . - only" >&2; exit 2; }
-	(umask 0137 && printf '  # Leaf node %s (deploy/nats/edge.sh add-leaf %s)\n  { user: "%s", password: "%s" }\n' \
-		"$name" "$name" "$name" "$pass" >"$dir/edges/$name.conf")
+	(umask 0137 && leaf_conf "$name" "$pass" >"$dir/edges/$name.conf")
 	rebuild
 	echo "# leaf $name: its password, shown only now (the leaf's leafnodes.remotes url):"
 	echo "$pass"

@@ -1,7 +1,8 @@
 //! Edges that fall behind, with the real binaries and a real `nats-server` (issue #36): an edge stopped with
 //! SIGSTOP delays no one (the other edge is fed all the while) and catches up on SIGCONT with books equal to a
 //! replay; an edge started ten minutes of mainnet blocks behind the stream reads that history through NATS and
-//! ends with the simulator's own books.
+//! ends with the simulator's own books, holding little for incomplete blocks meanwhile (the relay publishes the
+//! streams in step).
 
 #[allow(clippy::duplicate_mod)]
 mod common;
@@ -67,7 +68,9 @@ fn a_stopped_edge_delays_no_one_and_catches_up() {
 
 /// The stream holds ten minutes of mainnet blocks (the simulator writes them as fast as it can, after a pause at
 /// the start in which the test takes a snapshot); an edge bootstrapped from that early snapshot finds its place by
-/// height (binary search) and reads all of it from NATS, ending with the simulator's books at the last block.
+/// height (binary search) and reads all of it from NATS, ending with the simulator's books at the last block. The
+/// relay publishes the three streams in step, so the edge does with 64 MiB of lines held for incomplete blocks
+/// (`ingest.max_pending_bytes`; past it the books would resync): no stream of the history runs far ahead.
 #[test]
 fn an_edge_ten_minutes_behind_reads_the_history() {
     if !procs::nats::available_or_skip() {
@@ -89,11 +92,20 @@ fn an_edge_ten_minutes_behind_reads_the_history() {
     // The whole history is written (and the simulator's books taken) before the edge starts.
     let theirs = procs::sim_books_at(&info, logs.path(), last);
 
-    let source = nats.source();
-    let (mut edge, _, admin) = procs::start_edge(&source, "by-block", &snapshot, &log("edge.log"));
+    let (source, snap) = (nats.source(), snapshot.to_str().unwrap());
+    #[rustfmt::skip]
+    let args = [
+        "serve", "--source", &source, "--mode", "by-block", "--snapshot-file", snap, "--info-url", "",
+        "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--validate-interval", "0",
+        "--set", "ingest.max_pending_bytes=67108864",
+    ];
+    let mut edge = procs::Proc::start(procs::HLBOOK, &args, &log("edge.log"));
+    edge.wait_line("hlbook listening on", Duration::from_secs(20));
+    let admin = procs::admin_base(&edge);
     // Each block after the snapshot applied once.
     let (ours, h) = procs::clean_books_at(&admin, last, last - from, Duration::from_secs(300));
     procs::assert_same_books(&ours, &theirs);
+    assert_eq!(counter(&h, "pending_bytes_full"), 0, "no stream ran 64 MiB ahead of another: {h}");
     assert_eq!(counter(&h, "books_loaded"), 1, "bootstrapped once, never resynced: {h}");
     assert!(edge.stop().success());
 }

@@ -1,9 +1,11 @@
 //! A region as docs/scale-out.md lays it out: the hub (the node's host, JetStream domain `hub`, the shipped accounts)
 //! and a leaf node (domain `tokyo`, the same accounts for its edges) joined by a leaf connection; the region's
 //! mirrors of the stream and the snapshot store made with `hlbook relay --mirror-from hub`; two edges on the leaf
-//! reading only the mirrors, with no route to the hub's JetStream. Both end with the simulator's books through a
+//! reading only the mirrors, with no route to the hub's JetStream (edge2 through its domain's API, `nats.domain`,
+//! with the permissions `DOMAIN=tokyo edge.sh add` writes). Both end with the simulator's books through a
 //! publisher restart, and the messages the hub sends the leaf grow with the lines, not with the edges (counted
-//! on the hub's `/leafz`).
+//! on the hub's `/leafz`). The leaf's user on the hub (`edge.sh add-leaf`) carries what the mirrors and the
+//! region's edges need and nothing else: no stream deleted across it, no client login with it.
 
 #[allow(clippy::duplicate_mod)]
 mod procs;
@@ -48,6 +50,39 @@ fn edge(source: &str, conf: &Path, dir: &Path, name: &str) -> (Proc, String, Str
     (p, base, admin)
 }
 
+/// The password of the hub's user for the leaf connection (`edge.sh add-leaf leaf-tokyo`).
+const LEAF_PASSWORD: &str = "leaf-secret-3";
+/// The password of the leaf's all-permissions user `probe`.
+const PROBE: &str = "probe-secret-4";
+
+/// What the leaf's user lets through, tried from the leaf by `probe` (every permission in the leaf's account): a
+/// snapshot request reaches the publisher and its answer comes back (the region's edges need both), but asking
+/// the hub's JetStream to delete the stream gets no answer, and the stream is still there; the hub refuses the
+/// leaf's credentials to a client.
+fn leaf_user_is_narrow(rt: &tokio::runtime::Runtime, hub_url: &str, leaf_url: &str) {
+    rt.block_on(async {
+        let probe = async_nats::ConnectOptions::with_user_and_password("probe".into(), PROBE.into())
+            .custom_inbox_prefix("_INBOX_probe")
+            .connect(leaf_url)
+            .await
+            .expect("probe connects to the leaf");
+        let ask = |subject: &'static str, body: &'static str| {
+            let req = async_nats::Request::new().payload(body.into()).timeout(Some(Duration::from_secs(30)));
+            probe.send_request(subject, req)
+        };
+        let answer =
+            ask("hl.snapshot.request", r#"{"min_height":1}"#).await.expect("a snapshot answer across the leaf");
+        assert!(String::from_utf8_lossy(&answer.payload).contains("stored"), "{answer:?}");
+        let deleted = ask("$JS.hub.API.STREAM.DELETE.HL", "").await;
+        assert!(deleted.is_err(), "the leaf's user let a stream delete through: {deleted:?}");
+        let leaf_login = async_nats::ConnectOptions::with_user_and_password("leaf-tokyo".into(), LEAF_PASSWORD.into())
+            .connect(hub_url)
+            .await;
+        assert!(leaf_login.is_err(), "the leaf's credentials logged in as a client");
+    });
+    assert!(hub_lines(rt, hub_url) > 0, "the hub's stream is gone");
+}
+
 #[test]
 fn edges_behind_a_leaf_read_the_regional_mirror_and_each_line_crosses_once() {
     if !procs::nats::available_or_skip() {
@@ -61,7 +96,7 @@ fn edges_behind_a_leaf_read_the_regional_mirror_and_each_line_crosses_once() {
     let out = edge_sh(
         &w.join("hub"),
         &["add-leaf", "leaf-tokyo"],
-        &[("PASSWORD", "leaf-secret-3"), ("NATS_RELOAD", &format!("kill -HUP {}", hub.pid()))],
+        &[("PASSWORD", LEAF_PASSWORD), ("NATS_RELOAD", &format!("kill -HUP {}", hub.pid()))],
     );
     assert!(out.status.success(), "edge.sh add-leaf: {}", String::from_utf8_lossy(&out.stderr));
     let hub_log = w.join("hub/nats-0.log");
@@ -71,10 +106,20 @@ fn edges_behind_a_leaf_read_the_regional_mirror_and_each_line_crosses_once() {
     let monitor = format!("http://{}", text[at..].lines().next().unwrap().trim());
     let leaf_port = hub.listening("leafnode");
     let remote = format!(
-        "leafnodes {{\n  remotes: [{{ urls: [\"nats-leaf://leaf-tokyo:leaf-secret-3@127.0.0.1:{leaf_port}\"], account: HLBOOK }}]\n}}\n"
+        "leafnodes {{\n  remotes: [{{ urls: [\"nats-leaf://leaf-tokyo:{LEAF_PASSWORD}@127.0.0.1:{leaf_port}\"], account: HLBOOK }}]\n}}\n"
     );
-    let leaf = NatsServer::start_accounts_in(&w.join("leaf"), &["edge1", "edge2"], "tokyo", &remote);
-    wait_log(&w.join("leaf/nats-0.log"), "Leafnode connection created", Duration::from_secs(30));
+    let leaf = NatsServer::start_accounts_in(&w.join("leaf"), &["edge1"], "tokyo", &remote);
+    let leaf_log = w.join("leaf/nats-0.log");
+    wait_log(&leaf_log, "Leafnode connection created", Duration::from_secs(30));
+    // A user of the leaf's account with every permission, to try the leaf connection with; then edge2, which
+    // reads through its domain's API (`nats.domain`), with the permissions `DOMAIN=tokyo` writes.
+    std::fs::write(w.join("leaf/edges/probe.conf"), format!("  {{ user: \"probe\", password: \"{PROBE}\" }}\n"))
+        .unwrap();
+    let hup = format!("kill -HUP {}", leaf.pid());
+    let env = [("PASSWORD", EDGE_PASSWORD), ("DOMAIN", "tokyo"), ("NATS_RELOAD", hup.as_str())];
+    let out = edge_sh(&w.join("leaf"), &["add", "edge2"], &env);
+    assert!(out.status.success(), "edge.sh add edge2: {}", String::from_utf8_lossy(&out.stderr));
+    wait_log(&leaf_log, "Reloaded server configuration", Duration::from_secs(10));
 
     let market = [&procs::CHECKED_MARKET[..], &["--blocks", "700"]].concat();
     let (_sim, info) = procs::start_sim(data.path(), &market, &w.join("sim.log"));
@@ -94,9 +139,8 @@ fn edges_behind_a_leaf_read_the_regional_mirror_and_each_line_crosses_once() {
     mirror.wait_line("mirror OBJ_HL_SNAPSHOTS of domain hub ready", Duration::from_secs(30));
 
     let source = leaf.source();
-    let conf = |n: &str| user_config(w, n, EDGE_PASSWORD, "");
-    let (mut e1, _, a1) = edge(&source, &conf("edge1"), w, "edge1");
-    let (mut e2, _, a2) = edge(&source, &conf("edge2"), w, "edge2");
+    let (mut e1, _, a1) = edge(&source, &user_config(w, "edge1", EDGE_PASSWORD, ""), w, "edge1");
+    let (mut e2, _, a2) = edge(&source, &user_config(w, "edge2", EDGE_PASSWORD, "domain = \"tokyo\"\n"), w, "edge2");
     for a in [&a1, &a2] {
         wait_health(a, Duration::from_secs(120), |h| counter(h, "nats_live_lines") > 0);
     }
@@ -107,6 +151,7 @@ fn edges_behind_a_leaf_read_the_regional_mirror_and_each_line_crosses_once() {
         let hub_js = async_nats::jetstream::with_domain(c, "hub");
         assert!(hub_js.get_stream("HL").await.is_err(), "an edge on the leaf read the hub's stream");
     });
+    leaf_user_is_narrow(&rt, &hub.url(), &leaf.url());
 
     // The publisher restarts; then the hub→leaf traffic is counted while both edges read live.
     assert!(publisher.stop().success());

@@ -1,14 +1,16 @@
 //! The relay's side of NATS on a real nats-server: a publisher back after more than `max_age` starts after a fresh
 //! node snapshot instead of republishing the disk (and the stream takes the config's new settings); a stream it
 //! cannot change stops it with an error that says why; snapshot requests far above its height, or too frequent
-//! from one edge, are refused (issue #43) and counted in its `/metrics`.
+//! from one edge, are refused (issue #43) and counted in its `/metrics`; a relay catching up on many blocks
+//! publishes the three streams in step (issue #44).
 
 #[allow(clippy::duplicate_mod)]
 mod procs;
 
 use std::time::{Duration, Instant};
 
-use procs::nats::{NatsServer, PUBLISHER_PASSWORD, connect_as_edge, relay, relay_config, user_config};
+use hlbook::ingest::nats::publish::MAX_LEAD_BLOCKS;
+use procs::nats::{NatsServer, PUBLISHER_PASSWORD, connect_as_edge, relay, relay_config, user_config, wait_log};
 use procs::{HLBOOK, Proc, get_bytes};
 
 /// The JetStream view of stream `HL` (a client of its own).
@@ -123,6 +125,73 @@ fn a_stream_of_other_subjects_stops_the_relay_with_the_reason() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "a streaming relay on a by-block stream must stop: {err}");
     assert!(err.contains("another mode") && err.contains("nats.stream"), "{err}");
+}
+
+/// The largest lead of one subject over another in the stream's order: after each message, the highest block any
+/// subject reached minus the lowest (a subject with no message yet counts as just before the first block).
+async fn largest_lead(url: &str) -> u64 {
+    let js = async_nats::jetstream::new(async_nats::connect(url).await.unwrap());
+    let st = js.get_stream("HL").await.unwrap();
+    let n = st.cached_info().state.last_sequence;
+    let mut last = std::collections::HashMap::new();
+    let (mut lead, mut first) = (0, None);
+    for seq in 1..=n {
+        let m = st.get_raw_message(seq).await.unwrap();
+        let header = |k: &str| m.headers.get(k).unwrap().as_str().to_string();
+        let h: u64 = header("Hl-Height").parse().unwrap();
+        let before = *first.get_or_insert(h - 1);
+        last.insert(header("Hl-Stream"), h);
+        let at = ["fills", "diffs", "statuses"].map(|s| last.get(s).copied().unwrap_or(before));
+        lead = lead.max(at.iter().max().unwrap() - at.iter().min().unwrap());
+    }
+    lead
+}
+
+/// The block of the last message on each line subject (0 for none).
+async fn last_heights(url: &str) -> [u64; 3] {
+    let js = async_nats::jetstream::new(async_nats::connect(url).await.unwrap());
+    let st = js.get_stream("HL").await.unwrap();
+    let mut out = [0; 3];
+    for (i, s) in ["fills", "diffs", "statuses"].iter().enumerate() {
+        if let Ok(m) = st.get_last_raw_message_by_subject(&format!("hl.by-block.{s}")).await {
+            out[i] = m.headers.get("Hl-Height").unwrap().as_str().parse().unwrap();
+        }
+    }
+    out
+}
+
+/// The node wrote 1,500 blocks before the relay starts: it catches up on all of them, and walking the stream in
+/// order, no subject is ever more than `MAX_LEAD_BLOCKS` ahead of another (published one stream after another,
+/// the fills would be 1,500 blocks ahead of the statuses), so an edge reading this history holds a few blocks of
+/// lines at most while their blocks complete.
+#[test]
+fn a_relay_catching_up_publishes_the_streams_in_step() {
+    if !procs::nats::available_or_skip() {
+        return;
+    }
+    let (data, logs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let log = |n: &str| logs.path().join(n);
+    let nats = NatsServer::start(&log("nats"), "");
+    const BLOCKS: u64 = 1500;
+    #[rustfmt::skip]
+    let market = [
+        "--coins", "3", "--btc-orders", "400", "--orders-per-coin", "60", "--reject-ratio", "2",
+        "--block-ms", "0", "--blocks", &BLOCKS.to_string(),
+    ];
+    let (_sim, _info) = procs::start_sim(data.path(), &market, &log("sim.log"));
+    wait_log(&log("sim.log"), "all blocks produced", Duration::from_secs(120));
+    let conf = relay_config(logs.path(), "");
+    let _relay =
+        relay(&nats.url(), data.path(), &conf, &["--info-url", ""], &log("relay.log"), Duration::from_secs(30));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let last = 1_000_000_000 + BLOCKS - 1;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while rt.block_on(last_heights(&nats.url())) != [last; 3] {
+        assert!(Instant::now() < deadline, "the relay never published block {last} in every stream");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let lead = rt.block_on(largest_lead(&nats.url()));
+    assert!(lead <= MAX_LEAD_BLOCKS, "a stream ran {lead} blocks ahead of another (bound {MAX_LEAD_BLOCKS})");
 }
 
 /// A snapshot request through the edge user's own inbox; the publisher's answer as JSON.

@@ -70,7 +70,7 @@ impl Default for IngestConfig {
             max_line_bytes: 64 << 20,
             max_height_jump: 10_000,
             race_max_parked_blocks: 256,
-            max_pending_bytes: 4 << 30,
+            max_pending_bytes: 1 << 30,
         }
     }
 }

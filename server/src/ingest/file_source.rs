@@ -1,5 +1,6 @@
 //! The node's hour files on this host as a `LineSource`: each stream's file tailed (`tail`), woken by inotify
 //! (`wake`) with a slow poll behind it, read in passes whose order puts the line trades and books wait for first.
+//! A reader that wants the streams in step (the NATS publisher) bounds the blocks a pass hands out (`hold_above`).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -21,6 +22,8 @@ pub struct FileSource {
     order: [Stream; 3],
     tails: Vec<StreamTail>,
     resume_after: u64,
+    /// Lines of blocks above this wait in their tails (`hold_above`).
+    hold_above: Option<u64>,
     wake: Wake,
     /// Set on anything but a data write: a file or folder appeared, went, or events were lost.
     dirs_changed: bool,
@@ -50,12 +53,27 @@ impl FileSource {
             tails: tails(node_dir, mode, read_order(mode), height, max_line),
             order: read_order(mode),
             resume_after: height,
+            hold_above: None,
             wake: Wake::new(),
             dirs_changed: true,
             listed_at: Instant::now(),
             watched: [false; 3],
             retired: SourceCounters::default(),
         }
+    }
+
+    /// Hands out no line of a block above `height` (None: no bound): each stream stops at its first such line
+    /// and reads no further until the bound moves.
+    pub fn hold_above(&mut self, height: Option<u64>) {
+        self.hold_above = height;
+        for t in &mut self.tails {
+            t.hold_above(height);
+        }
+    }
+
+    /// Per stream that stopped at the bound, the block of the line it stopped at.
+    pub fn held(&self) -> impl Iterator<Item = (Stream, u64)> + '_ {
+        self.tails.iter().filter_map(|t| Some((t.stream(), t.held()?)))
     }
 
     /// Watches the streams' folders that exist now; a folder watched for the first time may hold files we have not
@@ -85,7 +103,9 @@ impl FileSource {
     /// Reads every tail to its end; true when anything was delivered.
     fn read_all(&mut self, on: &mut dyn FnMut(SourceEvent<'_>)) -> io::Result<bool> {
         let reopened_before: u64 = self.tails.iter().map(|t| t.counters().reopened).sum();
-        let list = self.list_now();
+        // Held streams mean catching up: every stream looks for its next hour file now, or one at the end of a
+        // file would seem to be at its end and bound no one.
+        let list = self.list_now() || self.held().next().is_some();
         let mut any = false;
         let mut first_err = None;
         for tail in &mut self.tails {
@@ -107,7 +127,7 @@ impl FileSource {
             on(SourceEvent::Restart);
             any = true;
         }
-        if first_err.is_none() {
+        if first_err.is_none() && self.held().next().is_none() {
             on(SourceEvent::Drained);
         }
         first_err.map_or(Ok(any), Err)
@@ -140,7 +160,8 @@ impl LineSource for FileSource {
         self.watch_new_dirs();
         // Events queued so far are answered by the read below; a write after this point wakes the wait at once.
         self.dirs_changed |= self.wake.take().dirs_changed;
-        if self.read_all(on)? {
+        // A stream held at the bound has lines waiting: the caller moves the bound rather than anyone sleeping.
+        if self.read_all(on)? || self.held().next().is_some() {
             return Ok(());
         }
         // Nothing new: sleep in this thread until a file event (or the slow poll), then read again.
@@ -151,6 +172,7 @@ impl LineSource for FileSource {
     fn restart_after(&mut self, height: u64) {
         let old =
             std::mem::replace(&mut self.tails, tails(&self.node_dir, self.mode, self.order, height, self.max_line));
+        self.hold_above(self.hold_above);
         for t in &old {
             add(&mut self.retired, t.counters());
         }

@@ -17,11 +17,10 @@ pub const MAX_HEIGHT_JUMP: u64 = 10_000;
 /// Racing: later blocks that may wait for a missing earlier one before it is given up (about 20 s of blocks).
 pub const RACE_MAX_PARKED_BLOCKS: usize = 256;
 /// Bytes of lines held for blocks not whole yet. A healthy node's streams are within a block or two of each other
-/// (tens of MB with whole-market status lines); a stream that runs `max_height_jump` blocks ahead of another would
-/// otherwise park every line it wrote meanwhile. An edge reading a NATS stream's history sees the streams as the
-/// relay published them, each at its own pace: in nats_edges' ten minutes of history the small streams ran more
-/// than 1 GiB of lines ahead of the statuses, so the bound leaves room for that (the unit allows 8 GiB).
-pub const MAX_PENDING_BYTES: usize = 4 << 30;
+/// (tens of MB with whole-market status lines), and so is a NATS stream's history, which the relay publishes in
+/// step (`nats::publish::MAX_LEAD_BLOCKS`); a stream that runs `max_height_jump` blocks ahead of another would
+/// otherwise park every line it wrote meanwhile.
+pub const MAX_PENDING_BYTES: usize = 1 << 30;
 
 /// The limits ingest applies to its sources (`ingest.max_line_bytes`, `ingest.max_height_jump`,
 /// `ingest.race_max_parked_blocks`, `ingest.max_pending_bytes`).

@@ -13,6 +13,9 @@
 //! not), it is reported (`SourceEvent::TooLong`), the bytes are dropped and the rest of it is skipped up to its
 //! newline, so a line that never ends costs at most the cap and one read. Skipping loses only that line, which the
 //! caller treats as lost (a resync, or another racing source's copy); the lines after it are read as usual.
+//!
+//! A tail can be told to hold lines above a height (`hold_above`): it then stops at the first such line and reads no
+//! further until the bound moves, so a reader of several streams (the NATS publisher) keeps them in step by height.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
@@ -69,6 +72,10 @@ pub struct StreamTail {
     max_line: usize,
     /// The bytes up to the next newline belong to a refused line.
     skipping: bool,
+    /// Lines of blocks above this wait (`hold_above`).
+    hold_above: Option<u64>,
+    /// The block of the complete line waiting at `start` because of `hold_above`.
+    held: Option<u64>,
     counters: TailCounters,
 }
 
@@ -86,8 +93,21 @@ impl StreamTail {
             skip_through: after_height,
             max_line: MAX_LINE_BYTES,
             skipping: false,
+            hold_above: None,
+            held: None,
             counters: TailCounters::default(),
         }
+    }
+
+    /// Hands out no line of a block above `height` (None: no bound) until told otherwise; the tail stops at the
+    /// first such line and reads no more of its file meanwhile.
+    pub fn hold_above(&mut self, height: Option<u64>) {
+        self.hold_above = height;
+    }
+
+    /// The block of the line this tail stopped at because of `hold_above`, if it did.
+    pub fn held(&self) -> Option<u64> {
+        self.held
     }
 
     /// Refuses lines longer than `bytes` (`MAX_LINE_BYTES` by default).
@@ -120,7 +140,7 @@ impl StreamTail {
             }
             self.check_replaced()?;
             self.read_to_end(on_line)?;
-            if !look_for_next || !self.next_file(on_line)? {
+            if self.held.is_some() || !look_for_next || !self.next_file(on_line)? {
                 return Ok(());
             }
         }
@@ -148,6 +168,7 @@ impl StreamTail {
         self.data.clear();
         (self.start, self.scanned) = (0, 0);
         self.skipping = false;
+        self.held = None;
         Ok(())
     }
 
@@ -171,6 +192,11 @@ impl StreamTail {
     fn read_to_end(&mut self, on_line: &mut impl FnMut(SourceEvent<'_>)) -> io::Result<()> {
         let Some(open) = self.open.as_mut() else { return Ok(()) };
         open.file.seek(SeekFrom::Start(open.offset))?;
+        // Lines read before a hold come first; while one still waits, nothing more is read.
+        self.hand_out_lines(on_line);
+        if self.held.is_some() {
+            return Ok(());
+        }
         loop {
             // Only a partial line is ever moved to the front: complete lines were handed out in place.
             if self.start > 0 {
@@ -187,18 +213,27 @@ impl StreamTail {
             open.offset += n as u64;
             self.counters.bytes += n as u64;
             self.hand_out_lines(on_line);
-            if read? == 0 {
+            if read? == 0 || self.held.is_some() {
                 return Ok(());
             }
         }
     }
 
     /// Calls `on_line` for every complete line in the buffer, skipping blocks at or below the start height, and
-    /// refuses a line (whole or still coming) longer than `max_line`.
+    /// refuses a line (whole or still coming) longer than `max_line`. Stops at a line above `hold_above`, which
+    /// stays at `start`.
     fn hand_out_lines(&mut self, on_line: &mut impl FnMut(SourceEvent<'_>)) {
+        self.held = None;
         while let Some(i) = memchr::memchr(b'\n', &self.data[self.scanned..]) {
             let end = self.scanned + i;
             let line = &self.data[self.start..end];
+            if !self.skipping
+                && let Some(h) = self.above_hold(line)
+            {
+                self.held = Some(h);
+                self.scanned = self.start;
+                return;
+            }
             if std::mem::take(&mut self.skipping) {
                 // The end of a line refused before its newline came.
             } else if line.len() > self.max_line {
@@ -221,6 +256,13 @@ impl StreamTail {
         self.scanned = self.data.len();
     }
 
+    /// The line's block when it is above `hold_above`.
+    fn above_hold(&self, line: &[u8]) -> Option<u64> {
+        let cap = self.hold_above?;
+        // A line at or below the start height is dropped anyway: holding it could only stall.
+        block_number(line).filter(|&h| h > cap && h > self.skip_through)
+    }
+
     /// Reports the line at `start` (`len` bytes so far) as refused, unless it is of a block before the start.
     fn refuse(&mut self, len: usize, on_line: &mut impl FnMut(SourceEvent<'_>)) {
         let height = block_number(&self.data[self.start..]);
@@ -238,6 +280,9 @@ impl StreamTail {
         let Some(next) = files.into_iter().find(|f| (f.date, f.hour) > current) else { return Ok(false) };
         // Anything written to the old file before the new one appeared is read now.
         self.read_to_end(on_line)?;
+        if self.held.is_some() {
+            return Ok(false);
+        }
         if self.start < self.data.len() {
             self.counters.partial_lines_dropped += 1;
         }

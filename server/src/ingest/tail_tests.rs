@@ -163,3 +163,20 @@ fn lines_over_the_cap_are_refused_and_skipped_whole_or_still_coming() {
     assert_eq!(events(&mut t), [Ok(5)], "the next line is read as usual");
     assert_eq!(t.counters().lines_refused, 2);
 }
+
+#[test]
+fn holds_lines_above_the_bound_across_hour_files_and_reads_on_when_it_moves() {
+    let d = tempfile::tempdir().unwrap();
+    append(d.path(), 20260505, 8, &(1..=5).map(line).collect::<String>());
+    append(d.path(), 20260505, 9, &(6..=9).map(line).collect::<String>());
+    let mut t = StreamTail::new(d.path(), Mode::ByBlock, Stream::Diffs, 0);
+    t.hold_above(Some(3));
+    assert_eq!((heights(&mut t), t.held()), (vec![1, 2, 3], Some(4)));
+    assert_eq!((heights(&mut t), t.held()), (vec![], Some(4)), "nothing more while the bound stays");
+    t.hold_above(Some(7));
+    assert_eq!((heights(&mut t), t.held()), (vec![4, 5, 6, 7], Some(8)), "into the next hour file");
+    assert_eq!(t.counters().partial_lines_dropped, 0);
+    t.hold_above(None);
+    append(d.path(), 20260505, 9, &line(10));
+    assert_eq!((heights(&mut t), t.held()), (vec![8, 9, 10], None));
+}

@@ -7,6 +7,11 @@
 //! within its duplicate window (a crash between a publish and its ack). A message is counted as published only
 //! once JetStream acked it, and the next is sent only then (`publish`); any error tears the connection down and
 //! starts over from the stream's own record.
+//!
+//! The three streams go out in step by block (`MAX_LEAD_BLOCKS`): while catching up on files already written, no
+//! stream is published more than a few blocks ahead of another that has lines waiting, so an edge reading the
+//! stream's history finds every block's lines close together instead of one stream far ahead of the statuses,
+//! and holds a few blocks of lines at most while their blocks complete.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -48,6 +53,19 @@ pub struct PublishConfig {
 
 /// Where a line sits: its block and its place among that block's lines in its stream.
 type Key = (u64, u64);
+
+/// How many blocks one stream may run ahead of another that has lines on disk waiting. Live, the node writes a
+/// block's three lines together and no stream waits; catching up, each pass reads this many blocks of each stream.
+pub const MAX_LEAD_BLOCKS: u64 = 8;
+
+/// The highest block a pass may hand out: `MAX_LEAD_BLOCKS` past the lowest line a stream holds back (whose
+/// block's lines before it are all out), or past the highest block read when no stream holds one back.
+fn pass_bound(lowest_held: Option<u64>, highest_read: u64) -> u64 {
+    match lowest_held {
+        Some(h) => h + MAX_LEAD_BLOCKS - 1,
+        None => highest_read + MAX_LEAD_BLOCKS,
+    }
+}
 
 enum Item {
     Line(Stream, Vec<u8>),
@@ -164,10 +182,18 @@ impl<'a> Publisher<'a> {
         tracing::info!(stream = %cfg.nats.stream, "publishing node lines after block {from}");
         let mut files = FileSource::new(&cfg.node_dir, cfg.mode, from, cfg.max_line_bytes);
         let mut items = Vec::new();
+        let mut highest = from;
         while !stop.load(Relaxed) {
+            files.hold_above(Some(pass_bound(files.held().map(|(_, h)| h).min(), highest)));
             files.poll(Duration::from_millis(250), &mut |ev| match ev {
-                SourceEvent::Line(s, line) => items.push(Item::Line(s, line.to_vec())),
-                SourceEvent::TooLong { stream, height, bytes } => items.push(Item::TooLong(stream, height, bytes)),
+                SourceEvent::Line(s, line) => {
+                    highest = highest.max(block_number(line).unwrap_or(0));
+                    items.push(Item::Line(s, line.to_vec()));
+                }
+                SourceEvent::TooLong { stream, height, bytes } => {
+                    highest = highest.max(height.unwrap_or(0));
+                    items.push(Item::TooLong(stream, height, bytes));
+                }
                 SourceEvent::Restart => items.push(Item::Restart),
                 SourceEvent::Drained => {}
             })?;
@@ -298,4 +324,19 @@ async fn last_key(st: &stream::Stream, subj: &str) -> anyhow::Result<Option<Key>
         Some(prev) => Some((h, prev)),
         None => Some((h.saturating_sub(1), u64::MAX)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pass_goes_a_bounded_lead_past_the_lowest_stream_held_back() {
+        // Catching up: the statuses wait at block 100, so the others may be handed out to 107, 8 blocks past
+        // the statuses' last one (99); once they are out, the statuses may follow.
+        assert_eq!(pass_bound(Some(100), 500), 107);
+        assert!(pass_bound(Some(100), 500) >= 100, "the stream held back always moves on");
+        // Live: nothing waits, so the next pass may read what the node wrote meanwhile, a few blocks of it.
+        assert_eq!(pass_bound(None, 500), 508);
+    }
 }
