@@ -67,6 +67,7 @@ lint: setup
 	$(CARGO) fmt --all -- --check
 	rustfmt --check --edition 2024 $(RUST_SDK_CRATE)/build.rs $(RUST_SDK_CRATE)/src/main.rs
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets $(TEST_FEATURES) -- -D warnings
 	$(CARGO) clippy --locked --manifest-path $(RUST_SDK_CRATE)/Cargo.toml --target-dir $(RUST_SDK_TARGET) -- -D warnings
 	$(CARGO) fmt --manifest-path server/fuzz/Cargo.toml -- --check
 	$(CARGO) clippy --manifest-path server/fuzz/Cargo.toml --target-dir build/fuzz-target -- -D warnings
@@ -74,13 +75,17 @@ lint: setup
 ## rust-test: unit and end-to-end tests; latency_stats is built first, the end-to-end audit test runs it, and the
 ## SDK snippet tests must find their libraries. A test that cannot run here says why in $(SKIP_LOG), listed with a
 ## count at the end (cargo hides a skipped test's output: it passes); under HLBOOK_NO_SKIPS=1 (.ci/run) it fails.
+## The tests inject faults through the server's test hooks (HLBOOK_TEST_*), which only the `test-hooks` feature
+## compiles in (release builds leave them out); a test that needs one skips without it (docs/testing.md).
 SKIP_LOG := $(abspath build/test-skips.txt)
+TEST_FEATURES := --features hlbook/test-hooks
+SKIP_REPORT = if [ -s $(SKIP_LOG) ]; then echo "$@: $$(wc -l < $(SKIP_LOG)) tests skipped so far:"; \
+	sed 's/^/  /' $(SKIP_LOG); else echo "$@: no test skipped"; fi
 rust-test: setup cpp-build clients
 	@mkdir -p build && rm -f $(SKIP_LOG)
 	LATENCY_STATS=$(abspath $(CPP_BUILD))/latency_stats HLBOOK_CLIENTS=$(abspath $(CLIENTS)) HLBOOK_REQUIRE_CLIENTS=1 \
-		HLBOOK_SKIP_LOG=$(SKIP_LOG) $(CARGO) test --workspace
-	@if [ -s $(SKIP_LOG) ]; then echo "rust-test: $$(wc -l < $(SKIP_LOG)) tests skipped:"; sed 's/^/  /' $(SKIP_LOG); \
-	else echo "rust-test: no test skipped"; fi
+		HLBOOK_SKIP_LOG=$(SKIP_LOG) $(CARGO) test --workspace $(TEST_FEATURES)
+	@$(SKIP_REPORT)
 
 ## clients: the Python SDK and ccxt (a venv), @nktkas/hyperliquid (an npm folder) and the Rust snippet program for
 ## the README snippet tests, with the Rust SDK's day-one bot (server/tests/day_one.rs) built beside it.
@@ -97,12 +102,16 @@ clients: setup
 	mkdir -p $(CLIENTS) && cp $(RUST_SDK_TARGET)/debug/rust_sdk_snippet $(RUST_SDK_TARGET)/debug/rust_sdk_day_one $(CLIENTS)/
 
 ## cpp-build, cpp-test: the C++ latency_stats tool and its GoogleTest suite (ctest).
+## A test that cannot run here (the wss:// one in a -DLATENCY_TLS=OFF build) skips as the Rust ones do: listed in
+## $(SKIP_LOG), a failure under HLBOOK_NO_SKIPS=1.
 cpp-build: setup
 	cmake -S latency_client -B $(CPP_BUILD) -DCMAKE_BUILD_TYPE=Release -DLATENCY_WERROR=ON
 	cmake --build $(CPP_BUILD) -j2
 
 cpp-test: cpp-build
-	ctest --test-dir $(CPP_BUILD) --output-on-failure --no-tests=error
+	@mkdir -p build
+	HLBOOK_SKIP_LOG=$(SKIP_LOG) ctest --test-dir $(CPP_BUILD) --output-on-failure --no-tests=error
+	@$(SKIP_REPORT)
 
 ## test: everything CI runs.
 test: lint rust-test cpp-test smoke
@@ -113,11 +122,13 @@ test: lint rust-test cpp-test smoke
 ## benchmark (criterion's --test mode: each benchmark once; the end-to-end benchmarks 2 s per case). Checks that
 ## they work, not how fast: speed is `make bench`'s, reported in docs/benchmarks.md. So they run the test build's
 ## binaries (target/debug, optimised enough for the simulator's rates), which `rust-test` has built already: a
-## release build of every dependency again would add ~5 minutes to CI for nothing the smoke can see.
+## release build of every dependency again would add ~5 minutes to CI for nothing the smoke can see. It keeps the
+## test hooks too (one build, not two): they only act when a HLBOOK_TEST_* variable is set, which nothing here does.
 smoke: setup cpp-build
-	$(CARGO) build --workspace --bins
+	$(CARGO) build --workspace --bins $(TEST_FEATURES)
 	HLBOOK_BIN_DIR=target/debug DEMO_SECS=5 ./deploy/demo.sh
-	HLBOOK_BENCH_SECS=2 $(CARGO) test --workspace --bench '*' -- --bench --test
+	HLBOOK_SKIP_LOG=$(SKIP_LOG) HLBOOK_BENCH_SECS=2 $(CARGO) test --workspace $(TEST_FEATURES) --bench '*' -- --bench --test
+	@$(SKIP_REPORT)
 
 bench: setup
 	$(CARGO) build --release -p hlbook --bins

@@ -8,6 +8,7 @@
 #include <simdjson.h>
 
 #include <chrono>
+#include <sstream>
 #include <thread>
 
 #include "client.hpp"
@@ -18,6 +19,17 @@
 using namespace lat;
 
 namespace {
+
+// The l2Book samples of every window in a CSV report so far (the binary flushes each window as it ends).
+uint64_t csv_l2_samples(const std::string& csv) {
+  uint64_t n = 0;
+  std::istringstream rows(csv);
+  for (std::string row; std::getline(rows, row);) {
+    const size_t at = row.find(",l2Book,");
+    if (at != std::string::npos) n += std::stoull(row.substr(at + 8));
+  }
+  return n;
+}
 
 Config base(const LoopbackServer& srv) {
   Config c;
@@ -169,16 +181,21 @@ TEST(FeedHealth, SigintWritesEveryReport) {
   TempDir tmp;
   auto out = tmp.p / "out.txt";
   const auto json = tmp.p / "r.json", svg = tmp.p / "r.svg", csv = tmp.p / "r.csv", hlog = tmp.p / "r.hlog";
-  const auto t0 = std::chrono::steady_clock::now();
   pid_t pid = spawn_binary({"--url", srv.url(), "--coins", "BTC,ETH", "--channels", "l2Book", "--duration", "600",
                             "--audit", "--json", json.string(), "--svg", svg.string(), "--csv", csv.string(),
                             "--interval", "1", "--hlog", hlog.string()},
                            out);
   ASSERT_GT(pid, 0);
-  std::this_thread::sleep_for(std::chrono::seconds(3));
+  // Interrupted once a window with samples is written: the run has data to report (no pause to hope so). The
+  // bound only guards against a binary that never writes one.
+  uint64_t in_csv = 0;
+  for (int polls = 0; polls < 6000 && in_csv == 0; ++polls) {
+    in_csv = csv_l2_samples(slurp(csv));
+    if (in_csv == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   kill(pid, SIGINT);
-  const int rc = wait_exit(pid);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));  // did stop, long before 600 s
+  const int rc = wait_exit(pid);  // it stops: the run was 600 s long, and ctest's timeout is 120 s
+  ASSERT_GT(in_csv, 0u) << "no CSV window with samples: " << slurp(out);
   const std::string text = slurp(out);
   EXPECT_EQ(rc, 0) << text;
   EXPECT_NE(text.find("interrupted: stopped by a signal"), std::string::npos) << text;
@@ -188,7 +205,7 @@ TEST(FeedHealth, SigintWritesEveryReport) {
   simdjson::dom::element doc;
   ASSERT_EQ(p.load(json.string()).get(doc), simdjson::SUCCESS) << slurp(json);
   EXPECT_TRUE(bool(doc["interrupted"]));
-  EXPECT_GT(uint64_t(doc["channels"].at(0)["count"]), 100u);
+  EXPECT_GE(uint64_t(doc["channels"].at(0)["count"]), in_csv);  // the whole run holds the windows before the signal
   for (const auto& f : {svg, tmp.p / "r-stages.svg", tmp.p / "r-added.svg"}) {
     std::string why;
     const std::string s = slurp(f);
@@ -205,13 +222,12 @@ TEST(FeedHealth, UnwritableOutputIsAnErrorAtStart) {
   TempDir tmp;
   auto out = tmp.p / "out.txt";
   for (const char* flag : {"--json", "--svg", "--hlog"}) {
-    const auto t0 = std::chrono::steady_clock::now();
     EXPECT_EQ(run_binary("--url " + srv.url() + " --coins BTC --channels l2Book --duration 30 " + flag + " " +
                              (tmp.p / "no/such/dir/f").string(),
                          out),
               1)
         << flag;
-    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << flag << ": ran before failing";
+    EXPECT_EQ(srv.data_connections(), 0) << flag << ": connected before failing";
     EXPECT_NE(slurp(out).find("cannot write"), std::string::npos) << slurp(out);
   }
   EXPECT_EQ(run_binary("--url " + srv.url() + " --coins BTC --channels l2Book --duration 30 --csv " +

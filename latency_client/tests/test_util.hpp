@@ -1,11 +1,13 @@
 // Helpers for tests that run the built latency_stats binary: a temporary directory, running the binary with its
-// output captured (or in the background, to signal it), and reading files back.
+// output captured (or in the background, to signal it), and reading files back; and the skip every test uses.
 #pragma once
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -57,3 +59,22 @@ inline std::string slurp(const std::filesystem::path& p) {
   ss << f.rdbuf();
   return ss.str();
 }
+
+// The Rust tests' skip mechanism (server/tests/skip/mod.rs), for a test that cannot run here: the reason goes to
+// $HLBOOK_SKIP_LOG, which `make` lists, and under HLBOOK_NO_SKIPS=1 (CI) the skip is a failure instead.
+inline bool skip_allowed(const std::string& why) {
+  const char* no = std::getenv("HLBOOK_NO_SKIPS");
+  if (no && std::string(no) == "1") return false;
+  const auto* t = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string name = std::string("latency_tests::") + t->test_suite_name() + "." + t->name();
+  std::fprintf(stderr, "SKIPPED: %s: %s\n", name.c_str(), why.c_str());
+  if (const char* log = std::getenv("HLBOOK_SKIP_LOG")) std::ofstream(log, std::ios::app) << name << ": " << why << "\n";
+  return true;
+}
+
+// Skips the calling test (GTEST_SKIP) or, where skips are forbidden, fails it.
+#define LATENCY_SKIP(why)                                                             \
+  do {                                                                                \
+    if (!skip_allowed(why)) FAIL() << "would skip, which HLBOOK_NO_SKIPS=1 forbids: " << (why); \
+    GTEST_SKIP() << (why);                                                            \
+  } while (0)

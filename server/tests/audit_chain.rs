@@ -91,6 +91,15 @@ fn n(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }
 
+/// `setup`, for a test that needs the server's fault hooks (`HLBOOK_TEST_*`), which only `test-hooks` builds have.
+fn setup_with_hooks() -> Option<(std::sync::MutexGuard<'static, ()>, PathBuf)> {
+    if !cfg!(feature = "test-hooks") {
+        procs::skip("the server's test hooks are compiled out: build with `--features test-hooks` (make test does)");
+        return None;
+    }
+    setup()
+}
+
 /// Takes the lock and the binary, or says why the test cannot run.
 fn setup() -> Option<(std::sync::MutexGuard<'static, ()>, PathBuf)> {
     let Some(bin) = latency_stats() else {
@@ -121,7 +130,7 @@ fn a_quiet_coin_is_not_loss() {
 
 #[test]
 fn a_frame_lost_on_the_way_is_named_by_its_height() {
-    let Some((_serial, bin)) = setup() else { return };
+    let Some((_serial, bin)) = setup_with_hooks() else { return };
     let f = feed(&[], &[("HLBOOK_TEST_DROP_FRAME", "6")]);
     let json = f.dir.path().join("drop.json");
     let (code, out, report) = run(&bin, &f.ws, &["--coins", "BTC", "--channels", "l2Book", "--duration", "6"], &json);
@@ -169,7 +178,7 @@ fn ws_counter(f: &Feed, name: &str) -> u64 {
 
 #[test]
 fn a_feed_without_audit_fields_is_unverified() {
-    let Some((_serial, bin)) = setup() else { return };
+    let Some((_serial, bin)) = setup_with_hooks() else { return };
     let f = feed(&[], &[("HLBOOK_TEST_NO_AUDIT", "1")]);
     let json = f.dir.path().join("none.json");
     let (code, out, report) =

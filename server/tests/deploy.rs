@@ -291,13 +291,13 @@ impl Notify {
     }
 }
 
-/// Starts the simulator writing into `dir/data`, its info server on `info`.
-fn sim(dir: &Path, info: &str) -> Proc {
+/// Starts the simulator writing into `dir/data`, its info server on a port it picks; returns it and that address.
+fn sim(dir: &Path) -> (Proc, String) {
     let data = dir.join("data");
-    let args = ["--out", data.to_str().unwrap(), "--coins", "3", "--btc-orders", "500", "--info-listen", info];
+    let args = ["--out", data.to_str().unwrap(), "--coins", "3", "--btc-orders", "500", "--info-listen", "127.0.0.1:0"];
     let sim = Proc::start(HLSIM, &args, &dir.join("sim.log"));
-    sim.wait_line("info listening on", Duration::from_secs(60));
-    sim
+    let addr = sim.wait_line("info listening on", Duration::from_secs(60));
+    (sim, addr)
 }
 
 #[test]
@@ -307,11 +307,10 @@ fn installed_serve_unit_is_ready_only_with_books() {
     install(&stage, &[]);
     let notify = Notify::bind(dir.path());
     // The node is not there yet: the server listens (where the shipped config says), answers 503, and must not say
-    // READY.
-    let info =
-        format!("127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port());
+    // READY. Its info server's port is held by the test until the node comes up (no port freed and bound later).
+    let info = procs::held_port::HeldPort::bind();
     let (data, snaps) = (dir.path().join("data"), dir.path().join("snapshots"));
-    let info_url = format!("http://{info}/info");
+    let info_url = format!("http://{}/info", info.addr);
     // The shipped config's addresses are checked as written; the server listens on ports it picks, so a busy port
     // 8000 on the test machine cannot fail the test.
     let config: toml::Table = read(&stage.join("etc/hlbook/hlbook.toml")).parse().unwrap();
@@ -341,7 +340,8 @@ fn installed_serve_unit_is_ready_only_with_books() {
     assert!(early.iter().any(|l| l.starts_with("STATUS=starting")), "{early:?}");
 
     // The node comes up: READY=1 arrives once /health answers 200, with the state in STATUS.
-    let _sim = sim(dir.path(), &info);
+    let (_sim, sim_info) = sim(dir.path());
+    info.forward_to(&sim_info);
     let said = notify.until("READY=1", Duration::from_secs(120));
     let health = reqwest::blocking::get(format!("{base}/health")).unwrap();
     assert_eq!(health.status(), 200, "READY=1 while /health is {}", health.status());
@@ -369,7 +369,7 @@ fn installed_relay_unit_is_ready_when_publishing() {
     let dir = tempfile::tempdir().unwrap();
     let stage = dir.path().join("stage");
     install(&stage, &["--relay"]);
-    let _sim = sim(dir.path(), "127.0.0.1:0");
+    let (_sim, _) = sim(dir.path());
     let nats = procs::nats::NatsServer::start_with_accounts(&dir.path().join("nats"));
     let notify = Notify::bind(dir.path());
     // The shipped relay.toml with its files under the stage, without TLS (this NATS has none) or the node's info
@@ -485,7 +485,7 @@ fn pruning_command_of_the_docs_keeps_recent_hours() {
         .expect("docs/operations.md shows a `find ~/hl/data/…` pruning command");
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let _sim = sim(dir.path(), "127.0.0.1:0");
+    let (_sim, _) = sim(dir.path());
     let home = dir.path().join("home");
     std::fs::create_dir_all(home.join("hl")).unwrap();
     std::os::unix::fs::symlink(&data, home.join("hl/data")).unwrap();

@@ -63,7 +63,8 @@ fn file_snapshot_is_refused_over_http_and_the_socket_and_no_file_appears() {
         assert_eq!(v["data"]["response"]["type"], "error", "{v}");
         assert!(v["data"]["response"]["payload"].as_str().unwrap().contains("\"fileSnapshot\""), "{v}");
     });
-    std::thread::sleep(Duration::from_millis(300));
+    // No pause to let a file appear: both refusals are answered, and the simulator counts a fileSnapshot as it
+    // arrives and writes the file before it answers, so one that had reached it shows in its count below.
     assert!(!out.exists(), "the node wrote {}", out.display());
     let after = sim_stats(&feed)["by_type"]["fileSnapshot"].as_u64().unwrap_or(0);
     assert_eq!(after, before, "no client fileSnapshot reached the node");
@@ -346,6 +347,9 @@ fn a_dead_l4_snapshot_job_fails_health_and_the_process() {
 /// A server (started with `extra` flags) told by `env` to panic in one of its workers (once `sub`, if any, makes it
 /// work): `/health` turns 503 `failed` naming `why`, and the process exits non-zero, so systemd restarts it.
 fn dies_and_exits(env: (&str, &str), extra: &[&str], sub: Option<Value>, why: &str) {
+    if !cfg!(feature = "test-hooks") {
+        return procs::skip(&format!("{} is compiled out: build with `--features test-hooks` (make test does)", env.0));
+    }
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let sim_args = ["--coins", "3", "--btc-orders", "500", "--orders-per-coin", "50", "--block-ms", "100"];

@@ -29,13 +29,21 @@ fn health(feed: &Feed) -> Value {
     procs::get_json(&format!("{}/health", feed.admin)).expect("/health answers")
 }
 
-/// A `?audit=1` bystander following BTC's l2Book and trades; collects until `stop`, and panics on any error,
-/// loss notice or end of its connection.
-async fn bystander(addr: String, mut stop: tokio::sync::watch::Receiver<bool>) -> Vec<Value> {
+/// The server's height (admin `/status`).
+fn height(feed: &Feed) -> u64 {
+    let status = procs::get_json(&format!("{}/status", feed.admin)).expect("/status answers");
+    status["height"].as_u64().unwrap_or_else(|| panic!("no height in {status}"))
+}
+
+/// A `?audit=1` bystander following BTC's l2Book and trades; collects until `until` names a height and an l2Book
+/// frame at or past it came (so it was served blocks after whatever the test did, with no pause to hope so), and
+/// panics on any error, loss notice or end of its connection.
+async fn bystander(addr: String, mut until: tokio::sync::watch::Receiver<Option<u64>>) -> Vec<Value> {
     let mut ws = wsclient::raw::connect(&addr, "audit=1", None).await;
     wsclient::raw::subscribe(&mut ws, json!({"type": "l2Book", "coin": "BTC"})).await;
     wsclient::raw::subscribe(&mut ws, json!({"type": "trades", "coin": "BTC"})).await;
-    let got = wsclient::raw::collect_until(&mut ws, &mut stop, "bystander").await;
+    let past = |got: &[Value], h: &u64| l2_heights(got).last().is_some_and(|l| l >= h);
+    let got = wsclient::raw::collect_until_complete(&mut ws, &mut until, past, "bystander").await;
     for v in &got {
         assert!(!matches!(channel(v), "error" | "hlbookNotice"), "the bystander was hurt: {v}");
     }
@@ -53,7 +61,7 @@ fn a_client_that_never_reads_is_closed_at_its_budget() {
     let feed = Feed::start_with(&[("--btc-orders", "20000")], "conn_budget_bytes = 1048576\n");
     let pid = feed.server.pid().expect("server running");
     let rt = rt();
-    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let (stop_tx, stop) = tokio::sync::watch::channel(None);
     let by = rt.spawn(bystander(feed.addr.clone(), stop));
     let rss_before = rss_bytes(pid).unwrap();
     let coins = ["BTC", "ETH", "SOL", "HYPE"];
@@ -81,8 +89,7 @@ fn a_client_that_never_reads_is_closed_at_its_budget() {
         }
     });
     // More blocks for the bystander after the closure.
-    std::thread::sleep(Duration::from_secs(2));
-    stop_tx.send(true).unwrap();
+    stop_tx.send(Some(height(&feed) + 5)).unwrap();
     let seen = rt.block_on(by).unwrap();
     let heights = l2_heights(&seen);
     assert!(heights.len() > 5, "the bystander kept receiving: {heights:?}");
@@ -125,7 +132,7 @@ fn a_user_fills_flood_from_one_ip_shares_a_few_reads() {
     let user = busy_user(&feed);
     let pid = feed.server.pid().expect("server running");
     let rt = rt();
-    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let (stop_tx, stop) = tokio::sync::watch::channel(None);
     let by = rt.spawn(bystander(feed.addr.clone(), stop));
     let rss_before = rss_bytes(pid).unwrap();
     let sub = json!({"type": "userFills", "user": user});
@@ -166,8 +173,7 @@ fn a_user_fills_flood_from_one_ip_shares_a_few_reads() {
         }
         (snapshots, refused)
     });
-    std::thread::sleep(Duration::from_secs(1));
-    stop_tx.send(true).unwrap();
+    stop_tx.send(Some(height(&feed) + 2)).unwrap();
     let seen = rt.block_on(by).unwrap();
     let h = health(&feed);
     let count = |name: &str| h["publish"][name].as_u64().unwrap_or_else(|| panic!("no {name} in {h}"));
@@ -188,9 +194,10 @@ fn huge_extra_fields_and_made_up_names_keep_nothing() {
     let feed = Feed::start("max_messages_per_minute_per_ip = 100000\n");
     let pid = feed.server.pid().expect("server running");
     let rt = rt();
-    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let (stop_tx, stop) = tokio::sync::watch::channel(None);
     let by = rt.spawn(bystander(feed.addr.clone(), stop));
     let rss_before = rss_bytes(pid).unwrap();
+    let status_url = format!("{}/status", feed.admin);
     let rss_rounds = rt.block_on(async {
         let mut ws = wsclient::raw::connect(&feed.addr, "", None).await;
         let extra = "x".repeat(512 << 10);
@@ -221,12 +228,21 @@ fn huge_extra_fields_and_made_up_names_keep_nothing() {
                 }
             }
             drop(conns);
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            // RSS once the server has let go of them all (only the bystander and `ws` left open).
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            loop {
+                let status: Value = reqwest::get(&status_url).await.unwrap().json().await.unwrap();
+                if status["connections"].as_u64().is_some_and(|c| c <= 2) {
+                    break;
+                }
+                assert!(std::time::Instant::now() < deadline, "closed connections stay open: {status}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
             rounds.push(rss_bytes(pid).unwrap());
         }
         rounds
     });
-    stop_tx.send(true).unwrap();
+    stop_tx.send(Some(height(&feed) + 2)).unwrap();
     let seen = rt.block_on(by).unwrap();
     assert!(l2_heights(&seen).len() > 5, "the bystander kept receiving");
     eprintln!("RSS before {rss_before}, after each round {rss_rounds:?}");

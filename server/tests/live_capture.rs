@@ -97,10 +97,14 @@ fn a_malformed_line_stops_the_books_before_it_and_asks_for_a_resync() {
     while shared.health().state() != HealthState::Resyncing && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    // Let the rest of the capture arrive: nothing past the broken block may be applied. Its diffs were applied
-    // as soon as their line was read (they place every order exactly), but the block never completes, so nothing
-    // that needs whole orders is served from these books.
-    std::thread::sleep(Duration::from_millis(500));
+    // Until ingest has read a line of a later block: nothing past the broken block may be applied. Its diffs were
+    // applied as soon as their line was read (they place every order exactly), but the block never completes, so
+    // nothing that needs whole orders is served from these books. (Resyncing, ingest reads no further than that.)
+    let read_to = || shared.health().sources().entries().iter().map(|s| s.height()).max().unwrap_or(0);
+    while read_to() <= 985148200 {
+        assert!(Instant::now() < deadline, "ingest read up to {} only", read_to());
+        shared.wait_for_change(shared.change_seq(), Duration::from_millis(20));
+    }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     handle.join().unwrap();
     assert_eq!(shared.health().state(), HealthState::Resyncing);

@@ -1,7 +1,8 @@
 //! `/status` describes the last `server.status_window_secs` of wall time (issue #18; a minute by default, 10 s
-//! here): with the real `hlsim` paused for 25 s behind a real `hlbook serve`, the document first shows blocks and
-//! stage samples, then, while the node stays quiet, 0 blocks/s and no stage samples (and no age of a newest block)
-//! instead of the figures from before the silence.
+//! here): with the real `hlsim` paused behind a real `hlbook serve`, the document first shows blocks and stage
+//! samples, then, while the node stays quiet, 0 blocks/s and no stage samples (and no age of a newest block) instead
+//! of the figures from before the silence. The pause outlasts the test, so the test never races its end: it waits
+//! for the window to empty, and its deadline only guards against hanging.
 
 mod procs;
 
@@ -11,8 +12,11 @@ use procs::{HLSIM, Proc, get_json, start_serve, wait_health};
 
 const START: u64 = 1_000_000_000;
 const PAUSE_AT: u64 = START + 100;
-const PAUSE_SECS: u64 = 25;
+/// Longer than the test runs: the simulator is killed, still paused, when the test ends.
+const PAUSE_SECS: u64 = 3600;
 const WINDOW_SECS: u64 = 10;
+/// How long the test waits for the window to empty before it calls the server stuck (a guard, not a measurement).
+const HANG_GUARD: Duration = Duration::from_secs(180);
 
 fn stage_samples(s: &serde_json::Value) -> u64 {
     s["stages"].as_array().expect("stages").iter().map(|g| g["count"].as_u64().unwrap()).sum()
@@ -76,7 +80,7 @@ fn status_forgets_blocks_older_than_its_window_while_the_node_is_quiet() {
 
     // The pause: the height stops one block short of PAUSE_AT.
     wait_health(&base, Duration::from_secs(60), |h| h["height"].as_u64() == Some(PAUSE_AT - 1));
-    let paused_since = Instant::now();
+    let deadline = Instant::now() + HANG_GUARD;
 
     // Within the pause, a window's length after the last block, the window is empty. Every answer is checked to still be
     // in the pause (the height has not moved), so a resumed simulator cannot make this pass.
@@ -89,7 +93,6 @@ fn status_forgets_blocks_older_than_its_window_while_the_node_is_quiet() {
                 && stage_samples(&s) == 0
                 && s["newest_block_age_ms"].is_null();
             if aged {
-                eprintln!("/status aged {:?} into the pause", paused_since.elapsed());
                 break;
             }
             // Until then every block it does report is from the last minute.
@@ -98,11 +101,7 @@ fn status_forgets_blocks_older_than_its_window_while_the_node_is_quiet() {
             }
             last = s;
         }
-        assert!(
-            paused_since.elapsed() < Duration::from_secs(PAUSE_SECS),
-            "/status still shows blocks {:?} into the pause: {last}",
-            paused_since.elapsed()
-        );
+        assert!(Instant::now() < deadline, "/status still shows blocks {HANG_GUARD:?} into the pause: {last}");
         std::thread::sleep(Duration::from_millis(500));
     }
     let metrics = reqwest::blocking::get(format!("{admin}/metrics")).unwrap().text().unwrap();

@@ -205,7 +205,8 @@ fn candles_equal_what_the_simulators_fills_say() {
     let task = rt.spawn(collect(addr.clone(), subs, stop_rx));
     let last = FIRST_HEIGHT + BLOCKS - 1;
     wait_health(&base, Duration::from_secs(120), |h| h["height"].as_u64() >= Some(last));
-    std::thread::sleep(Duration::from_millis(500));
+    // No grace period for frames still on their way: a subscription's frames arrive in height order, and every check
+    // below stops at the last height received (a bucket is closed only once a later one's frame came).
     stop_tx.send(true).unwrap();
     let got = rt.block_on(task).expect("the collecting task");
 

@@ -74,6 +74,7 @@ pub fn run(cfg: ValidateConfig, shared: Arc<Shared>, stop: &AtomicBool) {
             let coins: Vec<String> = shared.books().untrusted().map(std::string::ToString::to_string).collect();
             tracing::info!(?coins, "untrusted coins: repairing them from a node snapshot now");
         }
+        #[cfg(feature = "test-hooks")]
         assert!(!crate::state::test_panic("validation"), "HLBOOK_TEST_PANIC asked the validation thread to panic");
         // A repair needs a snapshot newer than what made the coin untrusted; a periodic check takes a stored one the
         // kept blocks can bring forward (with room for the fetch's time), so edges share their publisher's snapshots.

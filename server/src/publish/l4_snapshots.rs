@@ -115,6 +115,7 @@ impl Snapshots {
         // with the reason on /health and in the log.
         rayon::spawn(move || {
             hub.shared.health().supervised("l4Book snapshot job", || {
+                #[cfg(feature = "test-hooks")]
                 assert!(
                     !crate::state::test_panic("l4_snapshots"),
                     "HLBOOK_TEST_PANIC asked an l4Book snapshot job to panic"

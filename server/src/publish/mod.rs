@@ -32,10 +32,12 @@ pub use pass::Publisher;
 pub fn run(hub: Arc<Hub>, stop: &AtomicBool) {
     let mut publisher = Publisher::new(hub.clone());
     let mut seen = 0;
+    #[cfg(feature = "test-hooks")]
     let panic_after = test_panic_after();
     while !stop.load(Relaxed) {
         seen = hub.shared.wait_for_change(seen, Duration::from_millis(200));
         publisher.pass();
+        #[cfg(feature = "test-hooks")]
         assert!(
             panic_after.is_none_or(|n| hub.counters.passes.get() < n),
             "HLBOOK_TEST_PUBLISHER_PANIC_AFTER asked the publisher to panic"
@@ -44,7 +46,8 @@ pub fn run(hub: Arc<Hub>, stop: &AtomicBool) {
 }
 
 /// Test-only fault: `HLBOOK_TEST_PUBLISHER_PANIC_AFTER=N` makes the publisher panic after N passes, so the tests
-/// can check that a dead thread fails the service (docs/operations.md). Never set it in production.
+/// can check that a dead thread fails the service (docs/operations.md). Only in `test-hooks` builds.
+#[cfg(feature = "test-hooks")]
 fn test_panic_after() -> Option<u64> {
     std::env::var("HLBOOK_TEST_PUBLISHER_PANIC_AFTER").ok()?.parse().ok()
 }

@@ -152,6 +152,11 @@ pub struct SimArgs {
     /// Delay only blocks whose height is a multiple of K (1 = every block).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub delay_every: u64,
+    /// Also hold each delayed block's last line until FILE holds a height at or above the block's (nothing is held
+    /// while FILE does not exist): a test releases the blocks itself, so what it checks happens before the line is
+    /// written by cause, not because a hold was long enough.
+    #[arg(long)]
+    pub hold_last_line_until: Option<PathBuf>,
 }
 
 impl SimArgs {

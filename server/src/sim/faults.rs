@@ -1,6 +1,7 @@
 //! Fault injection: the ways a real node's output goes wrong, as pure decisions and byte edits the writer and
 //! producer apply at chosen heights.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::cli::{DropStream, SimArgs};
@@ -20,6 +21,8 @@ pub struct Faults {
     /// Held between stamping a delayed block's last line and writing it.
     pub delay_last_line: Duration,
     pub delay_every: u64,
+    /// `--hold-last-line-until`: the file whose height releases a delayed block's last line.
+    pub hold_until: Option<PathBuf>,
 }
 
 impl Faults {
@@ -35,12 +38,18 @@ impl Faults {
             differ_at: a.differ_at,
             delay_last_line: Duration::try_from_secs_f64(a.delay_last_line_ms).unwrap_or_default() / 1000,
             delay_every: a.delay_every.max(1),
+            hold_until: a.hold_last_line_until.clone(),
         }
     }
 
     /// How long block `height`'s last line is held after its `local_time` was stamped.
     pub fn last_line_delay(&self, height: u64) -> Option<Duration> {
         (!self.delay_last_line.is_zero() && height % self.delay_every == 0).then_some(self.delay_last_line)
+    }
+
+    /// The file that releases block `height`'s last line, when it is a delayed block and there is one.
+    pub fn last_line_gate(&self, height: u64) -> Option<&Path> {
+        self.hold_until.as_deref().filter(|_| height % self.delay_every == 0)
     }
 
     pub fn drops(&self, height: u64, stream: Stream) -> bool {
@@ -62,6 +71,17 @@ pub fn hold(d: Duration) {
     }
     while std::time::Instant::now() < deadline {
         std::hint::spin_loop();
+    }
+}
+
+/// Waits until `gate` holds a height at or above `height` (read every millisecond); a missing file holds nothing.
+pub fn wait_released(gate: &Path, height: u64) {
+    loop {
+        match std::fs::read_to_string(gate) {
+            Err(_) => return,
+            Ok(s) if s.trim().parse::<u64>().is_ok_and(|r| r >= height) => return,
+            Ok(_) => std::thread::sleep(Duration::from_millis(1)),
+        }
     }
 }
 

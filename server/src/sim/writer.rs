@@ -279,10 +279,14 @@ impl Writer {
         Ok(written)
     }
 
-    /// `--delay-last-line-ms`: the block's last line has its `local_time` and waits before reaching the file.
+    /// `--delay-last-line-ms`: the block's last line has its `local_time` and waits before reaching the file; then
+    /// `--hold-last-line-until`: it waits for the test to release it.
     fn hold_last_line(&self, height: u64) {
         if let Some(d) = self.faults.last_line_delay(height) {
             faults::hold(d);
+        }
+        if let Some(gate) = self.faults.last_line_gate(height) {
+            faults::wait_released(gate, height);
         }
     }
 

@@ -32,7 +32,8 @@ pub const RECENT_BLOCKS: usize = 512;
 pub const TIMELINE: usize = 3 * 4096;
 
 /// Test-only fault: `HLBOOK_TEST_PANIC=WHAT` makes the background worker named `what` panic when it starts a job,
-/// so the tests can check that every worker is supervised (`Health::supervised`).
+/// so the tests can check that every worker is supervised (`Health::supervised`). Only in `test-hooks` builds.
+#[cfg(feature = "test-hooks")]
 pub fn test_panic(what: &str) -> bool {
     std::env::var("HLBOOK_TEST_PANIC").is_ok_and(|w| w == what)
 }

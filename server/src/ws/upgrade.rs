@@ -176,10 +176,17 @@ fn websocket_key(h: &HeaderMap) -> Option<String> {
 }
 
 /// Test hook `HLBOOK_TEST_NO_AUDIT=1`: `?audit=1` is accepted and ignored, so frames carry no audit fields, as from
-/// a server that has none; a test checks that `latency_stats --audit` says it could not verify such a feed.
+/// a server that has none; a test checks that `latency_stats --audit` says it could not verify such a feed. Only in
+/// `test-hooks` builds.
+#[cfg(feature = "test-hooks")]
 fn audit_stripped_for_test() -> bool {
     static STRIPPED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *STRIPPED.get_or_init(|| std::env::var_os("HLBOOK_TEST_NO_AUDIT").is_some_and(|v| v == "1"))
+}
+
+#[cfg(not(feature = "test-hooks"))]
+const fn audit_stripped_for_test() -> bool {
+    false
 }
 
 #[cfg(test)]

@@ -284,6 +284,7 @@ fn spawn_worker<H: CandleHub>(hub: Arc<H>) -> mpsc::SyncSender<Request> {
 /// Reads one request (a coin's new keys) at a time, each only for the keys still wanted, until the sender goes.
 fn serve_backfills(hub: &impl CandleHub, rx: &mpsc::Receiver<Request>) {
     for mut r in rx {
+        #[cfg(feature = "test-hooks")]
         assert!(!crate::state::test_panic("candles"), "HLBOOK_TEST_PANIC asked the candle thread to panic");
         let wanted = |i: &Interval| hub.candle_frames().backfilling.lock().contains(&((r.coin.clone(), *i), r.before));
         r.intervals.retain(wanted);

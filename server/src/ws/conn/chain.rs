@@ -5,8 +5,6 @@
 //! vouches for it) from loss, without assuming every block changes every coin. It is kept for every connection
 //! (a few adds per frame); only `?audit=1` connections write it out.
 
-use std::sync::OnceLock;
-
 /// One subscription's place in its chain.
 #[derive(Debug, Default)]
 pub(super) struct Chain {
@@ -96,9 +94,10 @@ impl Link {
 
 /// Test hook `HLBOOK_TEST_DROP_FRAME=N`: on `?audit=1` connections every subscription's N-th frame is counted in
 /// its chain but not written, as if lost on the way; the server logs which height it dropped. It lets a test check
-/// that `latency_stats` names exactly that height.
+/// that `latency_stats` names exactly that height. Only in `test-hooks` builds.
+#[cfg(feature = "test-hooks")]
 pub(super) fn test_drop_frame() -> Option<u64> {
-    static DROP: OnceLock<Option<u64>> = OnceLock::new();
+    static DROP: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
     *DROP.get_or_init(|| std::env::var("HLBOOK_TEST_DROP_FRAME").ok().and_then(|v| v.parse().ok()))
 }
 

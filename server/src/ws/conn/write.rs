@@ -7,8 +7,7 @@ use futures_util::SinkExt;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_tungstenite::tungstenite::Error as WsError;
 
-use super::chain::{self, Link};
-use super::{Batch, Conn, Frame, Out};
+use super::{Batch, Conn, Out};
 use crate::node::time::now_nanos;
 use crate::ws::deflate::deflate_message;
 use crate::ws::wire;
@@ -16,11 +15,7 @@ use crate::ws::wire;
 impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     /// Writes the batch to the socket as whole WebSocket messages, with one vectored write where the kernel allows.
     pub(super) async fn write(&mut self, mut batch: Batch) -> Result<(), WsError> {
-        if self.opts.audit
-            && let Some(n) = chain::test_drop_frame()
-        {
-            batch.frames.retain(|f| !matches!(f, Out::Shared(fr, l) if l.n == n && dropped_for_test(fr, l)));
-        }
+        drop_for_test(self.opts.audit, &mut batch);
         let sent_ns = now_nanos();
         let n = batch.frames.len() as u64;
         let messages: Vec<Bytes> = if self.opts.batch {
@@ -95,13 +90,26 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     }
 }
 
-/// The drop hook's log line, which a test reads to learn the height it must see named as lost.
-fn dropped_for_test(fr: &Frame, l: &Link) -> bool {
-    tracing::warn!(
-        "test hook HLBOOK_TEST_DROP_FRAME: not writing frame n={} height={} of subscription {}",
-        l.n,
-        fr.audit.height(),
-        l.sub
-    );
-    true
+/// Test hook `HLBOOK_TEST_DROP_FRAME` (`chain::test_drop_frame`) on `?audit=1` connections; it logs the height it
+/// drops, which the test reads to learn the height it must see named as lost.
+#[cfg(feature = "test-hooks")]
+fn drop_for_test(audit: bool, batch: &mut Batch) {
+    let Some(n) = super::chain::test_drop_frame().filter(|_| audit) else { return };
+    batch.frames.retain(|f| {
+        let Out::Shared(fr, l) = f else { return true };
+        if l.n != n {
+            return true;
+        }
+        tracing::warn!(
+            "test hook HLBOOK_TEST_DROP_FRAME: not writing frame n={} height={} of subscription {}",
+            l.n,
+            fr.audit.height(),
+            l.sub
+        );
+        false
+    });
 }
+
+/// Release builds have no test hooks.
+#[cfg(not(feature = "test-hooks"))]
+fn drop_for_test(_audit: bool, _batch: &mut Batch) {}
