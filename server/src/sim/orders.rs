@@ -41,6 +41,8 @@ pub struct Order {
     pub tif: Tif,
     pub reduce_only: bool,
     pub cloid: Option<u128>,
+    /// A trigger order's trigger (`market::triggers`); `None` for a plain limit order.
+    pub trigger: Option<crate::sim::market::triggers::Trigger>,
 }
 
 #[derive(Clone, Debug, Default)]
