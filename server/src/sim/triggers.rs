@@ -182,9 +182,8 @@ impl Market {
         // The status names the order's limit price; the diff the price it rests at.
         let status_order = Order { px: limit, ..o.clone() };
         out.event(Stream::Diffs, |b| events::diff(b, user, coin, &o, DiffOp::New { sz: o.sz }));
-        out.event(Stream::Statuses, |b| {
-            events::status(b, &self.time, user, None, "triggered", coin, &status_order, o.sz)
-        });
+        let (time, sz) = (&self.time, o.sz);
+        out.event(Stream::Statuses, |b| events::status(b, time, user, None, "triggered", coin, &status_order, sz));
         self.books[c].insert(o);
         1
     }
