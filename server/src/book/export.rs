@@ -48,7 +48,9 @@ pub(crate) fn order_out<'a>(book: &'a CoinBook, o: &'a RestingOrder) -> OrderOut
         oid: o.oid,
         timestamp: o.timestamp,
         trigger_condition: &o.flavor.trigger_condition,
-        is_trigger: o.flavor.is_trigger,
+        // A resting order waits for no trigger: `true` marks only the waiting ones (after each side), as in the
+        // node's snapshot, whose triggered resting orders all say `false` whatever their status said.
+        is_trigger: false,
         trigger_px: o.trigger_px,
         children,
         is_position_tpsl: o.flavor.is_position_tpsl,

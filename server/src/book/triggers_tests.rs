@@ -43,6 +43,18 @@ fn status(coin: &str, oid: u64, status: &str, waiting: bool) -> OrderStatus {
     }
 }
 
+/// The `new` diff that rests triggered order `oid` at 96.0.
+fn new_at_96(oid: u64) -> Diff {
+    Diff {
+        coin: "BTC".into(),
+        user: HexBytes([3; 20]),
+        oid,
+        side: Side::Ask,
+        px: fx("96.0"),
+        kind: DiffKind::New { sz: fx("2.0"), insert_before: None },
+    }
+}
+
 fn block(height: u64, diffs: Vec<Diff>, statuses: Vec<OrderStatus>) -> Block {
     Block { height, block_time: T, diffs, statuses, ..Block::default() }
 }
@@ -66,15 +78,7 @@ fn placed_triggered_and_canceled_by_the_status_stream() {
     assert_eq!(b.trigger_count(), 2);
 
     // Triggered: no longer waiting; its `new` diff rests it at the diff's px, not its limitPx.
-    let new = Diff {
-        coin: "BTC".into(),
-        user: HexBytes([3; 20]),
-        oid: 7,
-        side: Side::Ask,
-        px: fx("96.0"),
-        kind: DiffKind::New { sz: fx("2.0"), insert_before: None },
-    };
-    applied(&mut b, &block(12, vec![new], vec![status("BTC", 7, "triggered", false)]));
+    applied(&mut b, &block(12, vec![new_at_96(7)], vec![status("BTC", 7, "triggered", false)]));
     let btc = b.coin("BTC").unwrap();
     assert!(btc.triggers().is_empty());
     let o = btc.order(7).unwrap();
@@ -108,4 +112,17 @@ fn the_same_set_is_what_validation_accepts() {
     assert!(!a.same_as(&b), "a trigger price that differs");
     let resting = a.get(7).unwrap().as_resting();
     assert_eq!((resting.px, resting.sz, resting.user), (fx("94.0"), fx("2.0"), s.user));
+}
+
+#[test]
+fn a_triggered_order_is_written_as_resting_whatever_its_status_says() {
+    let mut b = Books::new(10, [CoinBook::new("BTC".into())]);
+    // Should a `triggered` status still say `isTrigger`, the order rests, and the export must not mark it waiting.
+    applied(&mut b, &block(11, vec![new_at_96(7)], vec![status("BTC", 7, "triggered", true)]));
+    let mut out = Vec::new();
+    crate::book::export::write_snapshot(&b, None, &mut out).unwrap();
+    let mut coins = Vec::new();
+    crate::node::snapshot::read_snapshot_slice(&out, |c| coins.push(crate::book::snapshot::coin_book(c))).unwrap();
+    assert_eq!((coins[0].len(), coins[0].triggers().len()), (1, 0));
+    assert_eq!(coins[0].order(7).unwrap().px, fx("96.0"));
 }
