@@ -21,46 +21,7 @@ use crate::node::{Side, Stream};
 use crate::sim::block::BlockOut;
 use crate::sim::events::{self, DiffOp};
 use crate::sim::fmt::hex_string;
-use crate::sim::orders::{Order, Tif};
-
-/// What kind of trigger order, as `orderType` names it.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum TriggerKind {
-    StopMarket,
-    StopLimit,
-    TakeProfitMarket,
-    TakeProfitLimit,
-}
-
-impl TriggerKind {
-    pub fn order_type(self) -> &'static str {
-        match self {
-            TriggerKind::StopMarket => "Stop Market",
-            TriggerKind::StopLimit => "Stop Limit",
-            TriggerKind::TakeProfitMarket => "Take Profit Market",
-            TriggerKind::TakeProfitLimit => "Take Profit Limit",
-        }
-    }
-
-    fn is_stop(self) -> bool {
-        matches!(self, TriggerKind::StopMarket | TriggerKind::StopLimit)
-    }
-}
-
-/// An order's trigger: its price in ticks, its kind, and whether it still waits.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct Trigger {
-    pub px: u64,
-    pub kind: TriggerKind,
-    pub waiting: bool,
-}
-
-impl Trigger {
-    /// Fires when the price goes above `px` (a buy stop, a sell take-profit) rather than below.
-    pub fn above(self, side: Side) -> bool {
-        self.kind.is_stop() == (side == Side::Bid)
-    }
-}
+use crate::sim::orders::{Order, Tif, Trigger, TriggerKind};
 
 /// Every coin's waiting trigger orders, by oid, and the RNG that moves them.
 #[derive(Clone, Debug)]
