@@ -13,6 +13,7 @@ use rustc_hash::FxHashMap;
 use slab::Slab;
 
 use super::buckets::Buckets;
+use super::triggers::Triggers;
 use crate::node::{Address, Cloid, Coin, Fixed, FixedSum, OrderFlavor, Side};
 
 /// A resting order. Fields are what the snapshot and `l4Book` frames carry.
@@ -95,6 +96,8 @@ pub struct CoinBook {
     /// Resting orders of size 0: an `update` to 0 keeps the order until its `remove`, which in streaming mode may
     /// come on a later line. While any rests, the book is between two of the engine's events (`is_sane`).
     zero_sized: u32,
+    /// The coin's untriggered trigger orders: beside the levels, never in them (`book::triggers`).
+    triggers: Triggers,
 }
 
 impl CoinBook {
@@ -107,7 +110,16 @@ impl CoinBook {
             children: FxHashMap::default(),
             buckets: Buckets::default(),
             zero_sized: 0,
+            triggers: Triggers::default(),
         }
+    }
+
+    pub fn triggers(&self) -> &Triggers {
+        &self.triggers
+    }
+
+    pub fn triggers_mut(&mut self) -> &mut Triggers {
+        &mut self.triggers
     }
 
     /// Whether a trader would accept this book as it is: not crossed (best bid below best ask) and no order of

@@ -2,14 +2,16 @@
 //!
 //! The same `[height, [[coin, [bids, asks]], …]]` document the node's `fileSnapshot` writes, so an operator (or a
 //! test) can diff our state against the node's with the tools that read node snapshots, and so `l4Book` snapshot
-//! frames reuse one writer. Orders carry the status `order` schema, best level first, time priority within a level.
+//! frames reuse one writer. Orders carry the status `order` schema, best level first, time priority within a level;
+//! each side's untriggered trigger orders follow its resting orders, marked as the node marks them
+//! (`"isTrigger": true`), oldest oid first.
 
 use std::io::{self, Write};
 
 use serde::Serialize;
 use serde::ser::{SerializeSeq, Serializer};
 
-use super::{Books, CoinBook, RestingOrder};
+use super::{Books, CoinBook, RestingOrder, TriggerOrder};
 use crate::node::{Coin, Fixed, Side};
 
 /// The `order` object of a resting order, in the node's field order.
@@ -39,6 +41,33 @@ pub(crate) fn order_out<'a>(book: &'a CoinBook, o: &'a RestingOrder) -> OrderOut
     OrderOut {
         coin: book.coin(),
         side: o.side.as_str(),
+        // Where it rests: a triggered order rests at its `new` diff's px, which its status's limitPx need not be,
+        // and the node's snapshot lists every order in price order by this field.
+        limit_px: o.px,
+        sz: o.sz,
+        oid: o.oid,
+        timestamp: o.timestamp,
+        trigger_condition: &o.flavor.trigger_condition,
+        // A resting order waits for no trigger: `true` marks only the waiting ones (after each side), as in the
+        // node's snapshot, whose triggered resting orders all say `false` whatever their status said.
+        is_trigger: false,
+        trigger_px: o.trigger_px,
+        children,
+        is_position_tpsl: o.flavor.is_position_tpsl,
+        reduce_only: o.flavor.reduce_only,
+        order_type: &o.flavor.order_type,
+        orig_sz: o.orig_sz,
+        tif: o.flavor.tif.as_deref(),
+        cloid: o.cloid.map(|c| c.to_string()),
+    }
+}
+
+/// The `order` object of an untriggered trigger order: the fields its placing status (or snapshot) wrote.
+pub(crate) fn trigger_out<'a>(coin: &'a str, t: &'a TriggerOrder) -> OrderOut<'a> {
+    let o = &t.order;
+    OrderOut {
+        coin,
+        side: o.side.as_str(),
         limit_px: o.limit_px,
         sz: o.sz,
         oid: o.oid,
@@ -46,7 +75,7 @@ pub(crate) fn order_out<'a>(book: &'a CoinBook, o: &'a RestingOrder) -> OrderOut
         trigger_condition: &o.flavor.trigger_condition,
         is_trigger: o.flavor.is_trigger,
         trigger_px: o.trigger_px,
-        children,
+        children: Children(o.children.as_deref()),
         is_position_tpsl: o.flavor.is_position_tpsl,
         reduce_only: o.flavor.reduce_only,
         order_type: &o.flavor.order_type,
@@ -79,6 +108,9 @@ impl Serialize for SideOut<'_> {
         let mut seq = s.serialize_seq(None)?;
         for o in self.0.orders(self.1) {
             seq.serialize_element(&(o.user, order_out(self.0, o)))?;
+        }
+        for t in self.0.triggers().of_side(self.1) {
+            seq.serialize_element(&(t.user, trigger_out(self.0.coin(), t)))?;
         }
         seq.end()
     }
@@ -150,5 +182,18 @@ mod tests {
         let mut out = Vec::new();
         write_snapshot(&books, None, &mut out).unwrap();
         assert_eq!(std::str::from_utf8(&out).unwrap(), SNAP);
+    }
+
+    #[test]
+    fn untriggered_orders_follow_their_side_marked_as_the_node_marks_them() {
+        let stop = r#"["0x0000000000000000000000000000000000000003",{"coin":"BTC","side":"A","limitPx":"90.0","sz":"0.5","oid":13,"timestamp":3,"triggerCondition":"Price below 95","isTrigger":true,"triggerPx":"95.0","children":[],"isPositionTpsl":true,"reduceOnly":true,"orderType":"Stop Market","origSz":"0.5","tif":null,"cloid":null}]"#;
+        let text = SNAP.replacen("],[]]]]]", &format!("],[{stop}]]]]]"), 1);
+        let books = load(&text);
+        let book = books.coin("BTC").unwrap();
+        assert_eq!((book.len(), book.triggers().len()), (2, 1), "held beside the book, not resting");
+        assert!(book.levels_after(Side::Ask, None).next().is_none(), "no ask level");
+        let mut out = Vec::new();
+        write_snapshot(&books, None, &mut out).unwrap();
+        assert_eq!(std::str::from_utf8(&out).unwrap(), text);
     }
 }

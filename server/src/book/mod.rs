@@ -24,6 +24,7 @@ pub mod export;
 mod first;
 pub mod l2;
 pub mod snapshot;
+pub mod triggers;
 mod undo;
 
 use std::sync::Arc;
@@ -32,6 +33,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 pub use coin::{CoinBook, Details, Level, Misfit, Placement, RestingOrder};
 pub use first::{FirstView, splits};
+pub use triggers::{TriggerOrder, Triggers};
 
 use crate::node::event::{SYSTEM_USERS, is_spot};
 use crate::node::{Block, Coin, Diff, DiffKind, OrderFlavor, OrderStatus, UnixNanos, time::nanos_to_millis};
@@ -340,6 +342,7 @@ impl Books {
         }
         out.copies = (self.counters.book_copies - copies) as u32;
         self.distrust(&out);
+        self.apply_trigger_statuses(statuses);
         self.height = height;
         self.block_time = self.diffs_block_time;
         (self.recording, self.undo) = (false, Vec::new());

@@ -10,9 +10,13 @@ use parking_lot::Mutex;
 use super::{Books, CoinBook, RestingOrder};
 use crate::node::snapshot::{SnapshotCoin, SnapshotError, read_snapshot_file};
 
-/// Builds one coin's book; orders keep the snapshot's time priority and rest at their `limitPx`.
+/// Builds one coin's book; orders keep the snapshot's time priority and rest at their `limitPx`. Untriggered
+/// trigger orders are held beside the levels.
 pub fn coin_book(snap: SnapshotCoin) -> CoinBook {
     let mut book = CoinBook::new(snap.coin);
+    for (user, o) in snap.triggers {
+        book.triggers_mut().place(user, o);
+    }
     for side in snap.sides {
         for (user, o) in side {
             let order = RestingOrder {

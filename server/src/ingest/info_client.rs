@@ -86,7 +86,7 @@ impl InfoClient {
         let path = dir.join(format!("hlbook-snapshot-{}-{n}.json", std::process::id()));
         let body = serde_json::json!({
             "type": "fileSnapshot",
-            "request": {"type": "l4Snapshots", "includeUsers": true, "includeTriggerOrders": false},
+            "request": {"type": "l4Snapshots", "includeUsers": true, "includeTriggerOrders": true},
             "outPath": path,
             "includeHeightInOutput": true,
         });

@@ -409,10 +409,13 @@ impl Ingest {
             self.phase = Phase::Lost { retry_at: Instant::now() };
             return;
         }
-        let orders = books.order_count();
+        let (orders, triggers) = (books.order_count(), books.trigger_count());
         self.shared.install(books);
         self.open = None;
-        tracing::info!("books loaded at height {h} ({orders} orders); applying {} cached blocks", cache.len());
+        tracing::info!(
+            "books loaded at height {h} ({orders} orders, {triggers} trigger orders waiting); applying {} cached blocks",
+            cache.len()
+        );
         self.failures = 0;
         for block in cache {
             if matches!(self.phase, Phase::Live) {

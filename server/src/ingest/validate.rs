@@ -5,7 +5,8 @@
 //! height by applying the blocks ingest keeps in `Shared::blocks_after` (the same engine, so both sides saw the same
 //! blocks), and compared in short pieces of at most ~1,000 orders, each under a brief read lock and only when both
 //! are at the same height (the copy catches up between pieces when ingest moves on). A coin that differs, or that
-//! ingest marked untrusted, is replaced by the copy's book under the write lock: an O(1) swap, no restart, no
+//! ingest marked untrusted, is replaced by the copy's book (untriggered trigger orders included, which are
+//! compared too) under the write lock: an O(1) swap, no restart, no
 //! client dropped. The copy is thrown away after each cycle: no whole-state clone is ever made of the live books.
 //!
 //! An untrusted coin (two racing sources wrote one of its lines differently) is a repair, not a wait: a cycle starts
@@ -182,7 +183,23 @@ fn same_coin(shared: &Shared, copy: &mut Books, coin: &Coin) -> Result<bool, Ski
             }
         }
     }
-    Ok(true)
+    same_triggers(shared, copy, coin)
+}
+
+/// Compares one coin's untriggered trigger orders (few: one piece) at equal heights.
+fn same_triggers(shared: &Shared, copy: &mut Books, coin: &Coin) -> Result<bool, Skip> {
+    loop {
+        let live = shared.complete_books(COMPLETE_WAIT).ok_or(Skip::Behind(copy.height() + 1))?;
+        if live.height() != copy.height() {
+            drop(live);
+            catch_up(shared, copy)?;
+            continue;
+        }
+        let none = crate::book::Triggers::default();
+        let (a, b) =
+            (live.coin(coin).map_or(&none, CoinBook::triggers), copy.coin(coin).map_or(&none, CoinBook::triggers));
+        return Ok(a.same_as(b));
+    }
 }
 
 enum Piece {

@@ -3,6 +3,12 @@
 //! A full mainnet snapshot holds every resting order of every coin (hundreds of MB), so it is never held as a
 //! JSON tree: serde visitors walk `[height, [[coin, [bids, asks]], …]]` straight from the reader and hand over
 //! each coin's orders as soon as that coin is complete, so the caller can build books while parsing goes on.
+//!
+//! Asked with `includeTriggerOrders: true`, the node also lists the trigger orders that have not triggered. They
+//! carry the status schema's `"isTrigger": true` (a triggered order resting on the book says `false` and
+//! `"triggerCondition": "Triggered"`; an untriggered one `"Price above …"`/`"Price below …"` and `"tif": null`, as
+//! the `children` of the capture's statuses show), so they are told apart by that flag, wherever the side list
+//! puts them, and handed over apart from the resting orders: they never rest on a book.
 
 use std::fmt;
 use std::fs::File;
@@ -16,11 +22,13 @@ use super::event::{Address, Coin, OrderInfo, Side};
 use super::line::NodeParser;
 use super::wire::OrderWire;
 
-/// One coin of a snapshot: orders per side (`[bids, asks]`), best first, time priority within a price.
+/// One coin of a snapshot: resting orders per side (`[bids, asks]`), best first, time priority within a price;
+/// and the untriggered trigger orders of both sides, in the snapshot's order.
 #[derive(Debug)]
 pub struct SnapshotCoin {
     pub coin: Coin,
     pub sides: [Vec<(Address, OrderInfo)>; 2],
+    pub triggers: Vec<(Address, OrderInfo)>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -146,14 +154,29 @@ impl<'de> Visitor<'de> for OneCoin<'_> {
         let name: compact_str::CompactString =
             seq.next_element()?.ok_or_else(|| de::Error::invalid_length(0, &self))?;
         let coin = self.parser.coin(&name);
-        let sides = seq
+        let mut sides: [Vec<(Address, OrderInfo)>; 2] = seq
             .next_element_seed(Sides { parser: self.parser })?
             .ok_or_else(|| de::Error::invalid_length(1, &"[coin, [bids, asks]]"))?;
         if seq.next_element::<de::IgnoredAny>()?.is_some() {
             return Err(de::Error::invalid_length(3, &"[coin, [bids, asks]]"));
         }
-        Ok(SnapshotCoin { coin, sides })
+        let triggers = split_triggers(&mut sides);
+        Ok(SnapshotCoin { coin, sides, triggers })
     }
+}
+
+/// Takes the untriggered trigger orders (`isTrigger`) out of both sides; the common case (none) moves nothing.
+fn split_triggers(sides: &mut [Vec<(Address, OrderInfo)>; 2]) -> Vec<(Address, OrderInfo)> {
+    let mut triggers = Vec::new();
+    for side in sides {
+        if side.iter().any(|(_, o)| o.flavor.is_trigger) {
+            let (t, resting): (Vec<_>, Vec<_>) =
+                std::mem::take(side).into_iter().partition(|(_, o)| o.flavor.is_trigger);
+            *side = resting;
+            triggers.extend(t);
+        }
+    }
+    triggers
 }
 
 /// `[bids, asks]`, each `[[user, order], …]`.
@@ -242,6 +265,23 @@ mod tests {
         assert_eq!(coins[0].sides[0].len(), 1);
         assert_eq!(coins[0].sides[0][0].1.orig_sz.to_string(), "0.30747");
         assert_eq!(&*coins[1].coin, "@107");
+    }
+
+    #[test]
+    fn untriggered_orders_are_handed_over_apart() {
+        let trigger = r#"["0x0000000000000000000000000000000000000009",{"coin":"BTC","side":"B","limitPx":"64800.0","sz":"0.0122","oid":5,"timestamp":1776712523717,"triggerCondition":"Price below 60000","isTrigger":true,"triggerPx":"60000.0","children":[],"isPositionTpsl":false,"reduceOnly":true,"orderType":"Take Profit Market","origSz":"0.0122","tif":null,"cloid":null}]"#;
+        // Listed first among the bids although its limitPx is below the resting bid's: the flag decides.
+        let with = SNAP.replacen("[[[\"0x1c1c", &format!("[[{trigger},[\"0x1c1c"), 1);
+        let mut coins = Vec::new();
+        read_snapshot(with.as_bytes(), |c| coins.push(c)).unwrap();
+        assert_eq!(coins[0].sides[0].len(), 1);
+        assert_eq!(coins[0].sides[0][0].1.oid, 1);
+        assert_eq!(coins[0].triggers.len(), 1);
+        let (user, t) = &coins[0].triggers[0];
+        assert_eq!((t.oid, t.side, t.flavor.is_trigger, t.flavor.tif.as_deref()), (5, Side::Bid, true, None));
+        assert_eq!((t.trigger_px.to_string(), &*t.flavor.trigger_condition), ("60000.0".into(), "Price below 60000"));
+        assert_eq!(user.to_string(), "0x0000000000000000000000000000000000000009");
+        assert!(coins[1].triggers.is_empty());
     }
 
     #[test]

@@ -80,10 +80,20 @@ impl Publisher {
             if let Some(b) = block {
                 let audit = self.audit_of(height, b.block_time, Stream::Statuses);
                 if want_l4 {
-                    for (coin, diffs) in group_by_coin(b.diffs.iter().map(|d| (&d.coin, d)), wanted, |w| w.l4) {
+                    let mut by_coin = group_by_coin(b.diffs.iter().map(|d| (&d.coin, d)), wanted, |w| w.l4);
+                    // A trigger order's statuses change the coin's waiting orders without any diff.
+                    for s in b.statuses.iter().filter(|s| concerns_trigger(s)) {
+                        if wanted.coins.get(&s.coin).is_some_and(|w| w.l4) {
+                            by_coin.entry(s.coin.clone()).or_default();
+                        }
+                    }
+                    for (coin, diffs) in by_coin {
                         let oids: FxHashSet<u64> = diffs.iter().map(|d| d.oid).collect();
-                        let statuses: Vec<_> =
-                            b.statuses.iter().filter(|s| s.coin == coin && oids.contains(&s.order.oid)).collect();
+                        let statuses: Vec<_> = b
+                            .statuses
+                            .iter()
+                            .filter(|s| s.coin == coin && (oids.contains(&s.order.oid) || concerns_trigger(s)))
+                            .collect();
                         let bytes = json::l4_updates(&coin, b.height, b.block_time, &diffs, &statuses);
                         tick.l4.insert(coin, Arc::new(Frame::new(self.tick_seq, bytes, stamped(audit))));
                         self.hub.counters.l4_frames.inc();
@@ -98,6 +108,12 @@ impl Publisher {
         }
         out
     }
+}
+
+/// A status of a trigger order (waiting, or triggered): l4Book sends it whether or not a diff touches its oid, so
+/// a client keeps the coin's waiting trigger orders as the snapshot frame lists them.
+fn concerns_trigger(s: &crate::node::OrderStatus) -> bool {
+    s.order.flavor.is_trigger || &*s.status == "triggered"
 }
 
 /// Items of wanted coins grouped by coin, in first-appearance order within each coin.

@@ -245,7 +245,8 @@ impl<'a> WsOrderBody<'a> {
         WsOrderBody {
             coin,
             side: o.side.as_str(),
-            limit_px: o.limit_px,
+            // Where it rests (a triggered order: its `new` diff's px, not its status's limitPx).
+            limit_px: o.px,
             sz: o.sz,
             oid: o.oid,
             timestamp: o.timestamp,

@@ -46,16 +46,50 @@ pub fn order_object(out: &mut Vec<u8>, coin: &CoinSpec, o: &Order, sz: u64) {
     uint(out, o.oid);
     out.extend_from_slice(b",\"timestamp\":");
     uint(out, o.timestamp);
-    out.extend_from_slice(
-        b",\"triggerCondition\":\"N/A\",\"isTrigger\":false,\"triggerPx\":\"0.0\",\"children\":[],\
-          \"isPositionTpsl\":false,\"reduceOnly\":",
-    );
+    let Some(t) = o.trigger else {
+        out.extend_from_slice(
+            b",\"triggerCondition\":\"N/A\",\"isTrigger\":false,\"triggerPx\":\"0.0\",\"children\":[],\
+              \"isPositionTpsl\":false,\"reduceOnly\":",
+        );
+        out.extend_from_slice(if o.reduce_only { b"true" } else { b"false" });
+        out.extend_from_slice(b",\"orderType\":\"Limit\",\"origSz\":");
+        return order_tail(out, coin, o, Some(o.tif.as_str()));
+    };
+    // A waiting trigger order: `isTrigger`, its condition and no tif; a triggered one `Triggered` and its tif
+    // (as the capture's snapshot shows the triggered orders resting).
+    out.extend_from_slice(b",\"triggerCondition\":\"");
+    if t.waiting {
+        out.extend_from_slice(if t.above(o.side) { b"Price above " } else { b"Price below " });
+        let mut px = Vec::new();
+        decimal(&mut px, t.px, coin.px_dec);
+        out.extend_from_slice(px.strip_suffix(b".0").unwrap_or(&px[..]));
+    } else {
+        out.extend_from_slice(b"Triggered");
+    }
+    out.extend_from_slice(b"\",\"isTrigger\":");
+    out.extend_from_slice(if t.waiting { b"true" } else { b"false" });
+    // Once triggered the node writes `"triggerPx":"0.0"` (every triggered order of the capture's snapshot).
+    out.extend_from_slice(b",\"triggerPx\":");
+    quoted_decimal(out, if t.waiting { t.px } else { 0 }, coin.px_dec);
+    out.extend_from_slice(b",\"children\":[],\"isPositionTpsl\":false,\"reduceOnly\":");
     out.extend_from_slice(if o.reduce_only { b"true" } else { b"false" });
-    out.extend_from_slice(b",\"orderType\":\"Limit\",\"origSz\":");
+    out.extend_from_slice(b",\"orderType\":\"");
+    out.extend_from_slice(t.kind.order_type().as_bytes());
+    out.extend_from_slice(b"\",\"origSz\":");
+    order_tail(out, coin, o, (!t.waiting).then(|| o.tif.as_str()));
+}
+
+/// `origSz`'s value, `tif` and `cloid`, and the closing brace.
+fn order_tail(out: &mut Vec<u8>, coin: &CoinSpec, o: &Order, tif: Option<&str>) {
     quoted_decimal(out, o.orig_sz, coin.sz_dec);
-    out.extend_from_slice(b",\"tif\":\"");
-    out.extend_from_slice(o.tif.as_str().as_bytes());
-    out.extend_from_slice(b"\",\"cloid\":");
+    match tif {
+        Some(tif) => {
+            out.extend_from_slice(b",\"tif\":\"");
+            out.extend_from_slice(tif.as_bytes());
+            out.extend_from_slice(b"\",\"cloid\":");
+        }
+        None => out.extend_from_slice(b",\"tif\":null,\"cloid\":"),
+    }
     cloid(out, o.cloid);
     out.push(b'}');
 }

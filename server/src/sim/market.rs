@@ -5,6 +5,9 @@
 //! real status stream). All content comes from one seeded RNG, so a seed gives the same events every run; only
 //! the timestamps follow the wall clock.
 
+#[path = "triggers.rs"]
+pub mod triggers;
+
 use std::sync::Arc;
 
 use rand::rngs::Xoshiro256PlusPlus;
@@ -48,6 +51,8 @@ pub struct Market {
     pub users: Arc<Vec<String>>,
     /// What each user owns, moved by the fills written (the info server's account answers read it).
     pub accounts: Accounts,
+    /// Trigger orders waiting for their trigger (`triggers`).
+    pub waiting: triggers::Waiting,
     rng: Xoshiro256PlusPlus,
     next_oid: u64,
     target: Vec<usize>,
@@ -68,12 +73,14 @@ impl Market {
     pub fn new(cfg: MarketConfig) -> Market {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed);
         let users = Arc::new((0..cfg.users.max(1)).map(|_| hex_string(&rng.random::<[u8; 20]>())).collect());
+        let n_coins = cfg.coins.len();
         let mut m = Market {
-            books: vec![SimBook::default(); cfg.coins.len()],
+            books: vec![SimBook::default(); n_coins],
             target: Vec::new(),
             coins: cfg.coins,
             users,
             accounts: Accounts::default(),
+            waiting: triggers::Waiting::new(n_coins, cfg.seed),
             rng,
             next_oid: FIRST_OID,
             diffs_per_block: cfg.diffs_per_block,
@@ -98,6 +105,7 @@ impl Market {
             books: self.books.clone(),
             users: self.users.clone(),
             accounts: self.accounts.clone(),
+            waiting: self.waiting.clone(),
             rng: self.rng.clone(),
             next_oid: self.next_oid,
             target: self.target.clone(),
@@ -169,6 +177,7 @@ impl Market {
             tif: if self.rng.random_ratio(17, 20) { Tif::Alo } else { Tif::Gtc },
             reduce_only: false,
             cloid: self.rng.random_ratio(3, 5).then(|| self.rng.random()),
+            trigger: None,
         }
     }
 
@@ -183,7 +192,7 @@ impl Market {
         let mut diffs = 0;
         while diffs < budget {
             let c = self.pick_coin();
-            let n = self.action(c, out);
+            let n = self.action(c, out) + self.trigger_action(c, out);
             for _ in 0..n * self.reject_ratio {
                 self.reject(c, out);
             }
@@ -400,6 +409,7 @@ impl Market {
             tif,
             reduce_only,
             cloid: self.rng.random_ratio(7, 10).then(|| self.rng.random()),
+            trigger: None,
         };
         self.next_oid += 1;
         let user = &self.users[o.user as usize];

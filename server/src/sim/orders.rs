@@ -27,6 +27,45 @@ impl Tif {
     }
 }
 
+/// What kind of trigger order, as `orderType` names it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum TriggerKind {
+    StopMarket,
+    StopLimit,
+    TakeProfitMarket,
+    TakeProfitLimit,
+}
+
+impl TriggerKind {
+    pub fn order_type(self) -> &'static str {
+        match self {
+            TriggerKind::StopMarket => "Stop Market",
+            TriggerKind::StopLimit => "Stop Limit",
+            TriggerKind::TakeProfitMarket => "Take Profit Market",
+            TriggerKind::TakeProfitLimit => "Take Profit Limit",
+        }
+    }
+
+    fn is_stop(self) -> bool {
+        matches!(self, TriggerKind::StopMarket | TriggerKind::StopLimit)
+    }
+}
+
+/// An order's trigger: its price in ticks, its kind, and whether it still waits.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Trigger {
+    pub px: u64,
+    pub kind: TriggerKind,
+    pub waiting: bool,
+}
+
+impl Trigger {
+    /// Fires when the price goes above `px` (a buy stop, a sell take-profit) rather than below.
+    pub fn above(self, side: Side) -> bool {
+        self.kind.is_stop() == (side == Side::Bid)
+    }
+}
+
 /// An order as the simulator knows it: price in ticks, sizes in lots, user as an index into the user pool.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Order {
@@ -41,6 +80,9 @@ pub struct Order {
     pub tif: Tif,
     pub reduce_only: bool,
     pub cloid: Option<u128>,
+    /// A trigger order's trigger (placed, canceled and fired in `market::triggers`); `None` for a plain limit
+    /// order.
+    pub trigger: Option<Trigger>,
 }
 
 #[derive(Clone, Debug, Default)]

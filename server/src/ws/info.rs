@@ -6,8 +6,8 @@
 //!   (`user_info`). Where hlbook cannot be sure of a whole answer (a user the store does not keep, an order not
 //!   in its books, a time before the store), it does not answer: the request goes upstream, or is refused.
 //! - **The node's info server**: `server.info_types`, by default every read type a node serves. openOrders and
-//!   frontendOpenOrders go there first: the node's answer holds trigger orders not yet triggered, which no book
-//!   has, so hlbook's own would be short.
+//!   frontendOpenOrders go there first (the node's own answer), and are answered here, trigger orders included,
+//!   when the node does not answer them.
 //! - **The upstream** (`server.upstream_info_url`, off by default): every other read type.
 //! - **Refused**, 422 with plain text that says why and names the setting that would serve it, as the exchange
 //!   refuses a request it cannot serve (its clients turn that into their own error type). `fileSnapshot`, which
@@ -41,7 +41,7 @@ pub const SERVED_HERE: &[&str] = &[
     "frontendOpenOrders",
 ];
 
-/// Answered by the node when it serves them: its answer is whole (trigger orders), ours is not.
+/// Answered by the node when it serves them: the node's own state; ours (books and trigger orders) otherwise.
 const NODE_FIRST: &[&str] = &["openOrders", "frontendOpenOrders"];
 
 /// Local answers computed at once, per kind, whoever asks: each walks the books while ingest may wait, so a flood

@@ -1,21 +1,22 @@
 //! Per-user info types answered from our L4 books: `openOrders` and `frontendOpenOrders` when no node info
 //! server answers them, and `orderStatus` for an order resting in the books.
 //!
-//! Only resting orders are on the books: untriggered trigger orders are not in the node's book output, so they
-//! are missing here (the official answer includes them, which is why the node answers open orders when it is
-//! configured). `dex` selects coins as the official API does: absent or `""` the main dex's perps and every spot
-//! book, a name its `name:COIN` books. Orders are listed newest first. Every book is walked under the read lock:
-//! O(resting orders), a few milliseconds on a full mainnet book.
+//! Resting orders and the untriggered trigger orders held beside each book (`book::triggers`) are a user's open
+//! orders, as the exchange lists them: a waiting trigger order with its `limitPx`, `isTrigger: true`, its
+//! `triggerCondition`, `triggerPx` and `orderType`. `dex` selects coins as the official API does: absent or `""`
+//! the main dex's perps and every spot book, a name its `name:COIN` books. Orders are listed newest first. Every
+//! book is walked under the read lock: O(resting orders), a few milliseconds on a full mainnet book.
 //!
-//! `orderStatus` is answered only for an order resting in the books ("open"). An order hlbook does not hold may
-//! be filled, canceled, untriggered or never placed: hlbook cannot tell, so it never answers `unknownOid` itself.
+//! `orderStatus` is answered only for an order hlbook holds ("open": resting, or a trigger order waiting). An order
+//! hlbook does not hold may be filled, canceled or never placed: hlbook cannot tell, so it never answers
+//! `unknownOid` itself.
 
 use serde_json::Value;
 
 use super::info_gate::{Answer, Local};
 use super::market_info::of_dex;
-use crate::book::CoinBook;
-use crate::book::export::order_out;
+use crate::book::export::{order_out, trigger_out};
+use crate::book::{CoinBook, TriggerOrder};
 use crate::node::{Address, Side};
 use crate::publish::users::WsOrderBody;
 use crate::state::Shared;
@@ -45,6 +46,9 @@ pub fn open_orders(shared: &Shared, body: &Value, frontend: bool) -> Answer {
             for o in book.orders(side).filter(|o| o.user == user) {
                 found.push((o.oid, entry(book, o, frontend)));
             }
+        }
+        for t in book.triggers().iter().filter(|t| t.user == user) {
+            found.push((t.order.oid, trigger_entry(book, t, frontend)));
         }
     }
     drop(books);
@@ -84,12 +88,36 @@ pub fn order_status(shared: &Shared, body: &Value) -> Local {
         };
         if let Some(o) = found {
             let order = serde_json::to_value(order_out(book, o)).unwrap_or(Value::Null);
-            let v = serde_json::json!({"status": "order",
-                "order": {"order": order, "status": "open", "statusTimestamp": o.timestamp}});
-            return Local::Answer(Answer::json(v.to_string()));
+            return Local::Answer(open_status(order, o.timestamp));
+        }
+        let waiting = match (oid, &cloid) {
+            (Some(oid), _) => book.triggers().get(oid).filter(|t| t.user == user),
+            (None, Some(c)) => book.triggers().iter().find(|t| t.user == user && t.order.cloid.as_ref() == Some(c)),
+            (None, None) => None,
+        };
+        if let Some(t) = waiting {
+            let order = serde_json::to_value(trigger_out(book.coin(), t)).unwrap_or(Value::Null);
+            return Local::Answer(open_status(order, t.order.timestamp));
         }
     }
     Local::Unsure("the order is not resting in hlbook's books, and hlbook keeps no other order statuses".into())
+}
+
+/// An `orderStatus` answer for an order hlbook holds: open since it was placed.
+fn open_status(order: Value, timestamp: u64) -> Answer {
+    let v = serde_json::json!({"status": "order",
+        "order": {"order": order, "status": "open", "statusTimestamp": timestamp}});
+    Answer::json(v.to_string())
+}
+
+/// A waiting trigger order: the frontend shape with every trigger field, or the plain one at its `limitPx`.
+fn trigger_entry(book: &CoinBook, t: &TriggerOrder, frontend: bool) -> Value {
+    let v = if frontend {
+        serde_json::to_value(trigger_out(book.coin(), t))
+    } else {
+        serde_json::to_value(WsOrderBody::of_resting(book.coin(), &t.as_resting()))
+    };
+    v.unwrap_or(Value::Null)
 }
 
 fn entry(book: &CoinBook, o: &crate::book::RestingOrder, frontend: bool) -> Value {
@@ -166,5 +194,42 @@ mod tests {
         assert!(matches!(status(serde_json::json!(2)), Local::Unsure(_)), "oid 2 is b's");
         assert!(matches!(status(serde_json::json!(99)), Local::Unsure(_)));
         assert!(matches!(status(serde_json::json!([1])), Local::Answer(a) if a.status == 422));
+    }
+
+    #[test]
+    fn waiting_trigger_orders_are_open_orders_with_their_trigger_fields() {
+        let a = Address::parse("0x5eaac7c475b1fad85701f02c4e9e796a53f94bd5").unwrap();
+        let stop = r#"{"coin":"BTC","side":"A","limitPx":"90.0","sz":"0.5","oid":13,"timestamp":3,"triggerCondition":"Price below 95","isTrigger":true,"triggerPx":"95.0","children":[],"isPositionTpsl":false,"reduceOnly":true,"orderType":"Stop Limit","origSz":"0.5","tif":null,"cloid":null}"#;
+        let snap = format!(r#"[9,[["BTC",[[],[["{a}",{stop}]]]]]]"#);
+        let mut coins = Vec::new();
+        crate::node::snapshot::read_snapshot_slice(snap.as_bytes(), |c| {
+            coins.push(crate::book::snapshot::coin_book(c));
+        })
+        .unwrap();
+        let mut btc = coins.pop().unwrap();
+        btc.insert(order(1, a, Side::Bid, 100_000_000), None, None);
+        let shared = Shared::new(Books::new(9, [btc]), std::time::Duration::from_secs(10));
+        let user = a.to_string();
+        let ask = |kind: &str| {
+            let a = open_orders(&shared, &serde_json::json!({"type": kind, "user": user}), kind != "openOrders");
+            serde_json::from_slice::<Value>(&a.body).unwrap()
+        };
+        let front = ask("frontendOpenOrders");
+        assert_eq!(front[0], serde_json::from_str::<Value>(stop).unwrap(), "newest first, as the node wrote it");
+        assert_eq!(front[1]["oid"], 1);
+        let plain = ask("openOrders");
+        assert_eq!(
+            plain[0],
+            serde_json::json!({"coin":"BTC","side":"A","limitPx":"90.0","sz":"0.5","oid":13,"timestamp":3,
+                "origSz":"0.5","reduceOnly":true})
+        );
+        let Local::Answer(st) = order_status(&shared, &serde_json::json!({"user": user, "oid": 13})) else {
+            panic!("a waiting trigger order is open")
+        };
+        let v: Value = serde_json::from_slice(&st.body).unwrap();
+        assert_eq!(
+            (&v["order"]["status"], &v["order"]["order"]["isTrigger"]),
+            (&serde_json::json!("open"), &serde_json::json!(true))
+        );
     }
 }

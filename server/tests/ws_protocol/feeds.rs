@@ -91,7 +91,9 @@ fn resting(levels: &Value) -> HashMap<u64, Resting> {
             assert!(check::is_address(&entry[0]), "[user, order]: {entry}");
             let o = &entry[1];
             let s = |k: &str| o[k].as_str().unwrap_or_else(|| panic!("order without {k}: {o}")).to_string();
-            assert!(out.insert(o["oid"].as_u64().unwrap(), (s("limitPx"), s("sz"), s("side"))).is_none(), "{o}");
+            // A trigger order waiting for its trigger is listed after its side's resting orders (docs/api.md).
+            let side = if o["isTrigger"] == true { format!("waiting {}", s("side")) } else { s("side") };
+            assert!(out.insert(o["oid"].as_u64().unwrap(), (s("limitPx"), s("sz"), side)).is_none(), "{o}");
         }
     }
     out
@@ -100,14 +102,24 @@ fn resting(levels: &Value) -> HashMap<u64, Resting> {
 /// Applies one `updates` frame's raw diffs, checking each against the copy.
 fn apply(book: &mut HashMap<u64, Resting>, data: &Value) {
     let diffs = data["book_diffs"].as_array().unwrap();
-    assert!(!diffs.is_empty(), "an updates frame is sent for a block that changed the coin: {data}");
+    let statuses = data["order_statuses"].as_array().unwrap();
+    assert!(
+        !diffs.is_empty() || !statuses.is_empty(),
+        "an updates frame is sent for a block that changed the coin: {data}"
+    );
     let oids: HashSet<u64> = diffs.iter().map(|d| d["oid"].as_u64().unwrap()).collect();
-    for s in data["order_statuses"].as_array().unwrap() {
+    for s in statuses {
         let o = &s["order"];
-        assert!(
-            o["coin"] == data["coin"] && oids.contains(&o["oid"].as_u64().unwrap()),
-            "status of another order: {s}"
-        );
+        let oid = o["oid"].as_u64().unwrap();
+        let trigger = o["isTrigger"] == true || s["status"] == "triggered";
+        assert!(o["coin"] == data["coin"] && (trigger || oids.contains(&oid)), "status of another order: {s}");
+        // A trigger order's placement holds it as waiting; any other status of a waiting oid ends it.
+        if s["status"] == "open" && o["isTrigger"] == true {
+            let f = |k: &str| o[k].as_str().unwrap().to_string();
+            book.insert(oid, (f("limitPx"), f("sz"), format!("waiting {}", f("side"))));
+        } else if book.get(&oid).is_some_and(|r| r.2.starts_with("waiting")) {
+            book.remove(&oid);
+        }
     }
     for d in diffs {
         assert_eq!(d["coin"], data["coin"], "{d}");

@@ -214,7 +214,8 @@ pub fn spot_clearinghouse_state(m: &Market, idx: Option<u32>) -> Value {
 
 /// `openOrders` (gitbook "Retrieve a user's open orders") or `frontendOpenOrders` ("… with additional frontend
 /// info"), newest first. `dex` as the exchange reads it: "" the main perps and every spot pair, else its coins.
-/// The frontend shape is the order object the sim's statuses and snapshots carry.
+/// The frontend shape is the order object the sim's statuses and snapshots carry. Waiting trigger orders are open
+/// orders too, at their `limitPx` (the exchange lists them; a user's TP/SL shows there).
 pub fn open_orders(m: &Market, idx: Option<u32>, dex: &str, frontend: bool) -> Value {
     let Some(idx) = idx else { return json!([]) };
     let mut found: Vec<(u64, Value)> = Vec::new();
@@ -223,7 +224,8 @@ pub fn open_orders(m: &Market, idx: Option<u32>, dex: &str, frontend: bool) -> V
             Kind::Builder(d) => d == dex,
             Kind::Perp | Kind::Spot { .. } => dex.is_empty(),
         };
-        for o in orders_of(m, i, idx).filter(|_| listed) {
+        let waiting = m.waiting.coins[i].values().filter(|o| o.user == idx);
+        for o in orders_of(m, i, idx).chain(waiting).filter(|_| listed) {
             let v = if frontend {
                 let mut buf = Vec::new();
                 order_object(&mut buf, c, o, o.sz);
@@ -234,6 +236,9 @@ pub fn open_orders(m: &Market, idx: Option<u32>, dex: &str, frontend: bool) -> V
                     "origSz": decimal_string(o.orig_sz, c.sz_dec)});
                 if let Some(cl) = o.cloid {
                     v["cloid"] = json!(format!("0x{cl:032x}"));
+                }
+                if o.reduce_only {
+                    v["reduceOnly"] = json!(true);
                 }
                 v
             };

@@ -35,7 +35,7 @@ use axum::routing::{get, post};
 use serde_json::Value;
 
 pub use node::NODE_INFO_TYPES;
-pub use snapshot::{SnapshotCopy, copy_books, serialize, write_snapshot};
+pub use snapshot::{SnapshotCopy, copy_books, copy_books_with, serialize, write_snapshot};
 
 use super::SimShared;
 

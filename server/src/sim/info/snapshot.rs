@@ -1,6 +1,10 @@
 //! `fileSnapshot` (node mode only): the node writes its L4 books to a file on its own host, here the sim's books
 //! at one height. The books are copied under the producer's lock (cheap) and serialized on a blocking thread
 //! without it, so a large snapshot never stalls block production or the async runtime.
+//!
+//! With `includeTriggerOrders: true` the waiting trigger orders are listed too, each after the resting orders of
+//! its side, marked `"isTrigger": true` as the node's status schema marks them; with `false` (or absent) they are
+//! left out, as the node leaves them out (docs hl-node-info-server.md).
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -24,10 +28,17 @@ pub struct SnapshotCopy {
     pub users: Arc<Vec<String>>,
     /// (coin, bids best first, asks best first).
     pub coins: Vec<(CoinSpec, Vec<Order>, Vec<Order>)>,
+    /// Each coin's waiting trigger orders (oldest first), when asked for: beside `coins`, index for index.
+    pub triggers: Vec<Vec<Order>>,
 }
 
-/// Copies the current books (with the configured mismatch while it lasts).
+/// Copies the current books (with the configured mismatch while it lasts), without trigger orders.
 pub fn copy_books(shared: &SimShared) -> SnapshotCopy {
+    copy_books_with(shared, false)
+}
+
+/// Copies the current books, and the waiting trigger orders when `include_triggers`.
+pub fn copy_books_with(shared: &SimShared, include_triggers: bool) -> SnapshotCopy {
     let mut st = shared.state.lock();
     let mismatch = (st.mismatch_left > 0).then(|| shared.mismatch.clone()).flatten();
     if mismatch.is_some() {
@@ -52,7 +63,12 @@ pub fn copy_books(shared: &SimShared) -> SnapshotCopy {
             (spec.clone(), bids, asks)
         })
         .collect();
-    SnapshotCopy { height: st.height, users: m.users.clone(), coins }
+    let triggers = if include_triggers {
+        m.waiting.coins.iter().map(|w| w.values().cloned().collect()).collect()
+    } else {
+        Vec::new()
+    };
+    SnapshotCopy { height: st.height, users: m.users.clone(), coins, triggers }
 }
 
 /// Serializes a snapshot: `[height,[[coin,[bids,asks]],…]]` (without the height when not asked for).
@@ -70,12 +86,14 @@ pub fn serialize(snap: &SnapshotCopy, with_height: bool, out: &mut impl Write) -
         buf.extend_from_slice(b"[\"");
         buf.extend_from_slice(spec.name.as_bytes());
         buf.extend_from_slice(b"\",[");
+        let waiting = snap.triggers.get(i).map_or(&[][..], Vec::as_slice);
         for (j, side) in [bids, asks].into_iter().enumerate() {
             if j > 0 {
                 buf.push(b',');
             }
             buf.push(b'[');
-            for (k, o) in side.iter().enumerate() {
+            let of_side = waiting.iter().filter(|o| o.side == [Side::Bid, Side::Ask][j]);
+            for (k, o) in side.iter().chain(of_side).enumerate() {
                 if k > 0 {
                     buf.push(b',');
                 }
@@ -124,8 +142,9 @@ pub(super) async fn file_snapshot(shared: Arc<SimShared>, v: &Value) -> Response
         return bad("outPath must be an absolute file path");
     }
     let with_height = v.get("includeHeightInOutput").and_then(Value::as_bool).unwrap_or(false);
+    let triggers = v.pointer("/request/includeTriggerOrders").and_then(Value::as_bool).unwrap_or(false);
     let done = tokio::task::spawn_blocking(move || {
-        let snap = copy_books(&shared);
+        let snap = copy_books_with(&shared, triggers);
         tracing::info!(height = snap.height, path = %path.display(), "writing fileSnapshot");
         write_snapshot(&snap, with_height, &path)
     })

@@ -190,6 +190,18 @@ fn node_market_answers_and_file_snapshot() {
         let books = load_books(&path).unwrap();
         assert_eq!(books.height(), 1_000_000_002);
         assert_eq!(books.order_count(), shared.state.lock().market.order_count());
+        assert_eq!(books.trigger_count(), 0, "trigger orders are left out when not asked for");
+
+        // Asked for, the waiting trigger orders are listed too, marked `isTrigger`, none resting.
+        let mut req = req.clone();
+        req["request"]["includeTriggerOrders"] = json!(true);
+        assert_eq!(ok(&client, &url, &req).await, Value::Null);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let books = load_books(&path).unwrap();
+        let waiting = shared.state.lock().market.waiting.len();
+        assert!(waiting > 0, "three blocks placed no trigger order");
+        assert_eq!(text.matches("\"isTrigger\":true").count(), waiting);
+        assert_eq!((books.trigger_count(), books.order_count()), (waiting, shared.state.lock().market.order_count()));
 
         let r = client.post(&url).body("{not json").send().await.unwrap();
         assert_eq!(r.status(), 400);
