@@ -9,6 +9,7 @@
 //! status list is open-ended, docs hl-user-channels.md §1, so anything but `open` ends it).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::{Books, CoinBook, RestingOrder};
 use crate::node::{Address, Cloid, Fixed, OrderFlavor, OrderInfo, OrderStatus, Side};
@@ -106,11 +107,11 @@ impl Books {
         let mut changed = 0;
         for s in statuses {
             if places_trigger(s) {
-                let book = self.coins.entry(s.coin.clone()).or_insert_with(|| CoinBook::new(s.coin.clone()));
-                book.triggers_mut().place(s.user, s.order.clone());
+                let book = self.coins.entry(s.coin.clone()).or_insert_with(|| Arc::new(CoinBook::new(s.coin.clone())));
+                super::unshared(book, &mut self.counters.book_copies).triggers_mut().place(s.user, s.order.clone());
                 changed += 1;
             } else if self.coins.get(&s.coin).is_some_and(|b| b.triggers().get(s.order.oid).is_some())
-                && let Some(book) = self.coins.get_mut(&s.coin)
+                && let Some(book) = self.book_mut(&s.coin)
             {
                 book.triggers_mut().remove(s.order.oid);
                 changed += 1;
