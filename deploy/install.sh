@@ -83,7 +83,9 @@ nats_setup() {
 	$SUDO env NATS_DIR="$dest/etc/nats" NATS_RELOAD=true "$dest/usr/local/sbin/hlbook-nats-edge" rebuild
 	[ -z "$group" ] || $SUDO chgrp "$group" "$dest/etc/nats/users.conf"
 	if [ ! -e "$dest/etc/default/nats-server" ]; then
-		pw="$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+		# nats-server parses an environment variable's value as a config value: hex that starts with a digit
+		# (or reads as a number, like 1e5…) does not parse, so the password starts with letters.
+		pw="hl$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 		$SUDO install -d -m 0755 "$dest/etc/default"
 		echo "HLBOOK_PUBLISHER_PASSWORD=$pw" | $SUDO tee "$dest/etc/default/nats-server" >/dev/null
 		$SUDO chmod 0600 "$dest/etc/default/nats-server"
