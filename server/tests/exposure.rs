@@ -191,6 +191,13 @@ fn operator_endpoints_are_only_on_the_admin_listener_and_the_token_guards_them()
     // /health stays open on both: balancers and systemd do not carry tokens.
     assert_eq!(get(&format!("{}/health", feed.base), None), 200);
     assert_eq!(get(&format!("{}/health", feed.admin), None), 200);
+    // ... but the admin one shows the operator's detail (source paths, counters) only with the token.
+    let keys = |query: &str| {
+        let h = get_json(&format!("{}/health{query}", feed.admin)).expect("/health");
+        (h.get("counters").is_some(), h.get("sources").is_some())
+    };
+    assert_eq!(keys(""), (false, false), "the admin /health without the token answers as the public one");
+    assert_eq!(keys("?token=s3cret"), (true, true), "the admin /health with the token has the detail");
     // The token guards POST /info too.
     let info = |bearer: Option<&str>| {
         let mut req =

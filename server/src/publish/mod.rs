@@ -17,6 +17,7 @@ pub mod l2_frames;
 mod l4_snapshots;
 mod pass;
 pub mod recent_trades;
+pub mod slot;
 pub mod users;
 pub mod wanted;
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::candles::Interval;
-use super::frame::Slot;
+use super::slot::Slot;
 use crate::book::l2::L2Params;
 use crate::node::Coin;
 

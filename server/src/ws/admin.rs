@@ -18,7 +18,7 @@ use axum::routing::get;
 use rustc_hash::FxHashSet;
 use serde::Deserialize;
 
-use super::http::{AppState, health_detail};
+use super::http::{AppState, health, health_detail};
 use crate::book::export::write_snapshot;
 use crate::book::{Books, CoinBook};
 use crate::node::Coin;
@@ -36,8 +36,18 @@ pub fn router(state: AppState) -> Router {
             async move { if ok { next.run(req).await } else { super::auth::unauthorized() } }
         }))
         // Added after the token layer, so it stays open: systemd's and the balancers' checks carry no token.
-        .route("/health", get(health_detail))
+        .route("/health", get(admin_health))
         .with_state(state)
+}
+
+/// `/health` with the operator's detail (source paths, NATS addresses, counters) for a request that carries
+/// `server.token` (or any, when none is set); the public answer for one that does not.
+async fn admin_health(State(s): State<AppState>, req: Request) -> Response {
+    if super::auth::authorized(&s.ws.cfg.token, req.uri().query(), req.headers()) {
+        health_detail(State(s)).await
+    } else {
+        health(State(s)).await
+    }
 }
 
 /// Prometheus/OpenMetrics text.
