@@ -85,6 +85,19 @@ fn leaf_user_is_narrow(rt: &tokio::runtime::Runtime, hub_url: &str, leaf_url: &s
 
 #[test]
 fn edges_behind_a_leaf_read_the_regional_mirror_and_each_line_crosses_once() {
+    region(true);
+}
+
+/// With `nats.live_subjects = false` the region's edges read only the leaf's mirror: one copy of each line
+/// crosses the WAN, at the cost of the mirror's delay on the edges' lines.
+#[test]
+fn edges_without_the_live_path_take_one_copy_per_line_over_the_leaf() {
+    region(false);
+}
+
+/// Two edges on a leaf read the region's mirror (live path on or off) through a publisher restart, end with the
+/// simulator's books, and the hub→leaf link carries a bounded number of copies per line whatever the edges.
+fn region(live: bool) {
     if !procs::nats::available_or_skip() {
         return;
     }
@@ -139,10 +152,16 @@ fn edges_behind_a_leaf_read_the_regional_mirror_and_each_line_crosses_once() {
     mirror.wait_line("mirror OBJ_HL_SNAPSHOTS of domain hub ready", Duration::from_secs(30));
 
     let source = leaf.source();
-    let (mut e1, _, a1) = edge(&source, &user_config(w, "edge1", EDGE_PASSWORD, ""), w, "edge1");
-    let (mut e2, _, a2) = edge(&source, &user_config(w, "edge2", EDGE_PASSWORD, "domain = \"tokyo\"\n"), w, "edge2");
+    let live_conf = if live { "" } else { "live_subjects = false\n" };
+    let (e1_conf, e2_conf) = (live_conf.to_string(), format!("domain = \"tokyo\"\n{live_conf}"));
+    let (mut e1, _, a1) = edge(&source, &user_config(w, "edge1", EDGE_PASSWORD, &e1_conf), w, "edge1");
+    let (mut e2, _, a2) = edge(&source, &user_config(w, "edge2", EDGE_PASSWORD, &e2_conf), w, "edge2");
     for a in [&a1, &a2] {
-        wait_health(a, Duration::from_secs(120), |h| counter(h, "nats_live_lines") > 0);
+        if live {
+            wait_health(a, Duration::from_secs(120), |h| counter(h, "nats_live_lines") > 0);
+        } else {
+            wait_health(a, Duration::from_secs(120), |h| h["state"] == "live");
+        }
     }
     // An edge's credentials reach no JetStream of the hub from the leaf.
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -169,10 +188,19 @@ fn edges_behind_a_leaf_read_the_regional_mirror_and_each_line_crosses_once() {
     let lines = hub_lines(&rt, &hub.url()) - lines0;
     let (sent, bytes) = (msgs1 - msgs0, bytes1 - bytes0);
     eprintln!("hub→leaf while {lines} lines were published: {sent} messages, {bytes} bytes, two edges on the leaf");
-    // Each line crosses at most twice (the mirror's copy, and the live copy the leaf shares among its edges);
-    // a copy per edge would be three or more per line.
     assert!(lines > 300, "too few lines to count: {lines}");
-    assert!(sent < lines * 5 / 2, "{sent} messages for {lines} lines: more than two per line");
+    if live {
+        // Each line crosses at most twice (the mirror's copy, and the live copy the leaf shares among its edges);
+        // a copy per edge would be three or more per line.
+        assert!(sent < lines * 5 / 2, "{sent} messages for {lines} lines: more than two per line");
+    } else {
+        // Only the mirror's copy: once per line (flow control and acks are the rest), never once per edge.
+        assert!(sent < lines * 3 / 2, "{sent} messages for {lines} lines: more than one per line");
+        for a in [&a1, &a2] {
+            let h = get_json(&format!("{a}/health")).expect("/health");
+            assert_eq!(counter(&h, "nats_live_lines"), 0, "the live path was off: {h}");
+        }
+    }
     let theirs = procs::sim_books_at(&info, w, last);
     for b in &books {
         procs::assert_same_books(b, &theirs);
