@@ -33,6 +33,26 @@ pub struct RestingOrder {
     pub flavor: Arc<OrderFlavor>,
 }
 
+impl RestingOrder {
+    /// `user`'s order `o` resting at its `limitPx`: a snapshot's order, or a waiting trigger order shown the way
+    /// resting ones are.
+    pub fn at_limit(user: Address, o: &crate::node::OrderInfo) -> RestingOrder {
+        RestingOrder {
+            oid: o.oid,
+            user,
+            side: o.side,
+            px: o.limit_px,
+            sz: o.sz,
+            orig_sz: o.orig_sz,
+            limit_px: o.limit_px,
+            trigger_px: o.trigger_px,
+            timestamp: o.timestamp,
+            cloid: o.cloid,
+            flavor: o.flavor.clone(),
+        }
+    }
+}
+
 /// The fields of a resting order that do not place it: what an opening status adds to its `new` diff.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Details {

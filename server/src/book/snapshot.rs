@@ -19,20 +19,7 @@ pub fn coin_book(snap: SnapshotCoin) -> CoinBook {
     }
     for side in snap.sides {
         for (user, o) in side {
-            let order = RestingOrder {
-                oid: o.oid,
-                user,
-                side: o.side,
-                px: o.limit_px,
-                sz: o.sz,
-                orig_sz: o.orig_sz,
-                limit_px: o.limit_px,
-                trigger_px: o.trigger_px,
-                timestamp: o.timestamp,
-                cloid: o.cloid,
-                flavor: o.flavor,
-            };
-            book.insert(order, o.children, None);
+            book.insert(RestingOrder::at_limit(user, &o), o.children, None);
         }
     }
     // Bulk loading leaves up to half the capacity unused; live changes regrow it as needed.

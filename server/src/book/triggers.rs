@@ -24,20 +24,7 @@ pub struct TriggerOrder {
 impl TriggerOrder {
     /// The order as a `RestingOrder` at its `limitPx`, for the answers shaped from resting orders (`openOrders`).
     pub fn as_resting(&self) -> RestingOrder {
-        let o = &self.order;
-        RestingOrder {
-            oid: o.oid,
-            user: self.user,
-            side: o.side,
-            px: o.limit_px,
-            sz: o.sz,
-            orig_sz: o.orig_sz,
-            limit_px: o.limit_px,
-            trigger_px: o.trigger_px,
-            timestamp: o.timestamp,
-            cloid: o.cloid,
-            flavor: o.flavor.clone(),
-        }
+        RestingOrder::at_limit(self.user, &self.order)
     }
 
     /// What validation compares: everything that a status can change or a client reads to act on (not the raw
