@@ -163,12 +163,18 @@ pub fn run_beside(
                 panic!("the library did not exit; server log:\n{}", feed.server_log());
             }
         };
-        // Frames of the last blocks the library saw may still be on their way to our client.
-        let drain = Instant::now();
-        while drain.elapsed() < Duration::from_secs(1) {
-            let Some(Event::Msg(v, _)) = ours.next_event(Duration::from_millis(100)).await else { continue };
-            if data(&v) {
-                frames.push(v);
+        // Frames of the last blocks the library saw may still be on their way to our client. They were published
+        // before it exited, so the batch that carries our first pong gathered them; the second pong comes after
+        // that whole batch.
+        for _ in 0..2 {
+            ours.send_json(&json!({"method": "ping"})).await;
+            loop {
+                match ours.next_event(Duration::from_secs(30)).await {
+                    Some(Event::Msg(v, _)) if v["channel"] == "pong" => break,
+                    Some(Event::Msg(v, _)) if data(&v) => frames.push(v),
+                    Some(Event::Msg(..)) => {}
+                    other => panic!("no pong from the server: {other:?}"),
+                }
             }
         }
         let printed: Vec<Value> = run.lines.try_iter().map(|l| serde_json::from_str(&l).unwrap()).collect();

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
+use crate::procs::wait_health;
 use crate::rig;
 use crate::wsclient::check;
 use crate::wsclient::http::get_json;
@@ -141,6 +142,24 @@ fn apply(book: &mut HashMap<u64, Resting>, data: &Value) {
     }
 }
 
+/// The last block in the simulator's by-block diffs files, and the last one with a diff of `coin`.
+fn last_blocks(data: &std::path::Path, coin: &str) -> (u64, u64) {
+    let (mut last, mut last_coin) = (0, 0);
+    for day in std::fs::read_dir(data.join("node_raw_book_diffs_by_block/hourly")).unwrap().flatten() {
+        for f in std::fs::read_dir(day.path()).unwrap().flatten() {
+            for l in std::fs::read_to_string(f.path()).unwrap().lines() {
+                let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+                let h = v["block_number"].as_u64().unwrap();
+                last = last.max(h);
+                if v["events"].as_array().unwrap().iter().any(|e| e["coin"] == coin) {
+                    last_coin = last_coin.max(h);
+                }
+            }
+        }
+    }
+    (last, last_coin)
+}
+
 /// Our resting set equals the server's book of `coin` at the same height (sizes compared as numbers).
 fn assert_same(ours: &HashMap<u64, Resting>, theirs: &HashMap<u64, Resting>, what: &str) {
     let norm = |m: &HashMap<u64, Resting>| -> HashMap<u64, (u128, u128, String)> {
@@ -165,15 +184,15 @@ fn l4book_snapshot_and_updates_rebuild_the_servers_book() {
         c.subscribe(json!({"type": "l4Book", "coin": "BTC"})).await;
         let snap = c.next().await;
         assert_eq!((&snap["channel"], &snap["data"]["type"]), (&json!("l4Book"), &json!("snapshot")), "{snap}");
-        let mut height = snap["data"]["height"].as_u64().unwrap();
+        let height = std::cell::Cell::new(snap["data"]["height"].as_u64().unwrap());
         let mut book = resting(&snap["data"]["levels"]);
         let mut updates = 0;
         let mut take = |v: &Value, book: &mut HashMap<u64, Resting>| {
             let data = &v["data"];
             assert_eq!((&data["type"], &data["coin"]), (&json!("updates"), &json!("BTC")), "{v}");
-            let h = data["height"].as_u64().unwrap();
-            assert!(h > height, "updates in height order, after the snapshot: {h} after {height}");
-            height = h;
+            let (h, after) = (data["height"].as_u64().unwrap(), height.get());
+            assert!(h > after, "updates in height order, after the snapshot: {h} after {after}");
+            height.set(h);
             apply(book, data);
             updates += 1;
         };
@@ -181,24 +200,21 @@ fn l4book_snapshot_and_updates_rebuild_the_servers_book() {
             take(&v, &mut book);
         }
 
-        // Stop the market, let the server apply everything, and drain the feed until it goes quiet.
+        // Stop the market; the simulator's files then say the last block and the last one that changed BTC: the
+        // server reaches the first, and this client gets the update of the second.
         let status = tokio::task::block_in_place(|| rig.sim.stop());
         assert!(status.success(), "hlsim exits 0 on SIGTERM");
-        let mut last = 0;
-        let final_height = loop {
-            let h = get_json(&format!("{}/health", rig.base)).await["height"].as_u64().unwrap();
-            if h == last {
-                break h;
-            }
-            last = h;
-            tokio::time::sleep(Duration::from_secs(2)).await;
-        };
-        while let Some(ev) = c.next_event(Duration::from_secs(2)).await {
-            match ev {
-                Event::Msg(v, _) => take(&v, &mut book),
-                Event::Closed(f) => panic!("closed while draining: {f:?}"),
+        let (final_height, last_btc) = last_blocks(&rig.dir.path().join("data"), "BTC");
+        tokio::task::block_in_place(|| {
+            wait_health(&rig.base, Duration::from_secs(60), |h| h["height"].as_u64() >= Some(final_height))
+        });
+        while height.get() < last_btc {
+            match c.next_event(Duration::from_secs(30)).await {
+                Some(Event::Msg(v, _)) => take(&v, &mut book),
+                other => panic!("no update of BTC's last block {last_btc} (at {}): {other:?}", height.get()),
             }
         }
+        let height = height.get();
         assert!(updates > 0 && height <= final_height, "{updates} updates, last at {height} of {final_height}");
         let doc = get_json(&format!("{}/l4snapshot?coins=BTC", rig.admin)).await;
         assert_eq!(doc[0].as_u64(), Some(final_height), "snapshot height");
