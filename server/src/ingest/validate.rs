@@ -166,13 +166,7 @@ fn same_coin(shared: &Shared, copy: &mut Books, coin: &Coin) -> Result<bool, Ski
     for side in [Side::Bid, Side::Ask] {
         let mut cursor: Option<Fixed> = None;
         loop {
-            // Only complete books have whole orders at one height: a half-applied block's statuses are near.
-            let live = shared.complete_books(COMPLETE_WAIT).ok_or(Skip::Behind(copy.height() + 1))?;
-            if live.height() != copy.height() {
-                drop(live);
-                catch_up(shared, copy)?;
-                continue;
-            }
+            let live = live_at(shared, copy)?;
             if !live.is_trusted(coin) {
                 return Ok(false);
             }
@@ -188,17 +182,22 @@ fn same_coin(shared: &Shared, copy: &mut Books, coin: &Coin) -> Result<bool, Ski
 
 /// Compares one coin's untriggered trigger orders (few: one piece) at equal heights.
 fn same_triggers(shared: &Shared, copy: &mut Books, coin: &Coin) -> Result<bool, Skip> {
+    let live = live_at(shared, copy)?;
+    let none = crate::book::Triggers::default();
+    let (a, b) = (live.coin(coin).map_or(&none, CoinBook::triggers), copy.coin(coin).map_or(&none, CoinBook::triggers));
+    Ok(a.same_as(b))
+}
+
+/// The live books, complete and at the copy's height: the copy is caught up while they are ahead. Only complete
+/// books have whole orders at one height (a half-applied block's statuses are near).
+fn live_at<'a>(shared: &'a Shared, copy: &mut Books) -> Result<parking_lot::RwLockReadGuard<'a, Books>, Skip> {
     loop {
         let live = shared.complete_books(COMPLETE_WAIT).ok_or(Skip::Behind(copy.height() + 1))?;
-        if live.height() != copy.height() {
-            drop(live);
-            catch_up(shared, copy)?;
-            continue;
+        if live.height() == copy.height() {
+            return Ok(live);
         }
-        let none = crate::book::Triggers::default();
-        let (a, b) =
-            (live.coin(coin).map_or(&none, CoinBook::triggers), copy.coin(coin).map_or(&none, CoinBook::triggers));
-        return Ok(a.same_as(b));
+        drop(live);
+        catch_up(shared, copy)?;
     }
 }
 
