@@ -1,8 +1,11 @@
 //! hlbook: a self-hosted Hyperliquid order-book server.
 //!
-//! The data path: the node's files → `node` (parse) → `ingest` (whole blocks, in order) → `book` (exact L4 books,
-//! in `state`) → `publish` (frames, serialized once) → `ws` (clients). The modules, in dependency order: each may
-//! use only the ones above it in this list (`tests/layering.rs` checks it, docs/architecture.md explains it).
+//! The data path: the node's files → `node` (parse) → `ingest` (whole blocks, in order) → `book` (exact L4 books, in
+//! `state`) → `publish` (frames, serialized once) → `ws` (clients).
+//!
+//! The dependency order: `node` → `config` → `book` → `state` → `store` → `ingest` → `audit` → `publish` → `ws` →
+//! `cli`, with `sim` beside them. Each module may use only those before it (`tests/layering.rs` checks it,
+//! docs/architecture.md explains it):
 //!
 //! | module | owns |
 //! | --- | --- |
