@@ -5,6 +5,7 @@ pub mod block;
 pub mod decimal;
 pub mod event;
 mod fast;
+pub mod fills_light;
 pub mod intern;
 pub mod line;
 pub mod paths;

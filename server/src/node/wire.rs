@@ -261,6 +261,18 @@ pub struct FillBody<'a> {
     pub tid: u64,
 }
 
+/// The fields of a fill that make its trade, and nothing else: what the history store reads of every fill
+/// (a fill missing any other field is still a trade to it).
+#[derive(Deserialize)]
+pub struct FillTradeWire<'a> {
+    #[serde(borrow)]
+    pub coin: Cow<'a, str>,
+    pub px: Fixed,
+    pub sz: Fixed,
+    pub time: i64,
+    pub tid: u64,
+}
+
 /// A status event read whole, order included, whatever its status.
 #[derive(Deserialize)]
 pub(crate) struct AnyStatusWire<'a> {

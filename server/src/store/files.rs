@@ -7,19 +7,17 @@
 //! lines of one height make one block. A line longer than `ingest.max_line_bytes` is skipped and counted, read
 //! through to its newline in buffer-sized pieces and never held whole: a broken or hostile writer of the node's
 //! files cannot make the store allocate one line's worth of memory past the limit ingest already applies.
+//! What a line holds is read by `node::fills_light`: the node's formats are read only in `node`.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
-use serde_json::value::RawValue;
-
 use super::candle::Trade;
-use crate::node::event::HexBytes;
+use crate::node::fills_light::read_light_fills;
+use crate::node::intern::Interner;
 use crate::node::paths::hour_files;
-use crate::node::time::parse_node_time;
-use crate::node::{Address, Coin, Fixed, Mode, Stream};
+use crate::node::{Address, Coin, Mode, Stream};
 
 /// Where the node's fills files are.
 #[derive(Clone, Debug)]
@@ -40,24 +38,6 @@ pub struct BlockFills {
     pub trades: Vec<(Coin, u64, Trade)>,
     /// Every fill object verbatim, with its user, in the node's order.
     pub users: Vec<(Address, std::sync::Arc<str>)>,
-}
-
-#[derive(Deserialize)]
-struct Envelope<'a> {
-    block_time: &'a str,
-    block_number: u64,
-    #[serde(borrow)]
-    events: Vec<(HexBytes<20>, &'a RawValue)>,
-}
-
-#[derive(Deserialize)]
-struct FillLite<'a> {
-    #[serde(borrow)]
-    coin: std::borrow::Cow<'a, str>,
-    px: Fixed,
-    sz: Fixed,
-    time: i64,
-    tid: u64,
 }
 
 /// How a read went.
@@ -134,8 +114,7 @@ pub fn read_blocks(
 ) -> ReadOutcome {
     let files = hour_files(&dir.node_dir, dir.mode, Stream::Fills).unwrap_or_default();
     let firsts: Vec<Option<u64>> = files.iter().map(|f| first_height(&f.path)).collect();
-    let mut out = ReadOutcome::default();
-    let mut block: Option<BlockFills> = None;
+    let mut r = Reading::default();
     for (k, f) in files.iter().enumerate() {
         // Every block wanted is in a later file: the next one begins at or below `from` (streaming: below, as a
         // block's lines may straddle two files).
@@ -147,16 +126,25 @@ pub fn read_blocks(
         if firsts[k].is_some_and(|h| h > to) || stop() {
             break;
         }
-        out.files += 1;
-        if !read_file(&f.path, dir.max_line_bytes, (from, to), stop, &mut block, &mut out, each) {
+        r.out.files += 1;
+        if !read_file(&f.path, dir.max_line_bytes, (from, to), stop, &mut r, each) {
             break;
         }
         progress(k + 1, files.len());
     }
-    if let Some(b) = block.take() {
-        hand(b, &mut out, each);
+    if let Some(b) = r.block.take() {
+        hand(b, &mut r.out, each);
     }
-    out
+    r.out
+}
+
+/// A read across files: the block being gathered (a streaming block's lines may straddle two), the tally, and
+/// the coin names shared by every fill read.
+#[derive(Default)]
+struct Reading {
+    block: Option<BlockFills>,
+    out: ReadOutcome,
+    coins: Interner,
 }
 
 fn hand(b: BlockFills, out: &mut ReadOutcome, each: &mut dyn FnMut(BlockFills)) {
@@ -173,10 +161,10 @@ fn read_file(
     max_line: usize,
     (from, to): (u64, u64),
     stop: &dyn Fn() -> bool,
-    block: &mut Option<BlockFills>,
-    out: &mut ReadOutcome,
+    r: &mut Reading,
     each: &mut dyn FnMut(BlockFills),
 ) -> bool {
+    let Reading { block, out, coins } = r;
     let Ok(file) = File::open(path) else { return true };
     let mut reader = BufReader::with_capacity(1 << 20, file);
     let mut line = Vec::new();
@@ -194,31 +182,28 @@ fn read_file(
             }
             Ok(Capped::Line) => {}
         }
-        let Ok(env) = serde_json::from_slice::<Envelope<'_>>(line.trim_ascii_end()) else {
+        let Some(read) = read_light_fills(&line) else {
             out.malformed += 1;
             continue;
         };
-        let h = env.block_number;
+        let h = read.height;
         if h < from {
             continue;
         }
         if h > to {
             return false;
         }
+        out.malformed += read.malformed;
         if block.as_ref().is_some_and(|b| b.height != h)
             && let Some(b) = block.take()
         {
             hand(b, out, each);
         }
-        let time_ms = parse_node_time(env.block_time).map_or(0, |ns| ns.div_euclid(1_000_000));
+        let time_ms = read.block_time.div_euclid(1_000_000);
         let b = block.get_or_insert_with(|| BlockFills { height: h, time_ms, ..BlockFills::default() });
-        for (user, raw) in env.events {
-            let Ok(f) = serde_json::from_str::<FillLite<'_>>(raw.get()) else {
-                out.malformed += 1;
-                continue;
-            };
-            b.trades.push((Coin::from(&*f.coin), f.tid, Trade { time: f.time, px: f.px, sz: f.sz }));
-            b.users.push((user, std::sync::Arc::from(raw.get())));
+        for f in read.fills {
+            b.trades.push((coins.str(&f.coin), f.tid, Trade { time: f.time, px: f.px, sz: f.sz }));
+            b.users.push((f.user, std::sync::Arc::from(f.raw)));
         }
     }
 }
@@ -226,6 +211,7 @@ fn read_file(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::node::time::parse_node_time;
 
     /// A by-block fills line of height `h` with one fill per (user, tid).
     pub(crate) fn line(h: u64, time: &str, fills: &[(&str, u64, &str)]) -> String {
