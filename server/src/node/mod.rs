@@ -8,6 +8,7 @@ mod fast;
 pub mod fills_light;
 pub mod intern;
 pub mod line;
+pub mod matches;
 pub mod paths;
 pub mod snapshot;
 mod status_split;

@@ -11,6 +11,7 @@ use serde_json::value::RawValue;
 use crate::book::CoinBook;
 use crate::book::export::SidesOut;
 use crate::book::l2::{LevelAgg, write_l2_book_json};
+use crate::node::matches::pair_by_tid;
 use crate::node::time::nanos_to_millis;
 use crate::node::{Address, Diff, DiffKind, Fill, Fixed, OrderStatus, Side, TxHash, UnixNanos};
 
@@ -76,32 +77,23 @@ struct Trade<'a> {
     users: [Address; 2],
 }
 
-/// Pairs one coin's fills of a block by `tid`, in first-appearance order, into official trades.
+/// One coin's fills (of a block, or of the recent ones) as official trades, paired by `node::matches`.
 pub fn trades<'a>(fills: impl Iterator<Item = &'a Fill>) -> Vec<u8> {
-    // (tid, buyer, seller, taker side, first fill)
-    type Match<'f> = (u64, Option<Address>, Option<Address>, Option<Side>, &'f Fill);
-    let mut acc: Vec<Match<'_>> = Vec::new();
-    for f in fills {
-        // The two sides of a match are adjacent in the node's output: search from the back.
-        let i = if let Some(i) = acc.iter().rposition(|t| t.0 == f.tid) {
-            i
-        } else {
-            acc.push((f.tid, None, None, None, f));
-            acc.len() - 1
-        };
-        let t = &mut acc[i];
-        match f.side {
-            Side::Bid => t.1 = Some(f.user),
-            Side::Ask => t.2 = Some(f.user),
-        }
-        if f.crossed {
-            t.3 = Some(f.side);
-        }
-    }
     let zero = Address::default();
-    let list: Vec<Trade<'_>> = acc
+    let list: Vec<Trade<'_>> = pair_by_tid(fills, |f| f.tid)
         .iter()
-        .map(|&(tid, buyer, seller, taker, f)| {
+        .map(|m| {
+            let (mut buyer, mut seller, mut taker) = (zero, zero, None);
+            for f in m.fills() {
+                match f.side {
+                    Side::Bid => buyer = f.user,
+                    Side::Ask => seller = f.user,
+                }
+                if f.crossed {
+                    taker = Some(f.side);
+                }
+            }
+            let f = m.first;
             // Without the taker's fill, the taker is the other side of the maker we saw.
             let side = taker.unwrap_or(if f.crossed { f.side } else { opposite(f.side) });
             Trade {
@@ -111,8 +103,8 @@ pub fn trades<'a>(fills: impl Iterator<Item = &'a Fill>) -> Vec<u8> {
                 sz: f.sz,
                 time: f.time,
                 hash: f.hash,
-                tid,
-                users: [buyer.unwrap_or(zero), seller.unwrap_or(zero)],
+                tid: m.tid,
+                users: [buyer, seller],
             }
         })
         .collect();

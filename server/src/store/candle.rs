@@ -1,5 +1,5 @@
-//! Candle arithmetic: the official intervals, the exchange's buckets, one candle's OHLCV from trades, and the one
-//! place where a block's fills become trades (one per `tid`).
+//! Candle arithmetic: the official intervals, the exchange's buckets, one candle's OHLCV from trades, and a block's
+//! fills as the trades candles count (one per `tid`, paired by `node::matches`).
 //!
 //! A trade is one `tid` (the node writes a fill per side, both sharing it), counted once: `o` is the bucket's
 //! first trade price, `c` its last, `h`/`l` the extremes, `v` the summed size (base units), `n` the trade count.
@@ -9,8 +9,7 @@
 //! exchange serves them (its weekly candles open on Thursday, the epoch's weekday); months on UTC calendar months.
 //! The evidence and the choices are in docs/api.md ("candle").
 
-use rustc_hash::FxHashSet;
-
+use crate::node::matches::pair_by_tid;
 use crate::node::{Fill, Fixed, FixedSum};
 
 pub const MINUTE: i64 = 60_000;
@@ -144,11 +143,10 @@ pub fn block_trades<'a>(fills: impl Iterator<Item = &'a Fill>) -> Vec<Trade> {
     one_per_tid(fills.map(|f| (f.tid, Trade { time: f.time, px: f.px, sz: f.sz })))
 }
 
-/// The one tid dedup: the two sides of a trade share its `tid` (in one line by-block, in two lines of one block in
-/// streaming mode), so a block's fills give one trade per `tid`, in first-appearance order.
+/// A block's (tid, trade) pairs, one trade per match (`node::matches` pairs them: both sides of a trade share its
+/// `tid`, in one line by-block, in two lines of one block in streaming mode).
 pub fn one_per_tid(fills: impl Iterator<Item = (u64, Trade)>) -> Vec<Trade> {
-    let mut seen = FxHashSet::default();
-    fills.filter(|(tid, _)| seen.insert(*tid)).map(|(_, t)| t).collect()
+    pair_by_tid(fills, |f| f.0).into_iter().map(|m| m.first.1).collect()
 }
 
 /// One bucket's OHLCV.
