@@ -1,6 +1,6 @@
 //! `hlbook relay`: publishes this host's node files into NATS JetStream (`ingest::nats::publish`), with the
-//! node's snapshots beside them (`ingest::nats::keeper`), for `hlbook serve --source nats://…` on any host. The
-//! older TCP protocol is retired; `--listen` only says so.
+//! node's snapshots beside them (`ingest::nats::snapshot_keeper`), for `hlbook serve --source nats://…` on any
+//! host. The older TCP protocol is retired; `--listen` only says so.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use anyhow::Context;
 
-use crate::ingest::nats::keeper::{self, FreshSnapshot, KeeperConfig};
 use crate::ingest::nats::metrics::{self, RelayMetrics};
 use crate::ingest::nats::publish::PublishConfig;
+use crate::ingest::nats::snapshot_keeper::{self, FreshSnapshot, KeeperConfig};
 use crate::node::Mode;
 
 #[derive(Debug, clap::Args)]
@@ -113,7 +113,7 @@ pub fn run(args: &RelayArgs) -> anyhow::Result<()> {
             fresh,
         };
         let st = stop.clone();
-        std::thread::Builder::new().name("hlbook-snapshots".into()).spawn(move || keeper::run(&kc, &st))?;
+        std::thread::Builder::new().name("hlbook-snapshots".into()).spawn(move || snapshot_keeper::run(&kc, &st))?;
     }
     // READY=1 once connected with the stream open, not before: `systemctl start` then means publishing.
     let ready = || super::systemd::ready(&format!("publishing {} to NATS", pc.node_dir.display()));

@@ -25,7 +25,7 @@ use crate::ws::admin;
 use crate::ws::http::{AppState, router};
 use crate::ws::info::Passthrough;
 use crate::ws::info_gate::InfoGate;
-use crate::ws::limits::Limits;
+use crate::ws::limits::ConnLimits;
 use crate::ws::listen::{self, Deadlines};
 use crate::ws::tcp_cap::TcpCap;
 use crate::ws::{WsContext, WsCounters};
@@ -204,7 +204,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         upstream,
         info_weight: crate::ws::info_weight::InfoWeight::new(c.server.info_weight_per_minute),
         info_gate: InfoGate::new(&c.server),
-        limits: Arc::new(Limits::new(&c.server)),
+        limits: Arc::new(ConnLimits::new(&c.server)),
         counters: WsCounters::default(),
         closing,
         budgets: crate::ws::budget::Budgets::new(c.server.conn_budget_bytes, c.server.global_budget_bytes),

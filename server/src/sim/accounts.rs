@@ -72,7 +72,7 @@ impl Account {
 
 /// What one fill did to its user, as the fill line reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Applied {
+pub struct FillEffect {
     /// Holding before the fill, lots.
     pub start: i64,
     pub dir: &'static str,
@@ -82,7 +82,7 @@ pub struct Applied {
 
 /// One side of a trade, as `Accounts::apply` takes it.
 #[derive(Clone, Copy, Debug)]
-pub struct Trade {
+pub struct TradeSide {
     pub user: u32,
     pub coin: usize,
     pub buys: bool,
@@ -123,7 +123,7 @@ impl Accounts {
 
     /// Moves `t`'s user by one fill of coin `c`: its size, entry cost and USDC (closed pnl and fee; spot the
     /// notional too). Returns what the fill line says about it.
-    pub fn apply(&mut self, c: &CoinSpec, t: Trade) -> Applied {
+    pub fn apply(&mut self, c: &CoinSpec, t: TradeSide) -> FillEffect {
         let notional = micro(c, i128::from(t.px) * i128::from(t.sz));
         if t.crossed {
             self.exchange_volume += notional;
@@ -170,7 +170,7 @@ impl Accounts {
                 perp_dir(start, end)
             }
         };
-        Applied { start, dir, closed_pnl }
+        FillEffect { start, dir, closed_pnl }
     }
 }
 
@@ -191,8 +191,8 @@ mod tests {
     use super::*;
     use crate::sim::coins::universe;
 
-    fn fill(a: &mut Accounts, c: &CoinSpec, buys: bool, px: u64, sz: u64) -> Applied {
-        a.apply(c, Trade { user: 7, coin: 0, buys, px, sz, crossed: true, fee: 0 })
+    fn fill(a: &mut Accounts, c: &CoinSpec, buys: bool, px: u64, sz: u64) -> FillEffect {
+        a.apply(c, TradeSide { user: 7, coin: 0, buys, px, sz, crossed: true, fee: 0 })
     }
 
     #[test]
@@ -200,16 +200,16 @@ mod tests {
         let btc = universe(3).remove(0);
         let mut a = Accounts::default();
         // 0.001 BTC at 80000, then 0.001 more at 82000: entry 81000.
-        assert_eq!(fill(&mut a, &btc, true, 80_000, 100), Applied { start: 0, dir: "Open Long", closed_pnl: 0 });
+        assert_eq!(fill(&mut a, &btc, true, 80_000, 100), FillEffect { start: 0, dir: "Open Long", closed_pnl: 0 });
         fill(&mut a, &btc, true, 82_000, 100);
         assert_eq!(a.get(7).unwrap().holding(0, &btc), Holding { sz: 200, cost: 16_200_000 });
         // Sell 0.003 at 81500: closes 0.002 (+1.0 USDC) and opens 0.001 short at 81500.
         let flip = fill(&mut a, &btc, false, 81_500, 300);
-        assert_eq!(flip, Applied { start: 200, dir: "Long > Short", closed_pnl: 1_000_000 });
+        assert_eq!(flip, FillEffect { start: 200, dir: "Long > Short", closed_pnl: 1_000_000 });
         assert_eq!(a.get(7).unwrap().holding(0, &btc), Holding { sz: -100, cost: 8_150_000 });
         assert_eq!(a.get(7).unwrap().usdc(""), DEPOSIT + 1_000_000);
         let close = fill(&mut a, &btc, true, 81_000, 100);
-        assert_eq!(close, Applied { start: -100, dir: "Close Short", closed_pnl: 500_000 });
+        assert_eq!(close, FillEffect { start: -100, dir: "Close Short", closed_pnl: 500_000 });
         assert_eq!(a.get(7).unwrap().holding(0, &btc), Holding::default());
     }
 }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 
-use super::accounts::{Accounts, Trade};
+use super::accounts::{Accounts, TradeSide};
 use super::block::BlockOut;
 use super::coins::{CoinSpec, Kind};
 use super::events::{self, DiffOp, FillSide};
@@ -352,7 +352,7 @@ impl Market {
         for (o, crossed) in sides {
             let fee = if crossed { notional * 45 / 100_000 } else { -(notional * 3 / 100_000) };
             let buys = o.side == Side::Bid;
-            let t = Trade { user: o.user, coin: c, buys, px: maker.px, sz: q, crossed, fee };
+            let t = TradeSide { user: o.user, coin: c, buys, px: maker.px, sz: q, crossed, fee };
             let done = self.accounts.apply(coin, t);
             let f = FillSide {
                 user: &self.users[o.user as usize],

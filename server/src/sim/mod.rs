@@ -42,7 +42,7 @@ use coins::CoinSpec;
 use faults::Faults;
 use market::{Market, MarketConfig};
 use nodes::{Delay, NodeSpec, NodeThread};
-use writer::{HourClock, Writer};
+use writer::{HourClock, NodeFileWriter};
 
 use crate::node::time::now_nanos;
 
@@ -69,7 +69,7 @@ pub struct Sim {
     shared: Arc<SimShared>,
     /// The `--out` node, written in the producer's thread (`None` when it has a write delay: then it is in
     /// `nodes`).
-    writer: Option<Writer>,
+    writer: Option<NodeFileWriter>,
     /// Nodes with threads of their own (`--node`, a delayed `--out`), each handed every block.
     nodes: Vec<NodeThread>,
     out: BlockOut,
@@ -100,8 +100,13 @@ impl Sim {
             users: args.users,
         });
         let faults = Faults::from_args(args);
-        let mut writer =
-            Writer::new(&args.out, args.mode, HourClock::new(args.rollover_secs), args.prune_keep, faults.clone());
+        let mut writer = NodeFileWriter::new(
+            &args.out,
+            args.mode,
+            HourClock::new(args.rollover_secs),
+            args.prune_keep,
+            faults.clone(),
+        );
         if let Some(t) = &args.timing {
             writer.timing(t)?;
         }

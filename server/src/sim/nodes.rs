@@ -18,7 +18,7 @@ use rand::{RngExt, SeedableRng};
 use super::block::BlockOut;
 use super::cli::DropStream;
 use super::faults::Faults;
-use super::writer::{HourClock, Writer};
+use super::writer::{HourClock, NodeFileWriter};
 use crate::node::Mode;
 
 /// `local_time − block_time` of each block's last line in the mainnet capture (by-block, 51 blocks), in ms: the
@@ -115,7 +115,7 @@ pub struct NodeThread {
 
 impl NodeThread {
     /// Starts the node's writer thread (`writer` already carries its faults).
-    pub fn start(writer: Writer, faults: Faults, delay: Delay, seed: u64, name: String) -> NodeThread {
+    pub fn start(writer: NodeFileWriter, faults: Faults, delay: Delay, seed: u64, name: String) -> NodeThread {
         let (tx, rx) = mpsc::channel::<Job>();
         let handle = std::thread::Builder::new()
             .name(name)
@@ -143,12 +143,18 @@ impl NodeThread {
 }
 
 /// A writer for `dir` with `faults`, as the `--out` node's.
-pub fn writer(dir: &std::path::Path, mode: Mode, rollover_secs: Option<u64>, prune: usize, f: &Faults) -> Writer {
-    Writer::new(dir, mode, HourClock::new(rollover_secs), prune, f.clone())
+pub fn writer(
+    dir: &std::path::Path,
+    mode: Mode,
+    rollover_secs: Option<u64>,
+    prune: usize,
+    f: &Faults,
+) -> NodeFileWriter {
+    NodeFileWriter::new(dir, mode, HourClock::new(rollover_secs), prune, f.clone())
 }
 
 fn write_loop(
-    mut writer: Writer,
+    mut writer: NodeFileWriter,
     faults: &Faults,
     delay: &Delay,
     seed: u64,

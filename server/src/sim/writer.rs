@@ -57,7 +57,7 @@ impl HourClock {
 }
 
 #[derive(Debug)]
-pub struct Writer {
+pub struct NodeFileWriter {
     dir: PathBuf,
     mode: Mode,
     clock: HourClock,
@@ -74,9 +74,9 @@ pub struct Writer {
     spans: Option<super::span::Spans>,
 }
 
-impl Writer {
-    pub fn new(dir: &Path, mode: Mode, clock: HourClock, prune_keep: usize, faults: Faults) -> Writer {
-        Writer {
+impl NodeFileWriter {
+    pub fn new(dir: &Path, mode: Mode, clock: HourClock, prune_keep: usize, faults: Faults) -> NodeFileWriter {
+        NodeFileWriter {
             dir: dir.to_path_buf(),
             mode,
             clock,

@@ -9,8 +9,8 @@
 
 pub mod counter;
 pub mod health;
+mod kept_steps;
 pub mod sources;
-mod steps;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -22,7 +22,7 @@ use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use rustc_hash::FxHashSet;
 
 use self::health::Health;
-pub use self::steps::{KEPT_STEPS, LineTimes, Step, StepData, StepsSince};
+pub use self::kept_steps::{KEPT_STEPS, LineTimes, Step, StepData, StepsSince};
 use crate::book::Books;
 use crate::node::{Block, Coin, Stream, Watched};
 

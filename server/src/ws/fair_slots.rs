@@ -2,7 +2,7 @@
 //! first served among equals, so two busy IPs cannot hold every slot while a third waits behind them.
 //!
 //! tokio's `Semaphore` is FIFO, which is fair per request, not per client; nothing maintained does this per key,
-//! hence this small queue. A grant travels as a `Slot` through a oneshot: if its waiter has gone, dropping the
+//! hence this small queue. A grant travels as a `FairSlot` through a oneshot: if its waiter has gone, dropping the
 //! unreceived slot hands it on, so no slot is ever lost.
 
 use std::collections::VecDeque;
@@ -23,7 +23,7 @@ pub struct FairSlots {
 struct Ledger {
     free: usize,
     held: FxHashMap<IpAddr, usize>,
-    waiting: VecDeque<(IpAddr, oneshot::Sender<Slot>)>,
+    waiting: VecDeque<(IpAddr, oneshot::Sender<FairSlot>)>,
 }
 
 impl Ledger {
@@ -40,13 +40,13 @@ impl Ledger {
 
 /// A held slot; dropping it gives it to the next waiter.
 #[derive(Debug)]
-pub struct Slot {
+pub struct FairSlot {
     /// `None` once disarmed (a grant that found its waiter gone is handed on by `release` itself).
     slots: Option<Arc<FairSlots>>,
     ip: IpAddr,
 }
 
-impl Drop for Slot {
+impl Drop for FairSlot {
     fn drop(&mut self) {
         if let Some(slots) = self.slots.take() {
             slots.release(self.ip);
@@ -60,13 +60,13 @@ impl FairSlots {
     }
 
     /// A slot for a request from `ip` (cancel-safe: dropping the future gives up its place).
-    pub async fn acquire(self: &Arc<Self>, ip: IpAddr) -> Slot {
+    pub async fn acquire(self: &Arc<Self>, ip: IpAddr) -> FairSlot {
         let rx = {
             let mut s = self.state.lock();
             if s.free > 0 && s.waiting.is_empty() {
                 s.free -= 1;
                 *s.held.entry(ip).or_default() += 1;
-                return Slot { slots: Some(self.clone()), ip };
+                return FairSlot { slots: Some(self.clone()), ip };
             }
             let (tx, rx) = oneshot::channel();
             s.waiting.push_back((ip, tx));
@@ -99,7 +99,7 @@ impl FairSlots {
             *s.held.entry(ip).or_default() += 1;
             // Sent under the lock; if the waiter went away meanwhile, the returned slot is disarmed (dropping
             // it armed would re-enter this lock) and the loop hands it on.
-            match tx.send(Slot { slots: Some(self.clone()), ip }) {
+            match tx.send(FairSlot { slots: Some(self.clone()), ip }) {
                 Ok(()) => return,
                 Err(mut slot) => {
                     slot.slots = None;

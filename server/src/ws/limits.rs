@@ -37,7 +37,7 @@ struct IpTable {
 }
 
 #[derive(Debug)]
-pub struct Limits {
+pub struct ConnLimits {
     max_total: usize,
     max_per_ip: usize,
     /// Named tokens' connection caps.
@@ -50,7 +50,7 @@ pub struct Limits {
 /// Holds one admitted connection's place; dropping it frees the place.
 #[derive(Debug)]
 pub struct Admitted {
-    limits: Arc<Limits>,
+    limits: Arc<ConnLimits>,
     who: Who,
 }
 
@@ -67,9 +67,9 @@ impl Drop for Admitted {
     }
 }
 
-impl Limits {
-    pub fn new(c: &ServerConfig) -> Limits {
-        Limits {
+impl ConnLimits {
+    pub fn new(c: &ServerConfig) -> ConnLimits {
+        ConnLimits {
             max_total: c.max_connections,
             max_per_ip: c.max_connections_per_ip,
             per_token: c.tokens.iter().map(|t| (t.name.as_str().into(), t.allowances(c).0)).collect(),
@@ -133,7 +133,7 @@ mod tests {
             new_connections_per_minute_per_ip: 3,
             ..ServerConfig::default()
         };
-        let l = Arc::new(Limits::new(&c));
+        let l = Arc::new(ConnLimits::new(&c));
         let (a, b) = (Who::Ip("10.0.0.1".parse().unwrap()), Who::Ip("10.0.0.2".parse().unwrap()));
         let a1 = l.admit(a.clone()).unwrap();
         let _a2 = l.admit(a.clone()).unwrap();
@@ -157,7 +157,7 @@ mod tests {
             ..Default::default()
         };
         let c = ServerConfig { max_connections_per_ip: 1, tokens: vec![desk], ..ServerConfig::default() };
-        let l = Arc::new(Limits::new(&c));
+        let l = Arc::new(ConnLimits::new(&c));
         let (token, ip) = (Who::Token("desk".into()), Who::Ip("10.0.0.1".parse().unwrap()));
         let held: Vec<Admitted> = (0..3).map(|_| l.admit(token.clone()).unwrap()).collect();
         assert!(l.admit(token).unwrap_err().contains("too many connections from token desk (limit 3)"));

@@ -35,7 +35,7 @@ use tokio::time::{Instant, sleep_until};
 use tower_service::Service;
 
 use super::WsContext;
-use super::tcp_cap::{Place, TcpCap};
+use super::tcp_cap::{TcpCap, TcpPlace};
 
 /// What every connection of a listener is held to.
 #[derive(Clone, Debug)]
@@ -128,7 +128,7 @@ struct Connection {
 }
 
 impl Connection {
-    async fn run(mut self, tcp: TcpStream, place: Place, service: AppService) {
+    async fn run(mut self, tcp: TcpStream, place: TcpPlace, service: AppService) {
         let activity = Arc::new(Activity::new());
         let busy = Arc::new(AtomicUsize::new(0));
         let io = Watched { io: tcp, activity: activity.clone(), _place: place };
@@ -226,7 +226,7 @@ impl Activity {
 struct Watched {
     io: TcpStream,
     activity: Arc<Activity>,
-    _place: Place,
+    _place: TcpPlace,
 }
 
 impl AsyncRead for Watched {

@@ -59,7 +59,7 @@ pub struct WsContext {
     pub info_weight: info_weight::InfoWeight,
     /// Per-client places for info requests of every type.
     pub info_gate: Arc<info_gate::InfoGate>,
-    pub limits: Arc<limits::Limits>,
+    pub limits: Arc<limits::ConnLimits>,
     pub counters: WsCounters,
     /// Turns true when the server shuts down: every connection closes with 1001.
     pub closing: watch::Receiver<bool>,

@@ -26,12 +26,12 @@ pub struct TcpCap {
 
 /// One connection's place; dropping it (with the socket) frees it. Trusted peers hold no place.
 #[derive(Debug)]
-pub struct Place {
+pub struct TcpPlace {
     cap: Arc<TcpCap>,
     group: Option<IpAddr>,
 }
 
-impl Drop for Place {
+impl Drop for TcpPlace {
     fn drop(&mut self) {
         let Some(group) = self.group else { return };
         let mut open = self.cap.open.lock();
@@ -56,10 +56,10 @@ impl TcpCap {
     }
 
     /// A place for a connection from `peer`, or None when its IP group already has the most allowed.
-    pub fn admit(self: &Arc<Self>, peer: IpAddr) -> Option<Place> {
+    pub fn admit(self: &Arc<Self>, peer: IpAddr) -> Option<TcpPlace> {
         let peer = peer.to_canonical();
         if self.trusted.contains(&peer) {
-            return Some(Place { cap: self.clone(), group: None });
+            return Some(TcpPlace { cap: self.clone(), group: None });
         }
         let group = super::upgrade::ip_group(peer, self.ipv6_prefix_len);
         let mut open = self.open.lock();
@@ -68,7 +68,7 @@ impl TcpCap {
             return None;
         }
         *n += 1;
-        Some(Place { cap: self.clone(), group: Some(group) })
+        Some(TcpPlace { cap: self.clone(), group: Some(group) })
     }
 
     /// IP groups with connections open.
@@ -105,7 +105,7 @@ mod tests {
         drop(a1);
         assert!(cap.admit(ip("10.0.0.1")).is_some(), "a closed socket frees its place");
         // A trusted balancer carries many clients: not capped here.
-        let lb: Vec<Place> = (0..5).map(|_| cap.admit(ip("10.0.0.9")).unwrap()).collect();
+        let lb: Vec<TcpPlace> = (0..5).map(|_| cap.admit(ip("10.0.0.9")).unwrap()).collect();
         drop(lb);
         assert_eq!(cap.ips_tracked(), 2, "only IPs with open connections are remembered");
     }

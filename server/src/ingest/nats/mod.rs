@@ -1,7 +1,7 @@
 //! NATS JetStream between the node's host and edges (issue #36): `hlbook relay --nats` publishes every node line
 //! (`publish`), `hlbook serve --source nats://…` consumes them (`source`, `lines`), starting at a height found by
 //! binary search over the stream (`lookup`). Snapshots go the same way: the publisher keeps node snapshots in an
-//! object store and answers requests for them (`keeper`), edges bootstrap, resync and validate from them
+//! object store and answers requests for them (`snapshot_keeper`), edges bootstrap, resync and validate from them
 //! (`snapshots`).
 //!
 //! What both sides agree on lives here. A node's lines go to one JetStream stream, one subject per node stream:
@@ -13,12 +13,12 @@
 //! `compress_min_bytes` travel zstd-compressed (`codec` says why); a line's parts are cut from the compressed bytes.
 
 mod codec;
-pub mod keeper;
 mod lines;
 pub mod lookup;
 pub mod metrics;
 pub mod mirror;
 pub mod publish;
+pub mod snapshot_keeper;
 pub mod snapshots;
 pub mod source;
 mod streams;

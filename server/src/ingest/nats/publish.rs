@@ -24,8 +24,8 @@ use async_nats::jetstream::{self, stream};
 use bytes::Bytes;
 
 use super::codec::{Encoder, ZSTD};
-use super::keeper::FreshSnapshot;
 use super::metrics::RelayMetrics;
+use super::snapshot_keeper::FreshSnapshot;
 use super::{
     H_ENC, H_HEIGHT, H_INDEX, H_LEN, H_LOST, H_PART, H_PREV, H_STREAM, NatsConfig, header_part, header_u64,
     stream_word, subject,

@@ -1,7 +1,7 @@
 //! Snapshots over NATS, what both sides agree on and the edge's side: an edge (`hlbook serve` whose snapshots come
 //! from NATS, `SnapshotFrom::Nats`) asks the publisher on `<prefix>.snapshot.request` for a snapshot at or above a
 //! height, and downloads the object it is told of from the object store `<stream>_SNAPSHOTS`. The publisher's side
-//! (`keeper`) answers. An edge then needs nothing but NATS: no access to the node's disk or info server.
+//! (`snapshot_keeper`) answers. An edge then needs nothing but NATS: no access to the node's disk or info server.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -42,7 +42,7 @@ pub fn object_height(name: &str) -> Option<u64> {
 /// An edge's request: any snapshot at or above `min_height` will do.
 #[derive(Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
-pub struct Request {
+pub struct EdgeSnapshotAsk {
     #[serde(default)]
     pub min_height: u64,
 }
@@ -50,7 +50,7 @@ pub struct Request {
 /// The publisher's answer: the object to fetch, or why there is none.
 #[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
-pub enum Reply {
+pub enum EdgeSnapshotAnswer {
     Stored { name: String, height: u64 },
     Error(String),
 }
@@ -93,7 +93,7 @@ async fn download(t: &NatsTarget, path: &Path, min_height: u64) -> anyhow::Resul
         p.to_string()
     };
     let subject = request_subject(&prefix);
-    let body = serde_json::to_vec(&Request { min_height })?;
+    let body = serde_json::to_vec(&EdgeSnapshotAsk { min_height })?;
     let req = async_nats::Request::new().payload(body.into()).timeout(Some(REQUEST_TIMEOUT));
     let answer = client.send_request(subject.clone(), req).await.map_err(|e| match e.kind() {
         async_nats::RequestErrorKind::NoResponders => {
@@ -102,8 +102,8 @@ async fn download(t: &NatsTarget, path: &Path, min_height: u64) -> anyhow::Resul
         _ => anyhow::anyhow!("asking {subject}: {e}"),
     })?;
     let (name, height) = match serde_json::from_slice(&answer.payload) {
-        Ok(Reply::Stored { name, height }) => (name, height),
-        Ok(Reply::Error(why)) => anyhow::bail!("the publisher has no snapshot: {why}"),
+        Ok(EdgeSnapshotAnswer::Stored { name, height }) => (name, height),
+        Ok(EdgeSnapshotAnswer::Error(why)) => anyhow::bail!("the publisher has no snapshot: {why}"),
         Err(e) => anyhow::bail!("answer on {subject} is not a snapshot reply: {e}"),
     };
     let store =
@@ -201,12 +201,12 @@ mod tests {
 
     #[test]
     fn requests_and_replies_read_back_and_bad_ones_are_refused() {
-        let r: Request = serde_json::from_str(r#"{"min_height":7}"#).unwrap();
-        assert_eq!(r, Request { min_height: 7 });
-        assert_eq!(serde_json::from_str::<Request>("{}").unwrap(), Request::default());
-        assert!(serde_json::from_str::<Request>(r#"{"min_height":-1}"#).is_err());
-        assert!(serde_json::from_str::<Request>(r#"{"x":1}"#).is_err());
-        let s = Reply::Stored { name: object_name(5), height: 5 };
-        assert_eq!(serde_json::from_slice::<Reply>(&serde_json::to_vec(&s).unwrap()).unwrap(), s);
+        let r: EdgeSnapshotAsk = serde_json::from_str(r#"{"min_height":7}"#).unwrap();
+        assert_eq!(r, EdgeSnapshotAsk { min_height: 7 });
+        assert_eq!(serde_json::from_str::<EdgeSnapshotAsk>("{}").unwrap(), EdgeSnapshotAsk::default());
+        assert!(serde_json::from_str::<EdgeSnapshotAsk>(r#"{"min_height":-1}"#).is_err());
+        assert!(serde_json::from_str::<EdgeSnapshotAsk>(r#"{"x":1}"#).is_err());
+        let s = EdgeSnapshotAnswer::Stored { name: object_name(5), height: 5 };
+        assert_eq!(serde_json::from_slice::<EdgeSnapshotAnswer>(&serde_json::to_vec(&s).unwrap()).unwrap(), s);
     }
 }

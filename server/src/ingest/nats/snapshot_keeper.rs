@@ -20,7 +20,9 @@ use futures_util::StreamExt;
 
 use super::NatsConfig;
 use super::metrics::RelayMetrics;
-use super::snapshots::{Reply, Request, bucket, deflate, object_height, object_name, request_subject};
+use super::snapshots::{
+    EdgeSnapshotAnswer, EdgeSnapshotAsk, bucket, deflate, object_height, object_name, request_subject,
+};
 use crate::ingest::info_client::{self as info, InfoClient};
 
 #[derive(Clone, Debug)]
@@ -158,13 +160,13 @@ impl Keeper<'_> {
 
     async fn answer(&mut self, client: &async_nats::Client, m: async_nats::Message) {
         let Some(reply_to) = m.reply.clone() else { return };
-        let reply = match serde_json::from_slice::<Request>(&m.payload) {
+        let reply = match serde_json::from_slice::<EdgeSnapshotAsk>(&m.payload) {
             Ok(r) => self.for_request(r.min_height, client_of(&reply_to)).await,
-            Err(e) => Reply::Error(format!("bad request: {e}")),
+            Err(e) => EdgeSnapshotAnswer::Error(format!("bad request: {e}")),
         };
         let counter = match &reply {
-            Reply::Stored { .. } => &self.cfg.metrics.snapshot_answered,
-            Reply::Error(_) => &self.cfg.metrics.snapshot_refused,
+            EdgeSnapshotAnswer::Stored { .. } => &self.cfg.metrics.snapshot_answered,
+            EdgeSnapshotAnswer::Error(_) => &self.cfg.metrics.snapshot_refused,
         };
         counter.fetch_add(1, Relaxed);
         let body = serde_json::to_vec(&reply).unwrap_or_default();
@@ -176,7 +178,7 @@ impl Keeper<'_> {
     /// The newest stored snapshot if it is at or above `min_height`; otherwise a new one, once the node may be
     /// asked again, unless the height is beyond what the node can reach soon or this client made the node write
     /// one too recently (issue #43: an edge credential asking for u64::MAX every few seconds).
-    async fn for_request(&mut self, min_height: u64, client: Option<&str>) -> Reply {
+    async fn for_request(&mut self, min_height: u64, client: Option<&str>) -> EdgeSnapshotAnswer {
         if self.held.last_key_value().is_none_or(|(&h, _)| h < min_height) {
             let published = self.cfg.metrics.height.iter().map(|h| h.load(Relaxed)).max().unwrap_or(0);
             let ceiling = published.saturating_add(self.cfg.nats.snapshot_max_ahead);
@@ -187,7 +189,7 @@ impl Keeper<'_> {
                     published,
                     "refused a snapshot request far above the published height"
                 );
-                return Reply::Error(format!(
+                return EdgeSnapshotAnswer::Error(format!(
                     "min_height {min_height} is above {ceiling} (published {published} + nats.snapshot_max_ahead)"
                 ));
             }
@@ -199,7 +201,7 @@ impl Keeper<'_> {
                         "refused a new snapshot: this client had one made {:?} ago",
                         at.elapsed()
                     );
-                    return Reply::Error(format!(
+                    return EdgeSnapshotAnswer::Error(format!(
                         "{c} asked for a new snapshot {:.0?} ago; at most one per {every:?}",
                         at.elapsed()
                     ));
@@ -211,12 +213,12 @@ impl Keeper<'_> {
             }
             if let Err(e) = self.take().await {
                 tracing::warn!("snapshot asked for at {min_height}: {e:#}");
-                return Reply::Error(format!("{e:#}"));
+                return EdgeSnapshotAnswer::Error(format!("{e:#}"));
             }
         }
         match self.held.last_key_value() {
-            Some((&height, name)) => Reply::Stored { name: name.clone(), height },
-            None => Reply::Error("no snapshot stored".into()),
+            Some((&height, name)) => EdgeSnapshotAnswer::Stored { name: name.clone(), height },
+            None => EdgeSnapshotAnswer::Error("no snapshot stored".into()),
         }
     }
 
