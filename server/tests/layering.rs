@@ -294,3 +294,47 @@ fn the_circle_check_finds_a_circle() {
     let named = named_paths("ws::conn", false, "use super::{passthrough::Answer, WsContext};\nuse crate::ws::info::X;");
     assert_eq!(named, ["ws::info::X", "ws::passthrough::Answer", "ws::WsContext"]);
 }
+
+/// Every type `text` declares with any `pub` (`pub`, `pub(crate)`, `pub(super)`, `pub(in …)`): struct, enum,
+/// union, trait or type alias.
+fn public_types(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in text.lines().map(str::trim_start) {
+        let Some(rest) = line.strip_prefix("pub") else { continue };
+        let rest = match rest.strip_prefix('(') {
+            Some(r) => r.split_once(')').map_or("", |(_, after)| after),
+            None => rest,
+        };
+        let mut words = rest.split_whitespace();
+        if let (Some("struct" | "enum" | "union" | "trait" | "type"), Some(name)) = (words.next(), words.next()) {
+            let name: String = name.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            out.push(name);
+        }
+    }
+    out
+}
+
+#[test]
+fn no_two_public_types_share_a_name() {
+    // A name used twice makes a reader (and a `use`) ask which one is meant: each says what it is instead.
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let mut seen: std::collections::BTreeMap<String, Vec<String>> = std::collections::BTreeMap::new();
+    for f in &files {
+        let module = module_of(f);
+        for name in public_types(&std::fs::read_to_string(f).unwrap()) {
+            seen.entry(name).or_default().push(module.clone());
+        }
+    }
+    let twice: Vec<String> =
+        seen.iter().filter(|(_, at)| at.len() > 1).map(|(name, at)| format!("{name}: {}", at.join(", "))).collect();
+    assert!(files.len() > 100 && seen.len() > 100, "the source tree was not read");
+    assert!(twice.is_empty(), "public types sharing a name:\n{}", twice.join("\n"));
+}
+
+#[test]
+fn the_type_name_check_finds_every_kind_of_public_type() {
+    let text = "pub struct A {\n    pub(crate) enum B,\npub(super) type C<T> = T;\n  pub(in crate::x) trait D: Send {}\n\
+                pub union E {}\nstruct F;\npub fn g() {}\npub(crate) mod h;\n";
+    assert_eq!(public_types(text), ["A", "B", "C", "D", "E"]);
+}
