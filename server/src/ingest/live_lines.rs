@@ -7,8 +7,9 @@
 //! block's parts back (`book::undo`).
 
 use super::{Ingest, Phase, steps};
+use crate::node::matches::pair_by_tid;
 use crate::node::time::now_nanos;
-use crate::node::{Block, Line, Stream, UnixNanos};
+use crate::node::{Block, Events, Fill, Line, Stream, UnixNanos};
 
 impl Ingest {
     /// Streaming lines: hands on the fills lines read since the last flush (a step per height) and the open
@@ -97,18 +98,13 @@ impl Ingest {
 /// Where the lines of height `newest` at the end of `lines` start to hold a fill whose trade (tid) has only that
 /// one side among them; `lines.len()` when every trade there is whole.
 fn unpaired_from(lines: &[Line], newest: u64) -> usize {
-    let start = lines.iter().rposition(|l| l.meta.height != newest).map_or(0, |i| i + 1);
-    let fills_of = |l: &Line| match &l.events {
-        crate::node::Events::Fills(f) => f.iter().map(|f| f.tid).collect::<Vec<u64>>(),
-        _ => Vec::new(),
-    };
-    let mut sides: rustc_hash::FxHashMap<u64, u32> = rustc_hash::FxHashMap::default();
-    for l in &lines[start..] {
-        for tid in fills_of(l) {
-            *sides.entry(tid).or_default() += 1;
-        }
+    fn fills_of(l: &Line) -> &[Fill] {
+        if let Events::Fills(f) = &l.events { f } else { &[] }
     }
-    (start..lines.len()).find(|&i| fills_of(&lines[i]).iter().any(|t| sides[t] < 2)).unwrap_or(lines.len())
+    let start = lines.iter().rposition(|l| l.meta.height != newest).map_or(0, |i| i + 1);
+    let matches = pair_by_tid(lines[start..].iter().flat_map(fills_of), |f| f.tid);
+    let lone: rustc_hash::FxHashSet<u64> = matches.iter().filter(|m| m.second.is_none()).map(|m| m.tid).collect();
+    (start..lines.len()).find(|&i| fills_of(&lines[i]).iter().any(|f| lone.contains(&f.tid))).unwrap_or(lines.len())
 }
 
 /// Streaming lines: how much of the open block went on before it was whole (counts of its diffs, book statuses

@@ -3,7 +3,7 @@
 //! The node writes a fill per side of a match, both with its `tid`; their order in a block varies (taker or
 //! maker first), and in streaming mode they come on two lines (docs: hl-node-data.md). The trades channel, the
 //! recent trades a subscriber starts with, and the candles of the publisher and the store all count a match once,
-//! so they all pair here.
+//! and streaming ingest holds back a fill until its other side is read: they all pair here.
 
 use std::collections::hash_map::Entry;
 
