@@ -1,7 +1,16 @@
-//! The dependency order of docs/architecture.md ("The dependency order") and lib.rs, checked on the sources: each
-//! module of the library names only the modules below it (node → book → state → ingest / publish → ws, with audit
-//! and config beside them), so no stage reaches back up the pipeline; no two files of one module import each other
-//! (directly or round a circle); and the state module keeps its locks private.
+//! The maps of the sources, checked on the sources. docs/architecture.md ("The dependency order") and lib.rs state
+//! the same two lines, and so does this file:
+//!
+//! The data path: the node's files → `node` (parse) → `ingest` (whole blocks, in order) → `book` (exact L4 books, in
+//! `state`) → `publish` (frames, serialized once) → `ws` (clients).
+//!
+//! The dependency order: `node` → `config` → `book` → `state` → `store` → `ingest` → `audit` → `publish` → `ws` →
+//! `cli`, with `sim` beside them.
+//!
+//! Checked here: each module of the library names only modules before it (the `ALLOWED` rules below, in that order),
+//! and the binaries only `cli` (`main.rs`) and `sim` (`bin/hlsim.rs`); no two files of one module import each other
+//! (directly or round a circle); the state keeps its locks private; no two public types share a name; and every map
+//! (lib.rs, README.md, docs/architecture.md, this file) says the same.
 
 use std::path::{Path, PathBuf};
 
@@ -13,16 +22,18 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("book", &["node"]),
     // The state owns what ingest and the rest share (health, the source board), so it names nothing of ingest.
     ("state", &["node", "book"]),
-    ("audit", &["node", "state"]),
+    // The history store sits between the state it is fed from and the publisher that feeds and reads it.
+    ("store", &["node", "state"]),
     // Settings come before the stages in the order; ingest reads its `[nats]` section and its sources (parsed and
     // resolved against the settings: `config::Source`) from there.
     ("ingest", &["node", "book", "state", "config::NatsConfig", "config::NatsTarget", "config::Source"]),
-    // The history store sits between the state it is fed from and the publisher that feeds and reads it.
-    ("store", &["node", "state"]),
+    ("audit", &["node", "state"]),
     ("publish", &["node", "book", "state", "audit", "store"]),
+    ("ws", &["node", "book", "state", "ingest", "publish", "audit", "config", "store"]),
+    // The commands put the stages together.
+    ("cli", &["node", "config", "book", "state", "store", "ingest", "audit", "publish", "ws"]),
     // The simulator checks its own output with the replay engine.
     ("sim", &["node", "book", "ingest::replay"]),
-    ("ws", &["node", "book", "state", "ingest", "publish", "audit", "config", "store"]),
 ];
 
 fn src() -> PathBuf {
@@ -337,4 +348,84 @@ fn the_type_name_check_finds_every_kind_of_public_type() {
     let text = "pub struct A {\n    pub(crate) enum B,\npub(super) type C<T> = T;\n  pub(in crate::x) trait D: Send {}\n\
                 pub union E {}\nstruct F;\npub fn g() {}\npub(crate) mod h;\n";
     assert_eq!(public_types(text), ["A", "B", "C", "D", "E"]);
+}
+
+/// The two lines every map states in the same words (lib.rs, README.md, docs/architecture.md and this file's doc).
+const DATA_PATH: &str = "The data path: the node's files → `node` (parse) → `ingest` (whole blocks, in order) → `book` \
+    (exact L4 books, in `state`) → `publish` (frames, serialized once) → `ws` (clients).";
+const DEPENDENCY_ORDER: &str = "The dependency order: `node` → `config` → `book` → `state` → `store` → `ingest` → \
+    `audit` → `publish` → `ws` → `cli`, with `sim` beside them.";
+
+/// `text` with comment markers dropped and every run of whitespace made one space, so a wrapped line compares.
+fn prose(text: &str) -> String {
+    let lines = text.lines().map(|l| l.trim_start().trim_start_matches("//!").trim_start_matches("///"));
+    lines.collect::<Vec<_>>().join(" ").split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The modules of the dependency order, in order (`sim` last, beside them).
+fn order() -> Vec<String> {
+    let mut out: Vec<String> = DEPENDENCY_ORDER.split('`').skip(1).step_by(2).map(str::to_string).collect();
+    assert_eq!(out.pop().as_deref(), Some("sim"));
+    out
+}
+
+#[test]
+fn every_map_states_the_same_order() {
+    let repo = src().join("../..");
+    let maps = [
+        ("server/src/lib.rs", std::fs::read_to_string(src().join("lib.rs")).unwrap()),
+        ("README.md", std::fs::read_to_string(repo.join("README.md")).unwrap()),
+        ("docs/architecture.md", std::fs::read_to_string(repo.join("docs/architecture.md")).unwrap()),
+        ("server/tests/layering.rs", include_str!("layering.rs").to_string()),
+    ];
+    for (name, text) in &maps {
+        let text = prose(text);
+        for line in [DATA_PATH, DEPENDENCY_ORDER] {
+            assert!(text.contains(&prose(line)), "{name} does not say, in these words: {line}");
+        }
+    }
+    // This file's rules, lib.rs's module table and architecture.md's module sections go in that order.
+    let rules: Vec<&str> = ALLOWED.iter().map(|(m, _)| *m).filter(|m| *m != "sim").collect();
+    assert_eq!(rules, order(), "layering.rs's ALLOWED, against the dependency order");
+    let table: Vec<String> =
+        maps[0].1.lines().filter_map(|l| l.strip_prefix("//! | `")?.split('`').next().map(str::to_string)).collect();
+    let mut want = order();
+    want.push("sim".into());
+    assert_eq!(table, want, "lib.rs's module table");
+    let sections: Vec<String> =
+        maps[2].1.lines().filter_map(|l| l.strip_prefix("## `")?.split('`').next().map(str::to_string)).collect();
+    assert_eq!(sections, want, "docs/architecture.md's module sections");
+    // lib.rs declares exactly these modules.
+    let mut declared: Vec<String> =
+        maps[0].1.lines().filter_map(|l| l.strip_prefix("pub mod ")?.strip_suffix(';').map(str::to_string)).collect();
+    declared.sort();
+    want.sort();
+    assert_eq!(declared, want, "lib.rs's modules");
+}
+
+#[test]
+fn every_rule_names_only_modules_before_it() {
+    let order = order();
+    for (module, allowed) in ALLOWED {
+        let at = order.iter().position(|m| m == module).unwrap_or(order.len());
+        for a in *allowed {
+            let top = a.split("::").next().unwrap();
+            let before = order.iter().position(|m| m == top).is_some_and(|i| i < at);
+            assert!(before, "{module} may name {a}, which is not before it in the dependency order");
+        }
+    }
+}
+
+#[test]
+fn the_binaries_are_thin() {
+    // `main.rs` parses the command line and calls `cli`; `hlsim` calls `sim`: everything else is the library's.
+    for (file, only) in [("main.rs", "cli"), ("bin/hlsim.rs", "sim")] {
+        let text = std::fs::read_to_string(src().join(file)).unwrap();
+        for (i, _) in text.match_indices("hlbook::") {
+            let rest = &text[i + "hlbook::".len()..];
+            let module = rest.split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap();
+            assert_eq!(module, only, "{file} names hlbook::{module}");
+        }
+        assert!(!text.contains("crate::"), "{file} reaches into its own crate");
+    }
 }
