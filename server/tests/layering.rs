@@ -429,3 +429,68 @@ fn the_binaries_are_thin() {
         assert!(!text.contains("crate::"), "{file} reaches into its own crate");
     }
 }
+
+/// Where a file's unit tests are, by the one convention (docs/testing.md): in `mod tests` at its end, or, when that
+/// would take it past ~500 lines, in `<stem>_tests.rs` beside it, declared there with `#[path]` (`<stem>` is the
+/// folder's name for a `mod.rs`); a module's further test files add a word, `<stem>_<what>_tests.rs`. Returns what
+/// breaks it.
+fn test_file_breaches(files: &[PathBuf]) -> Vec<String> {
+    let mut out = Vec::new();
+    for f in files {
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        if name == "tests.rs" || name.starts_with("tests_") {
+            out.push(format!("{}: name a test file after the file it tests", f.display()));
+            continue;
+        }
+        if !name.ends_with("_tests.rs") {
+            continue;
+        }
+        let declared_by = files.iter().find(|g| {
+            g.parent() == f.parent() && std::fs::read_to_string(g).unwrap().contains(&format!("#[path = \"{name}\"]"))
+        });
+        let Some(g) = declared_by else {
+            out.push(format!("{}: no file beside it declares it with #[path]", f.display()));
+            continue;
+        };
+        let g_name = g.file_stem().unwrap().to_string_lossy().to_string();
+        let stem = match g_name.as_str() {
+            "mod" => g.parent().unwrap().file_name().unwrap().to_string_lossy().to_string(),
+            s => s.trim_end_matches("_tests").to_string(),
+        };
+        if !name.starts_with(&format!("{stem}_")) {
+            out.push(format!("{}: declared by {}, so its name starts with {stem}_", f.display(), g.display()));
+        }
+    }
+    out
+}
+
+#[test]
+fn unit_tests_follow_one_convention() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let breaches = test_file_breaches(&files);
+    assert!(breaches.is_empty(), "test files off the convention:\n{}", breaches.join("\n"));
+}
+
+#[test]
+fn the_convention_check_finds_a_stray_test_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, text: &str| {
+        std::fs::write(dir.path().join(name), text).unwrap();
+        dir.path().join(name)
+    };
+    let files = [
+        file("a.rs", "#[cfg(test)]\n#[path = \"a_tests.rs\"]\nmod tests;\n"),
+        file("a_tests.rs", "#[path = \"a_more_tests.rs\"]\nmod more;\n"),
+        file("a_more_tests.rs", ""),
+        file("b_tests.rs", ""),
+        file("tests.rs", ""),
+        file("c.rs", "#[path = \"d_tests.rs\"]\nmod tests;\n"),
+        file("d_tests.rs", ""),
+    ];
+    let found = test_file_breaches(&files);
+    assert_eq!(found.len(), 3, "{found:?}");
+    assert!(found[0].contains("b_tests.rs: no file beside it"), "{found:?}");
+    assert!(found[1].contains("tests.rs: name a test file"), "{found:?}");
+    assert!(found[2].contains("d_tests.rs: declared by"), "{found:?}");
+}

@@ -461,5 +461,5 @@ fn system_flavor() -> Arc<OrderFlavor> {
 }
 
 #[cfg(test)]
-#[path = "apply_tests.rs"]
+#[path = "book_apply_tests.rs"]
 mod tests;

@@ -285,4 +285,5 @@ pub fn expand_home(p: &Path) -> PathBuf {
 }
 
 #[cfg(test)]
+#[path = "config_tests.rs"]
 mod tests;

@@ -24,9 +24,11 @@ pub mod span;
 pub mod writer;
 
 #[cfg(test)]
-mod tests;
+#[path = "sim_faults_tests.rs"]
+mod faults_tests;
 #[cfg(test)]
-mod tests_faults;
+#[path = "sim_tests.rs"]
+mod tests;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

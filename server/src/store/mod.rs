@@ -447,4 +447,5 @@ impl Store {
 }
 
 #[cfg(test)]
+#[path = "store_tests.rs"]
 mod tests;

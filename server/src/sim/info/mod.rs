@@ -20,6 +20,7 @@ mod exchange;
 pub mod node;
 pub mod snapshot;
 #[cfg(test)]
+#[path = "info_tests.rs"]
 mod tests;
 
 use std::sync::Arc;
