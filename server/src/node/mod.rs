@@ -7,6 +7,7 @@ pub mod event;
 mod fast;
 pub mod intern;
 pub mod line;
+pub mod misc;
 pub mod paths;
 pub mod snapshot;
 mod status_split;
