@@ -72,6 +72,8 @@ pub struct Writer {
     cut: bool,
     /// Each block's lines spread over a processing span like the node's (`sim::span`); `None`: one burst.
     spans: Option<super::span::Spans>,
+    /// `--write-misc-events`.
+    misc: Option<super::misc_out::MiscOut>,
 }
 
 impl Writer {
@@ -88,7 +90,13 @@ impl Writer {
             line: Vec::new(),
             cut: false,
             spans: None,
+            misc: None,
         }
+    }
+
+    /// Also writes the `misc_events` stream (`--write-misc-events`).
+    pub fn write_misc_events(&mut self, on: bool) {
+        self.misc = on.then(|| super::misc_out::MiscOut::new(&self.dir, self.mode));
     }
 
     /// Spreads each block's lines over a span drawn as the node's (`sim::span`): streaming runs across it,
@@ -118,6 +126,9 @@ impl Writer {
             Mode::ByBlock => self.by_block(b, &mut chunks)?,
             Mode::Streaming => self.streaming(b, &mut chunks)?,
         };
+        if let Some(m) = &mut self.misc {
+            m.write(b, hour, self.prune_keep)?;
+        }
         if self.faults.records(b.height) {
             self.history.push_back(chunks);
         }
