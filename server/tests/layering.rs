@@ -20,8 +20,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // The history store sits between the state it is fed from and the publisher that feeds and reads it.
     ("store", &["node", "state"]),
     ("publish", &["node", "book", "state", "audit", "store"]),
-    // The simulator checks its own output with the replay engine.
-    ("sim", &["node", "book", "ingest::replay"]),
+    // The simulator checks its own output with the replay engine and the misc_events reader.
+    ("sim", &["node", "book", "ingest::replay", "ingest::misc"]),
     ("ws", &["node", "book", "state", "ingest", "publish", "audit", "config", "store"]),
 ];
 

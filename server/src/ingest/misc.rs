@@ -13,16 +13,8 @@ use std::path::Path;
 use super::line_source::SourceEvent;
 use super::tail::StreamTail;
 use crate::node::Mode;
-use crate::node::misc::{MiscEvent, MiscLine, misc_dir, parse_misc_line};
-use crate::node::time::UnixNanos;
-
-/// One block's misc events.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MiscBlock {
-    pub height: u64,
-    pub block_time: UnixNanos,
-    pub events: Vec<MiscEvent>,
-}
+pub use crate::node::misc::MiscBlock;
+use crate::node::misc::{MiscLine, misc_dir, parse_misc_line};
 
 /// What the reader counted since start (health and metrics).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -3,7 +3,6 @@ use std::io::Write;
 use std::path::Path;
 
 use super::*;
-use crate::sim::Sim;
 
 const HASH: &str = "0x4a3367a1c546233d4bad042ee5d5ba020b2a00876049420fedfc12f48449fd27";
 const USER: &str = "0x025a744111554e57c66ba2069a8081249fbe5e11";
@@ -85,42 +84,4 @@ fn a_resumed_reader_starts_after_its_height() {
     let mut r = MiscReader::new(d, Mode::ByBlock, 2);
     assert_eq!(poll(&mut r), vec![(3, 1), (4, 1)]);
     assert_eq!(r.counters().gaps, 0);
-}
-
-/// Over hlsim's files in both modes: every block with events is handed out once, in order, with all its events
-/// (counted here from the raw JSON, not with the reader's parser).
-#[test]
-fn reads_every_hlsim_block_once_in_both_modes() {
-    for mode in [Mode::ByBlock, Mode::Streaming] {
-        let tmp = tempfile::tempdir().unwrap();
-        let mut args = crate::sim::SimArgs::with_out(tmp.path());
-        (args.mode, args.btc_orders, args.orders_per_coin, args.block_ms) = (mode, 2_000, 300, 0);
-        args.write_misc_events = true;
-        args.funding_every_blocks = 4;
-        let mut sim = Sim::new(&args).unwrap();
-        let mut r = MiscReader::new(tmp.path(), mode, 0);
-        let mut got = Vec::new();
-        for _ in 0..40 {
-            sim.step().unwrap();
-            r.poll(&mut |b| got.push((b.height, b.events.len()))).unwrap();
-        }
-        let mut want: Vec<(u64, usize)> = Vec::new();
-        let files = crate::node::paths::hour_files_under(&tmp.path().join(misc_dir(mode)).join("hourly"), 0).unwrap();
-        for f in files {
-            for l in fs::read_to_string(&f.path).unwrap().lines() {
-                let v: serde_json::Value = serde_json::from_str(l).unwrap();
-                let (h, n) = (v["block_number"].as_u64().unwrap(), v["events"].as_array().unwrap().len());
-                match want.last_mut() {
-                    Some((last, k)) if *last == h => *k += n,
-                    _ => want.push((h, n)),
-                }
-            }
-        }
-        if mode == Mode::Streaming {
-            want.pop(); // The last block is complete only once a later one appears.
-        }
-        assert!(want.iter().map(|w| w.1).sum::<usize>() > 10, "{mode:?}: too few events to mean anything");
-        assert_eq!(got, want, "{mode:?}");
-        assert_eq!(r.counters().bad_lines + r.counters().duplicates + r.counters().gaps, 0);
-    }
 }

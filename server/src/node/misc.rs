@@ -140,6 +140,14 @@ pub struct MiscLine {
     pub skipped: Vec<Skipped>,
 }
 
+/// One block's misc events, gathered from its line (by-block) or lines (streaming) by `ingest::misc`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MiscBlock {
+    pub height: u64,
+    pub block_time: UnixNanos,
+    pub events: Vec<MiscEvent>,
+}
+
 /// A line whose envelope did not parse: the whole line is lost.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("malformed misc_events line: {0}")]

@@ -1,4 +1,4 @@
-//! The official shapes built from `misc_events` blocks (`ingest::misc`): the `userFundings` and
+//! The official shapes built from `misc_events` blocks (`node::misc::MiscBlock`): the `userFundings` and
 //! `userNonFundingLedgerUpdates` channels, the `funding` kind of `userEvents` (channel `user`), and the info answers
 //! `userFunding` and `userNonFundingLedgerUpdates`. One place builds each shape, so a live frame, a snapshot and an
 //! info answer cannot drift apart.
@@ -15,9 +15,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::ingest::misc::MiscBlock;
 use crate::node::Address;
-use crate::node::misc::{Funding, LedgerUpdate, MiscEvent, MiscKind};
+use crate::node::misc::{Funding, LedgerUpdate, MiscBlock, MiscEvent, MiscKind};
 use crate::node::time::nanos_to_millis;
 
 /// One user's share of a block, in event order.
