@@ -41,6 +41,10 @@ pub struct MiscReader {
     last: u64,
     /// Streaming: the block being gathered.
     pending: Option<MiscBlock>,
+    /// The highest block seen, and while a restarted node writes recent blocks again, the height through which
+    /// its lines are skipped (`assemble`'s rule: a stream never goes back on its own).
+    seen: u64,
+    replaying: Option<u64>,
     counters: MiscCounters,
 }
 
@@ -57,6 +61,8 @@ impl MiscReader {
             mode,
             last: after_height,
             pending: None,
+            seen: after_height,
+            replaying: None,
             counters: MiscCounters::default(),
         }
     }
@@ -103,8 +109,17 @@ impl MiscReader {
             tracing::warn!(height = line.meta.height, at = s.at, why = %s.why, "misc_events event skipped");
         }
         let h = line.meta.height;
-        let current = self.pending.as_ref().map(|p| p.height);
-        if h <= self.last || current.is_some_and(|c| h < c) {
+        if self.replaying.is_some_and(|through| h <= through) {
+            self.counters.duplicates += 1;
+            return;
+        }
+        self.replaying = None;
+        if h < self.seen && self.seen > self.last {
+            // Going back with a block still open: skip through the highest, or that block gets its lines twice.
+            self.replaying = Some(self.seen);
+        }
+        self.seen = self.seen.max(h);
+        if self.replaying.is_some() || h <= self.last {
             self.counters.duplicates += 1;
             return;
         }

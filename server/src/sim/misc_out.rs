@@ -3,6 +3,7 @@
 //! line per block (`"events":[]` when empty, as every by-block stream), streaming one line per event. A block's
 //! misc line is written after its book lines. Not re-emitted by `--restart-at` (only the book streams are).
 
+use std::collections::VecDeque;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -20,15 +21,23 @@ pub struct MiscOut {
     mode: Mode,
     file: Option<((u32, u8), File)>,
     line: Vec<u8>,
+    /// Bytes of the blocks recorded for a coming `--restart-at`.
+    history: VecDeque<Vec<u8>>,
 }
 
 impl MiscOut {
     pub fn new(node_dir: &Path, mode: Mode) -> MiscOut {
-        MiscOut { hourly: node_dir.join(misc_dir(mode)).join("hourly"), mode, file: None, line: Vec::new() }
+        MiscOut {
+            hourly: node_dir.join(misc_dir(mode)).join("hourly"),
+            mode,
+            file: None,
+            line: Vec::new(),
+            history: VecDeque::new(),
+        }
     }
 
-    /// Writes block `b`'s misc events into the file of `hour`.
-    pub fn write(&mut self, b: &BlockOut, hour: (u32, u8), prune_keep: usize) -> io::Result<()> {
+    /// Writes block `b`'s misc events into the file of `hour`, keeping the bytes when `record`.
+    pub fn write(&mut self, b: &BlockOut, hour: (u32, u8), prune_keep: usize, record: bool) -> io::Result<()> {
         self.open(hour, prune_keep)?;
         self.line.clear();
         match self.mode {
@@ -45,12 +54,29 @@ impl MiscOut {
                 }
             }
         }
+        if record {
+            self.history.push_back(self.line.clone());
+        }
+        self.emit()
+    }
+
+    /// After `--restart-at`: writes the recorded blocks again, byte for byte.
+    pub fn reemit(&mut self, hour: (u32, u8), prune_keep: usize) -> io::Result<()> {
+        self.open(hour, prune_keep)?;
+        for bytes in std::mem::take(&mut self.history) {
+            self.line = bytes;
+            self.emit()?;
+        }
+        Ok(())
+    }
+
+    fn emit(&mut self) -> io::Result<()> {
         if self.line.is_empty() {
             return Ok(());
         }
         match &mut self.file {
             Some((_, f)) => f.write_all(&self.line),
-            None => unreachable!("opened above"),
+            None => unreachable!("opened before writing"),
         }
     }
 

@@ -127,7 +127,7 @@ impl Writer {
             Mode::Streaming => self.streaming(b, &mut chunks)?,
         };
         if let Some(m) = &mut self.misc {
-            m.write(b, hour, self.prune_keep)?;
+            m.write(b, hour, self.prune_keep, self.faults.records(b.height))?;
         }
         if self.faults.records(b.height) {
             self.history.push_back(chunks);
@@ -151,6 +151,9 @@ impl Writer {
     /// After `--restart-at`: writes the recorded blocks again, byte for byte.
     pub fn reemit(&mut self) -> io::Result<()> {
         let hour = self.clock.now();
+        if let Some(m) = &mut self.misc {
+            m.reemit(hour, self.prune_keep)?;
+        }
         for chunks in std::mem::take(&mut self.history) {
             for (s, bytes) in chunks {
                 self.open(s, hour)?;
