@@ -205,7 +205,9 @@ const AMOUNT_KEYS: [&str; 14] = [
 #[derive(Deserialize)]
 struct EventWire<'a> {
     time: NodeTime,
-    hash: TxHash,
+    /// QuickNode's page says the hash "may be null hash for some events": whether that is JSON `null` or zeros is
+    /// not shown, so both are read (as zeros).
+    hash: Option<TxHash>,
     #[serde(borrow)]
     inner: HashMap<&'a str, &'a RawValue>,
 }
@@ -243,7 +245,7 @@ fn parse_event(raw: &str) -> Result<MiscEvent, EventError> {
             None => return Err((true, format!("unknown event kind {other:?}"))),
         },
     };
-    Ok(MiscEvent { time: wire.time.0, hash: wire.hash, kind })
+    Ok(MiscEvent { time: wire.time.0, hash: wire.hash.unwrap_or_default(), kind })
 }
 
 #[derive(Deserialize)]

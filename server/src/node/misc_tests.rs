@@ -74,6 +74,15 @@ fn an_unknown_kind_is_skipped_and_the_rest_of_the_line_kept() {
 }
 
 #[test]
+fn a_null_hash_reads_as_zeros() {
+    let ev = format!(
+        r#"{{"time":"2025-11-05T16:09:18.466557521","hash":null,"inner":{{"LedgerUpdate":{{"users":["{A}"],"delta":{{"type":"deposit","usdc":"1.0"}}}}}}}}"#
+    );
+    let parsed = parse_misc_line(&line(&[ev])).unwrap();
+    assert_eq!(parsed.events[0].hash, TxHash::default());
+}
+
+#[test]
 fn a_malformed_event_is_skipped_and_counted_apart_from_unknown_ones() {
     let float_amount = format!(r#"{{"LedgerUpdate":{{"users":["{A}"],"delta":{{"type":"deposit","usdc":100.5}}}}}}"#);
     let bad_user = r#"{"LedgerUpdate":{"users":["0x12"],"delta":{"type":"deposit","usdc":"1.0"}}}"#;
