@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use super::limits::MAX_LINE_BYTES;
 use super::line_source::SourceEvent;
-use crate::node::paths::{HourFile, hour_files, hour_files_from};
+use crate::node::paths::{HourFile, hour_files_under, hourly_dir};
 use crate::node::{Mode, Stream};
 
 /// Free space made in the buffer before each read; a line longer than this (tens of MB happen) grows the buffer.
@@ -58,8 +58,8 @@ struct Open {
 /// Follows one stream's hour files.
 #[derive(Debug)]
 pub struct StreamTail {
-    node_dir: PathBuf,
-    mode: Mode,
+    /// The stream's `hourly` folder.
+    hourly: PathBuf,
     stream: Stream,
     open: Option<Open>,
     /// Bytes read and not yet handed out start at `start`; no newline lies in `start..scanned`.
@@ -83,8 +83,7 @@ impl StreamTail {
     /// A tail that starts in the hour file holding block `after_height + 1` (or the newest one).
     pub fn new(node_dir: &Path, mode: Mode, stream: Stream, after_height: u64) -> StreamTail {
         StreamTail {
-            node_dir: node_dir.to_path_buf(),
-            mode,
+            hourly: hourly_dir(node_dir, mode, stream),
             stream,
             open: None,
             data: Vec::new(),
@@ -97,6 +96,14 @@ impl StreamTail {
             held: None,
             counters: TailCounters::default(),
         }
+    }
+
+    /// A tail of the `misc_events` stream (`crate::node::misc`), which lies outside the three book streams'
+    /// folders. Its lines carry the `Statuses` tag, which means nothing: only the misc reader uses such a tail.
+    pub fn misc_events(node_dir: &Path, mode: Mode, after_height: u64) -> StreamTail {
+        let mut t = StreamTail::new(node_dir, mode, Stream::Statuses, after_height);
+        t.hourly = node_dir.join(crate::node::misc::misc_dir(mode)).join("hourly");
+        t
     }
 
     /// Hands out no line of a block above `height` (None: no bound) until told otherwise; the tail stops at the
@@ -127,7 +134,7 @@ impl StreamTail {
 
     /// The directories to watch for this stream.
     pub fn watch_root(&self) -> PathBuf {
-        crate::node::paths::hourly_dir(&self.node_dir, self.mode, self.stream)
+        self.hourly.clone()
     }
 
     /// Reads everything available now, calling `on_line` for each complete line past the start height (and for
@@ -148,7 +155,7 @@ impl StreamTail {
 
     /// Opens the starting file: the newest hour file whose first line is not past the start height.
     fn open_first(&mut self) -> io::Result<bool> {
-        let files = hour_files(&self.node_dir, self.mode, self.stream)?;
+        let files = hour_files_under(&self.hourly, 0)?;
         let Some(mut pick) = files.last().cloned() else { return Ok(false) };
         for f in files.iter().rev() {
             pick = f.clone();
@@ -276,7 +283,7 @@ impl StreamTail {
     fn next_file(&mut self, on_line: &mut impl FnMut(SourceEvent<'_>)) -> io::Result<bool> {
         let Some(open) = &self.open else { return Ok(false) };
         let current = (open.hour.date, open.hour.hour);
-        let files = hour_files_from(&self.node_dir, self.mode, self.stream, current.0)?;
+        let files = hour_files_under(&self.hourly, current.0)?;
         let Some(next) = files.into_iter().find(|f| (f.date, f.hour) > current) else { return Ok(false) };
         // Anything written to the old file before the new one appeared is read now.
         self.read_to_end(on_line)?;

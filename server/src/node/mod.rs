@@ -9,6 +9,7 @@ pub mod fills_light;
 pub mod intern;
 pub mod line;
 pub mod matches;
+pub mod misc;
 pub mod paths;
 pub mod snapshot;
 mod status_split;

@@ -36,9 +36,13 @@ pub fn hour_files(node_dir: &Path, mode: Mode, stream: Stream) -> io::Result<Vec
 /// The hour files of dates `from_date` and later, oldest first. A node keeps days of folders; a tail looking for
 /// the file after its current one lists only the current day's folder and newer ones.
 pub fn hour_files_from(node_dir: &Path, mode: Mode, stream: Stream, from_date: u32) -> io::Result<Vec<HourFile>> {
-    let root = hourly_dir(node_dir, mode, stream);
+    hour_files_under(&hourly_dir(node_dir, mode, stream), from_date)
+}
+
+/// The hour files of dates `from_date` and later under an `hourly` folder (any stream's, `misc_events` too).
+pub fn hour_files_under(root: &Path, from_date: u32) -> io::Result<Vec<HourFile>> {
     let mut out = Vec::new();
-    for date_entry in read_dir_or_empty(&root)? {
+    for date_entry in read_dir_or_empty(root)? {
         let date_entry = date_entry?;
         let Some(date) = parse_date(&date_entry.file_name().to_string_lossy()) else {
             continue;

@@ -116,6 +116,28 @@ impl Accounts {
         self.by_user.entry(user).or_insert_with(Account::fresh)
     }
 
+    /// Every open perp position as (user, coin index, lots), by user then coin: funding is paid on these.
+    pub fn perp_positions(&self, coins: &[CoinSpec]) -> Vec<(u32, usize, i64)> {
+        let mut out: Vec<(u32, usize, i64)> = self
+            .by_user
+            .iter()
+            .flat_map(|(&u, a)| a.holdings.iter().map(move |(&c, h)| (u, c, h.sz)))
+            .filter(|&(_, c, sz)| sz != 0 && coins.get(c).is_some_and(|c| !matches!(c.kind, Kind::Spot { .. })))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// Moves `user`'s perp USDC on `dex` by `micro` (fundings, deposits, transfers).
+    pub fn credit(&mut self, user: u32, dex: &'static str, micro: i64) {
+        *self.account(user).usdc.entry(dex).or_insert(DEPOSIT) += micro;
+    }
+
+    /// Moves `user`'s spot USDC by `micro`.
+    pub fn credit_spot(&mut self, user: u32, micro: i64) {
+        self.account(user).spot_usdc += micro;
+    }
+
     /// Counts one order action of `user` (placed, canceled, rejected).
     pub fn request(&mut self, user: u32) {
         self.account(user).requests += 1;

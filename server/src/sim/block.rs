@@ -56,6 +56,8 @@ pub struct BlockOut {
     pub streams: [StreamBuf; 3],
     /// Runs of consecutive diff/status events in streaming write order: (stream, count).
     pub seq: Vec<(Stream, usize)>,
+    /// `misc_events` (`--write-misc-events`), written by `misc_out` apart from the three book streams.
+    pub misc: StreamBuf,
 }
 
 impl BlockOut {
@@ -66,6 +68,7 @@ impl BlockOut {
             s.clear();
         }
         self.seq.clear();
+        self.misc.clear();
     }
 
     pub fn stream(&self, s: Stream) -> &StreamBuf {

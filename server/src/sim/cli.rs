@@ -157,6 +157,12 @@ pub struct SimArgs {
     /// written by cause, not because a hold was long enough.
     #[arg(long)]
     pub hold_last_line_until: Option<PathBuf>,
+    /// Also write `misc_events` (fundings, deposits, withdrawals, transfers), as the node's flag of that name.
+    #[arg(long)]
+    pub write_misc_events: bool,
+    /// With `--write-misc-events`: a funding round every N blocks (the exchange's is hourly).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+    pub funding_every_blocks: u64,
 }
 
 impl SimArgs {

@@ -18,6 +18,8 @@ pub mod faults;
 pub mod fmt;
 pub mod info;
 pub mod market;
+pub mod misc;
+mod misc_out;
 pub mod nodes;
 pub mod orders;
 pub mod span;
@@ -83,6 +85,8 @@ pub struct Sim {
     /// The wall clock at start and `--time-scale`: block time runs `scale` times faster from `start`.
     clock: (i64, i64),
     jitter: Xoshiro256PlusPlus,
+    /// `--write-misc-events`: fundings and ledger updates.
+    misc: Option<misc::MiscSim>,
 }
 
 impl Sim {
@@ -115,6 +119,7 @@ impl Sim {
         if !args.burst {
             writer.spread(span::Spans::new(args.block_ms, args.seed));
         }
+        writer.write_misc_events(args.write_misc_events);
         let mut nodes = Vec::new();
         let mut writer = Some(writer);
         if let Some(d) = &args.write_delay {
@@ -127,6 +132,7 @@ impl Sim {
         for (i, spec) in args.nodes.iter().enumerate() {
             let n = NodeSpec::parse(spec, i + 2).map_err(anyhow::Error::msg)?;
             let mut w = nodes::writer(&n.dir, args.mode, args.rollover_secs, args.prune_keep, &n.faults);
+            w.write_misc_events(args.write_misc_events);
             if !args.burst {
                 w.spread(span::Spans::new(args.block_ms, n.seed));
             }
@@ -150,6 +156,7 @@ impl Sim {
             lag_ns: args.node_lag_ms as i64 * 1_000_000,
             clock: (start, i64::from(args.time_scale)),
             jitter: Xoshiro256PlusPlus::seed_from_u64(args.seed ^ 0x5eed),
+            misc: args.write_misc_events.then(|| misc::MiscSim::new(args.seed, args.funding_every_blocks)),
         })
     }
 
@@ -184,6 +191,9 @@ impl Sim {
             let (start, scale) = self.clock;
             let block_time = start + (now_nanos() - start) * scale - self.lag_ns;
             st.market.block(h, block_time, &mut self.out);
+            if let Some(m) = &mut self.misc {
+                m.block(&mut st.market, h, block_time, &mut self.out.misc);
+            }
             let produced = Instant::now();
             let mut written = [0; 3];
             if let Some(w) = &mut self.writer {

@@ -72,6 +72,8 @@ pub struct NodeFileWriter {
     cut: bool,
     /// Each block's lines spread over a processing span like the node's (`sim::span`); `None`: one burst.
     spans: Option<super::span::Spans>,
+    /// `--write-misc-events`.
+    misc: Option<super::misc_out::MiscOut>,
 }
 
 impl NodeFileWriter {
@@ -88,7 +90,13 @@ impl NodeFileWriter {
             line: Vec::new(),
             cut: false,
             spans: None,
+            misc: None,
         }
+    }
+
+    /// Also writes the `misc_events` stream (`--write-misc-events`).
+    pub fn write_misc_events(&mut self, on: bool) {
+        self.misc = on.then(|| super::misc_out::MiscOut::new(&self.dir, self.mode));
     }
 
     /// Spreads each block's lines over a span drawn as the node's (`sim::span`): streaming runs across it,
@@ -118,6 +126,9 @@ impl NodeFileWriter {
             Mode::ByBlock => self.by_block(b, &mut chunks)?,
             Mode::Streaming => self.streaming(b, &mut chunks)?,
         };
+        if let Some(m) = &mut self.misc {
+            m.write(b, hour, self.prune_keep, self.faults.records(b.height))?;
+        }
         if self.faults.records(b.height) {
             self.history.push_back(chunks);
         }
@@ -140,6 +151,9 @@ impl NodeFileWriter {
     /// After `--restart-at`: writes the recorded blocks again, byte for byte.
     pub fn reemit(&mut self) -> io::Result<()> {
         let hour = self.clock.now();
+        if let Some(m) = &mut self.misc {
+            m.reemit(hour, self.prune_keep)?;
+        }
         for chunks in std::mem::take(&mut self.history) {
             for (s, bytes) in chunks {
                 self.open(s, hour)?;

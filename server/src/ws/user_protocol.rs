@@ -48,8 +48,11 @@ const NOT_SERVED: &[(&str, &str)] = &[
     ("allDexsAssetCtxs", "asset contexts are not in the node's files"),
     ("userTwapSliceFills", "TWAP slice fills, which carry a twapId in the node's fills, are not served yet"),
     ("userTwapHistory", "TWAP history is in node_twap_statuses, which hlbook does not read yet"),
-    ("userFundings", "funding payments are not in the node's files"),
-    ("userNonFundingLedgerUpdates", "ledger updates are not in the node's files"),
+    ("userFundings", "funding payments are in the node's misc_events (--write-misc-events), not served here yet"),
+    (
+        "userNonFundingLedgerUpdates",
+        "ledger updates are in the node's misc_events (--write-misc-events), not served here yet",
+    ),
     ("userHistoricalOrders", "order history is not kept here"),
     ("explorerBlock", "explorer data is not in the node's files"),
     ("explorerTxs", "explorer data is not in the node's files"),

@@ -1,0 +1,154 @@
+//! Following the optional `misc_events` stream (`crate::node::misc`) into whole blocks of user events, in order,
+//! each block once, under the book streams' rules: the hour files are tailed the same way (`tail`), by-block lines
+//! must step by one block (a missing one is a gap, counted and logged: its events are lost to subscribers),
+//! streaming blocks are complete when a later block appears, and lines at or below the last block handed out (a
+//! restarted node writing recent blocks again, a file replaced) are dropped. A malformed line is counted, logged
+//! and skipped; an unknown or malformed event inside a good line costs only that event.
+//!
+//! hlbook runs without the stream: when the node does not write it (no folder), nothing is read and health says so.
+
+use std::io;
+use std::path::Path;
+
+use super::line_source::SourceEvent;
+use super::tail::StreamTail;
+use crate::node::Mode;
+pub use crate::node::misc::MiscBlock;
+use crate::node::misc::{MiscLine, misc_dir, parse_misc_line};
+
+/// What the reader counted since start (health and metrics).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MiscCounters {
+    pub lines: u64,
+    pub blocks: u64,
+    pub events: u64,
+    /// Lines that did not parse (lost whole).
+    pub bad_lines: u64,
+    pub unknown_events: u64,
+    pub malformed_events: u64,
+    /// By-block: places where blocks were missing.
+    pub gaps: u64,
+    /// Lines of blocks already handed out (a restarted node, a replaced file), dropped.
+    pub duplicates: u64,
+    pub lines_refused: u64,
+}
+
+#[derive(Debug)]
+pub struct MiscReader {
+    tail: StreamTail,
+    mode: Mode,
+    /// The last block handed out (the resume height before the first).
+    last: u64,
+    /// Streaming: the block being gathered.
+    pending: Option<MiscBlock>,
+    /// The highest block seen, and while a restarted node writes recent blocks again, the height through which
+    /// its lines are skipped (`assemble`'s rule: a stream never goes back on its own).
+    seen: u64,
+    replaying: Option<u64>,
+    counters: MiscCounters,
+}
+
+/// Whether the node writes the stream at all (its folder exists).
+pub fn misc_present(node_dir: &Path, mode: Mode) -> bool {
+    node_dir.join(misc_dir(mode)).is_dir()
+}
+
+impl MiscReader {
+    /// Reads the blocks after `after_height` (0: from the oldest hour file on).
+    pub fn new(node_dir: &Path, mode: Mode, after_height: u64) -> MiscReader {
+        MiscReader {
+            tail: StreamTail::misc_events(node_dir, mode, after_height),
+            mode,
+            last: after_height,
+            pending: None,
+            seen: after_height,
+            replaying: None,
+            counters: MiscCounters::default(),
+        }
+    }
+
+    pub fn counters(&self) -> &MiscCounters {
+        &self.counters
+    }
+
+    /// Reads what the files hold now and hands out every block completed by it, in order.
+    pub fn poll(&mut self, on_block: &mut impl FnMut(MiscBlock)) -> io::Result<()> {
+        let mut lines = Vec::new();
+        let refused = &mut self.counters.lines_refused;
+        self.tail.poll(true, &mut |ev| match ev {
+            SourceEvent::Line(_, bytes) => lines.push(std::str::from_utf8(bytes).map(parse_misc_line)),
+            SourceEvent::TooLong { height, bytes, .. } => {
+                *refused += 1;
+                tracing::warn!(?height, bytes, "misc_events line over the length cap skipped");
+            }
+            SourceEvent::Restart | SourceEvent::Drained => {}
+        })?;
+        for line in lines {
+            self.counters.lines += 1;
+            match line {
+                Ok(Ok(l)) => self.take(l, on_block),
+                Ok(Err(e)) => self.bad_line(&e.to_string()),
+                Err(e) => self.bad_line(&format!("not UTF-8: {e}")),
+            }
+        }
+        Ok(())
+    }
+
+    fn bad_line(&mut self, why: &str) {
+        self.counters.bad_lines += 1;
+        tracing::warn!(error = why, "misc_events line skipped: its block's user events are lost");
+    }
+
+    fn take(&mut self, line: MiscLine, on_block: &mut impl FnMut(MiscBlock)) {
+        for s in &line.skipped {
+            if s.unknown_kind {
+                self.counters.unknown_events += 1;
+            } else {
+                self.counters.malformed_events += 1;
+            }
+            tracing::warn!(height = line.meta.height, at = s.at, why = %s.why, "misc_events event skipped");
+        }
+        let h = line.meta.height;
+        if self.replaying.is_some_and(|through| h <= through) {
+            self.counters.duplicates += 1;
+            return;
+        }
+        self.replaying = None;
+        if h < self.seen && self.seen > self.last {
+            // Going back with a block still open: skip through the highest, or that block gets its lines twice.
+            self.replaying = Some(self.seen);
+        }
+        self.seen = self.seen.max(h);
+        if self.replaying.is_some() || h <= self.last {
+            self.counters.duplicates += 1;
+            return;
+        }
+        if let Some(p) = self.pending.as_mut().filter(|p| p.height == h) {
+            p.events.extend(line.events);
+            return;
+        }
+        if let Some(done) = self.pending.take() {
+            self.hand_out(done, on_block);
+        }
+        let block = MiscBlock { height: h, block_time: line.meta.block_time, events: line.events };
+        match self.mode {
+            Mode::ByBlock => self.hand_out(block, on_block),
+            Mode::Streaming => self.pending = Some(block),
+        }
+    }
+
+    fn hand_out(&mut self, block: MiscBlock, on_block: &mut impl FnMut(MiscBlock)) {
+        if self.mode == Mode::ByBlock && self.last > 0 && block.height > self.last + 1 {
+            self.counters.gaps += 1;
+            tracing::warn!(from = self.last + 1, to = block.height - 1, "misc_events blocks missing");
+        }
+        self.last = block.height;
+        self.counters.blocks += 1;
+        self.counters.events += block.events.len() as u64;
+        on_block(block);
+    }
+}
+
+#[cfg(test)]
+#[path = "misc_tests.rs"]
+mod tests;

@@ -1,0 +1,153 @@
+//! The official shapes built from `misc_events` blocks (`node::misc::MiscBlock`): the `userFundings` and
+//! `userNonFundingLedgerUpdates` channels, the `funding` kind of `userEvents` (channel `user`), and the info answers
+//! `userFunding` and `userNonFundingLedgerUpdates`. One place builds each shape, so a live frame, a snapshot and an
+//! info answer cannot drift apart.
+//!
+//! Shapes: the official docs (websocket subscriptions: `WsUserFundings {isSnapshot?, user, fundings}`,
+//! `WsUserNonFundingLedgerUpdates {isSnapshot?, user, nonFundingLedgerUpdates: [{time, hash, delta}]}`,
+//! `WsUserEvent` `{"funding": WsUserFunding}`; info endpoint "Retrieve a user's funding history or non-funding
+//! ledger updates": `[{time, hash, delta: {type: "funding", coin, usdc, szi, fundingRate, nSamples}}]`), with
+//! `nSamples` from the @nktkas/hyperliquid schemas (docs/hl-user-channels.md §3); `null` when the node's line has
+//! none (inferred: nktkas types it nullable). A ledger delta is passed through as the node wrote it.
+//! The `liquidation` kind of userEvents (`lid`, `liquidator`) is not in the ledger delta and is not built.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::node::Address;
+use crate::node::misc::{Funding, LedgerUpdate, MiscBlock, MiscEvent, MiscKind};
+use crate::node::time::nanos_to_millis;
+
+/// One user's share of a block, in event order.
+#[derive(Debug, Default)]
+pub struct UserMisc<'a> {
+    pub fundings: Vec<(&'a MiscEvent, &'a Funding)>,
+    pub ledger: Vec<(&'a MiscEvent, &'a LedgerUpdate)>,
+}
+
+/// A block's events by user; a ledger update goes to each user it names, once.
+pub fn by_user(block: &MiscBlock) -> BTreeMap<Address, UserMisc<'_>> {
+    let mut out: BTreeMap<Address, UserMisc<'_>> = BTreeMap::new();
+    for ev in &block.events {
+        match &ev.kind {
+            MiscKind::Fundings(fs) => {
+                for f in fs {
+                    out.entry(f.user).or_default().fundings.push((ev, f));
+                }
+            }
+            MiscKind::Ledger(u) => {
+                for (i, user) in u.users.iter().enumerate() {
+                    if !u.users[..i].contains(user) {
+                        out.entry(*user).or_default().ledger.push((ev, u));
+                    }
+                }
+            }
+            MiscKind::Ignored(_) => {}
+        }
+    }
+    out
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FundingBody<'a> {
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    time: Option<i64>,
+    coin: &'a str,
+    usdc: String,
+    szi: String,
+    funding_rate: &'a str,
+    n_samples: Option<u64>,
+}
+
+fn funding_body<'a>(ev: &MiscEvent, f: &'a Funding, as_delta: bool) -> FundingBody<'a> {
+    FundingBody {
+        kind: as_delta.then_some("funding"),
+        time: (!as_delta).then(|| nanos_to_millis(ev.time)),
+        coin: &f.coin,
+        usdc: f.usdc.to_string(),
+        szi: f.szi.to_string(),
+        funding_rate: &f.funding_rate,
+        n_samples: f.n_samples,
+    }
+}
+
+fn head(channel: &str, user: &Address, snapshot: bool) -> Vec<u8> {
+    let snap = if snapshot { "\"isSnapshot\":true," } else { "" };
+    format!("{{\"channel\":\"{channel}\",\"data\":{{{snap}\"user\":\"{user}\",").into_bytes()
+}
+
+/// `{"channel":"userFundings","data":{["isSnapshot":true,]"user":…,"fundings":[{time,coin,usdc,szi,fundingRate,nSamples}…]}}`.
+pub fn user_fundings(user: &Address, list: &[(&MiscEvent, &Funding)], snapshot: bool) -> Vec<u8> {
+    let mut out = head("userFundings", user, snapshot);
+    out.extend_from_slice(b"\"fundings\":");
+    let body: Vec<FundingBody<'_>> = list.iter().map(|(ev, f)| funding_body(ev, f, false)).collect();
+    serde_json::to_writer(&mut out, &body).expect("plain structs serialize");
+    out.extend_from_slice(b"}}");
+    out
+}
+
+/// `{"channel":"user","data":{"funding":{time,coin,usdc,szi,fundingRate,nSamples}}}`: one payment a frame.
+pub fn user_event_funding(ev: &MiscEvent, f: &Funding) -> Vec<u8> {
+    let mut out = b"{\"channel\":\"user\",\"data\":{\"funding\":".to_vec();
+    serde_json::to_writer(&mut out, &funding_body(ev, f, false)).expect("plain structs serialize");
+    out.extend_from_slice(b"}}");
+    out
+}
+
+/// `{"time":ms,"hash":…,"delta":{…}}`: an entry of the ledger channel and of both info answers.
+fn entry(out: &mut Vec<u8>, ev: &MiscEvent, delta: &[u8]) {
+    out.extend_from_slice(
+        format!("{{\"time\":{},\"hash\":\"{}\",\"delta\":", nanos_to_millis(ev.time), ev.hash).as_bytes(),
+    );
+    out.extend_from_slice(delta);
+    out.push(b'}');
+}
+
+fn ledger_array(out: &mut Vec<u8>, list: &[(&MiscEvent, &LedgerUpdate)]) {
+    out.push(b'[');
+    for (i, (ev, u)) in list.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        entry(out, ev, u.delta.as_bytes());
+    }
+    out.push(b']');
+}
+
+/// `{"channel":"userNonFundingLedgerUpdates","data":{["isSnapshot":true,]"user":…,"nonFundingLedgerUpdates":[…]}}`.
+pub fn user_ledger_updates(user: &Address, list: &[(&MiscEvent, &LedgerUpdate)], snapshot: bool) -> Vec<u8> {
+    let mut out = head("userNonFundingLedgerUpdates", user, snapshot);
+    out.extend_from_slice(b"\"nonFundingLedgerUpdates\":");
+    ledger_array(&mut out, list);
+    out.extend_from_slice(b"}}");
+    out
+}
+
+/// The info `userNonFundingLedgerUpdates` answer: the entries as a bare array.
+pub fn info_ledger_updates(list: &[(&MiscEvent, &LedgerUpdate)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    ledger_array(&mut out, list);
+    out
+}
+
+/// The info `userFunding` answer: `[{time, hash, delta:{type:"funding",…}}…]`.
+pub fn info_user_funding(list: &[(&MiscEvent, &Funding)]) -> Vec<u8> {
+    let mut out = vec![b'['];
+    for (i, (ev, f)) in list.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let delta = serde_json::to_vec(&funding_body(ev, f, true)).expect("plain structs serialize");
+        entry(&mut out, ev, &delta);
+    }
+    out.push(b']');
+    out
+}
+
+#[cfg(test)]
+#[path = "misc_frames_tests.rs"]
+mod tests;
