@@ -119,6 +119,11 @@ fn the_state_keeps_its_locks_private() {
 
 /// The fields of `struct NAME` in `file` that are `pub` (not `pub(super)`/`pub(crate)`).
 fn public_fields(file: &Path, name: &str) -> Vec<String> {
+    shared_fields(file, name).into_iter().filter(|l| l.starts_with("pub ")).collect()
+}
+
+/// The fields of `struct NAME` in `file` visible outside its file in any way (`pub`, `pub(super)`, `pub(crate)`).
+fn shared_fields(file: &Path, name: &str) -> Vec<String> {
     let text = std::fs::read_to_string(file).unwrap();
     let start =
         text.find(&format!("pub struct {name} {{")).unwrap_or_else(|| panic!("no struct {name} in {}", file.display()));
@@ -126,9 +131,16 @@ fn public_fields(file: &Path, name: &str) -> Vec<String> {
     body.lines()
         .skip(1)
         .map(str::trim)
-        .filter(|l| l.starts_with("pub ") && l.contains(": "))
+        .filter(|l| (l.starts_with("pub ") || l.starts_with("pub(")) && l.contains(": "))
         .map(str::to_string)
         .collect()
+}
+
+#[test]
+fn the_hub_keeps_every_field_to_itself() {
+    // The publisher's pass and the workers call the hub's methods: each feature's state stays behind them (#45).
+    let open = shared_fields(&src().join("publish/hub.rs"), "Hub");
+    assert!(open.is_empty(), "Hub shares fields: {open:?}");
 }
 
 #[test]
