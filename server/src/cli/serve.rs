@@ -21,14 +21,11 @@ use crate::node::Mode;
 use crate::publish::{self, Hub};
 use crate::state::Shared;
 use crate::store::{self, Store, Writer};
+use crate::ws::WsContext;
 use crate::ws::admin;
 use crate::ws::http::{AppState, router};
-use crate::ws::info::Passthrough;
-use crate::ws::info_gate::InfoGate;
-use crate::ws::limits::Limits;
 use crate::ws::listen::{self, Deadlines};
 use crate::ws::tcp_cap::TcpCap;
-use crate::ws::{WsContext, WsCounters};
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -193,24 +190,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         rt.spawn_blocking(move || w.run("publisher", || publish::run(hub, &w.stop)))
     };
     let (closing_tx, closing) = tokio::sync::watch::channel(false);
-    let passthrough = (c.server.info_passthrough && !c.ingest.info_url.is_empty())
-        .then(|| Passthrough::new(&c.ingest.info_url, &c.server));
-    let upstream = (!c.server.upstream_info_url.is_empty()).then(|| Passthrough::upstream(&c.server));
-    let ws = Arc::new(WsContext {
-        state: shared.clone(),
-        hub,
-        cfg: c.server.clone(),
-        passthrough,
-        upstream,
-        info_weight: crate::ws::info_weight::InfoWeight::new(c.server.info_weight_per_minute),
-        info_gate: InfoGate::new(&c.server),
-        limits: Arc::new(Limits::new(&c.server)),
-        counters: WsCounters::default(),
-        closing,
-        budgets: crate::ws::budget::Budgets::new(c.server.conn_budget_bytes, c.server.global_budget_bytes),
-        user_cap: Default::default(),
-        ip_quota: crate::ws::ip_quota::IpQuota::from_config(&c.server),
-    });
+    let ws = Arc::new(WsContext::new(&c.server, &c.ingest.info_url, hub, closing));
     let state = AppState::new(ws.clone());
     let served = rt.block_on(serve_http(&c.server, state, closing_tx, shared.clone(), failed));
     rt.block_on(drain(&ws));
@@ -376,7 +356,7 @@ async fn serve_http(
 /// Waits (at most 3 s) for the connections to send their close frames and end.
 async fn drain(ws: &WsContext) {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(3);
-    while ws.limits.open() > 0 && tokio::time::Instant::now() < deadline {
+    while ws.limits().open() > 0 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }

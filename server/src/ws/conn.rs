@@ -191,12 +191,12 @@ impl<S> std::fmt::Debug for Conn<S> {
 impl<S> Drop for Conn<S> {
     fn drop(&mut self) {
         for (_, (s, _, _)) in self.subs.drain() {
-            self.ctx.hub.remove(&s.want);
+            self.ctx.hub().remove(&s.want);
             release_user(&self.ctx, self.opts.ip, &s.want);
             if let Some(who) = &self.opts.who {
-                self.ctx.ip_quota.unsubscribe(who);
+                self.ctx.ip_quota().unsubscribe(who);
             }
-            self.ctx.counters.subscription_delta(s.channel(), -1);
+            self.ctx.counters().subscription_delta(s.channel(), -1);
         }
     }
 }
@@ -205,7 +205,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     pub fn new(ctx: Arc<WsContext>, ws: WebSocketStream<S>, opts: Options, ip: IpAddr) -> Conn<S> {
         let now = Instant::now();
         let (post_tx, post_answers) = mpsc::channel(MAX_POSTS);
-        let budget = ctx.budgets.connection();
+        let budget = ctx.budgets().connection();
         let base = budget.charge(CONN_BYTES);
         Conn {
             ctx,
@@ -230,9 +230,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
 
     /// Serves the connection until the client leaves, misbehaves, goes idle, or the server shuts down.
     pub async fn run(mut self) {
-        let mut published = self.ctx.hub.watch();
-        let mut closing = self.ctx.closing.clone();
-        let idle = Duration::from_secs(self.ctx.cfg.idle_timeout_secs);
+        let mut published = self.ctx.hub().watch();
+        let mut closing = self.ctx.closing().clone();
+        let idle = Duration::from_secs(self.ctx.cfg().idle_timeout_secs);
         let budget = self.budget.clone();
         let end = loop {
             let deadline = self.last_traffic + idle;
@@ -262,7 +262,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                 changed = published.changed() => if changed.is_err() { break End::Gone },
                 // Picked to free the exhausted global budget while waiting for its client.
                 () = budget.went_over() => if let Some(reason) = budget.over() {
-                    self.ctx.counters.closed_budget.inc();
+                    self.ctx.counters().closed_budget.inc();
                     break End::ByUs(CloseCode::Policy, reason);
                 },
                 Some((answer, charge)) = self.post_answers.recv() => {
@@ -270,7 +270,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                     self.pending_charges.push(charge);
                 }
                 () = sleep_until(deadline) => {
-                    self.ctx.counters.closed_idle.inc();
+                    self.ctx.counters().closed_idle.inc();
                     break End::ByUs(CloseCode::Normal, format!("idle for {} s", idle.as_secs()));
                 }
             }
@@ -334,7 +334,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                         r = &mut write => break r,
                         // A post answer charged while the client does not read: close now, not after the timeout.
                         () = budget.went_over() => if let Some(reason) = budget.over() {
-                            ctx.counters.closed_budget.inc();
+                            ctx.counters().closed_budget.inc();
                             return Err(End::ByUs(CloseCode::Policy, reason));
                         },
                     }
@@ -347,7 +347,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                     return Err(End::Gone);
                 }
                 Err(_) => {
-                    ctx.counters.closed_slow.inc();
+                    ctx.counters().closed_slow.inc();
                     tracing::debug!("client stopped reading for {} s", idle.as_secs());
                     return Err(End::Gone);
                 }
@@ -363,7 +363,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     fn check_budget(&self) -> Result<(), End> {
         match self.budget.over() {
             Some(reason) => {
-                self.ctx.counters.closed_budget.inc();
+                self.ctx.counters().closed_budget.inc();
                 Err(End::ByUs(CloseCode::Policy, reason))
             }
             None => Ok(()),
@@ -372,8 +372,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
 
     /// Adds due frames to `batch`; true when it stopped at the size cap with more due.
     fn gather(&mut self, batch: &mut Batch) -> bool {
-        let hub = self.ctx.hub.clone();
-        let backlog = self.ctx.cfg.backlog_blocks as u64;
+        let hub = self.ctx.hub().clone();
+        let backlog = self.ctx.cfg().backlog_blocks as u64;
         let head = hub.feed_head();
         let mut from = u64::MAX;
         let mut lost = Vec::new();
@@ -451,7 +451,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             }
         }
         for text in lost {
-            self.ctx.counters.overflows.inc();
+            self.ctx.counters().overflows.inc();
             batch.push(Out::Text(protocol::notice(&text)));
         }
         let mut full = false;
@@ -467,7 +467,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     }
 
     fn take_tick(&mut self, tick: &Tick, batch: &mut Batch) {
-        let hub = &self.ctx.hub;
+        let hub = self.ctx.hub();
         for (_, sub, chain) in self.subs.values_mut() {
             match sub {
                 Delivery::Trades { coin, cursor } if tick.seq > *cursor => {
@@ -512,7 +512,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                 && f.seq != *sent
             {
                 let conflated = if *sent != 0 && f.seq > *sent + 1 { f.seq - *sent - 1 } else { 0 };
-                self.ctx.counters.conflated.add(conflated);
+                self.ctx.counters().conflated.add(conflated);
                 // A subscription's first frame is the slot's current state, which may be older than it.
                 let first = *sent == 0;
                 *sent = f.seq;
