@@ -137,10 +137,12 @@ fn shared_fields(file: &Path, name: &str) -> Vec<String> {
 }
 
 #[test]
-fn the_hub_keeps_every_field_to_itself() {
-    // The publisher's pass and the workers call the hub's methods: each feature's state stays behind them (#45).
-    let open = shared_fields(&src().join("publish/hub.rs"), "Hub");
-    assert!(open.is_empty(), "Hub shares fields: {open:?}");
+fn hub_and_ws_context_keep_every_field_to_themselves() {
+    // The pass, the workers and the ws modules call methods: each part's state stays behind them (#45).
+    for (file, name) in [("publish/hub.rs", "Hub"), ("ws/context.rs", "WsContext")] {
+        let open = shared_fields(&src().join(file), name);
+        assert!(open.is_empty(), "{name} shares fields: {open:?}");
+    }
 }
 
 #[test]
