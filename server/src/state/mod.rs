@@ -11,6 +11,7 @@ pub mod counter;
 pub mod health;
 pub mod sources;
 mod steps;
+pub mod supervise;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
