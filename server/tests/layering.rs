@@ -130,6 +130,11 @@ fn the_state_keeps_its_locks_private() {
 
 /// The fields of `struct NAME` in `file` that are `pub` (not `pub(super)`/`pub(crate)`).
 fn public_fields(file: &Path, name: &str) -> Vec<String> {
+    shared_fields(file, name).into_iter().filter(|l| l.starts_with("pub ")).collect()
+}
+
+/// The fields of `struct NAME` in `file` visible outside its file in any way (`pub`, `pub(super)`, `pub(crate)`).
+fn shared_fields(file: &Path, name: &str) -> Vec<String> {
     let text = std::fs::read_to_string(file).unwrap();
     let start =
         text.find(&format!("pub struct {name} {{")).unwrap_or_else(|| panic!("no struct {name} in {}", file.display()));
@@ -137,9 +142,18 @@ fn public_fields(file: &Path, name: &str) -> Vec<String> {
     body.lines()
         .skip(1)
         .map(str::trim)
-        .filter(|l| l.starts_with("pub ") && l.contains(": "))
+        .filter(|l| (l.starts_with("pub ") || l.starts_with("pub(")) && l.contains(": "))
         .map(str::to_string)
         .collect()
+}
+
+#[test]
+fn hub_and_ws_context_keep_every_field_to_themselves() {
+    // The pass, the workers and the ws modules call methods: each part's state stays behind them (#45).
+    for (file, name) in [("publish/hub.rs", "Hub"), ("ws/context.rs", "WsContext")] {
+        let open = shared_fields(&src().join(file), name);
+        assert!(open.is_empty(), "{name} shares fields: {open:?}");
+    }
 }
 
 #[test]

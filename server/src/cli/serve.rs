@@ -20,15 +20,13 @@ use crate::ingest::validate::{self, ValidateConfig};
 use crate::node::Mode;
 use crate::publish::{self, Hub};
 use crate::state::Shared;
+use crate::state::supervise::Supervisor;
 use crate::store::{self, Store, Writer};
+use crate::ws::WsContext;
 use crate::ws::admin;
 use crate::ws::http::{AppState, router};
-use crate::ws::info::Passthrough;
-use crate::ws::info_gate::InfoGate;
-use crate::ws::limits::ConnLimits;
 use crate::ws::listen::{self, Deadlines};
 use crate::ws::tcp_cap::TcpCap;
-use crate::ws::{WsContext, WsCounters};
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -158,14 +156,13 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     init_logging(&c.log.format, &c.log.level);
     let shared = Arc::new(Shared::new(Books::default(), c.stale_after()));
     let stop = Arc::new(AtomicBool::new(false));
-    let failed = Arc::new(tokio::sync::Notify::new());
     let mut threads = Vec::new();
     let store = open_store(&c, &shared);
     let ingest = Ingest::new(live_config(&c)?, shared.clone());
-    let watch = Supervisor { shared: shared.clone(), stop: stop.clone(), failed: failed.clone() };
+    let watch = Supervisor::new(shared.clone(), stop.clone());
     let w = watch.clone();
     threads.push(std::thread::Builder::new().name("hlbook-ingest".into()).spawn(move || {
-        w.run("ingest", || ingest.run(&w.stop));
+        w.run("ingest", || ingest.run(w.stop()));
     })?);
     // Validation also repairs the coins racing sources disagree about, so it runs whenever there is a node (or a
     // publisher over NATS) to ask, periodic or not.
@@ -177,7 +174,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         };
         let (w, s) = (watch.clone(), shared.clone());
         threads.push(std::thread::Builder::new().name("hlbook-validate".into()).spawn(move || {
-            w.run("validation", || validate::run(vc, s, &w.stop));
+            w.run("validation", || validate::run(vc, s, w.stop()));
         })?);
     }
     let names: Vec<String> = live_config(&c)?.sources.iter().map(Source::label).collect();
@@ -190,29 +187,12 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     threads.extend(start_store(&c, &hub, store, &watch)?);
     let publisher = {
         let (hub, w) = (hub.clone(), watch.clone());
-        rt.spawn_blocking(move || w.run("publisher", || publish::run(hub, &w.stop)))
+        rt.spawn_blocking(move || w.run("publisher", || publish::run(hub, w.stop())))
     };
     let (closing_tx, closing) = tokio::sync::watch::channel(false);
-    let passthrough = (c.server.info_passthrough && !c.ingest.info_url.is_empty())
-        .then(|| Passthrough::new(&c.ingest.info_url, &c.server));
-    let upstream = (!c.server.upstream_info_url.is_empty()).then(|| Passthrough::upstream(&c.server));
-    let ws = Arc::new(WsContext {
-        state: shared.clone(),
-        hub,
-        cfg: c.server.clone(),
-        passthrough,
-        upstream,
-        info_weight: crate::ws::info_weight::InfoWeight::new(c.server.info_weight_per_minute),
-        info_gate: InfoGate::new(&c.server),
-        limits: Arc::new(ConnLimits::new(&c.server)),
-        counters: WsCounters::default(),
-        closing,
-        budgets: crate::ws::budget::Budgets::new(c.server.conn_budget_bytes, c.server.global_budget_bytes),
-        user_cap: Default::default(),
-        ip_quota: crate::ws::ip_quota::IpQuota::from_config(&c.server),
-    });
+    let ws = Arc::new(WsContext::new(&c.server, &c.ingest.info_url, hub, closing));
     let state = AppState::new(ws.clone());
-    let served = rt.block_on(serve_http(&c.server, state, closing_tx, shared.clone(), failed));
+    let served = rt.block_on(serve_http(&c.server, state, closing_tx, shared.clone()));
     rt.block_on(drain(&ws));
     stop.store(true, Relaxed);
     let _ = rt.block_on(publisher);
@@ -286,33 +266,8 @@ fn start_store(
     let writer = Writer::new(store, files, c.store.fills_retention_days).keep_candles(c.store.candles_kept);
     let w = watch.clone();
     Ok(Some(std::thread::Builder::new().name("hlbook-store".into()).spawn(move || {
-        w.run("history store", || writer.run(&rx, &w.stop));
+        w.run("history store", || writer.run(&rx, w.stop()));
     })?))
-}
-
-/// Watches the threads the service cannot do without: one that panics, or returns while the server is not
-/// stopping, marks the service `failed` (`/health` 503) and stops it, so that `hlbook serve` exits non-zero and
-/// systemd restarts it, instead of serving frozen books behind a 200.
-#[derive(Clone, Debug)]
-struct Supervisor {
-    shared: Arc<Shared>,
-    stop: Arc<AtomicBool>,
-    failed: Arc<tokio::sync::Notify>,
-}
-
-impl Supervisor {
-    fn run(&self, name: &str, body: impl FnOnce()) {
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
-        if self.stop.load(Relaxed) {
-            return;
-        }
-        let why = match outcome {
-            Ok(()) => format!("the {name} thread ended"),
-            Err(p) => format!("the {name} thread panicked: {}", crate::state::health::panic_message(p.as_ref())),
-        };
-        self.shared.health().fail(why);
-        self.failed.notify_one();
-    }
 }
 
 /// Feed ticks kept beyond one connection's backlog, so a connection at its limit still finds its next tick.
@@ -327,7 +282,6 @@ async fn serve_http(
     state: AppState,
     closing: tokio::sync::watch::Sender<bool>,
     shared: Arc<Shared>,
-    failed: Arc<tokio::sync::Notify>,
 ) -> anyhow::Result<()> {
     let signals = Shutdown::register()?;
     let ws = state.ws.clone();
@@ -360,8 +314,7 @@ async fn serve_http(
     // told to close below.
     tokio::select! {
         () = signals.wait() => {}
-        () = failed.notified() => tokio::time::sleep(FAILED_GRACE).await,
-        // A supervised worker (candle backfills, userFills snapshots, a listener) died.
+        // A needed thread or a supervised worker (candle backfills, userFills snapshots, a listener) died.
         () = shared.health().failed() => tokio::time::sleep(FAILED_GRACE).await,
     }
     readiness.abort();
@@ -376,7 +329,7 @@ async fn serve_http(
 /// Waits (at most 3 s) for the connections to send their close frames and end.
 async fn drain(ws: &WsContext) {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(3);
-    while ws.limits.open() > 0 && tokio::time::Instant::now() < deadline {
+    while ws.limits().open() > 0 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }

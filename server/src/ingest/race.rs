@@ -184,7 +184,7 @@ impl Race {
                         r.run(NodeParser::with_watched(watched));
                     }));
                     if let Err(p) = ran {
-                        let why = crate::state::health::panic_message(p.as_ref());
+                        let why = crate::state::supervise::panic_message(p.as_ref());
                         ctl.died.lock().get_or_insert(format!("the source {i} reader thread panicked: {why}"));
                     }
                 })

@@ -3,25 +3,27 @@
 //! Connections register subscriptions here (reference counted, so a shape many clients share is built once) and
 //! read results from here: the newest L2/bbo/allMids frame of each wanted shape sits in a `Slot` (an `ArcSwap`, so
 //! readers never lock and a slow reader simply skips to the newest), and the ordered streams (trades, l4Book) sit
-//! in a bounded feed of per-block ticks that every connection reads with its own cursor. A connection that falls
-//! further behind than the feed holds learns exactly what it lost. One `watch` channel wakes every connection after
-//! each publish pass.
+//! in a bounded feed of per-block ticks (`feed`) that every connection reads with its own cursor. One `watch`
+//! channel wakes every connection after each publish pass. Each feature's state (users followed, recent trades,
+//! candles, the history store) is its own type in its own module; the publisher reaches it through the hub's methods.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use arc_swap::ArcSwap;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 use tokio::sync::{oneshot, watch};
 
 use super::candles::Interval;
 use super::candles::keeper::{CandleFrames, CandleKey};
+use super::feed::Feed;
+pub use super::feed::Tick;
 use super::frame::Frame;
 use super::history::{History, Turns};
+use super::recent_trades::RecentTrades;
 pub use super::slot::Slot;
-use super::users::{UserChannel, UserFrames, UserSubs};
+use super::store_link::StoreLink;
+use super::users::{UserChannel, UserSubs, UserWants};
 pub use super::wanted::{CoinWants, Depth, L2Group, Wanted};
 use super::wanted::{Registry, ShapeChanges};
 use crate::book::l2::L2Params;
@@ -33,51 +35,6 @@ use crate::state::Shared;
 pub struct L2Key {
     pub coin: Coin,
     pub params: L2Params,
-}
-
-/// One block's (or one reset's) frames of the ordered streams.
-#[derive(Debug, Default)]
-pub struct Tick {
-    pub seq: u64,
-    pub height: u64,
-    pub trades: FxHashMap<Coin, Arc<Frame>>,
-    pub l4: FxHashMap<Coin, Arc<Frame>>,
-    /// The block's candle frames of wanted (coin, interval)s whose coin traded in it.
-    pub candles: FxHashMap<CandleKey, Arc<Frame>>,
-    /// Coins whose l4Book subscribers need a fresh snapshot (repaired, or the books were reloaded: `all`).
-    pub l4_reset: Vec<Coin>,
-    pub all_reset: bool,
-    /// Followed users' frames of this tick's line: userFills and userEvents on a fills tick, orderUpdates on a
-    /// complete block's (`publish::users`).
-    pub users: FxHashMap<Address, UserFrames>,
-    /// The watch generation its lines were parsed under: its user frames are complete for users followed since.
-    pub users_generation: Option<u64>,
-    bytes: usize,
-}
-
-impl Tick {
-    pub fn new(seq: u64, height: u64) -> Tick {
-        Tick { seq, height, ..Tick::default() }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.trades.is_empty()
-            && self.l4.is_empty()
-            && self.candles.is_empty()
-            && self.l4_reset.is_empty()
-            && !self.all_reset
-    }
-
-    fn measure(&mut self) {
-        let frames = self.trades.values().chain(self.l4.values()).chain(self.candles.values());
-        self.bytes = frames.map(|f| f.json.len()).sum::<usize>() + 64;
-        self.bytes += self.users.values().map(UserFrames::bytes).sum::<usize>();
-    }
-
-    /// Whether this block holds every event of a user followed since watch generation `generation`.
-    pub fn users_complete_since(&self, generation: u64) -> bool {
-        self.users_generation.is_none_or(|g| g >= generation)
-    }
 }
 
 /// A subscription as the hub counts it.
@@ -148,32 +105,26 @@ crate::state::counter::counters! {
 
 #[derive(Debug)]
 pub struct Hub {
-    pub(super) shared: Arc<Shared>,
+    shared: Arc<Shared>,
     registry: Mutex<Registry>,
     wanted: ArcSwap<Wanted>,
-    feed: RwLock<VecDeque<Arc<Tick>>>,
-    /// The ordered-stream backlog keeps at most this many ticks...
-    feed_max_ticks: usize,
-    /// ...and drops the oldest while it holds more bytes than this (always keeping the newest).
-    feed_max_bytes: usize,
-    feed_bytes: AtomicU64,
+    /// The ordered streams' backlog.
+    feed: Feed,
     requests: Mutex<Vec<(Coin, oneshot::Sender<L4Snapshot>)>>,
     published: watch::Sender<u64>,
-    pub(super) counters: PublishCounters,
+    counters: PublishCounters,
     /// Per-block stage times, settled into latency histograms.
-    pub(super) stages: crate::audit::Stages,
+    stages: crate::audit::Stages,
     /// Followers of per-user channels.
-    pub(super) users: UserSubs,
+    users: UserSubs,
     /// Each coin's last trades, for a trades subscription's first frame.
-    pub(super) recent_trades: super::recent_trades::RecentTrades,
+    recent_trades: RecentTrades,
     /// Each wanted candle's newest frame, and finished backfills.
-    pub(super) candles: CandleFrames,
-    /// The history store, for userFills' and candles' first frames and candleSnapshot (unset: no history).
-    pub(super) store: std::sync::OnceLock<Arc<crate::store::Store>>,
-    /// The store writer's channel, taken by the publisher (which feeds it every fills step).
-    pub(super) store_feed: Mutex<Option<crate::store::writer::Feeder>>,
+    candles: CandleFrames,
+    /// The history store and its writer's channel, for userFills' and candles' first frames and candleSnapshot.
+    store: StoreLink,
     /// Reads of history: their turns, and userFills reads shared per user.
-    pub(super) history: History,
+    history: History,
 }
 
 impl Hub {
@@ -183,19 +134,15 @@ impl Hub {
             shared,
             registry: Mutex::new(Registry::default()),
             wanted: ArcSwap::from_pointee(Wanted::default()),
-            feed: RwLock::new(VecDeque::new()),
-            feed_max_ticks: feed_ticks.max(1),
-            feed_max_bytes: feed_bytes,
-            feed_bytes: AtomicU64::new(0),
+            feed: Feed::new(feed_ticks, feed_bytes),
             requests: Mutex::new(Vec::new()),
             published: watch::channel(0).0,
             counters: PublishCounters::default(),
             stages: crate::audit::Stages::new(),
             users: UserSubs::default(),
-            recent_trades: Default::default(),
+            recent_trades: RecentTrades::default(),
             candles: CandleFrames::default(),
-            store: std::sync::OnceLock::new(),
-            store_feed: Mutex::new(None),
+            store: StoreLink::default(),
             history: History::new(Turns::new(2, 64, std::time::Duration::from_secs(10))),
         }
     }
@@ -248,13 +195,42 @@ impl Hub {
 
     /// The history store, once opened (no store: no history).
     pub fn store(&self) -> Option<Arc<crate::store::Store>> {
-        self.store.get().cloned()
+        self.store.get()
     }
 
     /// Gives the hub its history store and the writer's channel, which the publisher feeds every fills step.
-    pub fn set_store(&self, store: Arc<crate::store::Store>, feed: crate::store::writer::Feeder) {
-        let _ = self.store.set(store);
-        *self.store_feed.lock() = Some(feed);
+    pub fn set_store(&self, store: Arc<crate::store::Store>, feed: crate::store::writer::StoreSender) {
+        self.store.set(store, feed);
+    }
+
+    /// The store writer's channel, for the one publisher that feeds it.
+    pub(super) fn take_store_feeder(&self) -> Option<crate::store::writer::StoreSender> {
+        self.store.take_feeder()
+    }
+
+    /// The publish stage's counters.
+    pub fn counters(&self) -> &PublishCounters {
+        &self.counters
+    }
+
+    /// The users some connection follows, and on which channels.
+    pub(super) fn followed_users(&self) -> Arc<FxHashMap<Address, UserWants>> {
+        self.users.wanted()
+    }
+
+    /// Remembers the trades of tick `seq`'s fills, for the first frame of later trades subscriptions.
+    pub(super) fn remember_trades(&self, seq: u64, fills: &[crate::node::Fill]) {
+        self.recent_trades.remember(seq, fills);
+    }
+
+    /// Each wanted candle's newest frame and finished backfills (the candle workers' side, `hub_workers`).
+    pub(super) fn candles(&self) -> &CandleFrames {
+        &self.candles
+    }
+
+    /// Whether candle backfills finished since the publisher last took them.
+    pub(super) fn candle_backfills_done(&self) -> bool {
+        self.candles.has_inbox()
     }
 
     /// Wakes after every publish pass.
@@ -284,10 +260,8 @@ impl Hub {
             }
             Want::User { user: u, channel: ch, .. } => {
                 self.users.add(*u, *ch, self.shared.watched());
-                if *ch == UserChannel::Fills
-                    && let Some(store) = self.store.get()
-                {
-                    store.follow.subscribed(&u.0);
+                if *ch == UserChannel::Fills {
+                    self.store.follow(*u, true);
                 }
                 return None;
             }
@@ -349,10 +323,8 @@ impl Hub {
             }
             Want::User { user: u, channel: ch, .. } => {
                 self.users.remove(*u, *ch, self.shared.watched());
-                if *ch == UserChannel::Fills
-                    && let Some(store) = self.store.get()
-                {
-                    store.follow.unsubscribed(&u.0);
+                if *ch == UserChannel::Fills {
+                    self.store.follow(*u, false);
                 }
                 if !self.users.follows(*u) {
                     self.history.forget(*u);
@@ -454,22 +426,7 @@ impl Hub {
 
     /// Appends ticks, dropping the oldest past the limits.
     pub(super) fn push_ticks(&self, ticks: Vec<Tick>) {
-        if ticks.is_empty() {
-            return;
-        }
-        let mut feed = self.feed.write();
-        let mut bytes = self.feed_bytes.load(Relaxed) as usize;
-        for mut t in ticks {
-            t.measure();
-            bytes += t.bytes;
-            feed.push_back(Arc::new(t));
-        }
-        while feed.len() > self.feed_max_ticks || (bytes > self.feed_max_bytes && feed.len() > 1) {
-            if let Some(old) = feed.pop_front() {
-                bytes -= old.bytes;
-            }
-        }
-        self.feed_bytes.store(bytes as u64, Relaxed);
+        self.feed.push(ticks);
     }
 
     /// Tells every connection a pass is done.
@@ -479,29 +436,23 @@ impl Hub {
 
     /// The newest tick's sequence (0 before the first).
     pub fn feed_head(&self) -> u64 {
-        self.feed.read().back().map_or(0, |t| t.seq)
+        self.feed.head()
     }
 
     /// Appends the ticks after `seq`, oldest first; returns the oldest sequence the feed still holds, so a reader
     /// whose `seq + 1` is below it knows it lost the ticks in between.
     pub fn ticks_after(&self, seq: u64, out: &mut Vec<Arc<Tick>>) -> u64 {
-        let feed = self.feed.read();
-        let Some(first) = feed.front() else { return seq + 1 };
-        let skip = (seq + 1).saturating_sub(first.seq) as usize;
-        out.extend(feed.iter().skip(skip).cloned());
-        first.seq
+        self.feed.ticks_after(seq, out)
     }
 
     /// Whether the feed still holds every tick after `seq`.
     pub fn feed_holds_after(&self, seq: u64) -> bool {
-        self.feed.read().front().is_none_or(|t| t.seq <= seq + 1)
+        self.feed.holds_after(seq)
     }
 
     /// The block height of the feed tick `seq`, while the feed holds it.
     pub fn tick_height(&self, seq: u64) -> Option<u64> {
-        let feed = self.feed.read();
-        let first = feed.front()?.seq;
-        feed.get(seq.checked_sub(first)? as usize).map(|t| t.height)
+        self.feed.height_of(seq)
     }
 
     /// Wakes every connection without a pass (a snapshot or a post answer is ready).
@@ -510,7 +461,7 @@ impl Hub {
     }
 
     pub fn feed_bytes(&self) -> u64 {
-        self.feed_bytes.load(Relaxed)
+        self.feed.bytes()
     }
 
     /// Each subscribed coin with the block time of its newest L2 frame (coins with no frame yet are left out).

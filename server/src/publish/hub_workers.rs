@@ -10,11 +10,11 @@ use crate::state::Shared;
 
 impl FillsHub for Hub {
     fn history(&self) -> &History {
-        &self.history
+        Hub::history(self)
     }
 
     fn shared_state(&self) -> &Shared {
-        &self.shared
+        self.state()
     }
 
     fn history_store(&self) -> Option<Arc<crate::store::Store>> {
@@ -32,11 +32,11 @@ impl FillsHub for Hub {
 
 impl CandleHub for Hub {
     fn candle_frames(&self) -> &CandleFrames {
-        &self.candles
+        self.candles()
     }
 
     fn shared_state(&self) -> &Shared {
-        &self.shared
+        self.state()
     }
 
     fn history_store(&self) -> Option<Arc<crate::store::Store>> {
@@ -44,10 +44,10 @@ impl CandleHub for Hub {
     }
 
     fn backfill_deferred(&self) {
-        self.counters.candle_backfills_deferred.inc();
+        self.counters().candle_backfills_deferred.inc();
     }
 
     fn backfill_skipped(&self) {
-        self.counters.candle_backfills_skipped.inc();
+        self.counters().candle_backfills_skipped.inc();
     }
 }

@@ -58,7 +58,7 @@ impl Snapshots {
         self.held.extend(hub.take_requests());
         let before = self.held.len();
         self.held.retain(|(_, tx)| !tx.is_closed());
-        hub.counters.l4_snapshots_abandoned.add((before - self.held.len()) as u64);
+        hub.counters().l4_snapshots_abandoned.add((before - self.held.len()) as u64);
     }
 
     pub(super) fn waiting(&self) -> bool {
@@ -82,7 +82,7 @@ impl Snapshots {
         for (coin, tx) in std::mem::take(&mut self.held) {
             match self.made.get(&coin) {
                 Some(snap) => {
-                    hub.counters.l4_snapshots_shared.inc();
+                    hub.counters().l4_snapshots_shared.inc();
                     let _ = tx.send(snap.clone());
                 }
                 None => self.held.push((coin, tx)),
@@ -99,7 +99,7 @@ impl Snapshots {
                 copies.books.push((coin.clone(), books.shared_coin(coin)));
             }
         }
-        hub.counters.l4_snapshot_copies.add(copies.books.len() as u64);
+        hub.counters().l4_snapshot_copies.add(copies.books.len() as u64);
         copies
     }
 
@@ -114,7 +114,7 @@ impl Snapshots {
         // A panic on the rayon pool would abort the process without a word; supervised, it fails the service
         // with the reason on /health and in the log.
         rayon::spawn(move || {
-            hub.shared.health().supervised("l4Book snapshot job", || {
+            hub.state().health().supervised("l4Book snapshot job", || {
                 #[cfg(feature = "test-hooks")]
                 assert!(
                     !crate::state::test_panic("l4_snapshots"),
@@ -127,7 +127,7 @@ impl Snapshots {
                 // block (which may be seconds away on a quiet or stalled node), and the publisher for the requests
                 // held while this ran.
                 hub.poke();
-                hub.shared.signal_change();
+                hub.state().signal_change();
             });
         });
     }
@@ -150,7 +150,7 @@ fn serialize(
         let mut waiting = by_coin.remove(&coin).unwrap_or_default();
         waiting.retain(|tx| !tx.is_closed());
         if waiting.is_empty() {
-            hub.counters.l4_snapshots_abandoned.inc();
+            hub.counters().l4_snapshots_abandoned.inc();
             continue;
         }
         let book = book.unwrap_or_else(|| Arc::new(CoinBook::new(coin.clone())));
@@ -159,7 +159,7 @@ fn serialize(
         // Let the book go before sending: the writer copies a coin only while a snapshot still holds it.
         drop(book);
         let frame = Arc::new(Frame::new(after_seq, json, Audit { published: now_nanos(), ..audit }));
-        hub.counters.l4_snapshots.inc();
+        hub.counters().l4_snapshots.inc();
         let snap = L4Snapshot { after_seq, frame };
         for tx in waiting {
             let _ = tx.send(snap.clone());

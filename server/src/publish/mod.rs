@@ -8,6 +8,7 @@
 //! themselves (kept by ingest as `Arc<Block>`), one tick per block, in order.
 
 pub mod candles;
+pub mod feed;
 pub mod frame;
 pub mod history;
 pub mod hub;
@@ -19,6 +20,7 @@ pub mod misc_frames;
 mod pass;
 pub mod recent_trades;
 pub mod slot;
+mod store_link;
 pub mod users;
 pub mod wanted;
 
@@ -37,11 +39,11 @@ pub fn run(hub: Arc<Hub>, stop: &AtomicBool) {
     #[cfg(feature = "test-hooks")]
     let panic_after = test_panic_after();
     while !stop.load(Relaxed) {
-        seen = hub.shared.wait_for_change(seen, Duration::from_millis(200));
+        seen = hub.state().wait_for_change(seen, Duration::from_millis(200));
         publisher.pass();
         #[cfg(feature = "test-hooks")]
         assert!(
-            panic_after.is_none_or(|n| hub.counters.passes.get() < n),
+            panic_after.is_none_or(|n| hub.counters().passes.get() < n),
             "HLBOOK_TEST_PUBLISHER_PANIC_AFTER asked the publisher to panic"
         );
     }

@@ -63,7 +63,7 @@ pub struct Publisher {
     /// Coins changed in a pass whose books were not sane then (`CoinBook::is_sane`): built by a later pass.
     withheld: FxHashSet<Coin>,
     /// The history store's writer, handed every fills step and the height blocks are whole up to.
-    store: Option<crate::store::writer::Feeder>,
+    store: Option<crate::store::writer::StoreSender>,
     /// l4Book snapshot requests waiting for the books to be complete, and the frames made at this height.
     snapshots: Snapshots,
     installs: u64,
@@ -77,7 +77,7 @@ pub struct Publisher {
 
 impl Publisher {
     pub fn new(hub: Arc<Hub>) -> Publisher {
-        let store = hub.store_feed.lock().take();
+        let store = hub.take_store_feeder();
         Publisher {
             hub,
             pass: 0,
@@ -106,23 +106,23 @@ impl Publisher {
         // Taken before `wanted` is loaded, so every change taken is in it (later ones wake the next pass).
         let shapes = hub.take_shape_changes();
         let wanted = hub.wanted();
-        let repaired = hub.shared.take_repaired();
+        let repaired = hub.state().take_repaired();
         // A subscriber that left before its snapshot was made costs no copy of the book.
         self.snapshots.gather(&hub);
-        let books = hub.shared.books();
-        let (h, dh, installs) = (books.height(), books.diffs_height(), hub.shared.installs());
+        let books = hub.state().books();
+        let (h, dh, installs) = (books.height(), books.diffs_height(), hub.state().installs());
         // A diffs step half applied: the coins it changed are a block ahead of `dh`, and go out on their own.
         let first = books.first_part();
         let first_due = first.filter(|f| f.height != self.first_height);
         if let Some(f) = first {
-            hub.shared.first_taken(f.height);
+            hub.state().first_taken(f.height);
         }
         // Before the steps: every fills step it covers is among them (ingest hands them over first).
-        let fills_through = hub.shared.fills_through();
+        let fills_through = hub.state().fills_through();
         // Read under the books' lock: ingest records a diffs step under its write lock, so every step up to `dh`
         // is here.
         let StepsSince { diffs: diff_steps, fills: fill_steps, statuses: status_steps, diffs_seq, fills_seq, lost } =
-            hub.shared.steps_after(self.diffs_seq, dh, self.fills_seq);
+            hub.state().steps_after(self.diffs_seq, dh, self.fills_seq);
         let fh = fill_steps.last().map_or(self.fills_height, |s| s.height);
         let new_shapes = wanted.version != self.wanted_version;
         if new_shapes {
@@ -141,13 +141,13 @@ impl Publisher {
             && !new_shapes
             && repaired.is_empty()
             && !serve
-            && !hub.candles.has_inbox()
+            && !hub.candle_backfills_done()
         {
-            hub.shared.set_publisher_wants_complete(self.snapshots.waiting());
+            hub.state().set_publisher_wants_complete(self.snapshots.waiting());
             return;
         }
         self.pass += 1;
-        let blocks = hub.shared.blocks_after(self.height, h);
+        let blocks = hub.state().blocks_after(self.height, h);
         // Streaming mode steps through one block's diffs in parts, so a pass may start inside the block it ended in.
         let next = self.diffs_height..=self.diffs_height + 1;
         let reloaded = installs != self.installs
@@ -179,8 +179,8 @@ impl Publisher {
         // while this read lock is held they are those of the newest line applied. Read after it, a streaming block's
         // next line could already be recorded, and a frame would claim a line its levels do not hold yet (the plain
         // L2 oracle, tests/l2_oracle_plain.rs, caught frames stamped one line ahead of their books).
-        let l2_times = hub.shared.times_of(dh, Stream::Diffs);
-        let early_times = early.as_ref().map(|e| hub.shared.times_of(e.0, Stream::Diffs));
+        let l2_times = hub.state().times_of(dh, Stream::Diffs);
+        let early_times = early.as_ref().map(|e| hub.state().times_of(e.0, Stream::Diffs));
         drop(books);
 
         // Register the lines before any of their frames can be written, so every write is counted.
@@ -194,8 +194,8 @@ impl Publisher {
         lines.sort_unstable();
         lines.dedup();
         for &(height, line) in &lines {
-            if let Some(t) = self.hub.shared.times_of(height, line) {
-                hub.stages.begin(t);
+            if let Some(t) = self.hub.state().times_of(height, line) {
+                hub.stages().begin(t);
             }
         }
         if let Some((height, time, built)) = &early {
@@ -204,7 +204,7 @@ impl Publisher {
             // No allMids: it shows every coin at one height, so it waits for the rest of the step.
             self.publish_bbo(&wanted, built, nanos_to_millis(*time), audit);
             self.first_height = *height;
-            hub.counters.first_parts.inc();
+            hub.counters().first_parts.inc();
         }
         let l2_audit = audit_from(dh, l2_time, Stream::Diffs, l2_times);
         self.publish_l2(&wanted, &built, l2_time, l2_audit);
@@ -222,7 +222,7 @@ impl Publisher {
         }
         if reloaded {
             self.first_height = 0;
-            hub.counters.discontinuities.inc();
+            hub.counters().discontinuities.inc();
             tracing::info!(height = h, "publishing from reloaded books: every stream restarts from the new state");
         }
         hub.push_ticks(ticks);
@@ -230,17 +230,17 @@ impl Publisher {
         self.snapshots.serve(copies, self.tick_seq, self.audit_of(h, block_time, Stream::Statuses), &hub);
         let published = now_nanos();
         for &(height, line) in &lines {
-            hub.stages.published(height, line, published);
+            hub.stages().published(height, line, published);
         }
-        hub.stages.settle(published);
+        hub.stages().settle(published);
         (self.height, self.diffs_height, self.fills_height) = (h, dh, fh);
         (self.diffs_seq, self.fills_seq) = (diffs_seq, fills_seq);
         if fh > 0 {
             self.candles.start_backfills(&hub, fh + 1);
         }
         (self.installs, self.wanted_version) = (installs, wanted.version);
-        hub.shared.set_publisher_wants_complete(self.snapshots.waiting());
-        hub.counters.passes.inc();
+        hub.state().set_publisher_wants_complete(self.snapshots.waiting());
+        hub.counters().passes.inc();
         hub.announce(self.pass);
     }
 
@@ -249,17 +249,17 @@ impl Publisher {
     fn feed_store(&mut self, reloaded: bool, fill_steps: &[Arc<Step>], complete: u64, fills_through: u64) {
         let Some(feed) = &mut self.store else { return };
         if reloaded {
-            feed.send(crate::store::Feed::Gap);
+            feed.send(crate::store::StoreMsg::Gap);
         }
         for s in fill_steps {
-            feed.send(crate::store::Feed::Step(s.clone()));
+            feed.send(crate::store::StoreMsg::Step(s.clone()));
         }
         if fills_through != self.fills_through {
             self.fills_through = fills_through;
-            feed.send(crate::store::Feed::FillsThrough(fills_through));
+            feed.send(crate::store::StoreMsg::FillsThrough(fills_through));
         }
         if complete > self.height || reloaded {
-            feed.send(crate::store::Feed::Complete(complete));
+            feed.send(crate::store::StoreMsg::Complete(complete));
         }
     }
 
@@ -308,16 +308,16 @@ impl Publisher {
             }
             sane
         });
-        self.hub.counters.l2_withheld.add(held);
+        self.hub.counters().l2_withheld.add(held);
     }
 
     /// The block time of the last fills step published (0 when unknown).
     fn fills_block_time(&self) -> i64 {
-        self.hub.shared.times_of(self.fills_height, Stream::Fills).map_or(0, |t| t.block_time)
+        self.hub.state().times_of(self.fills_height, Stream::Fills).map_or(0, |t| t.block_time)
     }
 
     fn audit_of(&self, height: u64, block_time: i64, line: Stream) -> Audit {
-        audit_from(height, block_time, line, self.hub.shared.times_of(height, line))
+        audit_from(height, block_time, line, self.hub.state().times_of(height, line))
     }
 
     fn publish_l2(&mut self, wanted: &Wanted, built: &[Built], block_time: i64, audit: Audit) {
@@ -327,11 +327,11 @@ impl Publisher {
             for (group, [bids, asks]) in w.l2.iter().zip(&b.l2) {
                 let Some(cell) = group.depths.first().and_then(|d| d.slot.l2_cell()) else { continue };
                 // Written once per aggregation, at its deepest depth; each depth's frame is cut from it when sent.
-                self.hub.counters.l2_serializations.inc();
+                self.hub.counters().l2_serializations.inc();
                 let json = Arc::new(L2Json::new(&b.coin, time, bids, asks));
                 let audit = Audit { published: now_nanos(), ..audit };
                 let depths = group.depths.iter().map(|d| d.n_levels);
-                self.hub.counters.l2_frames.add(cell.publish(json, depths, b.exists, audit));
+                self.hub.counters().l2_frames.add(cell.publish(json, depths, b.exists, audit));
             }
         }
     }
@@ -344,7 +344,7 @@ impl Publisher {
             if (last != Some(&b.bbo) || never) && (b.exists || !never) {
                 let audit = Audit { published: now_nanos(), ..audit };
                 slot.put(json::bbo(&b.coin, time, &b.bbo), audit);
-                self.hub.counters.bbo_frames.inc();
+                self.hub.counters().bbo_frames.inc();
             }
             self.bbo_last.insert(b.coin.clone(), b.bbo);
         }
@@ -385,7 +385,7 @@ impl Publisher {
             let json = json::all_mids(dex.as_deref(), list);
             let audit = Audit { published: now_nanos(), ..audit };
             slot.put(json, audit);
-            self.hub.counters.mids_frames.inc();
+            self.hub.counters().mids_frames.inc();
         }
     }
 }

@@ -45,10 +45,10 @@ fn every_depth_of_an_aggregation_is_cut_from_one_serialization() {
         aggs.iter().flat_map(|&s| (1..=100).map(move |n| (s, n))).map(|(s, n)| (s, n, hub.add(&l2(s, n)))).collect();
     let mut publisher = Publisher::new(hub.clone());
     publisher.pass();
-    assert_eq!(hub.counters.l2_frames.get(), 300, "a frame per shape");
+    assert_eq!(hub.counters().l2_frames.get(), 300, "a frame per shape");
     // On the old code every depth was serialized on its own: 300 here, not 3.
-    assert_eq!(hub.counters.l2_serializations.get(), 3, "one serialization per aggregation");
-    let books = hub.shared.books();
+    assert_eq!(hub.counters().l2_serializations.get(), 3, "one serialization per aggregation");
+    let books = hub.state().books();
     let book = books.coin("BTC").unwrap();
     for (s, n, slot) in slots {
         let mut levels = [Vec::new(), Vec::new()];
@@ -80,12 +80,12 @@ fn l4_snapshots_of_one_coin_at_one_height_are_made_once_and_shared() {
         }
     };
     // On the old code every pass copied and serialized the book again: 2 copies, 2 snapshots, two frames.
-    assert_eq!(hub.counters.l4_snapshot_copies.get(), 1, "one copy under the lock");
-    assert_eq!(hub.counters.l4_snapshots.get(), 1, "one serialization");
+    assert_eq!(hub.counters().l4_snapshot_copies.get(), 1, "one copy under the lock");
+    assert_eq!(hub.counters().l4_snapshots.get(), 1, "one serialization");
     assert!(Arc::ptr_eq(&a.frame, &b.frame) && a.after_seq == b.after_seq, "the same frame");
     let gone = hub.request_snapshot("BTC".into());
     drop(gone);
     publisher.pass();
-    assert_eq!(hub.counters.l4_snapshots_abandoned.get(), 1, "a request whose subscriber left costs nothing");
-    assert_eq!(hub.counters.l4_snapshots_shared.get(), 1);
+    assert_eq!(hub.counters().l4_snapshots_abandoned.get(), 1, "a request whose subscriber left costs nothing");
+    assert_eq!(hub.counters().l4_snapshots_shared.get(), 1);
 }

@@ -25,7 +25,7 @@ impl Publisher {
     ) -> Vec<Tick> {
         let want_trades = wanted.coins.values().any(|w| w.trades);
         let want_l4 = wanted.coins.values().any(|w| w.l4);
-        let users = self.hub.users.wanted();
+        let users = self.hub.followed_users();
         // (height, step number, step, block): steps in the order ingest queued them, a complete block after them.
         let mut order: Vec<(u64, u64, Option<&Step>, Option<&Block>)> = Vec::new();
         order.extend(fill_steps.iter().map(|s| (s.height, s.seq, Some(&**s), None)));
@@ -51,7 +51,7 @@ impl Publisher {
             }
             if let Some(Step { data: StepData::Fills { fills, .. }, .. }) = step {
                 // Every coin's recent trades, tagged with the tick that carries them, for new subscribers.
-                self.hub.recent_trades.remember(self.tick_seq, fills);
+                self.hub.remember_trades(self.tick_seq, fills);
             }
             if let Some(Step { data: StepData::Fills { fills, .. }, block_time, .. }) = step
                 && !self.candles.is_empty()
@@ -74,7 +74,7 @@ impl Publisher {
                 for (coin, fills) in group_by_coin(fills.iter().map(|f| (&f.coin, f)), wanted, |w| w.trades) {
                     let frame = Frame::new(self.tick_seq, json::trades(fills.into_iter()), stamped(audit));
                     tick.trades.insert(coin, Arc::new(frame));
-                    self.hub.counters.trade_frames.inc();
+                    self.hub.counters().trade_frames.inc();
                 }
             }
             if let Some(b) = block {
@@ -96,7 +96,7 @@ impl Publisher {
                             .collect();
                         let bytes = json::l4_updates(&coin, b.height, b.block_time, &diffs, &statuses);
                         tick.l4.insert(coin, Arc::new(Frame::new(self.tick_seq, bytes, stamped(audit))));
-                        self.hub.counters.l4_frames.inc();
+                        self.hub.counters().l4_frames.inc();
                     }
                 }
                 if !b.orders_stepped {

@@ -177,12 +177,6 @@ pub struct Health {
     sources: std::sync::Arc<SourceBoard>,
 }
 
-/// What a panic said, as text.
-pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    let text = p.downcast_ref::<&str>().map(|s| (*s).to_string()).or_else(|| p.downcast_ref::<String>().cloned());
-    text.unwrap_or_else(|| "(no message)".into())
-}
-
 impl Health {
     pub fn new(stale_after: Duration) -> Health {
         Health {
@@ -256,22 +250,6 @@ impl Health {
     /// Returns once the service has failed (at once if it already has).
     pub async fn failed(&self) {
         self.failed_signal.notified().await;
-    }
-
-    /// Runs `body` (a background thread's or task's work); if it panics, the service fails, naming `what`, so a
-    /// worker that died never leaves a 200 `/health` in front of a feature that stopped.
-    pub fn supervised(&self, what: &str, body: impl FnOnce()) {
-        if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
-            self.fail(format!("the {what} panicked: {}", panic_message(p.as_ref())));
-        }
-    }
-
-    /// `supervised` for a background task: if `body` panics, the service fails, naming `what`.
-    pub async fn supervised_task(&self, what: &str, body: impl std::future::Future<Output = ()>) {
-        use futures_util::FutureExt;
-        if let Err(p) = std::panic::AssertUnwindSafe(body).catch_unwind().await {
-            self.fail(format!("the {what} panicked: {}", panic_message(p.as_ref())));
-        }
     }
 
     /// Why the service failed, if it did.

@@ -11,6 +11,7 @@ pub mod counter;
 pub mod health;
 mod kept_steps;
 pub mod sources;
+pub mod supervise;
 
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -18,11 +18,11 @@
 mod blocks;
 pub mod candle;
 mod compact;
-mod feed;
 pub mod files;
 pub mod fills;
 mod fills_tables;
 pub mod follow;
+mod inbox;
 mod schema;
 pub mod seed;
 pub mod writer;
@@ -39,7 +39,7 @@ use self::candle::{Candle, Interval};
 use self::schema::{CANDLES, GAPS, META, interval_byte};
 use crate::node::Address;
 
-pub use self::writer::{Feed, Writer};
+pub use self::writer::{StoreMsg, Writer};
 
 /// What the store holds: from which block time it has every block, and the holes it could not fill.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

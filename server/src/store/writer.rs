@@ -1,11 +1,11 @@
 //! The store's one writer: live blocks from the publisher, and the blocks it missed read back from the node's files.
 //!
-//! The publisher hands over each fills step (`Feed::Step`), the height up to which blocks are whole
-//! (`Feed::Complete`) and any break in what it hands over (`Feed::Gap`: books reloaded, steps lost, or this
+//! The publisher hands over each fills step (`StoreMsg::Step`), the height up to which blocks are whole
+//! (`StoreMsg::Complete`) and any break in what it hands over (`StoreMsg::Gap`: books reloaded, steps lost, or this
 //! channel full). Steps wait until their block is whole, then each whole block goes into one transaction with the
 //! height it brings the store to. Streaming, a block is whole by its diffs and statuses, and a fills line of it
 //! read after that would find it written: it also waits until ingest has handed over every fills line up to its
-//! height (`Feed::FillsThrough`), at most `FILLS_WAIT`; one later still is counted (`late_fills`), not stored.
+//! height (`StoreMsg::FillsThrough`), at most `FILLS_WAIT`; one later still is counted (`late_fills`), not stored.
 //! After a break, and on start, the first height the publisher hands over is not trusted (its earlier parts may be
 //! gone): everything from the last commit up to the first trusted height is read back from the node's files
 //! (`files`), in batches, which on a first start is every file still on disk. Blocks the files no longer hold
@@ -33,12 +33,12 @@ use super::{Store, StoreState};
 use crate::node::{Coin, Mode};
 use crate::state::{Step, StepData};
 
-pub use super::feed::{Feed, Feeder, channel};
+pub use super::inbox::{StoreMsg, StoreSender, channel};
 
 /// Blocks read back from files per commit.
 const BATCH_BLOCKS: usize = 2000;
 
-/// How long a whole block waits for fills lines that may still come (`Feed::FillsThrough`). Ingest reads them
+/// How long a whole block waits for fills lines that may still come (`StoreMsg::FillsThrough`). Ingest reads them
 /// within a pass of the files; a source that never proves it (racing sources, or a NATS source in a quiet market,
 /// whose fills stream says nothing for blocks without trades) costs the store this much delay.
 pub const FILLS_WAIT: Duration = Duration::from_secs(2);
@@ -54,7 +54,7 @@ pub struct Writer {
     /// Live steps are taken from this height on (`None`: after a break, until the next step).
     live_from: Option<u64>,
     complete: u64,
-    /// `Feed::FillsThrough` (`u64::MAX` until told: by-block blocks are whole with their fills).
+    /// `StoreMsg::FillsThrough` (`u64::MAX` until told: by-block blocks are whole with their fills).
     fills_through: u64,
     /// Whole heights above `fills_through`, each with when it became whole, oldest first.
     waiting: std::collections::VecDeque<(u64, std::time::Instant)>,
@@ -134,7 +134,7 @@ impl Writer {
     }
 
     /// Runs until `stop` is set; in followed mode with a thread reading newly followed users back from the files.
-    pub fn run(mut self, rx: &Receiver<Feed>, stop: &AtomicBool) {
+    pub fn run(mut self, rx: &Receiver<StoreMsg>, stop: &AtomicBool) {
         if self.keep.is_none() {
             return self.run_writes(rx, stop);
         }
@@ -153,7 +153,7 @@ impl Writer {
         });
     }
 
-    fn run_writes(mut self, rx: &Receiver<Feed>, stop: &AtomicBool) {
+    fn run_writes(mut self, rx: &Receiver<StoreMsg>, stop: &AtomicBool) {
         let live = if self.committed == 0 { StoreState::Backfilling } else { StoreState::CatchingUp };
         self.store.status.set_state(live);
         while !stop.load(Relaxed) {
@@ -176,20 +176,20 @@ impl Writer {
         }
     }
 
-    pub fn take(&mut self, m: Feed) {
+    pub fn take(&mut self, m: StoreMsg) {
         match m {
-            Feed::Gap => {
+            StoreMsg::Gap => {
                 self.pending.clear();
                 self.live_from = None;
             }
-            Feed::Complete(h) => {
+            StoreMsg::Complete(h) => {
                 if h > self.complete {
                     self.complete = h;
                     self.waiting.push_back((h, std::time::Instant::now()));
                 }
             }
-            Feed::FillsThrough(h) => self.fills_through = h,
-            Feed::Step(step) => {
+            StoreMsg::FillsThrough(h) => self.fills_through = h,
+            StoreMsg::Step(step) => {
                 let Some(part) = part_of(&step) else { return };
                 // The first height after a break may have lost parts: it is read back from the files.
                 let from = *self.live_from.get_or_insert(part.height + 1);

@@ -69,7 +69,7 @@ fn writer(dir: &Path, files: Option<&Path>) -> Writer {
     Writer::new(store, files, 30)
 }
 
-fn run(w: &mut Writer, msgs: Vec<Feed>) {
+fn run(w: &mut Writer, msgs: Vec<StoreMsg>) {
     for m in msgs {
         w.take(m);
     }
@@ -81,9 +81,17 @@ fn live_blocks_become_candles_and_fills_once_whole() {
     let dir = tempfile::tempdir().unwrap();
     let mut w = writer(dir.path(), None);
     // The first step after a break is not trusted; with no files here its block is a hole before the store.
-    run(&mut w, vec![Feed::Gap, Feed::Step(step(1, &[1])), Feed::Step(step(2, &[2, 3])), Feed::Step(step(3, &[4]))]);
+    run(
+        &mut w,
+        vec![
+            StoreMsg::Gap,
+            StoreMsg::Step(step(1, &[1])),
+            StoreMsg::Step(step(2, &[2, 3])),
+            StoreMsg::Step(step(3, &[4])),
+        ],
+    );
     assert_eq!(w.store.height(), 0, "nothing is whole yet");
-    run(&mut w, vec![Feed::Complete(2)]);
+    run(&mut w, vec![StoreMsg::Complete(2)]);
     assert_eq!(w.store.height(), 2);
     let n = w.store.newest("BTC", &[Interval::M1, Interval::W1]).unwrap();
     assert_eq!(n.height, 2);
@@ -91,7 +99,7 @@ fn live_blocks_become_candles_and_fills_once_whole() {
     assert_eq!((c.n, c.o, c.c, c.t), (2, Fixed::parse("102.0").unwrap(), Fixed::parse("103.0").unwrap(), T0));
     assert_eq!(n.candles[1].unwrap().t % (7 * 86_400_000), 0);
     assert_eq!(n.coverage.first_ms, T0 + 2000, "the store begins with block 2");
-    run(&mut w, vec![Feed::Complete(3)]);
+    run(&mut w, vec![StoreMsg::Complete(3)]);
     let fills = w.store.user_fills(&addr(A), u64::MAX, 10).unwrap();
     assert_eq!(fills.len(), 3, "{fills:?}");
     assert!(fills[2].contains(r#""tid":4"#), "oldest first");
@@ -106,7 +114,7 @@ fn a_first_start_backfills_every_file_and_a_restart_catches_up_after_its_height(
     write_files(&node, 1..=50);
     {
         let mut w = writer(dir.path(), Some(&node));
-        run(&mut w, vec![Feed::Complete(30)]);
+        run(&mut w, vec![StoreMsg::Complete(30)]);
         assert_eq!(w.store.height(), 30);
     }
     // Reopened (as after a kill): the store goes on from 31 with the files, the live steps from 41.
@@ -114,7 +122,12 @@ fn a_first_start_backfills_every_file_and_a_restart_catches_up_after_its_height(
     assert_eq!(w.store.height(), 30);
     run(
         &mut w,
-        vec![Feed::Gap, Feed::Step(step(40, &[400, 401])), Feed::Step(step(41, &[410, 411])), Feed::Complete(41)],
+        vec![
+            StoreMsg::Gap,
+            StoreMsg::Step(step(40, &[400, 401])),
+            StoreMsg::Step(step(41, &[410, 411])),
+            StoreMsg::Complete(41),
+        ],
     );
     assert_eq!(w.store.height(), 41);
     let n = w.store.newest("BTC", &[Interval::H1]).unwrap();
@@ -132,9 +145,12 @@ fn blocks_nobody_can_read_back_are_a_gap_and_candles_over_it_are_partial() {
     let node = dir.path().join("node");
     write_files(&node, 1..=10);
     let mut w = writer(dir.path(), Some(&node));
-    run(&mut w, vec![Feed::Complete(10)]);
+    run(&mut w, vec![StoreMsg::Complete(10)]);
     // The node's files lost 11..=69; live steps resume at 70.
-    run(&mut w, vec![Feed::Gap, Feed::Step(step(69, &[690])), Feed::Step(step(70, &[700])), Feed::Complete(70)]);
+    run(
+        &mut w,
+        vec![StoreMsg::Gap, StoreMsg::Step(step(69, &[690])), StoreMsg::Step(step(70, &[700])), StoreMsg::Complete(70)],
+    );
     assert_eq!(w.store.height(), 70);
     let cov = w.store.coverage();
     assert_eq!(cov.gaps, vec![(T0 + 10_000, T0 + 70_000)]);
@@ -157,7 +173,7 @@ fn fills_past_the_retention_go_by_whole_days() {
     let mut at = |h: u64, ms: i64| {
         let mut s = Arc::try_unwrap(step(h, &[h])).unwrap();
         s.block_time = ms * 1_000_000;
-        run(&mut w, vec![Feed::Step(Arc::new(s)), Feed::Complete(h)]);
+        run(&mut w, vec![StoreMsg::Step(Arc::new(s)), StoreMsg::Complete(h)]);
     };
     at(1, T0);
     at(2, T0 + day);
@@ -177,14 +193,14 @@ fn followed_mode_keeps_followed_users_and_reads_a_new_one_back_from_the_files() 
     assert_eq!(store.follow.follow(&addr(A).0), follow::Follow::New);
     let fd = FillsDir { node_dir: node.clone(), mode: Mode::ByBlock, max_line_bytes: 1 << 20 };
     let mut w = Writer::new(store.clone(), Some(fd.clone()), 30);
-    run(&mut w, vec![Feed::Complete(5)]);
+    run(&mut w, vec![StoreMsg::Complete(5)]);
     let fills = |u: &str| store.user_fills(&addr(u), u64::MAX, 1000).unwrap();
     assert_eq!(fills(A).len(), 10, "A's fills of blocks 1..=5, from the files");
     assert!(fills(B).is_empty(), "B is not followed");
     // B followed: live blocks from the next commit on hold B's, earlier ones are read back from the files.
     assert_eq!(store.follow.follow(&addr(B).0), follow::Follow::New);
-    let steps = (6..=8).map(|h| Feed::Step(step(h, &[h * 10, h * 10 + 1])));
-    run(&mut w, [Feed::Gap].into_iter().chain(steps).chain([Feed::Complete(8)]).collect());
+    let steps = (6..=8).map(|h| StoreMsg::Step(step(h, &[h * 10, h * 10 + 1])));
+    run(&mut w, [StoreMsg::Gap].into_iter().chain(steps).chain([StoreMsg::Complete(8)]).collect());
     assert_eq!(store.height(), 8);
     let live = fills(B).len();
     assert!(live > 0 && live < 16, "B's live fills only: {live}");
@@ -207,13 +223,13 @@ fn a_dropped_user_leaves_the_writers_filter_and_the_followed_table() {
     store.follow_only(1).unwrap();
     assert_eq!(store.follow.follow(&addr(A).0), follow::Follow::New);
     let mut w = Writer::new(store.clone(), None, 30);
-    run(&mut w, (1..=3).map(|h| Feed::Step(step(h, &[h * 10]))).chain([Feed::Complete(3)]).collect());
+    run(&mut w, (1..=3).map(|h| StoreMsg::Step(step(h, &[h * 10]))).chain([StoreMsg::Complete(3)]).collect());
     let fills = |u: &str| store.user_fills(&addr(u), u64::MAX, 1000).unwrap().len();
     let kept = fills(A);
     assert!(kept > 0 && fills(B) == 0, "A followed, B not");
     // Nobody holds A (no subscriber, read back): B takes its place.
     assert_eq!(store.follow.follow(&addr(B).0), follow::Follow::New);
-    run(&mut w, (4..=5).map(|h| Feed::Step(step(h, &[h * 10]))).chain([Feed::Complete(5)]).collect());
+    run(&mut w, (4..=5).map(|h| StoreMsg::Step(step(h, &[h * 10]))).chain([StoreMsg::Complete(5)]).collect());
     assert_eq!((fills(A), fills(B)), (kept, 2), "A's fills up to its drop stay; B's from its follow on");
     let stored = follow::stored(&store).unwrap();
     assert_eq!(stored.iter().map(|s| s.user).collect::<Vec<_>>(), [addr(B).0], "{stored:?}");
@@ -226,13 +242,18 @@ fn a_dropped_user_leaves_the_writers_filter_and_the_followed_table() {
 fn a_whole_block_waits_for_its_fills_lines_that_come_after_it_is_whole() {
     let dir = tempfile::tempdir().unwrap();
     let mut w = writer(dir.path(), None);
-    run(&mut w, vec![Feed::Step(step(1, &[10])), Feed::Complete(1)]);
+    run(&mut w, vec![StoreMsg::Step(step(1, &[10])), StoreMsg::Complete(1)]);
     // Streaming: block 3 is whole by its diffs and statuses while its second fills line is still unread.
     let second = step(3, &[31]);
-    let msgs = vec![Feed::Step(step(2, &[20])), Feed::Step(step(3, &[30])), Feed::FillsThrough(2), Feed::Complete(3)];
+    let msgs = vec![
+        StoreMsg::Step(step(2, &[20])),
+        StoreMsg::Step(step(3, &[30])),
+        StoreMsg::FillsThrough(2),
+        StoreMsg::Complete(3),
+    ];
     run(&mut w, msgs);
     assert_eq!(w.store.height(), 2, "block 3 waits for its fills");
-    run(&mut w, vec![Feed::Step(second), Feed::FillsThrough(3)]);
+    run(&mut w, vec![StoreMsg::Step(second), StoreMsg::FillsThrough(3)]);
     assert_eq!(w.store.height(), 3);
     let tids: Vec<String> =
         w.store.user_fills(&addr(A), u64::MAX, 10).unwrap().iter().map(ToString::to_string).collect();
@@ -242,7 +263,7 @@ fn a_whole_block_waits_for_its_fills_lines_that_come_after_it_is_whole() {
     assert_eq!((c.n, c.c), (3, Fixed::parse("131.0").unwrap()), "block 3's late trade counted, in order");
     assert_eq!(w.store.status.late_fills.load(Relaxed), 0);
     // A line of a block already written (here: past the wait) cannot join it: counted, not stored.
-    run(&mut w, vec![Feed::Step(step(2, &[21]))]);
+    run(&mut w, vec![StoreMsg::Step(step(2, &[21]))]);
     assert_eq!(w.store.status.late_fills.load(Relaxed), 1);
 }
 
@@ -261,7 +282,7 @@ fn only_the_newest_candles_of_each_fixed_interval_are_kept_when_asked() {
                 f.time = at;
             }
         }
-        run(&mut w, vec![Feed::Step(Arc::new(s)), Feed::Complete(h)]);
+        run(&mut w, vec![StoreMsg::Step(Arc::new(s)), StoreMsg::Complete(h)]);
     }
     let m1 = w.store.candles("BTC", Interval::M1, (0, i64::MAX), 100).unwrap();
     assert_eq!(m1.iter().map(|c| c.t).collect::<Vec<_>>(), [4, 5, 6].map(|m| T0 + m * MINUTE), "the newest three");

@@ -25,7 +25,7 @@ use crate::node::Coin;
 use crate::state::Shared;
 
 pub fn router(state: AppState) -> Router {
-    let token = state.ws.cfg.token.clone();
+    let token = state.ws.cfg().token.clone();
     Router::new()
         .route("/", get(status_page))
         .route("/metrics", get(metrics))
@@ -43,7 +43,7 @@ pub fn router(state: AppState) -> Router {
 /// `/health` with the operator's detail (source paths, NATS addresses, counters) for a request that carries
 /// `server.token` (or any, when none is set); the public answer for one that does not.
 async fn admin_health(State(s): State<AppState>, req: Request) -> Response {
-    if super::auth::authorized(&s.ws.cfg.token, req.uri().query(), req.headers()) {
+    if super::auth::authorized(&s.ws.cfg().token, req.uri().query(), req.headers()) {
         health_detail(State(s)).await
     } else {
         health(State(s)).await
@@ -69,8 +69,8 @@ async fn status(State(s): State<AppState>, Query(q): Query<StatusQuery>) -> Resp
     let mut body = crate::audit::status::status(&*s.ws, q.blocks.unwrap_or(0));
     // The history store's state and backfill progress (docs/api.md, "/status").
     if let Some(o) = body.as_object_mut() {
-        let mut store = s.ws.hub.store().map_or(serde_json::json!({"state": "off"}), |st| st.status_json());
-        if let (Some(st), Some(1)) = (s.ws.hub.store(), q.store_tables) {
+        let mut store = s.ws.hub().store().map_or(serde_json::json!({"state": "off"}), |st| st.status_json());
+        if let (Some(st), Some(1)) = (s.ws.hub().store(), q.store_tables) {
             let st = st.clone();
             let tables = tokio::task::spawn_blocking(move || st.table_bytes()).await.ok().and_then(Result::ok);
             store["tables"] = tables.unwrap_or_default();
@@ -102,7 +102,7 @@ async fn l4snapshot(State(s): State<AppState>, Query(q): Query<SnapshotQuery>) -
         return (StatusCode::TOO_MANY_REQUESTS, "another /l4snapshot export is running").into_response();
     };
     let coins: Option<Vec<Coin>> = q.coins.map(|c| c.split(',').map(Coin::from).collect());
-    let shared = s.ws.state.clone();
+    let shared = s.ws.state().clone();
     let body = tokio::task::spawn_blocking(move || {
         let books = consistent_copy(&shared, coins.as_deref()).map_err(std::io::Error::other)?;
         let mut out = Vec::new();

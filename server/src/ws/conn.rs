@@ -6,7 +6,8 @@
 //! cursor per subscription, and one that falls more than `backlog_blocks` behind gets an error frame naming the
 //! lost blocks (and, for l4Book, a fresh snapshot) and continues. Nothing is buffered per connection beyond one
 //! batch, so a client that stops reading costs one blocked task and its socket buffers. The client's requests
-//! (subscribe, unsubscribe, post) are answered in `requests`.
+//! (subscribe, unsubscribe, post) are answered in `requests`; what is due is gathered in `gather`, and written in
+//! `write`.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -24,15 +25,16 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use super::WsContext;
 use super::budget::{CONN_BYTES, Charge, ConnBudget};
-use super::candle_stream::{CandleState, first_frame, take_candle_tick};
-use super::protocol::{self, Subscription};
-use super::user_stream::{UserState, release_user, take_snapshot, take_user_tick};
+use super::candle_stream::CandleState;
+use super::protocol::Subscription;
+use super::user_stream::{UserState, release_user};
 use crate::node::Address;
 use crate::publish::candles::keeper::CandleKey;
 use crate::publish::users::UserChannel;
-use crate::publish::{Frame, L4Snapshot, Slot, Tick, Want};
+use crate::publish::{Frame, L4Snapshot, Slot, Want};
 
 mod chain;
+mod gather;
 mod requests;
 mod write;
 
@@ -53,9 +55,6 @@ pub struct Options {
 
 /// `post` requests of one connection in flight at once.
 const MAX_POSTS: usize = 16;
-
-/// A batch stops growing past this many bytes; the rest goes in the next one.
-const BATCH_BYTES: usize = 4 << 20;
 
 /// How one subscription's frames reach this connection (the parsed request is a `Subscription`, the hub's key a
 /// `Want`): where it stands on its feed or slot.
@@ -191,12 +190,12 @@ impl<S> std::fmt::Debug for Conn<S> {
 impl<S> Drop for Conn<S> {
     fn drop(&mut self) {
         for (_, (s, _, _)) in self.subs.drain() {
-            self.ctx.hub.remove(&s.want);
+            self.ctx.hub().remove(&s.want);
             release_user(&self.ctx, self.opts.ip, &s.want);
             if let Some(who) = &self.opts.who {
-                self.ctx.ip_quota.unsubscribe(who);
+                self.ctx.ip_quota().unsubscribe(who);
             }
-            self.ctx.counters.subscription_delta(s.channel(), -1);
+            self.ctx.counters().subscription_delta(s.channel(), -1);
         }
     }
 }
@@ -205,7 +204,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     pub fn new(ctx: Arc<WsContext>, ws: WebSocketStream<S>, opts: Options, ip: IpAddr) -> Conn<S> {
         let now = Instant::now();
         let (post_tx, post_answers) = mpsc::channel(MAX_POSTS);
-        let budget = ctx.budgets.connection();
+        let budget = ctx.budgets().connection();
         let base = budget.charge(CONN_BYTES);
         Conn {
             ctx,
@@ -230,9 +229,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
 
     /// Serves the connection until the client leaves, misbehaves, goes idle, or the server shuts down.
     pub async fn run(mut self) {
-        let mut published = self.ctx.hub.watch();
-        let mut closing = self.ctx.closing.clone();
-        let idle = Duration::from_secs(self.ctx.cfg.idle_timeout_secs);
+        let mut published = self.ctx.hub().watch();
+        let mut closing = self.ctx.closing().clone();
+        let idle = Duration::from_secs(self.ctx.cfg().idle_timeout_secs);
         let budget = self.budget.clone();
         let end = loop {
             let deadline = self.last_traffic + idle;
@@ -262,7 +261,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                 changed = published.changed() => if changed.is_err() { break End::Gone },
                 // Picked to free the exhausted global budget while waiting for its client.
                 () = budget.went_over() => if let Some(reason) = budget.over() {
-                    self.ctx.counters.closed_budget.inc();
+                    self.ctx.counters().closed_budget.inc();
                     break End::ByUs(CloseCode::Policy, reason);
                 },
                 Some((answer, charge)) = self.post_answers.recv() => {
@@ -270,7 +269,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                     self.pending_charges.push(charge);
                 }
                 () = sleep_until(deadline) => {
-                    self.ctx.counters.closed_idle.inc();
+                    self.ctx.counters().closed_idle.inc();
                     break End::ByUs(CloseCode::Normal, format!("idle for {} s", idle.as_secs()));
                 }
             }
@@ -334,7 +333,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                         r = &mut write => break r,
                         // A post answer charged while the client does not read: close now, not after the timeout.
                         () = budget.went_over() => if let Some(reason) = budget.over() {
-                            ctx.counters.closed_budget.inc();
+                            ctx.counters().closed_budget.inc();
                             return Err(End::ByUs(CloseCode::Policy, reason));
                         },
                     }
@@ -347,7 +346,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                     return Err(End::Gone);
                 }
                 Err(_) => {
-                    ctx.counters.closed_slow.inc();
+                    ctx.counters().closed_slow.inc();
                     tracing::debug!("client stopped reading for {} s", idle.as_secs());
                     return Err(End::Gone);
                 }
@@ -363,195 +362,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     fn check_budget(&self) -> Result<(), End> {
         match self.budget.over() {
             Some(reason) => {
-                self.ctx.counters.closed_budget.inc();
+                self.ctx.counters().closed_budget.inc();
                 Err(End::ByUs(CloseCode::Policy, reason))
             }
             None => Ok(()),
         }
-    }
-
-    /// Adds due frames to `batch`; true when it stopped at the size cap with more due.
-    fn gather(&mut self, batch: &mut Batch) -> bool {
-        let hub = self.ctx.hub.clone();
-        let backlog = self.ctx.cfg.backlog_blocks as u64;
-        let head = hub.feed_head();
-        let mut from = u64::MAX;
-        let mut lost = Vec::new();
-        for (s, sub, chain) in self.subs.values_mut() {
-            if let Delivery::User { state: state @ UserState::Waiting { .. }, .. } = sub {
-                let Some((taken, note)) = take_snapshot(state, &s.echo) else { continue };
-                if let Some(text) = note {
-                    batch.push(Out::Text(protocol::notice(&text)));
-                }
-                match taken {
-                    Ok(snap) => batch.push_frame(snap, chain, true, 0),
-                    Err(text) => batch.push(Out::Text(protocol::notice(&text))),
-                }
-            }
-            if let Delivery::L4 { state, coin } = sub {
-                if let L4State::Waiting(rx) = state {
-                    match rx.try_recv() {
-                        Ok(snap) => {
-                            let charge = self.budget.charge(snap.frame.json.len());
-                            *state = L4State::Ready(snap, charge);
-                        }
-                        Err(oneshot::error::TryRecvError::Empty) => continue,
-                        Err(oneshot::error::TryRecvError::Closed) => {
-                            *rx = hub.request_snapshot(coin.clone());
-                            continue;
-                        }
-                    }
-                }
-                // Whole books go out as the batch has room; the rest wait, charged, for the next one.
-                if matches!(state, L4State::Ready(..)) {
-                    if batch.bytes > BATCH_BYTES {
-                        continue;
-                    }
-                    let live = L4State::Live { cursor: 0 };
-                    let L4State::Ready(snap, charge) = std::mem::replace(state, live) else { unreachable!() };
-                    batch.push_frame(snap.frame, chain, true, 0);
-                    batch.charges.push(charge);
-                    *state = L4State::Live { cursor: snap.after_seq };
-                }
-            }
-            if let Delivery::Candle { key, state } = sub
-                && let Some((frame, notice)) = first_frame(&hub, key, head, &s.echo, state)
-            {
-                batch.push_frame(frame, chain, true, 0);
-                if let Some(text) = notice {
-                    batch.push(Out::Text(protocol::notice(&text)));
-                }
-            }
-            let Some(cursor) = sub.cursor() else { continue };
-            if head.saturating_sub(*cursor) <= backlog {
-                from = from.min(*cursor);
-                continue;
-            }
-            let skipped = (*cursor + 1, head - backlog);
-            *cursor = head - backlog;
-            chain_drop(&hub, chain, skipped);
-            lost.push(loss_notice(&s.echo, hub.tick_height(*cursor + 1)));
-            let at = *cursor;
-            match sub {
-                Delivery::L4 { state, coin } => *state = L4State::Waiting(hub.request_snapshot(coin.clone())),
-                _ => from = from.min(at),
-            }
-        }
-        let mut ticks = Vec::new();
-        if from != u64::MAX {
-            let first = hub.ticks_after(from, &mut ticks);
-            for (s, sub, chain) in self.subs.values_mut() {
-                if let Some(cursor) = sub.cursor()
-                    && *cursor + 1 < first
-                {
-                    chain_drop(&hub, chain, (*cursor + 1, first - 1));
-                    *cursor = first - 1;
-                    lost.push(loss_notice(&s.echo, hub.tick_height(first)));
-                }
-            }
-        }
-        for text in lost {
-            self.ctx.counters.overflows.inc();
-            batch.push(Out::Text(protocol::notice(&text)));
-        }
-        let mut full = false;
-        for tick in &ticks {
-            if batch.bytes > BATCH_BYTES {
-                full = true;
-                break;
-            }
-            self.take_tick(tick, batch);
-        }
-        self.take_conflated(batch);
-        full
-    }
-
-    fn take_tick(&mut self, tick: &Tick, batch: &mut Batch) {
-        let hub = &self.ctx.hub;
-        for (_, sub, chain) in self.subs.values_mut() {
-            match sub {
-                Delivery::Trades { coin, cursor } if tick.seq > *cursor => {
-                    if let Some(f) = tick.trades.get(coin) {
-                        batch.push_frame(f.clone(), chain, false, 0);
-                    }
-                    *cursor = tick.seq;
-                }
-                Delivery::L4 { coin, state } => {
-                    let L4State::Live { cursor } = state else { continue };
-                    if tick.seq <= *cursor {
-                        continue;
-                    }
-                    if tick.all_reset || tick.l4_reset.contains(coin) {
-                        *state = L4State::Waiting(hub.request_snapshot(coin.clone()));
-                        continue;
-                    }
-                    if let Some(f) = tick.l4.get(coin) {
-                        batch.push_frame(f.clone(), chain, false, 0);
-                    }
-                    *cursor = tick.seq;
-                }
-                Delivery::User { user, ch, generation, state } => {
-                    if let Some(f) = take_user_tick(hub, tick, *user, *ch, *generation, state) {
-                        batch.push_frame(f, chain, false, 0);
-                    }
-                }
-                Delivery::Candle { key, state } => {
-                    if let Some(f) = take_candle_tick(tick, key, state) {
-                        batch.push_frame(f, chain, false, 0);
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-
-    fn take_conflated(&mut self, batch: &mut Batch) {
-        for (_, sub, chain) in self.subs.values_mut() {
-            if let Delivery::Conflated { slot, sent } = sub
-                && let Some(f) = slot.load_full()
-                && f.seq != *sent
-            {
-                let conflated = if *sent != 0 && f.seq > *sent + 1 { f.seq - *sent - 1 } else { 0 };
-                self.ctx.counters.conflated.add(conflated);
-                // A subscription's first frame is the slot's current state, which may be older than it.
-                let first = *sent == 0;
-                *sent = f.seq;
-                batch.push_frame(f, chain, first, conflated);
-            }
-        }
-    }
-}
-
-/// The error text for an ordered stream that lost blocks: names the subscription and the first height it gets again.
-fn loss_notice(echo: &protocol::Echo, resumes_at: Option<u64>) -> String {
-    match resumes_at {
-        Some(h) => {
-            format!("hlbook: this connection fell behind; {echo} lost blocks before height {h} and continues from it")
-        }
-        None => format!("hlbook: this connection fell behind; {echo} lost blocks and continues from the newest"),
-    }
-}
-
-/// The subscription's frames of feed ticks `skipped.0..=skipped.1` were dropped: its chain names their heights
-/// (from the first skipped tick still in the feed, else from the height after its last frame).
-fn chain_drop(hub: &crate::publish::Hub, chain: &mut Chain, skipped: (u64, u64)) {
-    let last = hub.tick_height(skipped.1).unwrap_or(0);
-    let first = hub.tick_height(skipped.0).unwrap_or(chain.prev() + 1).min(last.max(chain.prev() + 1));
-    chain.dropped(first, last.max(first));
-}
-
-impl Batch {
-    fn push(&mut self, o: Out) {
-        self.bytes += match &o {
-            Out::Shared(f, _) => f.json.len(),
-            Out::Text(t) => t.len(),
-        };
-        self.frames.push(o);
-    }
-
-    /// A subscription's next frame: it takes its place in the subscription's chain.
-    fn push_frame(&mut self, f: Arc<Frame>, chain: &mut Chain, snapshot: bool, conflated: u64) {
-        let link = chain.next(f.audit.height(), snapshot, conflated);
-        self.push(Out::Shared(f, link));
     }
 }

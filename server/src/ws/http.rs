@@ -49,19 +49,19 @@ pub fn router(state: AppState) -> Router {
 /// `POST /info`: l2Book from our books, the allowed market types through the node, anything else refused.
 async fn info(State(s): State<AppState>, ConnectInfo(peer): ConnectInfo<SocketAddr>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
-    let access = super::auth::access(&s.ws.cfg.token, &s.ws.cfg.tokens, parts.uri.query(), &parts.headers);
+    let access = super::auth::access(&s.ws.cfg().token, &s.ws.cfg().tokens, parts.uri.query(), &parts.headers);
     if access == super::auth::Access::Refused {
         return super::auth::unauthorized();
     }
-    let Ok(body) = axum::body::to_bytes(body, s.ws.cfg.max_frame_bytes).await else {
+    let Ok(body) = axum::body::to_bytes(body, s.ws.cfg().max_frame_bytes).await else {
         return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response();
     };
     let Ok(req) = serde_json::from_slice::<serde_json::Value>(&body) else {
         return (StatusCode::UNPROCESSABLE_ENTITY, "Failed to deserialize the JSON body into the target type")
             .into_response();
     };
-    let ip = super::upgrade::client_ip(peer.ip(), &parts.headers, &s.ws.cfg.trusted_proxies);
-    let ip = super::upgrade::ip_group(ip, s.ws.cfg.ipv6_prefix_len);
+    let ip = super::upgrade::client_ip(peer.ip(), &parts.headers, &s.ws.cfg().trusted_proxies);
+    let ip = super::upgrade::ip_group(ip, s.ws.cfg().ipv6_prefix_len);
     let answer = super::info::answer(&s.ws, ip, &req).await;
     let code = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
     let kind = if answer.text { "text/plain; charset=utf-8" } else { "application/json" };
@@ -81,10 +81,11 @@ pub async fn health(State(s): State<AppState>) -> Response {
 pub async fn health_detail(State(s): State<AppState>) -> Response {
     answer(&s, |body| {
         let ws = &*s.ws;
-        let h = ws.state.health();
-        body["connections"] = ws.limits.open().into();
-        body["budget"] = serde_json::json!({"held": ws.budgets.held(), "max": ws.budgets.max_total()});
-        body["subscriptions"] = serde_json::json!(ws.counters.subscriptions().into_iter().collect::<BTreeMap<_, _>>());
+        let h = ws.state().health();
+        body["connections"] = ws.limits().open().into();
+        body["budget"] = serde_json::json!({"held": ws.budgets().held(), "max": ws.budgets().max_total()});
+        body["subscriptions"] =
+            serde_json::json!(ws.counters().subscriptions().into_iter().collect::<BTreeMap<_, _>>());
         body["counters"] = serde_json::json!(h.counters().to_map());
         body["sources"] = h.sources().to_json();
         body["ws"] = by_name(crate::audit::Exposed::ws_counters(ws));
@@ -94,7 +95,7 @@ pub async fn health_detail(State(s): State<AppState>) -> Response {
 
 /// The state, height and lags, with `more` added, as 200 or 503.
 fn answer(s: &AppState, more: impl FnOnce(&mut serde_json::Value)) -> Response {
-    let h = s.ws.state.health();
+    let h = s.ws.state().health();
     let state = h.state();
     let (block_lag, node_lag) = h.lag();
     let mut body = serde_json::json!({

@@ -56,11 +56,11 @@ pub async fn answer(ctx: &WsContext, ip: IpAddr, body: &Value) -> Answer {
     let Some(kind) = body.get("type").and_then(Value::as_str) else {
         return Answer::text(422, "Failed to deserialize the JSON body into the target type: missing field `type`");
     };
-    if let Err(refused) = ctx.info_weight.spend(ip, kind) {
+    if let Err(refused) = ctx.info_weight().spend(ip, kind) {
         return refused;
     }
     let answer = route(ctx, ip, kind, body).await;
-    ctx.info_weight.charge_items(ip, kind, &answer);
+    ctx.info_weight().charge_items(ip, kind, &answer);
     answer
 }
 
@@ -68,12 +68,12 @@ async fn route(ctx: &WsContext, ip: IpAddr, kind: &str, body: &Value) -> Answer 
     if crate::config::WRITE_INFO_TYPES.contains(&kind) {
         return refuse(kind, "it makes the node write, and no client may make it do that");
     }
-    let node = ctx.passthrough.as_ref().filter(|p| p.allows(kind));
+    let node = ctx.passthrough().filter(|p| p.allows(kind));
     if let Some(node) = node.filter(|_| !SERVED_HERE.contains(&kind) || NODE_FIRST.contains(&kind)) {
-        return node.ask(&ctx.info_gate, ip, body).await;
+        return node.ask(ctx.info_gate(), ip, body).await;
     }
     if SERVED_HERE.contains(&kind) {
-        let place = match ctx.info_gate.enter(ip).await {
+        let place = match ctx.info_gate().enter(ip).await {
             Ok(p) => p,
             Err(refused) => return refused,
         };
@@ -82,7 +82,7 @@ async fn route(ctx: &WsContext, ip: IpAddr, kind: &str, body: &Value) -> Answer 
             Local::Unsure(why) => return upstream_or_refuse(ctx, ip, kind, body, &why).await,
         }
     }
-    let why = match &ctx.passthrough {
+    let why = match ctx.passthrough() {
         Some(_) => "neither hlbook nor the node's info server answers it".to_string(),
         None if crate::config::NODE_INFO_TYPES.contains(&kind) => {
             "a node's info server answers it, and none is configured here (ingest.info_url)".to_string()
@@ -94,8 +94,8 @@ async fn route(ctx: &WsContext, ip: IpAddr, kind: &str, body: &Value) -> Answer 
 
 /// Sends a request hlbook cannot answer to the upstream, or refuses it for `why`.
 async fn upstream_or_refuse(ctx: &WsContext, ip: IpAddr, kind: &str, body: &Value, why: &str) -> Answer {
-    match &ctx.upstream {
-        Some(up) if up.allows(kind) => up.ask(&ctx.info_gate, ip, body).await,
+    match ctx.upstream() {
+        Some(up) if up.allows(kind) => up.ask(ctx.info_gate(), ip, body).await,
         _ => refuse(kind, &format!("{why}; set server.upstream_info_url to send it to an info server that does")),
     }
 }
@@ -108,7 +108,7 @@ fn refuse(kind: &str, why: &str) -> Answer {
 
 /// Answers a type served here, holding the client's `place` until the work ends.
 async fn local(ctx: &WsContext, kind: &str, body: &Value, place: Place) -> Local {
-    let hub = &ctx.hub;
+    let hub = ctx.hub();
     if kind == "candleSnapshot" {
         return super::candle_info::candle_snapshot(hub, body, place).await;
     }

@@ -78,7 +78,7 @@ pub async fn serve(
         };
         let Some(place) = cap.admit(peer.ip()) else {
             // Dropping the socket closes it: the client learns at once, and costs nothing more.
-            ctx.counters.http_refused.inc();
+            ctx.counters().http_refused.inc();
             tracing::debug!(%peer, "connection refused: too many open from its IP");
             continue;
         };
@@ -154,7 +154,7 @@ impl Connection {
                 served = conn.as_mut() => {
                     match served {
                         Err(e) if e.is_timeout() => {
-                            self.ctx.counters.http_header_timeouts.inc();
+                            self.ctx.counters().http_header_timeouts.inc();
                         }
                         Err(e) => tracing::debug!("connection ended: {e}"),
                         Ok(()) => {}
@@ -167,7 +167,7 @@ impl Connection {
                 }
                 () = sleep_until(deadline) => {
                     if busy.load(Relaxed) == 0 && activity.last() + idle <= Instant::now() {
-                        self.ctx.counters.http_closed_idle.inc();
+                        self.ctx.counters().http_closed_idle.inc();
                         break;
                     }
                 }

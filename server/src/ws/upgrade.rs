@@ -79,7 +79,7 @@ pub async fn ws(
     mut req: Request,
 ) -> Response {
     let h = req.headers();
-    let token = match super::auth::access(&ctx.cfg.token, &ctx.cfg.tokens, req.uri().query(), h) {
+    let token = match super::auth::access(&ctx.cfg().token, &ctx.cfg().tokens, req.uri().query(), h) {
         super::auth::Access::Refused => return super::auth::unauthorized(),
         super::auth::Access::Shared => None,
         super::auth::Access::Named(name) => Some(name),
@@ -87,24 +87,24 @@ pub async fn ws(
     let Some(key) = websocket_key(h) else {
         return (StatusCode::BAD_REQUEST, "expected a WebSocket upgrade (version 13)").into_response();
     };
-    let client = ip_group(client_ip(peer.ip(), h, &ctx.cfg.trusted_proxies), ctx.cfg.ipv6_prefix_len);
+    let client = ip_group(client_ip(peer.ip(), h, &ctx.cfg().trusted_proxies), ctx.cfg().ipv6_prefix_len);
     // A named token's connections, subscriptions and messages count against the token, wherever it connects from.
     let who = token.map_or(Who::Ip(client), Who::Token);
     // The global budget is a hard bound: a connection it has no room for is not taken.
-    if !ctx.budgets.room(super::budget::CONN_BYTES) {
-        ctx.counters.connections_refused.inc();
+    if !ctx.budgets().room(super::budget::CONN_BYTES) {
+        ctx.counters().connections_refused.inc();
         let why = "server busy: its byte budget for all connections is exhausted (server.global_budget_bytes)";
         return (StatusCode::SERVICE_UNAVAILABLE, why).into_response();
     }
-    let admitted = match ctx.limits.admit(who.clone()) {
+    let admitted = match ctx.limits().admit(who.clone()) {
         Ok(a) => a,
         Err(why) => {
-            ctx.counters.connections_refused.inc();
+            ctx.counters().connections_refused.inc();
             tracing::debug!(%peer, %who, "connection refused: {why}");
             return (StatusCode::TOO_MANY_REQUESTS, why).into_response();
         }
     };
-    let agreed = if ctx.cfg.compression {
+    let agreed = if ctx.cfg().compression {
         negotiate(h.get_all(header::SEC_WEBSOCKET_EXTENSIONS).iter().filter_map(|v| v.to_str().ok()))
     } else {
         None
@@ -116,7 +116,7 @@ pub async fn ws(
         ip: Some(client),
         who: Some(who),
     };
-    let max = ctx.cfg.max_frame_bytes;
+    let max = ctx.cfg().max_frame_bytes;
     let inflater = agreed.as_ref().map(|a| Inflater::new(a.client_no_context_takeover, max));
     let on_upgrade = hyper::upgrade::on(&mut req);
     let task_ctx = ctx.clone();
@@ -139,7 +139,7 @@ pub async fn ws(
             // and a pong is written before the next message is read.
             .max_write_buffer_size(1 << 20);
         let ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
-        task_ctx.counters.connections_accepted.inc();
+        task_ctx.counters().connections_accepted.inc();
         Conn::new(task_ctx, ws, opts, client).run().await;
     });
     let mut resp = Response::new(Body::empty());

@@ -32,7 +32,7 @@ pub(super) enum UserState {
 /// Frees a per-user subscription's place in its IP's user cap.
 pub(super) fn release_user(ctx: &WsContext, ip: Option<std::net::IpAddr>, want: &Want) {
     if let (Want::User { user, .. }, Some(ip)) = (want, ip) {
-        ctx.user_cap.remove(ip, *user);
+        ctx.user_cap().remove(ip, *user);
     }
 }
 

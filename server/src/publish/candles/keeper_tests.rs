@@ -52,12 +52,12 @@ fn trades_during_the_backfill_count_and_the_state_goes_with_the_last_subscriber(
         k.on_fills(&*hub, 11, &[fill("BTC", 2, t0 + 1, 7), fill("BTC", 2, t0 + 1, 7)], 2, Audit::default()).is_empty()
     );
     let until = Instant::now() + Duration::from_secs(10);
-    while !hub.candles.has_inbox() {
+    while !hub.candle_frames().has_inbox() {
         assert!(Instant::now() < until, "the backfill never finished");
         std::thread::sleep(Duration::from_millis(5));
     }
     k.finish_backfills(&*hub, 2, Audit::default());
-    let first = hub.candles.latest(&key).unwrap();
+    let first = hub.candle_frames().latest(&key).unwrap();
     // No store: the candle is what was counted live, and it says it is partial.
     assert_eq!((first.frame.seq, first.partial_from.is_some()), (2, true));
     assert_eq!(data(&first.frame)["n"], 1);
@@ -65,9 +65,9 @@ fn trades_during_the_backfill_count_and_the_state_goes_with_the_last_subscriber(
     assert_eq!(frames.len(), 1);
     let d = data(&frames[&key]);
     assert_eq!((d["o"].as_str(), d["c"].as_str(), d["n"].as_u64()), (Some("0.00000007"), Some("0.00000009"), Some(2)));
-    assert!(Arc::ptr_eq(&hub.candles.latest(&key).unwrap().frame, &frames[&key]), "the newest frame is kept");
+    assert!(Arc::ptr_eq(&hub.candle_frames().latest(&key).unwrap().frame, &frames[&key]), "the newest frame is kept");
     k.sync(&*hub, &wants(&[]));
-    assert!(k.is_empty() && hub.candles.latest(&key).is_none(), "nothing is kept for a key nobody wants");
+    assert!(k.is_empty() && hub.candle_frames().latest(&key).is_none(), "nothing is kept for a key nobody wants");
 }
 
 #[test]
@@ -81,15 +81,15 @@ fn the_backfill_queue_is_bounded_and_keys_dropped_meanwhile_are_not_read() {
     let all: Vec<(&str, Interval)> = coins.iter().map(|c| (c.as_str(), Interval::M1)).collect();
     k.sync(&*hub, &wants(&all));
     k.start_backfills(&hub, 7);
-    assert_eq!(hub.counters.candle_backfills_deferred.get(), 36, "a full queue puts requests off");
+    assert_eq!(hub.counters().candle_backfills_deferred.get(), 36, "a full queue puts requests off");
     // Everyone but the first coin's subscriber leaves before the thread gets to the queue.
     k.sync(&*hub, &wants(&all[..1]));
     k.worker = None;
     serve_backfills(&*hub, &rx);
-    assert_eq!(hub.counters.candle_backfills_skipped.get(), BACKFILL_QUEUE as u64 - 1, "unwanted keys are not read");
-    assert_eq!(hub.candles.inbox.lock().len(), 1);
+    assert_eq!(hub.counters().candle_backfills_skipped.get(), BACKFILL_QUEUE as u64 - 1, "unwanted keys are not read");
+    assert_eq!(hub.candle_frames().inbox.lock().len(), 1);
     k.finish_backfills(&*hub, 1, Audit::default());
-    assert!(hub.candles.backfilling.lock().is_empty(), "nothing is remembered once the key is live");
+    assert!(hub.candle_frames().backfilling.lock().is_empty(), "nothing is remembered once the key is live");
 
     // A put-off key starts at a later pass, once there is room.
     let (tx, rx) = mpsc::sync_channel(BACKFILL_QUEUE);
@@ -98,31 +98,31 @@ fn the_backfill_queue_is_bounded_and_keys_dropped_meanwhile_are_not_read() {
     k.start_backfills(&hub, 9);
     k.worker = None;
     serve_backfills(&*hub, &rx);
-    let done = hub.candles.inbox.lock();
+    let done = hub.candle_frames().inbox.lock();
     assert_eq!((done.len(), done[0].coin.to_string(), done[0].before), (1, coins.last().unwrap().clone(), 9));
 }
 
 #[test]
 fn the_first_frame_is_the_stores_candle_and_the_trades_of_heights_above_it() {
     use crate::state::{Step, StepData};
-    use crate::store::{Feed, Store, Writer};
+    use crate::store::{Store, StoreMsg, Writer};
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     let t0 = 1_778_000_040_000;
     let step = |h: u64, fills: Vec<Fill>| {
         let data = StepData::Fills { fills, users: Vec::new(), generation: None };
-        Feed::Step(Arc::new(Step { seq: h, height: h, block_time: t0 * 1_000_000, data }))
+        StoreMsg::Step(Arc::new(Step { seq: h, height: h, block_time: t0 * 1_000_000, data }))
     };
     // The store holds blocks 11 and 12 (10 came first after its start, so it is not trusted): two trades.
     let mut w = Writer::new(store.clone(), None, 30);
     for m in [step(10, vec![]), step(11, vec![fill("BTC", 1, t0, 5)]), step(12, vec![fill("BTC", 2, t0 + 1, 8)])] {
         w.take(m);
     }
-    w.take(Feed::Complete(12));
+    w.take(StoreMsg::Complete(12));
     w.settle(&std::sync::atomic::AtomicBool::new(false)).unwrap();
     assert_eq!(store.height(), 12);
     let hub = hub();
-    let _ = hub.store.set(store);
+    hub.set_store(store.clone(), crate::store::writer::channel(&store).0);
     let mut k = Keeper::default();
     let key: CandleKey = ("BTC".into(), Interval::M1);
     k.sync(&*hub, &wants(&[("BTC", Interval::M1)]));
@@ -131,12 +131,12 @@ fn the_first_frame_is_the_stores_candle_and_the_trades_of_heights_above_it() {
     assert!(k.on_fills(&*hub, 12, &[fill("BTC", 2, t0 + 1, 8)], 2, Audit::default()).is_empty());
     assert!(k.on_fills(&*hub, 13, &[fill("BTC", 3, t0 + 2, 6)], 3, Audit::default()).is_empty());
     let until = Instant::now() + Duration::from_secs(10);
-    while !hub.candles.has_inbox() {
+    while !hub.candle_frames().has_inbox() {
         assert!(Instant::now() < until, "the backfill never finished");
         std::thread::sleep(Duration::from_millis(5));
     }
     k.finish_backfills(&*hub, 3, Audit::default());
-    let first = hub.candles.latest(&key).unwrap();
+    let first = hub.candle_frames().latest(&key).unwrap();
     let d = data(&first.frame);
     // Trades 1 and 2 from the store, 3 live: trade 2 counted once.
     assert_eq!(

@@ -46,7 +46,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             Ok(Request::Unsubscribe(s)) => self.unsubscribe(s),
             Ok(Request::Post { id, request }) => self.post(id, request, text.len()),
             Err(e) => {
-                self.ctx.counters.protocol_errors.inc();
+                self.ctx.counters().protocol_errors.inc();
                 self.pending.push(protocol::error(&e));
             }
         }
@@ -55,30 +55,30 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
 
     /// Counts a message on this connection and for its IP; over either allowance the connection is closed.
     fn count_message(&mut self) -> Result<(), End> {
-        self.ctx.counters.messages_received.inc();
+        self.ctx.counters().messages_received.inc();
         let now = Instant::now();
         if now.duration_since(self.window_start) >= Duration::from_secs(60) {
             (self.window_start, self.window_messages) = (now, 0);
         }
         self.window_messages += 1;
-        let max = self.ctx.cfg.max_messages_per_minute;
+        let max = self.ctx.cfg().max_messages_per_minute;
         let why = if self.window_messages > max {
             format!("more than {max} messages a minute")
         } else if let Some(who) = &self.opts.who
-            && !self.ctx.ip_quota.message(who)
+            && !self.ctx.ip_quota().message(who)
         {
-            self.ctx.ip_quota.messages_refusal(who)
+            self.ctx.ip_quota().messages_refusal(who)
         } else {
             return Ok(());
         };
-        self.ctx.counters.closed_abuse.inc();
+        self.ctx.counters().closed_abuse.inc();
         Err(End::ByUs(CloseCode::Policy, why))
     }
 
     fn subscribe(&mut self, s: Subscription) {
         if !self.exists(&s.want) {
             // Nothing is kept for a name the books do not have, so made-up names cost no memory.
-            self.ctx.counters.protocol_errors.inc();
+            self.ctx.counters().protocol_errors.inc();
             self.pending.push(protocol::unknown_subject(&s.echo));
             return;
         }
@@ -86,9 +86,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             self.pending.push(protocol::already_subscribed(&s.echo));
             return;
         }
-        let max = self.ctx.cfg.max_subscriptions;
+        let max = self.ctx.cfg().max_subscriptions;
         if self.subs.len() >= max {
-            self.ctx.counters.protocol_errors.inc();
+            self.ctx.counters().protocol_errors.inc();
             let text = format!("Too many subscriptions: at most {max} per connection: {}", s.echo);
             self.pending.push(protocol::error(&text));
             return;
@@ -96,7 +96,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         // What it will hold: refused, nothing kept, when the global budget has no room (a hard bound).
         let bytes = SUB_BYTES + s.echo.len();
         if !self.budget.room(bytes) {
-            self.ctx.counters.protocol_errors.inc();
+            self.ctx.counters().protocol_errors.inc();
             let text = format!(
                 "hlbook: the server's byte budget for all connections is exhausted (server.global_budget_bytes); \
                  nothing was kept: {}",
@@ -106,29 +106,29 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             return;
         }
         if let Some(who) = &self.opts.who
-            && !self.ctx.ip_quota.try_subscribe(who)
+            && !self.ctx.ip_quota().try_subscribe(who)
         {
-            self.ctx.counters.protocol_errors.inc();
-            self.pending.push(protocol::error(&self.ctx.ip_quota.refusal(who, &s.echo)));
+            self.ctx.counters().protocol_errors.inc();
+            self.pending.push(protocol::error(&self.ctx.ip_quota().refusal(who, &s.echo)));
             return;
         }
         // Gives the IP's (or token's) place back on every way out below that keeps nothing.
         let give_back = |ctx: &crate::ws::WsContext, who: Option<&crate::ws::ip_quota::Who>| {
             if let Some(who) = who {
-                ctx.ip_quota.unsubscribe(who);
+                ctx.ip_quota().unsubscribe(who);
             }
         };
         if let (Want::User { user, .. }, Some(ip)) = (&s.want, self.opts.ip) {
-            let (users, subs) = (self.ctx.cfg.max_users_per_ip, self.ctx.cfg.max_user_subscriptions_per_ip);
-            if let Err(why) = self.ctx.user_cap.try_add(ip, *user, users, subs) {
-                self.ctx.counters.protocol_errors.inc();
+            let (users, subs) = (self.ctx.cfg().max_users_per_ip, self.ctx.cfg().max_user_subscriptions_per_ip);
+            if let Err(why) = self.ctx.user_cap().try_add(ip, *user, users, subs) {
+                self.ctx.counters().protocol_errors.inc();
                 let max = if why == crate::ws::user_cap::Refused::Users { users } else { subs };
                 self.pending.push(protocol::error(&crate::ws::user_cap::refusal(why, max, &s.echo)));
                 give_back(&self.ctx, self.opts.who.as_ref());
                 return;
             }
         }
-        let hub = &self.ctx.hub;
+        let hub = self.ctx.hub();
         let slot = hub.add(&s.want);
         // trades: the coin's recent trades right after the ack, as the official feed sends them.
         let mut recent = None;
@@ -145,7 +145,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             (Want::User { user, channel: ch, .. }, _) => Delivery::User {
                 user: *user,
                 ch: *ch,
-                generation: self.ctx.state.watched().view().generation,
+                generation: self.ctx.state().watched().view().generation,
                 state: UserState::Pending { cursor: hub.feed_head(), after: None },
             },
             (Want::Candle(c, i), _) => Delivery::Candle { key: (self.shared_coin(c), *i), state: CandleState::Waiting },
@@ -160,7 +160,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         if let Some(json) = recent.filter(|_| !self.opts.audit) {
             self.pending.push(String::from_utf8_lossy(&json).into_owned());
         }
-        self.ctx.counters.subscription_delta(s.channel(), 1);
+        self.ctx.counters().subscription_delta(s.channel(), 1);
         self.subs_made += 1;
         let kept = Kept { _charge: self.budget.charge(bytes), sub: s };
         self.subs.insert(kept.want.clone(), (Box::new(kept), sub, Chain::new(self.subs_made)));
@@ -170,14 +170,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     /// connection hashes its coins' names to find their frames: one shared copy stays in cache, where a thousand
     /// connections' own copies miss it (a fifth of the time spent gathering frames, docs/benchmarks.md).
     fn shared_coin(&self, coin: &crate::node::Coin) -> crate::node::Coin {
-        let books = self.ctx.state.books();
+        let books = self.ctx.state().books();
         books.coin(coin).map_or_else(|| coin.clone(), |b| b.coin().clone())
     }
 
     /// Whether the books have the subscription's coin (or, for allMids, a coin of its dex): every coin of the
     /// node's snapshot is in the books, and any coin that has had an order since.
     fn exists(&self, want: &Want) -> bool {
-        let books = self.ctx.state.books();
+        let books = self.ctx.state().books();
         match want {
             Want::L2(k) => books.coin(&k.coin).is_some(),
             Want::Bbo(c) | Want::Trades(c) | Want::L4(c) | Want::Candle(c, _) => books.coin(c).is_some(),
@@ -190,12 +190,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     fn unsubscribe(&mut self, s: Subscription) {
         match self.subs.remove(&s.want) {
             Some((mine, _, _)) => {
-                self.ctx.hub.remove(&mine.want);
+                self.ctx.hub().remove(&mine.want);
                 release_user(&self.ctx, self.opts.ip, &mine.want);
                 if let Some(who) = &self.opts.who {
-                    self.ctx.ip_quota.unsubscribe(who);
+                    self.ctx.ip_quota().unsubscribe(who);
                 }
-                self.ctx.counters.subscription_delta(mine.channel(), -1);
+                self.ctx.counters().subscription_delta(mine.channel(), -1);
                 self.pending.push(protocol::ack("unsubscribe", &s.echo));
             }
             None => self.pending.push(protocol::already_unsubscribed(&s.echo)),

@@ -43,7 +43,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         // Whatever tungstenite queued (a pong) goes out first, so our messages never land inside one of its frames.
         self.ws.flush().await?;
         wire::write_all(self.ws.get_mut(), &messages).await?;
-        let stages = self.ctx.hub.stages();
+        let stages = self.ctx.hub().stages();
         let written = now_nanos();
         for f in &batch.frames {
             if let Out::Shared(fr, _) = f
@@ -52,7 +52,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                 stages.sent(fr.audit.height(), fr.audit.times.line, written);
             }
         }
-        let c = &self.ctx.counters;
+        let c = self.ctx.counters();
         c.frames_sent.add(n);
         c.bytes_sent.add(bytes);
         // A batch of only pongs is tungstenite's write, not ours.
@@ -83,7 +83,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     /// JSON as a text message, compressed when negotiated.
     fn encode(&self, json: &[u8]) -> Bytes {
         if self.opts.deflate {
-            wire::text_message(&deflate_message(json, self.ctx.cfg.compression_level), true)
+            wire::text_message(&deflate_message(json, self.ctx.cfg().compression_level), true)
         } else {
             wire::text_message(json, false)
         }

@@ -1,4 +1,4 @@
-//! What the publisher hands the store's writer (`Feed`), over a bounded channel the publisher never waits on: a
+//! What the publisher hands the store's writer (`StoreMsg`), over a bounded channel the publisher never waits on: a
 //! full channel drops the message, and the next one that fits is preceded by `Gap`, so the writer reads the
 //! missing blocks back from the node's files instead.
 
@@ -11,7 +11,7 @@ use crate::state::Step;
 
 /// Messages from the publisher; bounded, never waited on.
 #[derive(Debug)]
-pub enum Feed {
+pub enum StoreMsg {
     /// A fills step: a block's fills line (by-block) or a batch of them (streaming).
     Step(Arc<Step>),
     /// Every block up to this height is whole.
@@ -29,16 +29,16 @@ pub const FEED_CAPACITY: usize = 4096;
 /// The publisher's end of the channel: never blocks; after a message it could not hand over, the next one is
 /// preceded by `Gap`.
 #[derive(Debug)]
-pub struct Feeder {
-    tx: SyncSender<Feed>,
+pub struct StoreSender {
+    tx: SyncSender<StoreMsg>,
     store: Arc<Store>,
     dropped: bool,
 }
 
-impl Feeder {
-    pub fn send(&mut self, m: Feed) {
+impl StoreSender {
+    pub fn send(&mut self, m: StoreMsg) {
         if self.dropped {
-            if self.tx.try_send(Feed::Gap).is_err() {
+            if self.tx.try_send(StoreMsg::Gap).is_err() {
                 self.store.status.dropped.fetch_add(1, Relaxed);
                 return;
             }
@@ -52,7 +52,7 @@ impl Feeder {
 }
 
 /// A new channel to the writer.
-pub fn channel(store: &Arc<Store>) -> (Feeder, Receiver<Feed>) {
+pub fn channel(store: &Arc<Store>) -> (StoreSender, Receiver<StoreMsg>) {
     let (tx, rx) = std::sync::mpsc::sync_channel(FEED_CAPACITY);
-    (Feeder { tx, store: store.clone(), dropped: false }, rx)
+    (StoreSender { tx, store: store.clone(), dropped: false }, rx)
 }
