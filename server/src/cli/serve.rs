@@ -261,7 +261,7 @@ fn start_store(
             coins: c.store.seed_coins.clone(),
             pause: Duration::from_millis(c.store.seed_pause_ms),
         };
-        store::seed::spawn(store.clone(), hub.state().clone(), seed);
+        store::seed::spawn(store.clone(), hub.shared().clone(), seed);
     }
     let writer = Writer::new(store, files, c.store.fills_retention_days).keep_candles(c.store.candles_kept);
     let w = watch.clone();

@@ -150,7 +150,7 @@ crate::state::counter::counters! {
 /// reaches the hub only through the trait (no file circle between them).
 pub trait FillsHub: Send + Sync + 'static {
     fn history(&self) -> &History;
-    fn shared_state(&self) -> &Shared;
+    fn shared(&self) -> &Shared;
     /// The history store, once opened.
     fn history_store(&self) -> Option<Arc<crate::store::Store>>;
     /// Whether the feed still holds every tick after `seq`.
@@ -198,7 +198,7 @@ impl History {
         self.counters.fills_reads.inc();
         let (hub, r) = (hub.clone(), read.clone());
         tokio::task::spawn_blocking(move || {
-            let health = hub.shared_state().health();
+            let health = hub.shared().health();
             health.supervised("userFills snapshot task", || run_fills_read(&*hub, &r));
         });
         Waiter(read)

@@ -162,7 +162,7 @@ impl Hub {
     }
 
     /// The state the hub publishes from.
-    pub fn state(&self) -> &Arc<Shared> {
+    pub fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }
 

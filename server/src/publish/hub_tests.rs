@@ -67,5 +67,5 @@ fn a_subscription_change_reports_only_its_own_coin() {
     hub.remove(&l2("SOL", 20));
     let c = hub.take_shape_changes();
     assert!(c.mids && c.coins.len() == 1 && c.coins.contains("SOL"));
-    assert!(hub.state().first_coins().contains("ETH") && !hub.state().first_coins().contains("SOL"));
+    assert!(hub.shared().first_coins().contains("ETH") && !hub.shared().first_coins().contains("SOL"));
 }

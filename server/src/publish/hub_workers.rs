@@ -13,8 +13,8 @@ impl FillsHub for Hub {
         Hub::history(self)
     }
 
-    fn shared_state(&self) -> &Shared {
-        self.state()
+    fn shared(&self) -> &Shared {
+        self.shared()
     }
 
     fn history_store(&self) -> Option<Arc<crate::store::Store>> {
@@ -35,8 +35,8 @@ impl CandleHub for Hub {
         self.candles()
     }
 
-    fn shared_state(&self) -> &Shared {
-        self.state()
+    fn shared(&self) -> &Shared {
+        self.shared()
     }
 
     fn history_store(&self) -> Option<Arc<crate::store::Store>> {

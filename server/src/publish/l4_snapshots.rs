@@ -114,7 +114,7 @@ impl Snapshots {
         // A panic on the rayon pool would abort the process without a word; supervised, it fails the service
         // with the reason on /health and in the log.
         rayon::spawn(move || {
-            hub.state().health().supervised("l4Book snapshot job", || {
+            hub.shared().health().supervised("l4Book snapshot job", || {
                 #[cfg(feature = "test-hooks")]
                 assert!(
                     !crate::state::test_panic("l4_snapshots"),
@@ -127,7 +127,7 @@ impl Snapshots {
                 // block (which may be seconds away on a quiet or stalled node), and the publisher for the requests
                 // held while this ran.
                 hub.poke();
-                hub.state().signal_change();
+                hub.shared().signal_change();
             });
         });
     }

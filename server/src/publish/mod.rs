@@ -39,7 +39,7 @@ pub fn run(hub: Arc<Hub>, stop: &AtomicBool) {
     #[cfg(feature = "test-hooks")]
     let panic_after = test_panic_after();
     while !stop.load(Relaxed) {
-        seen = hub.state().wait_for_change(seen, Duration::from_millis(200));
+        seen = hub.shared().wait_for_change(seen, Duration::from_millis(200));
         publisher.pass();
         #[cfg(feature = "test-hooks")]
         assert!(

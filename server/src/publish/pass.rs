@@ -106,23 +106,23 @@ impl Publisher {
         // Taken before `wanted` is loaded, so every change taken is in it (later ones wake the next pass).
         let shapes = hub.take_shape_changes();
         let wanted = hub.wanted();
-        let repaired = hub.state().take_repaired();
+        let repaired = hub.shared().take_repaired();
         // A subscriber that left before its snapshot was made costs no copy of the book.
         self.snapshots.gather(&hub);
-        let books = hub.state().books();
-        let (h, dh, installs) = (books.height(), books.diffs_height(), hub.state().installs());
+        let books = hub.shared().books();
+        let (h, dh, installs) = (books.height(), books.diffs_height(), hub.shared().installs());
         // A diffs step half applied: the coins it changed are a block ahead of `dh`, and go out on their own.
         let first = books.first_part();
         let first_due = first.filter(|f| f.height != self.first_height);
         if let Some(f) = first {
-            hub.state().first_taken(f.height);
+            hub.shared().first_taken(f.height);
         }
         // Before the steps: every fills step it covers is among them (ingest hands them over first).
-        let fills_through = hub.state().fills_through();
+        let fills_through = hub.shared().fills_through();
         // Read under the books' lock: ingest records a diffs step under its write lock, so every step up to `dh`
         // is here.
         let StepsSince { diffs: diff_steps, fills: fill_steps, statuses: status_steps, diffs_seq, fills_seq, lost } =
-            hub.state().steps_after(self.diffs_seq, dh, self.fills_seq);
+            hub.shared().steps_after(self.diffs_seq, dh, self.fills_seq);
         let fh = fill_steps.last().map_or(self.fills_height, |s| s.height);
         let new_shapes = wanted.version != self.wanted_version;
         if new_shapes {
@@ -143,11 +143,11 @@ impl Publisher {
             && !serve
             && !hub.candle_backfills_done()
         {
-            hub.state().set_publisher_wants_complete(self.snapshots.waiting());
+            hub.shared().set_publisher_wants_complete(self.snapshots.waiting());
             return;
         }
         self.pass += 1;
-        let blocks = hub.state().blocks_after(self.height, h);
+        let blocks = hub.shared().blocks_after(self.height, h);
         // Streaming mode steps through one block's diffs in parts, so a pass may start inside the block it ended in.
         let next = self.diffs_height..=self.diffs_height + 1;
         let reloaded = installs != self.installs
@@ -179,8 +179,8 @@ impl Publisher {
         // while this read lock is held they are those of the newest line applied. Read after it, a streaming block's
         // next line could already be recorded, and a frame would claim a line its levels do not hold yet (the plain
         // L2 oracle, tests/l2_oracle_plain.rs, caught frames stamped one line ahead of their books).
-        let l2_times = hub.state().times_of(dh, Stream::Diffs);
-        let early_times = early.as_ref().map(|e| hub.state().times_of(e.0, Stream::Diffs));
+        let l2_times = hub.shared().times_of(dh, Stream::Diffs);
+        let early_times = early.as_ref().map(|e| hub.shared().times_of(e.0, Stream::Diffs));
         drop(books);
 
         // Register the lines before any of their frames can be written, so every write is counted.
@@ -194,7 +194,7 @@ impl Publisher {
         lines.sort_unstable();
         lines.dedup();
         for &(height, line) in &lines {
-            if let Some(t) = self.hub.state().times_of(height, line) {
+            if let Some(t) = self.hub.shared().times_of(height, line) {
                 hub.stages().begin(t);
             }
         }
@@ -239,7 +239,7 @@ impl Publisher {
             self.candles.start_backfills(&hub, fh + 1);
         }
         (self.installs, self.wanted_version) = (installs, wanted.version);
-        hub.state().set_publisher_wants_complete(self.snapshots.waiting());
+        hub.shared().set_publisher_wants_complete(self.snapshots.waiting());
         hub.counters().passes.inc();
         hub.announce(self.pass);
     }
@@ -313,11 +313,11 @@ impl Publisher {
 
     /// The block time of the last fills step published (0 when unknown).
     fn fills_block_time(&self) -> i64 {
-        self.hub.state().times_of(self.fills_height, Stream::Fills).map_or(0, |t| t.block_time)
+        self.hub.shared().times_of(self.fills_height, Stream::Fills).map_or(0, |t| t.block_time)
     }
 
     fn audit_of(&self, height: u64, block_time: i64, line: Stream) -> Audit {
-        audit_from(height, block_time, line, self.hub.state().times_of(height, line))
+        audit_from(height, block_time, line, self.hub.shared().times_of(height, line))
     }
 
     fn publish_l2(&mut self, wanted: &Wanted, built: &[Built], block_time: i64, audit: Audit) {

@@ -48,7 +48,7 @@ fn every_depth_of_an_aggregation_is_cut_from_one_serialization() {
     assert_eq!(hub.counters().l2_frames.get(), 300, "a frame per shape");
     // On the old code every depth was serialized on its own: 300 here, not 3.
     assert_eq!(hub.counters().l2_serializations.get(), 3, "one serialization per aggregation");
-    let books = hub.state().books();
+    let books = hub.shared().books();
     let book = books.coin("BTC").unwrap();
     for (s, n, slot) in slots {
         let mut levels = [Vec::new(), Vec::new()];

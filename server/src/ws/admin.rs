@@ -102,7 +102,7 @@ async fn l4snapshot(State(s): State<AppState>, Query(q): Query<SnapshotQuery>) -
         return (StatusCode::TOO_MANY_REQUESTS, "another /l4snapshot export is running").into_response();
     };
     let coins: Option<Vec<Coin>> = q.coins.map(|c| c.split(',').map(Coin::from).collect());
-    let shared = s.ws.state().clone();
+    let shared = s.ws.shared().clone();
     let body = tokio::task::spawn_blocking(move || {
         let books = consistent_copy(&shared, coins.as_deref()).map_err(std::io::Error::other)?;
         let mut out = Vec::new();

@@ -61,7 +61,7 @@ pub(super) async fn candle_snapshot(hub: &Arc<Hub>, body: &Value, place: Place) 
         Ok(r) => r,
         Err(a) => return Local::Answer(a),
     };
-    if hub.state().books().coin(&r.coin).is_none() {
+    if hub.shared().books().coin(&r.coin).is_none() {
         let coin = Value::String(r.coin.chars().take(100).collect());
         return Local::Answer(Answer::text(422, &format!("candleSnapshot: hlbook's books have no coin {coin}")));
     }

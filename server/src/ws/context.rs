@@ -65,8 +65,8 @@ impl WsContext {
     }
 
     /// The books and the state beside them (info answers read them; subscriptions check their coins).
-    pub fn state(&self) -> &Arc<Shared> {
-        self.hub.state()
+    pub fn shared(&self) -> &Arc<Shared> {
+        self.hub.shared()
     }
 
     pub fn hub(&self) -> &Arc<Hub> {
@@ -122,7 +122,7 @@ impl WsContext {
 /// What the exporters (`/metrics`, `/status`) read.
 impl crate::audit::Exposed for WsContext {
     fn health(&self) -> &crate::state::health::Health {
-        self.state().health()
+        self.shared().health()
     }
     fn stages(&self) -> &crate::audit::Stages {
         self.hub.stages()

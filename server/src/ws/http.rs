@@ -81,7 +81,7 @@ pub async fn health(State(s): State<AppState>) -> Response {
 pub async fn health_detail(State(s): State<AppState>) -> Response {
     answer(&s, |body| {
         let ws = &*s.ws;
-        let h = ws.state().health();
+        let h = ws.shared().health();
         body["connections"] = ws.limits().open().into();
         body["budget"] = serde_json::json!({"held": ws.budgets().held(), "max": ws.budgets().max_total()});
         body["subscriptions"] =
@@ -95,7 +95,7 @@ pub async fn health_detail(State(s): State<AppState>) -> Response {
 
 /// The state, height and lags, with `more` added, as 200 or 503.
 fn answer(s: &AppState, more: impl FnOnce(&mut serde_json::Value)) -> Response {
-    let h = s.ws.state().health();
+    let h = s.ws.shared().health();
     let state = h.state();
     let (block_lag, node_lag) = h.lag();
     let mut body = serde_json::json!({

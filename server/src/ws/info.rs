@@ -116,7 +116,7 @@ async fn local(ctx: &WsContext, kind: &str, body: &Value, place: Place) -> Local
         return super::fills_info::answer(hub, kind, body, place).await;
     }
     // The blocking work gets its own copies: it runs on even if the client goes away.
-    let (shared, owned) = (hub.state().clone(), body.clone());
+    let (shared, owned) = (hub.shared().clone(), body.clone());
     let done = match kind {
         "l2Book" => {
             place.work_blocking(&BOOK_WALKS, kind, move || Local::Answer(market_info::l2_book(&shared, &owned))).await

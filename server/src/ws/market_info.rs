@@ -74,7 +74,7 @@ pub fn recent_trades(hub: &Arc<Hub>, body: &Value) -> Local {
         let text = "Failed to deserialize the JSON body into the target type: recentTrades needs a coin";
         return Local::Answer(Answer::text(422, text));
     };
-    let Some(coin) = hub.state().books().coin(coin).map(|b| b.coin().clone()) else {
+    let Some(coin) = hub.shared().books().coin(coin).map(|b| b.coin().clone()) else {
         let coin = Value::String(coin.chars().take(100).collect());
         return Local::Answer(Answer::text(422, &format!("recentTrades: hlbook's books have no coin {coin}")));
     };

@@ -125,7 +125,7 @@ impl KeptCandle {
 pub trait CandleHub: Send + Sync + 'static {
     /// The newest frame of each key, and the backfills in flight.
     fn candle_frames(&self) -> &CandleFrames;
-    fn shared_state(&self) -> &Shared;
+    fn shared(&self) -> &Shared;
     /// The history store, once opened.
     fn history_store(&self) -> Option<Arc<crate::store::Store>>;
     /// A new key's backfill found the queue full (it is tried again at the next pass).
@@ -273,7 +273,7 @@ impl Keeper {
 fn spawn_worker<H: CandleHub>(hub: Arc<H>) -> mpsc::SyncSender<Request> {
     let (tx, rx) = mpsc::sync_channel::<Request>(BACKFILL_QUEUE);
     let spawned = std::thread::Builder::new().name("hlbook-candles".into()).spawn(move || {
-        hub.shared_state().health().supervised("candle backfill thread", || serve_backfills(&*hub, &rx));
+        hub.shared().health().supervised("candle backfill thread", || serve_backfills(&*hub, &rx));
     });
     if let Err(e) = spawned {
         tracing::error!("cannot start the candle backfill thread: {e}");
@@ -323,7 +323,7 @@ fn serve_backfills(hub: &impl CandleHub, rx: &mpsc::Receiver<Request>) {
         };
         let results = r.intervals.into_iter().zip(results).collect();
         hub.candle_frames().inbox.lock().push(Done { coin: r.coin, before: r.before, results });
-        hub.shared_state().signal_change();
+        hub.shared().signal_change();
     }
 }
 

@@ -145,7 +145,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             (Want::User { user, channel: ch, .. }, _) => Delivery::User {
                 user: *user,
                 ch: *ch,
-                generation: self.ctx.state().watched().view().generation,
+                generation: self.ctx.shared().watched().view().generation,
                 state: UserState::Pending { cursor: hub.feed_head(), after: None },
             },
             (Want::Candle(c, i), _) => Delivery::Candle { key: (self.shared_coin(c), *i), state: CandleState::Waiting },
@@ -170,14 +170,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     /// connection hashes its coins' names to find their frames: one shared copy stays in cache, where a thousand
     /// connections' own copies miss it (a fifth of the time spent gathering frames, docs/benchmarks.md).
     fn shared_coin(&self, coin: &crate::node::Coin) -> crate::node::Coin {
-        let books = self.ctx.state().books();
+        let books = self.ctx.shared().books();
         books.coin(coin).map_or_else(|| coin.clone(), |b| b.coin().clone())
     }
 
     /// Whether the books have the subscription's coin (or, for allMids, a coin of its dex): every coin of the
     /// node's snapshot is in the books, and any coin that has had an order since.
     fn exists(&self, want: &Want) -> bool {
-        let books = self.ctx.state().books();
+        let books = self.ctx.shared().books();
         match want {
             Want::L2(k) => books.coin(&k.coin).is_some(),
             Want::Bbo(c) | Want::Trades(c) | Want::L4(c) | Want::Candle(c, _) => books.coin(c).is_some(),
