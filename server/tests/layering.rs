@@ -508,3 +508,49 @@ fn the_convention_check_finds_a_stray_test_file() {
     assert!(found[1].contains("tests.rs: name a test file"), "{found:?}");
     assert!(found[2].contains("d_tests.rs: declared by"), "{found:?}");
 }
+
+/// docs/architecture.md's "Where each feature lives": per row, the feature, the words its file names carry, and
+/// the files it lists (from `server/`, `*` allowed in a file name).
+fn feature_rows() -> Vec<(String, Vec<String>, Vec<String>)> {
+    let doc = std::fs::read_to_string(src().join("../../docs/architecture.md")).unwrap();
+    let at = doc.find("## Where each feature lives").expect("docs/architecture.md: the feature table");
+    let ticked = |cell: &str| cell.split('`').skip(1).step_by(2).map(str::to_string).collect::<Vec<_>>();
+    let rows = doc[at..].lines().skip_while(|l| !l.starts_with("| ---")).skip(1).take_while(|l| l.starts_with('|'));
+    rows.map(|row| {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let files = [ticked(cells[3]), ticked(cells[4])].concat();
+        (cells[1].to_string(), ticked(cells[2]), files)
+    })
+    .collect()
+}
+
+#[test]
+fn the_feature_table_names_every_file_of_each_feature() {
+    let server = src().join("..");
+    let rows = feature_rows();
+    assert!(rows.len() >= 8, "{} feature rows", rows.len());
+    let mut sources = Vec::new();
+    rust_files(&src(), &mut sources);
+    for (feature, words, files) in &rows {
+        for f in files {
+            let found = match f.rsplit_once('/') {
+                Some((dir, pattern)) if pattern.contains('*') => {
+                    let (head, tail) = pattern.split_once('*').unwrap();
+                    std::fs::read_dir(server.join(dir)).unwrap().flatten().any(|e| {
+                        let n = e.file_name().to_string_lossy().to_string();
+                        n.starts_with(head) && n.ends_with(tail)
+                    })
+                }
+                _ => server.join(f).is_file(),
+            };
+            assert!(found, "{feature}: {f} does not exist");
+        }
+        for s in &sources {
+            let rel = format!("src/{}", s.strip_prefix(src()).unwrap().display());
+            let named = words
+                .iter()
+                .any(|w| rel.rsplit('/').next().unwrap().contains(w.as_str()) || rel.contains(&format!("/{w}/")));
+            assert!(!named || files.contains(&rel), "{feature}: {rel} carries its name but is not in its row");
+        }
+    }
+}
