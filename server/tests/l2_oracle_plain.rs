@@ -306,7 +306,8 @@ fn check(frames: &[Value], shapes: &[Shape], start: &Value, start_height: u64, l
             } else if !passed[f] {
                 let a = &frame["audit"];
                 let (h, node, n) = (&a["height"], &a["node_ns"], &a["n"]);
-                why.insert(f, format!("{shape:?} at line {idx} (height {h}, node_ns {node}, n {n}): got {got:?}, the oracle says {expected:?}"));
+                let at = if idx == START { "the start".to_string() } else { format!("line {idx}") };
+                why.insert(f, format!("{shape:?} at {at} (height {h}, node_ns {node}, n {n}): got {got:?}, the oracle says {expected:?}"));
             }
         }
     };
@@ -356,19 +357,19 @@ fn caught_up() -> impl Fn(&[Value], &Vec<Levels>) -> bool {
 }
 
 /// Subscribes every shape on one `?audit=1` connection, then collects until `done` carries the final levels and
-/// every subscription's newest frame shows them.
+/// every subscription's newest frame shows them (Err: what came before the connection went quiet, and why).
 async fn collect(
     addr: String,
     shapes: Vec<Shape>,
     mut done: tokio::sync::watch::Receiver<Option<Vec<Levels>>>,
     subscribed: tokio::sync::oneshot::Sender<()>,
-) -> Vec<Value> {
+) -> Result<Vec<Value>, (Vec<Value>, String)> {
     let mut ws = wsclient::raw::connect(&addr, "audit=1", None).await;
     for s in &shapes {
         wsclient::raw::subscribe(&mut ws, subscription(s)).await;
     }
     let _ = subscribed.send(());
-    wsclient::raw::collect_until_complete(&mut ws, &mut done, caught_up(), "l2 oracle").await
+    wsclient::raw::collect_until_complete_or_quiet(&mut ws, &mut done, caught_up()).await
 }
 
 /// Runs `collect` for `shapes` beside whatever feeds the server: `feed` runs once the subscriptions are sent and
@@ -381,10 +382,16 @@ fn run(addr: &str, shapes: &[Shape], feed: impl FnOnce() -> (Vec<Line>, Value, u
     rt.block_on(sub_rx).expect("subscribed");
     let (lines, start, start_height) = feed();
     tx.send(Some(final_levels(shapes, &start, start_height, &lines))).unwrap();
-    let frames = rt.block_on(task).expect("the collecting task");
+    // Frames that never reach the final levels are checked all the same: the failure then names the wrong ones.
+    let (frames, incomplete) = match rt.block_on(task).expect("the collecting task") {
+        Ok(frames) => (frames, None),
+        Err((frames, why)) => (frames, Some(why)),
+    };
     let acks = frames.iter().filter(|f| channel(f) == "subscriptionResponse").count();
     assert_eq!(acks, shapes.len(), "one ack per subscription");
-    check(&frames, shapes, &start, start_height, &lines)
+    let checked = check(&frames, shapes, &start, start_height, &lines);
+    assert!(incomplete.is_none(), "every frame equals the oracle, but the final levels never came: {incomplete:?}");
+    checked
 }
 
 /// The mainnet capture written into a node dir as the node writes it, with the server following it from the

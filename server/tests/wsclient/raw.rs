@@ -118,10 +118,23 @@ pub async fn collect_until_complete<T>(
     complete: impl Fn(&[Value], &T) -> bool,
     what: &str,
 ) -> Vec<Value> {
+    match collect_until_complete_or_quiet(ws, done, complete).await {
+        Ok(got) => got,
+        Err((_, why)) => panic!("{what}: {why}"),
+    }
+}
+
+/// `collect_until_complete`, giving back what came when the connection went quiet or ended first (with why), so
+/// the caller can say which frames were wrong rather than that the right ones never came.
+pub async fn collect_until_complete_or_quiet<T>(
+    ws: &mut Ws,
+    done: &mut tokio::sync::watch::Receiver<Option<T>>,
+    complete: impl Fn(&[Value], &T) -> bool,
+) -> Result<Vec<Value>, (Vec<Value>, String)> {
     let mut got = Vec::new();
     loop {
         if done.borrow().as_ref().is_some_and(|want| complete(&got, want)) {
-            return got;
+            return Ok(got);
         }
         tokio::select! {
             _ = done.changed() => {}
@@ -132,9 +145,10 @@ pub async fn collect_until_complete<T>(
                     if waiting {
                         let _ = done.wait_for(Option::is_some).await;
                     }
-                    let complete = done.borrow().as_ref().is_some_and(|want| complete(&got, want));
-                    assert!(complete, "{what}: connection ended early, or no frame for 30 s: {other:?}");
-                    return got;
+                    if done.borrow().as_ref().is_some_and(|want| complete(&got, want)) {
+                        return Ok(got);
+                    }
+                    return Err((got, format!("connection ended early, or no frame for 30 s: {other:?}")));
                 }
             },
         }
