@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use auditkit::{Blocks, Reader, gather, median};
 use hlbook::audit::STAGES;
-use livefeed::Feed;
+use livefeed::LiveRig;
 use procs::get_json;
 use serde_json::{Value, json};
 
@@ -45,7 +45,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 /// A light market at 25 blocks a second (many blocks quickly; small lines, so reading one is quick), with
 /// validation off so no snapshot work lands in some blocks' stages; `delay` = (ms, every).
-fn market(delay: Option<(&str, &str)>) -> Feed {
+fn market(delay: Option<(&str, &str)>) -> LiveRig {
     // Each block's lines at once (`--burst`): the test compares the node-lag medians of two halves of the blocks,
     // which a processing span drawn per block would only blur.
     let mut flags =
@@ -54,7 +54,7 @@ fn market(delay: Option<(&str, &str)>) -> Feed {
         flags.push(("--delay-last-line-ms", ms));
         flags.push(("--delay-every", every));
     }
-    Feed::start_with(&flags, "\n[ingest]\nvalidate_interval_secs = 0\n")
+    LiveRig::start_with(&flags, "\n[ingest]\nvalidate_interval_secs = 0\n")
 }
 
 fn subscriptions() -> Vec<Value> {
@@ -182,7 +182,7 @@ fn latency_stats() -> Option<PathBuf> {
 }
 
 /// Starts `latency_stats --audit` against `feed` for `secs`, writing its JSON report to `out`.
-fn start_latency_stats(bin: &PathBuf, feed: &Feed, secs: u32, out: &std::path::Path) -> std::process::Child {
+fn start_latency_stats(bin: &PathBuf, feed: &LiveRig, secs: u32, out: &std::path::Path) -> std::process::Child {
     Command::new(bin)
         .args(["--url", &feed.ws_url(), "--coins", "all", "--channels", "l2Book,bbo", "--audit"])
         .args(["--warmup", "2", "--duration", &secs.to_string()])

@@ -30,7 +30,7 @@ fn latency_stats() -> Option<PathBuf> {
 }
 
 /// The simulator and a server following it (with `extra` flags and `env`), live.
-struct Feed {
+struct LiveRig {
     _sim: Proc,
     server: Proc,
     ws: String,
@@ -40,7 +40,7 @@ struct Feed {
     dir: tempfile::TempDir,
 }
 
-fn feed(extra: &[&str], env: &[(&str, &str)]) -> Feed {
+fn feed(extra: &[&str], env: &[(&str, &str)]) -> LiveRig {
     let dir = tempfile::tempdir().unwrap();
     let (sim, info_url) = start_sim(&dir.path().join("data"), &MARKET, &dir.path().join("sim.log"));
     let server = start_serve_env(
@@ -55,10 +55,10 @@ fn feed(extra: &[&str], env: &[(&str, &str)]) -> Feed {
     let admin = admin_base(&server);
     let base = format!("http://{addr}");
     wait_health(&base, Duration::from_secs(120), |h| h["state"] == "live");
-    Feed { _sim: sim, server, ws: format!("ws://{addr}/ws"), base, admin, info_url, dir }
+    LiveRig { _sim: sim, server, ws: format!("ws://{addr}/ws"), base, admin, info_url, dir }
 }
 
-impl Feed {
+impl LiveRig {
     fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("serve.log")).unwrap_or_default()
     }
@@ -172,7 +172,7 @@ fn a_slow_client_is_told_conflation_and_dropped_trades_apart_from_loss() {
 }
 
 /// A WebSocket counter from `/status`.
-fn ws_counter(f: &Feed, name: &str) -> u64 {
+fn ws_counter(f: &LiveRig, name: &str) -> u64 {
     n(&get_json(&format!("{}/status", f.admin)).expect("status")[name])
 }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use auditkit::{Reader, collect, connect, send, subscribe};
 use hlbook::audit::STAGES;
-use livefeed::Feed;
+use livefeed::LiveRig;
 use procs::{get_bytes, get_json};
 use prometheus_parse::{LineInfo, Scrape, Value as Prom};
 use serde_json::{Value, json};
@@ -59,7 +59,7 @@ fn value_of(scrape: &Scrape, metric: &str, labels: &[(&str, &str)]) -> f64 {
 }
 
 /// The JSON log lines (with `format = "json"` every stderr line is one).
-fn log_lines(feed: &Feed) -> Vec<Value> {
+fn log_lines(feed: &LiveRig) -> Vec<Value> {
     feed.server_log()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("log line is not JSON ({e}): {l}")))
@@ -77,7 +77,7 @@ fn wait_blocks(base: &str, more: u64) {
 
 #[test]
 fn logs_state_changes_once_and_blocks_never() {
-    let feed = Feed::start("\n[log]\nformat = \"json\"\n");
+    let feed = LiveRig::start("\n[log]\nformat = \"json\"\n");
     let lines = log_lines(&feed);
     let changes: Vec<&Value> = lines.iter().filter(|l| l["fields"]["message"] == "health state changed").collect();
     assert!(
@@ -113,7 +113,7 @@ fn logs_state_changes_once_and_blocks_never() {
 #[test]
 #[allow(clippy::float_arithmetic)]
 fn metrics_parse_and_the_dashboard_asks_only_for_them() {
-    let feed = Feed::start("");
+    let feed = LiveRig::start("");
     // Something to send to, so the write stages have samples too.
     let reader = Reader::start(&feed.ws_url(), &[json!({"type": "allMids"}), json!({"type": "l2Book", "coin": "BTC"})]);
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -252,7 +252,7 @@ fn enough(got: &[Value]) -> bool {
 
 #[test]
 fn audit_fields_come_only_when_asked() {
-    let feed = Feed::start("");
+    let feed = LiveRig::start("");
     let url = feed.ws_url();
     let (mut audited, mut plain) = (connect(&format!("{url}?audit=1")), connect(&url));
     for ws in [&mut audited, &mut plain] {

@@ -9,7 +9,7 @@ mod wsclient;
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
-use livefeed::Feed;
+use livefeed::LiveRig;
 use procs::get_json;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
@@ -22,7 +22,7 @@ fn rt() -> tokio::runtime::Runtime {
 }
 
 /// The simulator's info-server counters (`GET /sim/info-stats`).
-fn sim_stats(feed: &Feed) -> Value {
+fn sim_stats(feed: &LiveRig) -> Value {
     let info = feed.sim_info.trim_end_matches("/info");
     get_json(&format!("{info}/sim/info-stats")).expect("hlsim info stats")
 }
@@ -38,7 +38,7 @@ async fn post(url: &str, body: &Value) -> (u16, Value) {
 #[test]
 fn file_snapshot_is_refused_over_http_and_the_socket_and_no_file_appears() {
     // No upstream: a type no one here answers is refused, naming the setting.
-    let feed = Feed::start("upstream_info_url = \"\"\n[ingest]\nvalidate_interval_secs = 0");
+    let feed = LiveRig::start("upstream_info_url = \"\"\n[ingest]\nvalidate_interval_secs = 0");
     let out = feed.dir.path().join("stolen.json");
     let snap = json!({"type": "fileSnapshot", "request": {"type": "l4Snapshots", "includeUsers": true},
         "outPath": out.to_str().unwrap(), "includeHeightInOutput": true});
@@ -75,7 +75,7 @@ fn file_snapshot_is_refused_over_http_and_the_socket_and_no_file_appears() {
 const BURST_LIMITS: &str = "info_weight_per_minute = 0\nmax_http_connections_per_ip = 1000";
 
 /// Fires `n` concurrent `POST /info` `meta` requests and checks every answer against the node's own.
-fn burst_of_meta(feed: &Feed, n: usize) {
+fn burst_of_meta(feed: &LiveRig, n: usize) {
     let direct = rt().block_on(post(&feed.sim_info, &json!({"type": "meta"}))).1;
     let url = format!("{}/info", feed.base);
     let answers = rt().block_on(async {
@@ -100,7 +100,7 @@ fn a_burst_of_info_requests_reaches_the_node_within_the_caps() {
     // A slow node (30 ms a request) so that requests would pile up there if nothing held them back.
     let sim = [("--info-delay-ms", "30")];
     let cached =
-        Feed::start_with(&sim, &format!("info_max_in_flight = 3\ninfo_max_in_flight_per_ip = 3\n{BURST_LIMITS}"));
+        LiveRig::start_with(&sim, &format!("info_max_in_flight = 3\ninfo_max_in_flight_per_ip = 3\n{BURST_LIMITS}"));
     burst_of_meta(&cached, 500);
     let stats = sim_stats(&cached);
     assert!(stats["max_in_flight"].as_u64().unwrap() <= 3, "{stats}");
@@ -108,7 +108,7 @@ fn a_burst_of_info_requests_reaches_the_node_within_the_caps() {
     assert!(asked < 10, "identical requests share answers: the node was asked {asked} times for 500");
 
     // Without the cache every request reaches the node, never more than the cap at once.
-    let uncached = Feed::start_with(
+    let uncached = LiveRig::start_with(
         &sim,
         &format!(
             "info_max_in_flight = 3\ninfo_max_in_flight_per_ip = 3\ninfo_cache_ms = 0\ninfo_max_queued_per_ip = 1000\n{BURST_LIMITS}"
@@ -134,7 +134,7 @@ fn every_info_type_waits_for_its_clients_place_and_a_full_queue_is_refused() {
     // One place and one queued request per client IP; the node takes a second for each `meta`, which holds the
     // place while one request of each locally answered type queues behind it and the next is refused. Another
     // client (behind the trusted balancer) is answered meanwhile.
-    let feed = Feed::start_with(
+    let feed = LiveRig::start_with(
         &[("--info-delay-ms", "1000")],
         concat!(
             "info_max_in_flight_per_ip = 1\ninfo_max_queued_per_ip = 1\ninfo_cache_ms = 0\n",
@@ -174,7 +174,7 @@ fn every_info_type_waits_for_its_clients_place_and_a_full_queue_is_refused() {
 
 #[test]
 fn operator_endpoints_are_only_on_the_admin_listener_and_the_token_guards_them() {
-    let feed = Feed::start("token = \"s3cret\"");
+    let feed = LiveRig::start("token = \"s3cret\"");
     let get = |url: &str, bearer: Option<&str>| {
         let mut req = reqwest::blocking::Client::new().get(url);
         if let Some(t) = bearer {
@@ -222,7 +222,7 @@ async fn errors(ws: &mut Ws, n: usize) {
 fn made_up_coins_get_errors_and_cost_no_memory() {
     // Slow blocks: the books' own rings barely grow while this runs, so RSS shows what the names cost.
     // 8,000 messages from one IP, far past the exchange's 2,000 a minute this test is not about.
-    let feed = Feed::start_with(
+    let feed = LiveRig::start_with(
         &[("--block-ms", "500")],
         "max_connections_per_ip = 100\nmax_messages_per_minute_per_ip = 100000",
     );
@@ -273,7 +273,7 @@ fn public_health_names_no_source_or_counter_and_the_admin_one_does() {
     // The node's files race a NATS server nobody listens for (a port just given back): two named sources.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let nats = format!("nats://127.0.0.1:{port}/HL");
-    let feed = Feed::start_serving(&[], &["--source", "file", "--source", &nats], "");
+    let feed = LiveRig::start_serving(&[], &["--source", "file", "--source", &nats], "");
     let text = |base: &str| reqwest::blocking::get(format!("{base}/health")).expect("GET /health").text().unwrap();
     let (public, admin) = (text(&feed.base), text(&feed.admin));
     let h: Value = serde_json::from_str(&public).expect("JSON");
@@ -290,7 +290,7 @@ fn public_health_names_no_source_or_counter_and_the_admin_one_does() {
 
 #[test]
 fn the_close_handshake_completes_whatever_is_queued() {
-    let feed = Feed::start("");
+    let feed = LiveRig::start("");
     rt().block_on(async {
         for coin in ["BTC", "NOPE"] {
             let mut ws = connect(&feed.addr, "", None).await;
@@ -406,7 +406,7 @@ fn a_flood_of_passed_requests_is_refused_at_the_exchanges_weight_and_a_bystander
     // One client IP (behind the trusted balancer) asks the node for `meta` 200 times without a cache: at 20 a
     // request, the default 1200 a minute lets 60 through and refuses the rest with 429 text; another client's
     // l2Book and allMids (weight 2) are answered all along, and the node saw no more than the allowance.
-    let feed = Feed::start_with(&[], "info_cache_ms = 0\ntrusted_proxies = [\"127.0.0.1\"]");
+    let feed = LiveRig::start_with(&[], "info_cache_ms = 0\ntrusted_proxies = [\"127.0.0.1\"]");
     let url = format!("{}/info", feed.base);
     let asked_before = sim_stats(&feed)["by_type"]["meta"].as_u64().unwrap_or(0);
     let as_ip = |ip: &'static str, body: Value| {

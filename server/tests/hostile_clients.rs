@@ -13,7 +13,7 @@ mod wsclient;
 
 use std::time::Duration;
 
-use livefeed::Feed;
+use livefeed::LiveRig;
 use serde_json::{Value, json};
 use wsclient::raw::{Read, Ws, channel, rss_bytes};
 
@@ -25,12 +25,12 @@ fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
 }
 
-fn health(feed: &Feed) -> Value {
+fn health(feed: &LiveRig) -> Value {
     procs::get_json(&format!("{}/health", feed.admin)).expect("/health answers")
 }
 
 /// The server's height (admin `/status`).
-fn height(feed: &Feed) -> u64 {
+fn height(feed: &LiveRig) -> u64 {
     let status = procs::get_json(&format!("{}/status", feed.admin)).expect("/status answers");
     status["height"].as_u64().unwrap_or_else(|| panic!("no height in {status}"))
 }
@@ -58,7 +58,7 @@ fn l2_heights(frames: &[Value]) -> Vec<u64> {
 #[test]
 fn a_client_that_never_reads_is_closed_at_its_budget() {
     // A big BTC book (its l4Book snapshot is several MB) and a 1 MiB budget per connection.
-    let feed = Feed::start_with(&[("--btc-orders", "20000")], "conn_budget_bytes = 1048576\n");
+    let feed = LiveRig::start_with(&[("--btc-orders", "20000")], "conn_budget_bytes = 1048576\n");
     let pid = feed.server.pid().expect("server running");
     let rt = rt();
     let (stop_tx, stop) = tokio::sync::watch::channel(None);
@@ -99,7 +99,7 @@ fn a_client_that_never_reads_is_closed_at_its_budget() {
 }
 
 /// The user with the most fills in the simulator's files so far (waits until there are some).
-fn busy_user(feed: &Feed) -> String {
+fn busy_user(feed: &LiveRig) -> String {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         let mut counts: std::collections::HashMap<String, usize> = Default::default();
@@ -128,7 +128,7 @@ fn busy_user(feed: &Feed) -> String {
 fn a_user_fills_flood_from_one_ip_shares_a_few_reads() {
     // 200 connections and the bystander from one IP: twice the exchange's allowance, which this test is not about.
     let feed =
-        Feed::start_with(&[("--users", "8")], "max_connections_per_ip = 250\nmax_http_connections_per_ip = 300\n");
+        LiveRig::start_with(&[("--users", "8")], "max_connections_per_ip = 250\nmax_http_connections_per_ip = 300\n");
     let user = busy_user(&feed);
     let pid = feed.server.pid().expect("server running");
     let rt = rt();
@@ -191,7 +191,7 @@ fn a_user_fills_flood_from_one_ip_shares_a_few_reads() {
 #[test]
 fn huge_extra_fields_and_made_up_names_keep_nothing() {
     // 24,000 messages from one IP, far past the exchange's 2,000 a minute this test is not about.
-    let feed = Feed::start("max_messages_per_minute_per_ip = 100000\n");
+    let feed = LiveRig::start("max_messages_per_minute_per_ip = 100000\n");
     let pid = feed.server.pid().expect("server running");
     let rt = rt();
     let (stop_tx, stop) = tokio::sync::watch::channel(None);

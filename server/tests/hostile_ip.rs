@@ -21,7 +21,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use livefeed::Feed;
+use livefeed::LiveRig;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use wsclient::raw::{Ws, channel, rss_bytes, try_connect_from};
@@ -34,7 +34,7 @@ fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
 }
 
-fn health(feed: &Feed) -> Value {
+fn health(feed: &LiveRig) -> Value {
     procs::get_json(&format!("{}/health", feed.admin)).expect("/health answers")
 }
 
@@ -132,7 +132,7 @@ async fn flood(mut ws: Ws, subs: Vec<Value>) -> (Ws, Answers) {
 }
 
 /// Waits until the books have moved `blocks` further, so the bystander had frames to get during the attack.
-fn wait_blocks(feed: &Feed, blocks: u64) {
+fn wait_blocks(feed: &LiveRig, blocks: u64) {
     let from = health(feed)["height"].as_u64().unwrap();
     procs::wait_health(&feed.base, Duration::from_secs(60), |h| h["height"].as_u64().unwrap_or(0) >= from + blocks);
 }
@@ -143,7 +143,7 @@ async fn send_sub(ws: &mut Ws, sub: &Value) {
 
 #[test]
 fn a_shape_flood_from_one_ip_gets_the_exchanges_allowance() {
-    let feed = Feed::start("");
+    let feed = LiveRig::start("");
     let pid = feed.server.pid().expect("server running");
     let rt = rt();
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
@@ -206,7 +206,7 @@ async fn pongs_until_close(ws: &mut Ws) -> Option<(usize, u16, String)> {
 
 #[test]
 fn pings_count_as_messages_across_an_ips_connections() {
-    let feed = Feed::start("");
+    let feed = LiveRig::start("");
     let rt = rt();
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
     let by = rt.spawn(bystander(feed.addr.clone(), stop));
@@ -250,7 +250,7 @@ fn pings_count_as_messages_across_an_ips_connections() {
 #[test]
 fn twenty_ips_flooding_stay_within_the_global_budget() {
     const GLOBAL: u64 = 8 << 20;
-    let feed = Feed::start(&format!("conn_budget_bytes = 1048576\nglobal_budget_bytes = {GLOBAL}\n"));
+    let feed = LiveRig::start(&format!("conn_budget_bytes = 1048576\nglobal_budget_bytes = {GLOBAL}\n"));
     let pid = feed.server.pid().expect("server running");
     let rt = rt();
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
@@ -306,7 +306,7 @@ fn twenty_ips_flooding_stay_within_the_global_budget() {
 
 /// The counters of the admin `/health` the l4Book churn moves: (publish's l4Book snapshot counters, ingest's
 /// `book_copies`, the height).
-fn l4_counts(feed: &Feed) -> (HashMap<&'static str, u64>, u64, u64) {
+fn l4_counts(feed: &LiveRig) -> (HashMap<&'static str, u64>, u64, u64) {
     let h = health(feed);
     let names = ["passes", "l4_snapshots", "l4_snapshot_copies", "l4_snapshots_shared", "l4_snapshots_abandoned"];
     let publish = names.into_iter().map(|n| (n, h["publish"][n].as_u64().unwrap_or_else(|| panic!("{n}: {h}"))));
@@ -340,7 +340,7 @@ fn l4book_churn_from_one_ip_costs_snapshots_per_pass_not_per_request() {
     // The coins of the rig's `--coins 4` market.
     const COINS: [&str; 4] = ["BTC", "@107", "xyz:GOLD", "ETH"];
     const ROUNDS: usize = 200;
-    let feed = Feed::start("");
+    let feed = LiveRig::start("");
     let rt = rt();
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
     let by = rt.spawn(bystander(feed.addr.clone(), stop));
@@ -383,7 +383,7 @@ fn l4book_churn_from_one_ip_costs_snapshots_per_pass_not_per_request() {
 #[test]
 fn a_named_token_gets_its_own_connection_allowance_past_the_ips() {
     const TOKEN: &str = "d3sk-t0ken";
-    let feed = Feed::start(&format!(
+    let feed = LiveRig::start(&format!(
         "max_connections_per_ip = 2\n[[server.tokens]]\nname = \"desk\"\ntoken = \"{TOKEN}\"\nmax_connections = 5\n"
     ));
     let rt = rt();

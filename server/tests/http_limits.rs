@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use livefeed::Feed;
+use livefeed::LiveRig;
 use serde_json::json;
 use wsclient::raw::{connect, expect_json, subscribe};
 
@@ -17,7 +17,7 @@ use wsclient::raw::{connect, expect_json, subscribe};
 const BOUND: Duration = Duration::from_secs(30);
 
 /// `name`'s value on the admin `/metrics`.
-fn metric(feed: &Feed, name: &str) -> u64 {
+fn metric(feed: &LiveRig, name: &str) -> u64 {
     let text = String::from_utf8(procs::get_bytes(&format!("{}/metrics", feed.admin)).expect("/metrics")).unwrap();
     let line = text.lines().find(|l| l.split(' ').next() == Some(name)).unwrap_or_else(|| panic!("no {name}"));
     line.rsplit(' ').next().unwrap().parse().unwrap()
@@ -67,7 +67,7 @@ fn slowloris_is_dropped_on_both_listeners_while_others_are_served() {
     // Short deadlines: the WebSocket below, silent for longer than both, must be cut by neither. The slow
     // header's bytes come more often than the idle deadline, so only the header deadline can end it (with both at
     // a second and a byte a second, the idle deadline won the race on a loaded CI machine).
-    let feed = Feed::start("header_timeout_secs = 1\nhttp_idle_timeout_secs = 3");
+    let feed = LiveRig::start("header_timeout_secs = 1\nhttp_idle_timeout_secs = 3");
     let rt = tokio::runtime::Runtime::new().unwrap();
     let mut ws = rt.block_on(async {
         let mut ws = connect(&feed.addr, "", None).await;
@@ -115,7 +115,7 @@ fn slowloris_is_dropped_on_both_listeners_while_others_are_served() {
 
 #[test]
 fn connections_beyond_the_per_ip_cap_are_closed_and_counted() {
-    let feed = Feed::start("max_http_connections_per_ip = 4\nheader_timeout_secs = 60");
+    let feed = LiveRig::start("max_http_connections_per_ip = 4\nheader_timeout_secs = 60");
     // Fill the cap with connections that are served (a place may still be held by the rig's last request, whose
     // socket the server has not seen close yet: then try again).
     let mut held = Vec::new();
@@ -152,7 +152,7 @@ fn connections_beyond_the_per_ip_cap_are_closed_and_counted() {
 
 #[test]
 fn an_idle_keep_alive_connection_is_closed() {
-    let feed = Feed::start("http_idle_timeout_secs = 1\nheader_timeout_secs = 60");
+    let feed = LiveRig::start("http_idle_timeout_secs = 1\nheader_timeout_secs = 60");
     let mut s = TcpStream::connect(&feed.addr).unwrap();
     assert_eq!(get_health(&mut s), Some(200), "kept alive after its first request");
     let got = read_until_closed(&mut s, "an idle keep-alive connection");

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use auditkit::{connect, recv, subscribe};
 use hlbook::node::{Mode, Stream};
-use livefeed::Feed;
+use livefeed::LiveRig;
 use serde_json::{Value, json};
 
 /// Held blocks whose frames are checked.
@@ -94,7 +94,7 @@ impl Written {
 fn l2book_and_trades_frames_leave_before_the_status_line_is_written() {
     let dir = tempfile::tempdir().unwrap();
     let (csv, gate) = (dir.path().join("timing.csv"), dir.path().join("release"));
-    let feed = Feed::start_with(
+    let feed = LiveRig::start_with(
         &[
             ("--delay-every", "2"),
             ("--hold-last-line-until", gate.to_str().unwrap()),

@@ -119,7 +119,7 @@ fn a_malformed_line_stops_the_books_before_it_and_asks_for_a_resync() {
 
 /// How the capture's streaming lines reach the node dir in `reader_order`.
 #[derive(Clone, Copy, Debug)]
-enum Feed {
+enum LiveRig {
     /// In the node's order, at the node's pace (each line at its `local_time`).
     Paced,
     /// In the node's order, all at once while ingest reads.
@@ -159,17 +159,17 @@ fn streaming_books_at_every_block_end_do_not_depend_on_how_the_lines_arrive() {
     .expect("by-block replays");
     // The last block stays open: no later line closes it.
     expected.pop();
-    for feed in [Feed::Paced, Feed::Burst, Feed::OnDisk] {
+    for feed in [LiveRig::Paced, LiveRig::Burst, LiveRig::OnDisk] {
         let dst = tempfile::tempdir().unwrap();
-        if matches!(feed, Feed::OnDisk) {
+        if matches!(feed, LiveRig::OnDisk) {
             write_streaming(&cap, dst.path(), false);
         }
         let (shared, stop, handle) = start(dst.path(), Mode::Streaming, &cap.snapshot);
         let ends = Arc::new(parking_lot::Mutex::new(Vec::new()));
         let seen = ends.clone();
         shared.on_complete(move |books| seen.lock().push((books.height(), common::l4_digest(books))));
-        if !matches!(feed, Feed::OnDisk) {
-            write_streaming(&cap, dst.path(), matches!(feed, Feed::Paced));
+        if !matches!(feed, LiveRig::OnDisk) {
+            write_streaming(&cap, dst.path(), matches!(feed, LiveRig::Paced));
         }
         wait_for_height(&shared, 985148231);
         stop.store(true, std::sync::atomic::Ordering::Relaxed);

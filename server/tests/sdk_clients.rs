@@ -23,7 +23,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use livefeed::Feed;
+use livefeed::LiveRig;
 use sdkrig::{Run, busy_user, clients_dir, clients_dir_with, has_python_package, node_binary, skip, user_oids};
 use serde_json::{Value, json};
 
@@ -51,7 +51,7 @@ fn readme_snippet(marker: &str, addr: &str) -> String {
 
 /// Subscribes our client to BTC's l2Book, runs the library until it exits, and returns what it printed and our
 /// frames by block time.
-fn run_beside_ours(feed: &Feed, library: impl FnMut() -> Run) -> (Vec<Value>, HashMap<u64, Value>) {
+fn run_beside_ours(feed: &LiveRig, library: impl FnMut() -> Run) -> (Vec<Value>, HashMap<u64, Value>) {
     let sub = json!({"type": "l2Book", "coin": "BTC"});
     let (printed, frames) = sdkrig::run_beside(feed, &[sub], LIMIT, library);
     let by_time = frames.into_iter().filter(|v| v["channel"] == "l2Book");
@@ -74,7 +74,7 @@ fn assert_same_books(books: &[&Value], ours: &HashMap<u64, Value>) {
 /// Runs the README's Python block starting with `marker` through `harness` (in tests/clients) with the venv's
 /// Python, beside our own client of a fresh feed.
 fn run_python_snippet(dir: &Path, marker: &str, harness: &str) -> (Vec<Value>, HashMap<u64, Value>) {
-    let feed = Feed::start("");
+    let feed = LiveRig::start("");
     let snippet = feed.dir.path().join("snippet.py");
     std::fs::write(&snippet, readme_snippet(marker, &feed.addr)).unwrap();
     let harness = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients").join(harness);
@@ -101,7 +101,7 @@ fn python_sdk_snippet_gets_the_same_books() {
 #[test]
 fn nktkas_snippet_gets_the_same_books() {
     let Some(dir) = clients_dir("@nktkas/hyperliquid", "node/node_modules/@nktkas/hyperliquid") else { return };
-    let feed = Feed::start("");
+    let feed = LiveRig::start("");
     // The snippet runs as an ES module beside node_modules; `console.log` prints JSON lines and ends the run.
     let prelude = format!(
         "const console = {{ n: 0, log(v) {{ process.stdout.write(JSON.stringify(v) + \"\\n\"); \
@@ -139,7 +139,7 @@ fn rust_sdk_snippet_gets_the_same_books() {
     if let Some(why) = sdk_port_unusable() {
         return skip(&why);
     }
-    let feed = Feed::start_also_on(&[SDK_LOCAL], "");
+    let feed = LiveRig::start_also_on(&[SDK_LOCAL], "");
     let (printed, ours) = run_beside_ours(&feed, || {
         Run::start(Command::new(&program).arg(WANT.to_string()).arg(LIMIT.as_secs().to_string()))
     });
@@ -193,7 +193,7 @@ fn ccxt_snippet_gets_the_same_books() {
 #[test]
 fn ccxt_error_rejects_a_pending_book_once_and_books_go_on() {
     let Some(dir) = clients_dir_with("ccxt", |d| has_python_package(d, "ccxt")) else { return };
-    let feed = Feed::start("");
+    let feed = LiveRig::start("");
     let snippet = feed.dir.path().join("snippet.py");
     std::fs::write(&snippet, readme_snippet("# ccxt pro", &feed.addr)).unwrap();
     let harness = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/ccxt_error_harness.py");
@@ -214,7 +214,7 @@ fn ccxt_error_rejects_a_pending_book_once_and_books_go_on() {
 #[test]
 fn ccxt_watches_a_users_orders_and_trades() {
     let Some(dir) = clients_dir_with("ccxt", |d| has_python_package(d, "ccxt")) else { return };
-    let feed = Feed::start_with(&[("--users", "5"), ("--block-ms", "50")], "");
+    let feed = LiveRig::start_with(&[("--users", "5"), ("--block-ms", "50")], "");
     let data = feed.dir.path().join("data");
     let user = busy_user(&data);
     let harness = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/ccxt_user_harness.py");

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use livefeed::Feed;
+use livefeed::LiveRig;
 use sdkrig::{Run, busy_user, clients_dir, clients_dir_with, has_python_package, node_binary, run_beside};
 use serde_json::{Value, json};
 
@@ -22,8 +22,8 @@ use serde_json::{Value, json};
 const WANT: usize = 3;
 const LIMIT: Duration = Duration::from_secs(60);
 
-fn feed() -> Feed {
-    Feed::start_with(&[("--users", "5"), ("--block-ms", "50"), ("--time-scale", "60")], "")
+fn feed() -> LiveRig {
+    LiveRig::start_with(&[("--users", "5"), ("--block-ms", "50"), ("--time-scale", "60")], "")
 }
 
 fn candle_sub() -> Value {
@@ -81,7 +81,7 @@ fn ccxt_watches_ohlcv_and_trades() {
 }
 
 /// BTC's trades in the files (read after the library is done, so every trade it was sent is on disk).
-fn btc_trades_when_done(feed: &Feed) -> std::collections::HashMap<u64, (String, String)> {
+fn btc_trades_when_done(feed: &LiveRig) -> std::collections::HashMap<u64, (String, String)> {
     sdkrig::btc_trades(&feed.dir.path().join("data"))
 }
 

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use livefeed::Feed;
+use livefeed::LiveRig;
 
 fn chromium() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
@@ -84,7 +84,7 @@ fn the_status_page_shows_live_numbers_in_chromium() {
         procs::skip("chromium not on PATH (Debian: apt-get install chromium; `make setup` does)");
         return;
     };
-    let feed = Feed::start("");
+    let feed = LiveRig::start("");
     // The page itself: one self-contained document.
     let page = reqwest::blocking::get(format!("{}/", feed.admin)).unwrap();
     assert_eq!(page.headers()["content-type"], "text/html; charset=utf-8");

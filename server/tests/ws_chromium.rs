@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use livefeed::Feed;
+use livefeed::LiveRig;
 use serde_json::Value;
 
 /// The page. `--dump-dom` prints the DOM once the load event fired, and the iframe `/hold` keeps the load event
@@ -149,7 +149,7 @@ fn serve_one(mut conn: TcpStream, page: &str, done: &(Mutex<bool>, Condvar)) {
 }
 
 /// Loads the page in headless Chromium and returns the page's result object.
-fn run_page(chromium: &PathBuf, feed: &Feed) -> Value {
+fn run_page(chromium: &PathBuf, feed: &LiveRig) -> Value {
     let server = PageServer::start(PAGE.replace("WS_ADDR", &feed.addr));
     let tmp = tempfile::tempdir().unwrap();
     let stderr = std::fs::File::create(tmp.path().join("chromium.log")).unwrap();
@@ -241,7 +241,7 @@ fn chromium_gets_l2book_with_compression() {
         procs::skip("no chromium on PATH (apt-get install chromium)");
         return;
     };
-    let feed = Feed::start("");
+    let feed = LiveRig::start("");
     let out = run_page(&chromium, &feed);
     assert_books(&out);
     let ext = out["extensions"].as_str().unwrap_or_default();
@@ -256,7 +256,7 @@ fn chromium_gets_l2book_without_compression() {
         procs::skip("no chromium on PATH (apt-get install chromium)");
         return;
     };
-    let feed = Feed::start("compression = false");
+    let feed = LiveRig::start("compression = false");
     let out = run_page(&chromium, &feed);
     assert_books(&out);
     assert_eq!(out["extensions"], "", "compression is off server-wide: nothing negotiated: {out}");

@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress};
-use livefeed::Feed;
+use livefeed::LiveRig;
 use serde_json::{Value, json};
 
 const PYTHON: &str = "/usr/bin/python3";
@@ -180,7 +180,7 @@ fn python_deflate_and_plain_clients_get_identical_frames() {
     if !python_ready() {
         return;
     }
-    let feed = Feed::start("");
+    let feed = LiveRig::start("");
     let coins = ["BTC", "ETH"];
     let subs = subs_for(&coins, &["l2Book", "trades", "bbo"]);
     let url = feed.ws_url();
@@ -430,7 +430,7 @@ const PING: &str = r#"{"method":"ping"}"#;
 
 #[test]
 fn raw_compressed_client_frames_are_inflated() {
-    let feed = Feed::start("");
+    let feed = LiveRig::start("");
     let mut ws = RawWs::connect(&feed.addr, Some("permessage-deflate; client_max_window_bits"));
     let ext = ws.header("sec-websocket-extensions").unwrap_or_default().to_string();
     assert!(ext.starts_with("permessage-deflate") && ext.contains("server_no_context_takeover"), "{}", ws.response);
@@ -481,7 +481,7 @@ fn rss_kb(pid: u32, peak: bool) -> u64 {
 #[test]
 fn decompression_bomb_closes_only_that_connection() {
     const MAX: usize = 65536;
-    let feed = Feed::start(&format!("max_frame_bytes = {MAX}"));
+    let feed = LiveRig::start(&format!("max_frame_bytes = {MAX}"));
     let pid = feed.server.pid().expect("server running");
     let deadline = || Instant::now() + Duration::from_secs(30);
 
@@ -537,7 +537,7 @@ fn decompression_bomb_closes_only_that_connection() {
 
 #[test]
 fn compression_switched_off_server_wide() {
-    let feed = Feed::start("compression = false");
+    let feed = LiveRig::start("compression = false");
 
     // A raw client that offers deflate gets no extension, and a compressed frame is then a protocol error.
     let mut raw = RawWs::connect(&feed.addr, Some("permessage-deflate; client_max_window_bits"));

@@ -15,7 +15,7 @@ mod feeds;
 
 use std::time::Duration;
 
-use livefeed::Feed;
+use livefeed::LiveRig;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use wsclient::check::{self, assert_ack, braces_are_json, error_text, l2_defaults};
@@ -24,7 +24,7 @@ use wsclient::{Client, Event, refused_status, run};
 
 /// The market these tests run against: five busy coins with 40 ms blocks (the feed's default market is quieter),
 /// validation off; `server_toml` goes under `[server]`.
-fn rig(server_toml: &str) -> Feed {
+fn rig(server_toml: &str) -> LiveRig {
     let market = [
         ("--coins", "5"),
         ("--btc-orders", "4000"),
@@ -32,7 +32,7 @@ fn rig(server_toml: &str) -> Feed {
         ("--block-ms", "40"),
         ("--rate", "1"),
     ];
-    Feed::start_serving(&market, &["--validate-interval", "0"], server_toml)
+    LiveRig::start_serving(&market, &["--validate-interval", "0"], server_toml)
 }
 
 const PARSE_ERROR: &str = "Error parsing JSON into valid websocket request: ";

@@ -16,7 +16,7 @@ use serde_json::json;
 use wsclient::raw::{Read, Ws, audit_height, channel};
 
 const STALL: Duration = Duration::from_secs(30);
-/// Feed blocks a connection may fall behind before it loses blocks. At the simulator's default cadence (80 ms a
+/// LiveRig blocks a connection may fall behind before it loses blocks. At the simulator's default cadence (80 ms a
 /// block) 30 s is ~375 blocks, far below the server's default `backlog_blocks` (2048), so with the default the
 /// stall would never overflow; 100 blocks (~8 s) makes it overflow by a wide margin.
 const BACKLOG_BLOCKS: u64 = 100;

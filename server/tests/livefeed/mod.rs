@@ -1,5 +1,5 @@
 //! The one rig for end-to-end client tests, a live market: `hlsim` writes a small market without end, `hlbook serve` follows it
-//! with a `[server]` section given by the test, and both are stopped when the `Feed` is dropped.
+//! with a `[server]` section given by the test, and both are stopped when the `LiveRig` is dropped.
 
 #![allow(dead_code)]
 
@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::procs::{Proc, admin_base, start_serve, start_sim_exchange, wait_health};
 
 #[derive(Debug)]
-pub struct Feed {
+pub struct LiveRig {
     pub server: Proc,
     pub sim: Proc,
     /// `HOST:PORT` of the server.
@@ -25,29 +25,34 @@ pub struct Feed {
     pub dir: tempfile::TempDir,
 }
 
-impl Feed {
+impl LiveRig {
     /// Starts the simulator and the server, whose config file holds `[server]` followed by `server_toml`, and waits
     /// until the server's books are live.
-    pub fn start(server_toml: &str) -> Feed {
-        Feed::start_with(&[], server_toml)
+    pub fn start(server_toml: &str) -> LiveRig {
+        LiveRig::start_with(&[], server_toml)
     }
 
     /// `start` with simulator flags: each `(flag, value)` replaces the default's value or is added.
-    pub fn start_with(sim_flags: &[(&str, &str)], server_toml: &str) -> Feed {
-        Feed::start_full(sim_flags, &[], &[], server_toml)
+    pub fn start_with(sim_flags: &[(&str, &str)], server_toml: &str) -> LiveRig {
+        LiveRig::start_full(sim_flags, &[], &[], server_toml)
     }
 
     /// `start` with the server also listening on each of `also_listen` (fixed addresses a client insists on).
-    pub fn start_also_on(also_listen: &[&str], server_toml: &str) -> Feed {
-        Feed::start_full(&[], also_listen, &[], server_toml)
+    pub fn start_also_on(also_listen: &[&str], server_toml: &str) -> LiveRig {
+        LiveRig::start_full(&[], also_listen, &[], server_toml)
     }
 
     /// `start_with`, and `serve_flags` added to the server's command line.
-    pub fn start_serving(sim_flags: &[(&str, &str)], serve_flags: &[&str], server_toml: &str) -> Feed {
-        Feed::start_full(sim_flags, &[], serve_flags, server_toml)
+    pub fn start_serving(sim_flags: &[(&str, &str)], serve_flags: &[&str], server_toml: &str) -> LiveRig {
+        LiveRig::start_full(sim_flags, &[], serve_flags, server_toml)
     }
 
-    fn start_full(sim_flags: &[(&str, &str)], also_listen: &[&str], serve_flags: &[&str], server_toml: &str) -> Feed {
+    fn start_full(
+        sim_flags: &[(&str, &str)],
+        also_listen: &[&str],
+        serve_flags: &[&str],
+        server_toml: &str,
+    ) -> LiveRig {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
         let mut flags: Vec<(&str, &str)> = vec![
@@ -90,7 +95,7 @@ impl Feed {
         let base = format!("http://{addr}");
         let admin = admin_base(&server);
         wait_health(&base, Duration::from_secs(120), |h| h["state"] == "live");
-        Feed { server, sim, addr, base, admin, sim_info: info_url, sim_exchange: exchange_url, dir }
+        LiveRig { server, sim, addr, base, admin, sim_info: info_url, sim_exchange: exchange_url, dir }
     }
 
     pub fn ws_url(&self) -> String {

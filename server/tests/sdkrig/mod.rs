@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::livefeed::Feed;
+use crate::livefeed::LiveRig;
 use crate::wsclient::{self, Client, Event};
 
 /// The client installs, or None (with the reason printed) when a test should skip.
@@ -135,7 +135,7 @@ pub fn user_oids(data: &Path, user: &str) -> std::collections::HashSet<String> {
 /// Subscribes our own client to `subs`, runs the library until it exits (within `limit` and a margin), and
 /// returns what it printed (JSON lines) and every data frame our client received meanwhile.
 pub fn run_beside(
-    feed: &Feed,
+    feed: &LiveRig,
     subs: &[Value],
     limit: Duration,
     mut library: impl FnMut() -> Run,

@@ -3,7 +3,7 @@
 //! connection: data for a coin arrives only between that subscription's ack and its unsubscribe ack (so never
 //! before the ack, and never for a coin the connection did not subscribe to).
 //!
-//! Socket tests start their server with `livefeed::Feed` (needs `mod procs;` and `mod livefeed;` beside it).
+//! Socket tests start their server with `livefeed::LiveRig` (needs `mod procs;` and `mod livefeed;` beside it).
 //! `raw` is the same client without the subscription bookkeeping, for tests that load or starve a server.
 
 #![allow(dead_code)]
