@@ -188,6 +188,11 @@ impl Hub {
         self.recent_trades.frame(coin, cursor)
     }
 
+    /// The recentTrades info answer of `coin`'s kept trades, if it has any.
+    pub fn recent_trades_data(&self, coin: &Coin) -> Option<Vec<u8>> {
+        self.recent_trades.data(coin)
+    }
+
     /// A candle key's newest frame (its first frame for a new subscription).
     pub fn latest_candle(&self, key: &CandleKey) -> Option<super::candles::keeper::Latest> {
         self.candles.latest(key)

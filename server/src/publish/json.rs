@@ -79,6 +79,20 @@ struct Trade<'a> {
 
 /// One coin's fills (of a block, or of the recent ones) as official trades, paired by `node::matches`.
 pub fn trades<'a>(fills: impl Iterator<Item = &'a Fill>) -> Vec<u8> {
+    let mut out = b"{\"channel\":\"trades\",\"data\":".to_vec();
+    write_trades(&mut out, fills);
+    out.push(b'}');
+    out
+}
+
+/// The trades of `fills` as the `data` array of a trades frame (the recentTrades info answer is this alone).
+pub fn trades_data<'a>(fills: impl Iterator<Item = &'a Fill>) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_trades(&mut out, fills);
+    out
+}
+
+fn write_trades<'a>(out: &mut Vec<u8>, fills: impl Iterator<Item = &'a Fill>) {
     let zero = Address::default();
     let list: Vec<Trade<'_>> = pair_by_tid(fills, |f| f.tid)
         .iter()
@@ -108,12 +122,9 @@ pub fn trades<'a>(fills: impl Iterator<Item = &'a Fill>) -> Vec<u8> {
             }
         })
         .collect();
-    // About 260 bytes a trade (two addresses and a hash): allocated once rather than grown while writing.
-    let mut out = Vec::with_capacity(32 + 280 * list.len());
-    out.extend_from_slice(b"{\"channel\":\"trades\",\"data\":");
-    let _ = serde_json::to_writer(&mut out, &list);
-    out.push(b'}');
-    out
+    // About 260 bytes a trade (two addresses and a hash): reserved once rather than grown while writing.
+    out.reserve(32 + 280 * list.len());
+    let _ = serde_json::to_writer(&mut *out, &list);
 }
 
 fn opposite(s: Side) -> Side {

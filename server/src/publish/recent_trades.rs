@@ -56,9 +56,25 @@ impl RecentTrades {
 
     /// A trades frame of `coin`'s remembered trades up to feed tick `seq`, oldest first; `None` without any.
     pub fn frame(&self, coin: &Coin, seq: u64) -> Option<Vec<u8>> {
+        self.with_fills(coin, seq, |fills| json::trades(fills))
+    }
+
+    /// The recentTrades info answer of `coin`: the same trades, as the bare list.
+    pub fn data(&self, coin: &Coin) -> Option<Vec<u8>> {
+        self.with_fills(coin, u64::MAX, |fills| json::trades_data(fills))
+    }
+
+    /// `write` over the kept fills of `coin` up to feed tick `seq`, if there are any.
+    fn with_fills<'a>(
+        &'a self,
+        coin: &Coin,
+        seq: u64,
+        write: impl FnOnce(&mut dyn Iterator<Item = &Fill>) -> Vec<u8>,
+    ) -> Option<Vec<u8>> {
         let coins = self.coins.lock();
-        let fills: Vec<&Fill> = coins.get(coin)?.iter().filter(|b| b.0 <= seq).flat_map(|b| b.1.iter()).collect();
-        (!fills.is_empty()).then(|| json::trades(fills.into_iter()))
+        let mut fills = coins.get(coin)?.iter().filter(|b| b.0 <= seq).flat_map(|b| b.1.iter()).peekable();
+        fills.peek()?;
+        Some(write(&mut fills))
     }
 }
 

@@ -78,12 +78,9 @@ pub fn recent_trades(hub: &Arc<Hub>, body: &Value) -> Local {
         let coin = Value::String(coin.chars().take(100).collect());
         return Local::Answer(Answer::text(422, &format!("recentTrades: hlbook's books have no coin {coin}")));
     };
-    let Some(frame) = hub.recent_trades_frame(&coin, u64::MAX) else {
-        return Local::Unsure(format!("hlbook has seen no trade of {coin} since it started"));
-    };
-    match serde_json::from_slice::<Value>(&frame) {
-        Ok(mut v) => Local::Answer(Answer::json(v["data"].take().to_string())),
-        Err(e) => Local::Answer(Answer::text(500, &format!("recentTrades: {e}"))),
+    match hub.recent_trades_data(&coin) {
+        Some(data) => Local::Answer(Answer::json(String::from_utf8(data).expect("serde_json writes UTF-8"))),
+        None => Local::Unsure(format!("hlbook has seen no trade of {coin} since it started")),
     }
 }
 
