@@ -22,7 +22,9 @@
 //! - `state.timestamp` is the TWAP's start (ms), not the event's time (Bitquery §5.4); `executedSz`/`executedNtl`
 //!   are cumulative (QuickNode, CoinAPI).
 //! - Slice fills carry `twapId` on the TWAP owner's side only, the counterparty's is `null`, and both sides' hash
-//!   is all zeros (Bitquery §5.1, observed; the mainnet fixture of docs/hl-user-channels.md agrees).
+//!   is all zeros (Bitquery §5.1, observed; the mainnet fixture of docs/hl-user-channels.md agrees; Allium's
+//!   https://docs.allium.so/historical-data/supported-blockchains/hyperliquid/dex: TWAP fills have no transaction
+//!   hash).
 
 use serde::Deserialize;
 use serde_json::value::RawValue;

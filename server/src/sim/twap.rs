@@ -6,10 +6,13 @@
 //!
 //! As the node does (sources in `crate::node::twap`): slice fills have an all-zero hash on both sides and a
 //! `twapId` on the owner's side only; a slice writes no status line of its own (none in the mainnet fixture of
-//! docs/hl-user-channels.md). The exchange slices every 30 s with at most 3% slippage (Hyperliquid docs, "Order
-//! types"); here a slice comes every `SLICE_EVERY` blocks, two per TWAP minute, so a TWAP lives a few blocks, not
-//! minutes of block time. `randomize` is drawn and written but does not move the slices. Its own random stream:
-//! blocks without TWAP activity are the market's alone.
+//! docs/hl-user-channels.md). The exchange sends a suborder every 30 s with at most 3% slippage, later ones larger
+//! to catch up (Hyperliquid docs, https://hyperliquid.gitbook.io/hyperliquid-docs/trading/order-types, as
+//! third-party summaries of it quote; Allium's https://docs.allium.so/historical-data/supported-blockchains/
+//! hyperliquid/dex states the 30 s and the zero hash). Here a slice comes every `SLICE_EVERY` blocks, two per
+//! TWAP minute, so a TWAP lives a few blocks, not minutes of block time; a slice is what is left over the slices
+//! left (catching up, without the exchange's 3× cap). `randomize` is drawn and written but does not move the
+//! slices. Its own random stream: blocks without TWAP activity are the market's alone.
 
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
