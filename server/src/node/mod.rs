@@ -14,6 +14,7 @@ pub mod paths;
 pub mod snapshot;
 mod status_split;
 pub mod time;
+pub mod twap;
 pub mod user_events;
 pub mod user_watch;
 mod wire;

@@ -58,6 +58,8 @@ pub struct BlockOut {
     pub seq: Vec<(Stream, usize)>,
     /// `misc_events` (`--write-misc-events`), written by `misc_out` apart from the three book streams.
     pub misc: StreamBuf,
+    /// `node_twap_statuses` (`--write-twaps`), written like `misc`.
+    pub twaps: StreamBuf,
 }
 
 impl BlockOut {
@@ -69,6 +71,7 @@ impl BlockOut {
         }
         self.seq.clear();
         self.misc.clear();
+        self.twaps.clear();
     }
 
     pub fn stream(&self, s: Stream) -> &StreamBuf {

@@ -32,6 +32,8 @@ impl DropStream {
 /// Simulates a Hyperliquid non-validator node: its three hourly output streams and its info server.
 #[derive(Clone, Debug, Parser)]
 #[command(name = "hlsim", version)]
+// Independent on/off switches of the command line, not the states of one thing.
+#[allow(clippy::struct_excessive_bools)]
 pub struct SimArgs {
     /// Data dir that plays the node's `~/hl/data`.
     #[arg(long)]
@@ -163,6 +165,10 @@ pub struct SimArgs {
     /// With `--write-misc-events`: a funding round every N blocks (the exchange's is hourly).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
     pub funding_every_blocks: u64,
+    /// Also run TWAP orders: slices over later blocks whose fills carry the TWAP's `twapId`, and their
+    /// `node_twap_statuses`, as a node with `--write-fills` writes them. Off: every stream stays as without it.
+    #[arg(long)]
+    pub write_twaps: bool,
 }
 
 impl SimArgs {

@@ -177,6 +177,8 @@ pub struct FillSide<'a> {
     /// Micro-USDC, negative for a maker rebate.
     pub fee: i64,
     pub tid: u64,
+    /// The TWAP this fill is a slice of (its owner's side only; `null` otherwise).
+    pub twap_id: Option<u64>,
 }
 
 /// A fill event: `[user, {…}]`.
@@ -213,5 +215,10 @@ pub fn fill(out: &mut Vec<u8>, coin: &CoinSpec, f: &FillSide<'_>) {
         out.extend_from_slice(b",\"cloid\":");
         cloid(out, f.order.cloid);
     }
-    out.extend_from_slice(b",\"feeToken\":\"USDC\",\"twapId\":null}]");
+    out.extend_from_slice(b",\"feeToken\":\"USDC\",\"twapId\":");
+    match f.twap_id {
+        Some(id) => uint(out, id),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b"}]");
 }

@@ -7,6 +7,8 @@
 
 #[path = "triggers.rs"]
 pub mod triggers;
+#[path = "twap.rs"]
+pub mod twap;
 
 use std::sync::Arc;
 
@@ -318,7 +320,7 @@ impl Market {
             }
             let q = left.min(maker.sz);
             left -= q;
-            self.trade(c, &taker, &maker, q, &hash, out);
+            self.trade(c, &taker, &maker, q, &hash, None, out);
             let (coin, user) = (&self.coins[c], &self.users[maker.user as usize]);
             if q == maker.sz {
                 out.event(Stream::Diffs, |b| events::diff(b, user, coin, &maker, DiffOp::Remove));
@@ -339,7 +341,18 @@ impl Market {
 
     /// The two fills of one trade (same tid; taker crossed), in random order as the node does. Each side moves its
     /// user's account in the order the fills are written, so every fill's startPosition is the previous one's end.
-    fn trade(&mut self, c: usize, taker: &Order, maker: &Order, q: u64, hash: &str, out: &mut BlockOut) {
+    /// `twap`: the TWAP the taker is a slice of (its fill alone carries the id).
+    #[allow(clippy::too_many_arguments)]
+    fn trade(
+        &mut self,
+        c: usize,
+        taker: &Order,
+        maker: &Order,
+        q: u64,
+        hash: &str,
+        twap: Option<u64>,
+        out: &mut BlockOut,
+    ) {
         let coin = &self.coins[c];
         let notional = u128::from(maker.px) * u128::from(q) * 1_000_000 / 10u128.pow(coin.px_dec + coin.sz_dec);
         let notional = notional.min(i64::MAX as u128) as i64;
@@ -368,6 +381,7 @@ impl Market {
                 crossed,
                 fee,
                 tid,
+                twap_id: if crossed { twap } else { None },
             };
             out.event(Stream::Fills, |b| events::fill(b, coin, &f));
         }

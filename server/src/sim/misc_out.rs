@@ -1,5 +1,7 @@
-//! Writing hlsim's `misc_events` stream into its own hour files (`misc_events_<mode>/hourly/YYYYMMDD/H`, no
-//! `node_` prefix; see `crate::node::misc`), in the hour the other streams write, pruned with them: by-block one
+//! Writing hlsim's optional streams, `misc_events` and `node_twap_statuses`, each into its own hour files
+//! (`misc_events_<mode>/hourly/YYYYMMDD/H`, no `node_` prefix, see `crate::node::misc`;
+//! `node_twap_statuses_<mode>/hourly/YYYYMMDD/H`, see `crate::node::twap`), in the hour the other streams write,
+//! pruned with them: by-block one
 //! line per block (`"events":[]` when empty, as every by-block stream), streaming one line per event. A block's
 //! misc line is written after its book lines. Not re-emitted by `--restart-at` (only the book streams are).
 
@@ -8,17 +10,20 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use super::block::BlockOut;
+use super::block::{BlockOut, StreamBuf};
 use super::fmt::{node_time, uint};
 use crate::node::Mode;
 use crate::node::misc::misc_dir;
 use crate::node::paths::hour_files_under;
 use crate::node::time::now_nanos;
+use crate::node::twap::twap_dir;
 
 #[derive(Debug)]
 pub struct MiscOut {
     hourly: PathBuf,
     mode: Mode,
+    /// Which of a block's buffers this stream writes.
+    events: fn(&BlockOut) -> &StreamBuf,
     file: Option<((u32, u8), File)>,
     line: Vec<u8>,
     /// Bytes of the blocks recorded for a coming `--restart-at`.
@@ -27,29 +32,33 @@ pub struct MiscOut {
 
 impl MiscOut {
     pub fn new(node_dir: &Path, mode: Mode) -> MiscOut {
-        MiscOut {
-            hourly: node_dir.join(misc_dir(mode)).join("hourly"),
-            mode,
-            file: None,
-            line: Vec::new(),
-            history: VecDeque::new(),
-        }
+        MiscOut::stream(node_dir.join(misc_dir(mode)), mode, |b| &b.misc)
     }
 
-    /// Writes block `b`'s misc events into the file of `hour`, keeping the bytes when `record`.
+    /// The `node_twap_statuses` stream (`--write-twaps`).
+    pub fn twaps(node_dir: &Path, mode: Mode) -> MiscOut {
+        MiscOut::stream(node_dir.join(twap_dir(mode)), mode, |b| &b.twaps)
+    }
+
+    fn stream(dir: PathBuf, mode: Mode, events: fn(&BlockOut) -> &StreamBuf) -> MiscOut {
+        MiscOut { hourly: dir.join("hourly"), mode, events, file: None, line: Vec::new(), history: VecDeque::new() }
+    }
+
+    /// Writes block `b`'s events of this stream into the file of `hour`, keeping the bytes when `record`.
     pub fn write(&mut self, b: &BlockOut, hour: (u32, u8), prune_keep: usize, record: bool) -> io::Result<()> {
         self.open(hour, prune_keep)?;
         self.line.clear();
+        let events = (self.events)(b);
         match self.mode {
             Mode::ByBlock => {
                 envelope(&mut self.line, b);
-                self.line.extend_from_slice(&b.misc.data);
+                self.line.extend_from_slice(&events.data);
                 self.line.extend_from_slice(b"]}\n");
             }
             Mode::Streaming => {
-                for i in 0..b.misc.len() {
+                for i in 0..events.len() {
                     envelope(&mut self.line, b);
-                    self.line.extend_from_slice(b.misc.event(i));
+                    self.line.extend_from_slice(events.event(i));
                     self.line.extend_from_slice(b"]}\n");
                 }
             }

@@ -31,6 +31,9 @@ mod faults_tests;
 #[cfg(test)]
 #[path = "sim_tests.rs"]
 mod tests;
+#[cfg(test)]
+#[path = "sim_twaps_tests.rs"]
+mod twaps_tests;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -87,6 +90,8 @@ pub struct Sim {
     jitter: Xoshiro256PlusPlus,
     /// `--write-misc-events`: fundings and ledger updates.
     misc: Option<misc::MiscSim>,
+    /// `--write-twaps`: TWAP orders and their slices.
+    twaps: Option<market::twap::TwapSim>,
 }
 
 impl Sim {
@@ -120,6 +125,7 @@ impl Sim {
             writer.spread(span::Spans::new(args.block_ms, args.seed));
         }
         writer.write_misc_events(args.write_misc_events);
+        writer.write_twaps(args.write_twaps);
         let mut nodes = Vec::new();
         let mut writer = Some(writer);
         if let Some(d) = &args.write_delay {
@@ -133,6 +139,7 @@ impl Sim {
             let n = NodeSpec::parse(spec, i + 2).map_err(anyhow::Error::msg)?;
             let mut w = nodes::writer(&n.dir, args.mode, args.rollover_secs, args.prune_keep, &n.faults);
             w.write_misc_events(args.write_misc_events);
+            w.write_twaps(args.write_twaps);
             if !args.burst {
                 w.spread(span::Spans::new(args.block_ms, n.seed));
             }
@@ -157,6 +164,7 @@ impl Sim {
             clock: (start, i64::from(args.time_scale)),
             jitter: Xoshiro256PlusPlus::seed_from_u64(args.seed ^ 0x5eed),
             misc: args.write_misc_events.then(|| misc::MiscSim::new(args.seed, args.funding_every_blocks)),
+            twaps: args.write_twaps.then(|| market::twap::TwapSim::new(args.seed)),
         })
     }
 
@@ -191,6 +199,9 @@ impl Sim {
             let (start, scale) = self.clock;
             let block_time = start + (now_nanos() - start) * scale - self.lag_ns;
             st.market.block(h, block_time, &mut self.out);
+            if let Some(t) = &mut self.twaps {
+                t.block(&mut st.market, h, &mut self.out);
+            }
             if let Some(m) = &mut self.misc {
                 m.block(&mut st.market, h, block_time, &mut self.out.misc);
             }

@@ -74,6 +74,8 @@ pub struct NodeFileWriter {
     spans: Option<super::span::Spans>,
     /// `--write-misc-events`.
     misc: Option<super::misc_out::MiscOut>,
+    /// `--write-twaps`.
+    twaps: Option<super::misc_out::MiscOut>,
 }
 
 impl NodeFileWriter {
@@ -91,12 +93,18 @@ impl NodeFileWriter {
             cut: false,
             spans: None,
             misc: None,
+            twaps: None,
         }
     }
 
     /// Also writes the `misc_events` stream (`--write-misc-events`).
     pub fn write_misc_events(&mut self, on: bool) {
         self.misc = on.then(|| super::misc_out::MiscOut::new(&self.dir, self.mode));
+    }
+
+    /// Also writes the `node_twap_statuses` stream (`--write-twaps`).
+    pub fn write_twaps(&mut self, on: bool) {
+        self.twaps = on.then(|| super::misc_out::MiscOut::twaps(&self.dir, self.mode));
     }
 
     /// Spreads each block's lines over a span drawn as the node's (`sim::span`): streaming runs across it,
@@ -126,7 +134,7 @@ impl NodeFileWriter {
             Mode::ByBlock => self.by_block(b, &mut chunks)?,
             Mode::Streaming => self.streaming(b, &mut chunks)?,
         };
-        if let Some(m) = &mut self.misc {
+        for m in [&mut self.misc, &mut self.twaps].into_iter().flatten() {
             m.write(b, hour, self.prune_keep, self.faults.records(b.height))?;
         }
         if self.faults.records(b.height) {
@@ -151,7 +159,7 @@ impl NodeFileWriter {
     /// After `--restart-at`: writes the recorded blocks again, byte for byte.
     pub fn reemit(&mut self) -> io::Result<()> {
         let hour = self.clock.now();
-        if let Some(m) = &mut self.misc {
+        for m in [&mut self.misc, &mut self.twaps].into_iter().flatten() {
             m.reemit(hour, self.prune_keep)?;
         }
         for chunks in std::mem::take(&mut self.history) {
