@@ -321,3 +321,97 @@ fn without_misc_events_hlbook_serves_and_says_so() {
     server.stop();
     sim.stop();
 }
+
+/// Appends whole lines to a by-block misc_events hour file of `data` (the test's own, beside hlsim's book streams).
+fn append_misc(data: &Path, lines: &[String]) {
+    use std::io::Write;
+    let p = data.join("misc_events_by_block/hourly/20260505/9");
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(p).unwrap();
+    for l in lines {
+        f.write_all(format!("{l}\n").as_bytes()).unwrap();
+    }
+}
+
+/// A by-block misc_events line of block `h` with `events`.
+fn misc_line(h: u64, events: &[String]) -> String {
+    let t = "2026-05-05T09:00:00.250000001";
+    format!(r#"{{"local_time":"{t}","block_time":"{t}","block_number":{h},"events":[{}]}}"#, events.join(","))
+}
+
+fn misc_event(inner: &str) -> String {
+    format!(r#"{{"time":"2026-05-05T09:00:00.250000001","hash":"0x{}","inner":{inner}}}"#, "ab".repeat(32))
+}
+
+/// Bad input: a malformed line and an event of an unknown kind in a misc_events file are counted and skipped; the
+/// events around them still reach the subscriber, and the books keep following the node.
+#[test]
+fn a_malformed_misc_line_and_an_unknown_kind_are_counted_and_skipped() {
+    let out = tempfile::tempdir().unwrap();
+    let data = out.path().join("data");
+    let (mut sim, info_url) = start_sim(&data, &["--coins", "3", "--block-ms", "40"], &out.path().join("sim.log"));
+    let mut server = start_serve(&data, &info_url, &out.path().join("snaps"), &[], &out.path().join("serve.log"));
+    let addr = server.wait_line("hlbook listening on", Duration::from_secs(30));
+    let admin = admin_base(&server);
+    let h =
+        wait_health(&admin, Duration::from_secs(120), |h| h["misc_events"]["read"] == "absent" && h["state"] == "live");
+    // The stream appears once the node "restarts with the flag"; its blocks are far ahead of the books', so the
+    // reader, which starts after the books' height, takes every one.
+    append_misc(&data, &[]);
+    wait_health(&admin, Duration::from_secs(60), |h| h["misc_events"]["read"] == "read");
+    let user = "0x00000000000000000000000000000000000000a1";
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut ws = rt.block_on(async {
+        let mut ws = raw::connect(&addr, "", None).await;
+        for kind in ["userNonFundingLedgerUpdates", "userFundings"] {
+            raw::subscribe(&mut ws, json!({"type": kind, "user": user})).await;
+            assert_eq!(channel(&raw::expect_json(&mut ws, Duration::from_secs(30)).await), "subscriptionResponse");
+            assert_eq!(raw::expect_json(&mut ws, Duration::from_secs(30)).await["data"]["isSnapshot"], true);
+        }
+        ws
+    });
+    let base = h["height"].as_u64().unwrap() + 1000;
+    let deposit = |usdc: &str| {
+        let delta = format!(r#"{{"type":"deposit","usdc":"{usdc}"}}"#);
+        misc_event(&format!(r#"{{"LedgerUpdate":{{"users":["{user}"],"delta":{delta}}}}}"#))
+    };
+    let payment = misc_event(&format!(
+        r#"{{"Funding":{{"deltas":[{{"user":"{user}","coin":"BTC","funding_amount":"-0.5","szi":"2.0","funding_rate":"0.0000125"}}]}}}}"#
+    ));
+    append_misc(
+        &data,
+        &[
+            misc_line(base, &[deposit("1.0")]),
+            format!(r#"{{"local_time":"2026-05-05T09:00:00","block_number":{},"events":[{{"#, base + 1),
+            misc_line(base + 2, &[misc_event(r#"{"SomethingNew":{"x":1}}"#), deposit("2.0")]),
+            misc_line(base + 3, &[payment]),
+        ],
+    );
+    let frames = rt.block_on(async {
+        let mut frames = Vec::new();
+        while frames.len() < 3 {
+            frames.push(raw::expect_json(&mut ws, Duration::from_secs(60)).await);
+        }
+        frames
+    });
+    let time = millis(&json!("2026-05-05T09:00:00.250000001"));
+    let ledger = |usdc: &str| {
+        json!({"channel": "userNonFundingLedgerUpdates", "data": {"user": user, "nonFundingLedgerUpdates": [
+            {"time": time, "hash": format!("0x{}", "ab".repeat(32)), "delta": {"type": "deposit", "usdc": usdc}}]}})
+    };
+    assert_eq!(frames[..2], [ledger("1.0"), ledger("2.0")], "the deposits around the bad line and the unknown kind");
+    assert_eq!(channel(&frames[2]), "userFundings", "{}", frames[2]);
+    let f = funding_of(&frames[2]["data"]["fundings"][0]);
+    assert_eq!(f, funding(time, &json!("BTC"), &json!("-0.5"), &json!("2"), &json!("0.0000125"), &Value::Null));
+    let h = admin_json(&admin);
+    let c = &h["misc_events"]["counters"];
+    assert_eq!(
+        (c["bad_lines"].as_u64(), c["unknown_events"].as_u64(), c["blocks"].as_u64()),
+        (Some(1), Some(1), Some(3)),
+        "{h}"
+    );
+    let later = h["height"].as_u64().unwrap() + 5;
+    wait_health(&admin, Duration::from_secs(60), |h| h["state"] == "live" && h["height"].as_u64() >= Some(later));
+    server.stop();
+    sim.stop();
+}
