@@ -189,6 +189,8 @@ fn start(node_dir: &Path, mode: Mode, shared: &Shared) -> Option<MiscReader> {
     if height == 0 {
         return None;
     }
+    #[cfg(feature = "test-hooks")]
+    assert!(!crate::state::test_panic("misc_events"), "HLBOOK_TEST_PANIC asked the misc_events thread to panic");
     if !misc_present(node_dir, mode) {
         if status.read() != MiscRead::Absent {
             let dir = node_dir.join(misc_dir(mode));
