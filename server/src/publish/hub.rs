@@ -222,8 +222,12 @@ impl Hub {
         self.users.wanted()
     }
 
-    /// A whole misc_events block for the followers of its users; wakes the publisher.
+    /// A whole misc_events block for the followers of its users; wakes the publisher. With nobody followed it is
+    /// nobody's, and costs no pass.
     pub fn push_misc(&self, block: crate::node::misc::MiscBlock) {
+        if self.users.is_empty() {
+            return;
+        }
         if !self.misc.push(block) {
             self.shared.health().misc().counters().blocks_dropped.inc();
         }
