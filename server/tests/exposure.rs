@@ -345,6 +345,11 @@ fn a_dead_validation_thread_fails_health_and_the_process() {
 }
 
 #[test]
+fn a_dead_misc_events_thread_fails_health_and_the_process() {
+    dies_and_exits(("HLBOOK_TEST_PANIC", "misc_events"), &[], None, "misc_events thread panicked");
+}
+
+#[test]
 fn a_dead_l4_snapshot_job_fails_health_and_the_process() {
     // Without supervision a panic on the rayon pool aborted the process with no reason on /health.
     let sub = json!({"type": "l4Book", "coin": "BTC"});

@@ -84,6 +84,11 @@ impl Collector for Hlbook {
         for c in h.counters().to_list() {
             counter(&mut e, &format!("hlbook_ingest_{}", c.name), c.help, c.value)?;
         }
+        for c in h.misc().counters().to_list() {
+            counter(&mut e, &format!("hlbook_misc_{}", c.name), c.help, c.value)?;
+        }
+        let misc_read = i64::from(h.misc().read() == crate::state::misc_stream::MiscRead::Read);
+        gauge(&mut e, "hlbook_misc_read", "1 while the node's misc_events stream is read", misc_read)?;
         for c in ctx.publish_counters() {
             counter(&mut e, &format!("hlbook_publish_{}", c.name), c.help, c.value)?;
         }

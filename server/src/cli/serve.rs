@@ -185,6 +185,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let hub = hub.with_status_window(Duration::from_secs(c.server.status_window_secs));
     let hub = Arc::new(hub.with_history_limits(c.server.history_reads, c.server.history_queue, history_wait));
     threads.extend(start_store(&c, &hub, store, &watch)?);
+    threads.extend(start_misc(&c, &hub, &watch)?);
     let publisher = {
         let (hub, w) = (hub.clone(), watch.clone());
         rt.spawn_blocking(move || w.run("publisher", || publish::run(hub, w.stop())))
@@ -246,11 +247,7 @@ fn start_store(
     let (feeder, rx) = store::writer::channel(&store);
     hub.set_store(store.clone(), feeder);
     // Missed blocks are read back from the node's files on this host: the first file source's.
-    let files = c.sources()?.into_iter().find_map(|s| match s {
-        Source::Files(dir) => Some(dir),
-        Source::Nats(_) => None,
-    });
-    let files = files.map(|node_dir| store::files::FillsDir {
+    let files = first_files_dir(c)?.map(|node_dir| store::files::FillsDir {
         node_dir,
         mode: c.ingest.mode,
         max_line_bytes: c.ingest.max_line_bytes,
@@ -268,6 +265,32 @@ fn start_store(
     Ok(Some(std::thread::Builder::new().name("hlbook-store".into()).spawn(move || {
         w.run("history store", || writer.run(&rx, w.stop()));
     })?))
+}
+
+/// Starts following the optional misc_events stream of the first file source (the node's files on this host);
+/// without one, says on the health that it is not read.
+fn start_misc(c: &Config, hub: &Arc<Hub>, watch: &Supervisor) -> anyhow::Result<Option<std::thread::JoinHandle<()>>> {
+    let shared = hub.shared().clone();
+    let Some(node_dir) = first_files_dir(c)? else {
+        tracing::info!("no file source: misc_events (userFundings, ledger updates) are not read");
+        shared.health().misc().set_read(crate::state::misc_stream::MiscRead::Absent);
+        return Ok(None);
+    };
+    let (mode, poll, hub, w) =
+        (c.ingest.mode, Duration::from_millis(c.ingest.poll_interval_ms), hub.clone(), watch.clone());
+    Ok(Some(std::thread::Builder::new().name("hlbook-misc".into()).spawn(move || {
+        w.run("misc_events", || {
+            crate::ingest::misc::follow(&node_dir, mode, poll, &shared, w.stop(), &mut |b| hub.push_misc(b));
+        });
+    })?))
+}
+
+/// The data dir of the first source that is a node's files on this host.
+fn first_files_dir(c: &Config) -> anyhow::Result<Option<PathBuf>> {
+    Ok(c.sources()?.into_iter().find_map(|s| match s {
+        Source::Files(dir) => Some(dir),
+        Source::Nats(_) => None,
+    }))
 }
 
 /// Feed ticks kept beyond one connection's backlog, so a connection at its limit still finds its next tick.

@@ -9,12 +9,16 @@
 
 use std::io;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::Duration;
 
 use super::line_source::SourceEvent;
 use super::tail::StreamTail;
 use crate::node::Mode;
 pub use crate::node::misc::MiscBlock;
 use crate::node::misc::{MiscLine, misc_dir, parse_misc_line};
+use crate::state::Shared;
+use crate::state::misc_stream::{MiscRead, MiscStreamCounters};
 
 /// What the reader counted since start (health and metrics).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -146,6 +150,73 @@ impl MiscReader {
         self.counters.blocks += 1;
         self.counters.events += block.events.len() as u64;
         on_block(block);
+    }
+}
+
+/// `serve`'s misc_events thread: once the books are loaded, follows the stream from their height until `stop`,
+/// handing each whole block to `sink` and mirroring the reader's counters into the health. While the node writes
+/// no such folder the stream is `absent` and looked for again at every poll (a node restarted with the flag).
+pub fn follow(
+    node_dir: &Path,
+    mode: Mode,
+    poll: Duration,
+    shared: &Shared,
+    stop: &AtomicBool,
+    sink: &mut impl FnMut(MiscBlock),
+) {
+    let status = shared.health().misc();
+    let mut reader: Option<MiscReader> = None;
+    while !stop.load(Relaxed) {
+        match &mut reader {
+            Some(r) => {
+                if let Err(e) = r.poll(sink) {
+                    status.counters().io_errors.inc();
+                    tracing::warn!(error = %e, "misc_events read failed; retried at the next poll");
+                }
+                mirror(r.counters(), status.counters());
+                status.set_height(r.last);
+            }
+            None => reader = start(node_dir, mode, shared),
+        }
+        std::thread::sleep(poll);
+    }
+}
+
+/// A reader from the books' height once they are loaded and the folder exists; says on the health which it is.
+fn start(node_dir: &Path, mode: Mode, shared: &Shared) -> Option<MiscReader> {
+    let height = shared.health().height();
+    let status = shared.health().misc();
+    if height == 0 {
+        return None;
+    }
+    #[cfg(feature = "test-hooks")]
+    assert!(!crate::state::test_panic("misc_events"), "HLBOOK_TEST_PANIC asked the misc_events thread to panic");
+    if !misc_present(node_dir, mode) {
+        if status.read() != MiscRead::Absent {
+            let dir = node_dir.join(misc_dir(mode));
+            tracing::info!(dir = %dir.display(), "no misc_events: userFundings and ledger updates get no events");
+            status.set_read(MiscRead::Absent);
+        }
+        return None;
+    }
+    tracing::info!(after = height, "reading misc_events");
+    status.set_read(MiscRead::Read);
+    Some(MiscReader::new(node_dir, mode, height))
+}
+
+fn mirror(c: &MiscCounters, to: &MiscStreamCounters) {
+    for (n, v) in [
+        (&to.lines, c.lines),
+        (&to.blocks, c.blocks),
+        (&to.events, c.events),
+        (&to.bad_lines, c.bad_lines),
+        (&to.unknown_events, c.unknown_events),
+        (&to.malformed_events, c.malformed_events),
+        (&to.gaps, c.gaps),
+        (&to.duplicates, c.duplicates),
+        (&to.lines_refused, c.lines_refused),
+    ] {
+        n.set(v);
     }
 }
 

@@ -33,6 +33,9 @@ pub struct Tick {
     pub users: FxHashMap<Address, UserFrames>,
     /// The watch generation its lines were parsed under: its user frames are complete for users followed since.
     pub users_generation: Option<u64>,
+    /// A misc_events block's tick (`publish::misc_feed`): only user frames, at that block's height, which may be
+    /// behind the books'. Per-user subscriptions waiting to go live pass over it.
+    pub misc: bool,
     bytes: usize,
 }
 

@@ -20,6 +20,7 @@ use super::feed::Feed;
 pub use super::feed::Tick;
 use super::frame::Frame;
 use super::history::{History, Turns};
+use super::misc_feed::MiscInbox;
 use super::recent_trades::RecentTrades;
 pub use super::slot::Slot;
 use super::store_link::StoreLink;
@@ -125,6 +126,8 @@ pub struct Hub {
     store: StoreLink,
     /// Reads of history: their turns, and userFills reads shared per user.
     history: History,
+    /// misc_events blocks waiting for the publisher.
+    misc: MiscInbox,
 }
 
 impl Hub {
@@ -144,6 +147,7 @@ impl Hub {
             candles: CandleFrames::default(),
             store: StoreLink::default(),
             history: History::new(Turns::new(2, 64, std::time::Duration::from_secs(10))),
+            misc: MiscInbox::default(),
         }
     }
 
@@ -221,6 +225,22 @@ impl Hub {
     /// The users some connection follows, and on which channels.
     pub(super) fn followed_users(&self) -> Arc<FxHashMap<Address, UserWants>> {
         self.users.wanted()
+    }
+
+    /// A whole misc_events block for the followers of its users; wakes the publisher. With nobody followed it is
+    /// nobody's, and costs no pass.
+    pub fn push_misc(&self, block: crate::node::misc::MiscBlock) {
+        if self.users.is_empty() {
+            return;
+        }
+        if !self.misc.push(block) {
+            self.shared.health().misc().counters().blocks_dropped.inc();
+        }
+        self.shared.signal_change();
+    }
+
+    pub(super) fn take_misc(&self) -> Vec<crate::node::misc::MiscBlock> {
+        self.misc.take()
     }
 
     /// Remembers the trades of tick `seq`'s fills, for the first frame of later trades subscriptions.

@@ -107,6 +107,7 @@ impl Publisher {
         let shapes = hub.take_shape_changes();
         let wanted = hub.wanted();
         let repaired = hub.shared().take_repaired();
+        let misc = hub.take_misc();
         // A subscriber that left before its snapshot was made costs no copy of the book.
         self.snapshots.gather(&hub);
         let books = hub.shared().books();
@@ -141,6 +142,7 @@ impl Publisher {
             && !new_shapes
             && repaired.is_empty()
             && !serve
+            && misc.is_empty()
             && !hub.candle_backfills_done()
         {
             hub.shared().set_publisher_wants_complete(self.snapshots.waiting());
@@ -213,6 +215,7 @@ impl Publisher {
         let fills_audit = self.audit_of(self.fills_height, self.fills_block_time(), Stream::Fills);
         self.candles.finish_backfills(&*hub, self.tick_seq, stamped(fills_audit));
         let mut ticks = self.ticks(&wanted, &fill_steps, &status_steps, &blocks);
+        ticks.extend(super::misc_feed::misc_ticks(&misc, &hub.followed_users(), &mut self.tick_seq));
         if reloaded || !repaired.is_empty() {
             self.tick_seq += 1;
             let mut t = Tick::new(self.tick_seq, h);

@@ -1,5 +1,6 @@
 //! Per-user streams: orderUpdates, userFills and userEvents (channel `user`), built once per block per followed
-//! user and carried in the feed ticks, so every follower of a user shares the same frame bytes. userFills and
+//! user and carried in the feed ticks, so every follower of a user shares the same frame bytes (userFundings,
+//! userNonFundingLedgerUpdates and userEvents' fundings come from misc_events: `publish::misc_feed`). userFills and
 //! userEvents need only the fills line and ride its tick, with the trades; orderUpdates need the statuses and ride
 //! the complete block's tick.
 //!
@@ -27,11 +28,18 @@ pub enum UserChannel {
     Orders,
     Fills,
     Events,
+    Fundings,
+    Ledger,
 }
 
 impl UserChannel {
-    fn index(self) -> usize {
+    pub(super) fn index(self) -> usize {
         self as usize
+    }
+
+    /// Fed by misc_events only (their frames ride misc ticks, `Tick::misc`).
+    pub fn is_misc(self) -> bool {
+        matches!(self, UserChannel::Fundings | UserChannel::Ledger)
     }
 
     /// The subscription type.
@@ -40,17 +48,21 @@ impl UserChannel {
             UserChannel::Orders => "orderUpdates",
             UserChannel::Fills => "userFills",
             UserChannel::Events => "userEvents",
+            UserChannel::Fundings => "userFundings",
+            UserChannel::Ledger => "userNonFundingLedgerUpdates",
         }
     }
 }
 
 /// Which channels of a user someone follows.
-pub type UserWants = [bool; 3];
+pub type UserWants = [bool; CHANNELS];
+
+const CHANNELS: usize = 5;
 
 /// Followers per user and channel.
 #[derive(Debug, Default)]
 pub struct UserSubs {
-    counts: Mutex<FxHashMap<Address, [usize; 3]>>,
+    counts: Mutex<FxHashMap<Address, [usize; CHANNELS]>>,
     wanted: ArcSwap<FxHashMap<Address, UserWants>>,
 }
 
@@ -76,7 +88,7 @@ impl UserSubs {
         self.store(&counts);
     }
 
-    fn store(&self, counts: &FxHashMap<Address, [usize; 3]>) {
+    fn store(&self, counts: &FxHashMap<Address, [usize; CHANNELS]>) {
         let wanted = counts.iter().map(|(u, c)| (*u, c.map(|n| n > 0))).collect();
         self.wanted.store(Arc::new(wanted));
     }
@@ -108,6 +120,9 @@ pub struct UserFrames {
     /// userFills with `aggregateByTime` (the same frame when nothing merges).
     pub fills_aggregated: Option<Arc<Frame>>,
     pub events: Option<Arc<Frame>>,
+    /// From misc_events (`publish::misc_feed`).
+    pub fundings: Option<Arc<Frame>>,
+    pub ledger: Option<Arc<Frame>>,
 }
 
 impl UserFrames {
@@ -116,6 +131,8 @@ impl UserFrames {
             UserChannel::Orders => self.orders.as_ref(),
             UserChannel::Fills => self.fills.as_ref(),
             UserChannel::Events => self.events.as_ref(),
+            UserChannel::Fundings => self.fundings.as_ref(),
+            UserChannel::Ledger => self.ledger.as_ref(),
         }
     }
 
@@ -126,7 +143,8 @@ impl UserFrames {
 
     pub fn bytes(&self) -> usize {
         let merged = self.fills_aggregated.as_ref().filter(|m| !self.fills.as_ref().is_some_and(|f| Arc::ptr_eq(f, m)));
-        let frames = [&self.orders, &self.fills, &self.events].into_iter().flatten().chain(merged);
+        let frames = [&self.orders, &self.fills, &self.events, &self.fundings, &self.ledger];
+        let frames = frames.into_iter().flatten().chain(merged);
         frames.map(|f| f.json.len()).sum()
     }
 }

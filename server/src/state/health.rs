@@ -175,6 +175,8 @@ pub struct Health {
     counters: IngestCounters,
     /// Each source's state, and the race between them.
     sources: std::sync::Arc<SourceBoard>,
+    /// The optional misc_events stream: read or not, and its reader's counters.
+    misc: super::misc_stream::MiscStream,
 }
 
 impl Health {
@@ -192,6 +194,7 @@ impl Health {
             failed_signal: tokio::sync::Notify::new(),
             counters: IngestCounters::default(),
             sources: Default::default(),
+            misc: Default::default(),
         }
     }
 
@@ -203,6 +206,11 @@ impl Health {
     /// Each source's state, and the race between them.
     pub fn sources(&self) -> &std::sync::Arc<SourceBoard> {
         &self.sources
+    }
+
+    /// The misc_events stream's standing.
+    pub fn misc(&self) -> &super::misc_stream::MiscStream {
+        &self.misc
     }
 
     /// Records an applied block.

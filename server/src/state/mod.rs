@@ -10,6 +10,7 @@
 pub mod counter;
 pub mod health;
 mod kept_steps;
+pub mod misc_stream;
 pub mod sources;
 pub mod supervise;
 

@@ -76,8 +76,8 @@ pub async fn health(State(s): State<AppState>) -> Response {
     answer(&s, |_| {})
 }
 
-/// `/health` on the admin listener: the public answer plus connections, budget, subscriptions, every counter
-/// and each source.
+/// `/health` on the admin listener: the public answer plus connections, budget, subscriptions, every counter,
+/// each source and whether misc_events is read.
 pub async fn health_detail(State(s): State<AppState>) -> Response {
     answer(&s, |body| {
         let ws = &*s.ws;
@@ -88,6 +88,7 @@ pub async fn health_detail(State(s): State<AppState>) -> Response {
             serde_json::json!(ws.counters().subscriptions().into_iter().collect::<BTreeMap<_, _>>());
         body["counters"] = serde_json::json!(h.counters().to_map());
         body["sources"] = h.sources().to_json();
+        body["misc_events"] = h.misc().to_json();
         body["ws"] = by_name(crate::audit::Exposed::ws_counters(ws));
         body["publish"] = by_name(crate::audit::Exposed::publish_counters(ws));
     })

@@ -85,8 +85,19 @@ crate::state::counter::counters! {
 }
 
 /// Every channel a client can subscribe to, as `Subscription::channel` names it: each is counted.
-pub const CHANNELS: [&str; 9] =
-    ["l2Book", "trades", "bbo", "allMids", "l4Book", "candle", "orderUpdates", "userFills", "userEvents"];
+pub const CHANNELS: [&str; 11] = [
+    "l2Book",
+    "trades",
+    "bbo",
+    "allMids",
+    "l4Book",
+    "candle",
+    "orderUpdates",
+    "userFills",
+    "userEvents",
+    "userFundings",
+    "userNonFundingLedgerUpdates",
+];
 
 impl WsCounters {
     pub fn subscription_delta(&self, channel: &str, d: i64) {

@@ -172,6 +172,8 @@ fn every_channel_is_one_the_counters_list() {
         format!(r#"{{"type":"orderUpdates",{user}}}"#),
         format!(r#"{{"type":"userFills",{user}}}"#),
         format!(r#"{{"type":"userEvents",{user}}}"#),
+        format!(r#"{{"type":"userFundings",{user}}}"#),
+        format!(r#"{{"type":"userNonFundingLedgerUpdates",{user}}}"#),
     ];
     let channels: Vec<&str> =
         subs.iter().map(|s| sub(&format!(r#"{{"method":"subscribe","subscription":{s}}}"#)).channel()).collect();

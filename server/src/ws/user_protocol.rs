@@ -1,5 +1,5 @@
-//! Subscription requests of the per-user channels (orderUpdates, userFills, userEvents) and the official types
-//! a node-fed server cannot serve.
+//! Subscription requests of the per-user channels (orderUpdates, userFills, userEvents, userFundings,
+//! userNonFundingLedgerUpdates) and the official types a node-fed server cannot serve.
 //!
 //! Addresses are matched case-insensitively (they are parsed into bytes); the ack echoes the client's own string,
 //! which clients compare case-insensitively or not at all.
@@ -17,6 +17,8 @@ pub fn want(kind: &str, sub: &Map<String, Value>) -> Option<Result<Want, String>
         "userFills" => UserChannel::Fills,
         // An older docs revision called it `user`; accepting both costs nothing.
         "userEvents" | "user" => UserChannel::Events,
+        "userFundings" => UserChannel::Fundings,
+        "userNonFundingLedgerUpdates" => UserChannel::Ledger,
         _ => return None,
     };
     Some(parse(ch, sub))
@@ -48,11 +50,6 @@ const NOT_SERVED: &[(&str, &str)] = &[
     ("allDexsAssetCtxs", "asset contexts are not in the node's files"),
     ("userTwapSliceFills", "TWAP slice fills, which carry a twapId in the node's fills, are not served yet"),
     ("userTwapHistory", "TWAP history is in node_twap_statuses, which hlbook does not read yet"),
-    ("userFundings", "funding payments are in the node's misc_events (--write-misc-events), not served here yet"),
-    (
-        "userNonFundingLedgerUpdates",
-        "ledger updates are in the node's misc_events (--write-misc-events), not served here yet",
-    ),
     ("userHistoricalOrders", "order history is not kept here"),
     ("explorerBlock", "explorer data is not in the node's files"),
     ("explorerTxs", "explorer data is not in the node's files"),
@@ -108,5 +105,11 @@ mod tests {
         assert!(want("userEvents", &map(serde_json::json!({"user": "0x12"}))).unwrap().is_err());
         assert!(want("userFills", &map(serde_json::json!({"user": a, "aggregateByTime": 1}))).unwrap().is_err());
         assert!(want("l2Book", &map(serde_json::json!({}))).is_none());
+        let ledger = want("userNonFundingLedgerUpdates", &map(serde_json::json!({"user": a}))).unwrap().unwrap();
+        assert_eq!(
+            ledger,
+            Want::User { user: Address::parse(a).unwrap(), channel: UserChannel::Ledger, aggregate_by_time: false }
+        );
+        assert!(not_served("userFundings", &serde_json::json!({})).is_none(), "served from misc_events");
     }
 }

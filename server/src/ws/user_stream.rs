@@ -1,5 +1,6 @@
-//! The per-user subscriptions of one connection (orderUpdates, userFills, userEvents): where each stands on the
-//! feed, the userFills snapshot read from the node's files, and the per-IP user cap's release.
+//! The per-user subscriptions of one connection (orderUpdates, userFills, userEvents, and from misc_events
+//! userFundings and userNonFundingLedgerUpdates): where each stands on the feed, the userFills snapshot read from
+//! the node's files, and the per-IP user cap's release.
 //!
 //! A subscription skips feed ticks whose blocks were parsed before its user was watched (their user events may be
 //! partial), then takes every block; userFills first waits for its snapshot of the fills before that block (from
@@ -27,6 +28,25 @@ pub(super) enum UserState {
         /// userFills with `aggregateByTime: true`.
         aggregate: bool,
     },
+}
+
+/// Where a new subscription of `ch` starts: misc_events channels at once (a misc tick holds a user's whole block,
+/// and the publisher builds it for every user followed when it starts), the others once a block is whole for them.
+pub(super) fn first_state(ch: UserChannel, head: u64) -> UserState {
+    if ch.is_misc() {
+        UserState::Live { cursor: head, aggregate: false }
+    } else {
+        UserState::Pending { cursor: head, after: None }
+    }
+}
+
+/// The empty `isSnapshot: true` frame a misc_events channel opens with: hlbook keeps no history of them yet.
+pub(super) fn misc_snapshot(ch: UserChannel, user: &Address) -> Option<Vec<u8>> {
+    match ch {
+        UserChannel::Fundings => Some(crate::publish::misc_frames::user_fundings(user, &[], true)),
+        UserChannel::Ledger => Some(crate::publish::misc_frames::user_ledger_updates(user, &[], true)),
+        _ => None,
+    }
 }
 
 /// Frees a per-user subscription's place in its IP's user cap.
@@ -71,6 +91,13 @@ pub(super) fn take_user_tick(
     if let UserState::Pending { cursor, after } = state {
         if tick.seq <= *cursor {
             return None;
+        }
+        // A misc tick carries another block's height and neither fills nor statuses: it does not start the stream,
+        // but its frames are whole blocks for every user followed when it was built, so userEvents takes its
+        // fundings already.
+        if tick.misc {
+            *cursor = tick.seq;
+            return tick.users.get(&user)?.get(ch).cloned();
         }
         let first = *after.get_or_insert(tick.height);
         if !tick.users_complete_since(generation) || tick.height <= first {

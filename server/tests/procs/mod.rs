@@ -96,6 +96,18 @@ impl Proc {
         self.child.as_mut().is_some_and(|c| c.try_wait().ok().flatten().is_none())
     }
 
+    /// Waits (at most `timeout`) for a process that ends on its own (hlsim `--exit-when-done`); panics after.
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(s) = self.try_status() {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "{} did not exit within {timeout:?}", self.name);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// SIGTERM, then wait (bounded) for the exit status.
     pub fn stop(&mut self) -> ExitStatus {
         let mut child = self.child.take().expect("running");

@@ -13,7 +13,7 @@ use crate::publish::Want;
 use crate::ws::budget::SUB_BYTES;
 use crate::ws::candle_stream::CandleState;
 use crate::ws::protocol::{self, Request, Subscription};
-use crate::ws::user_stream::{UserState, release_user};
+use crate::ws::user_stream::{first_state, misc_snapshot, release_user};
 
 /// A pong's frame header, written ahead of the ping's payload.
 const PONG_HEADER: usize = 2;
@@ -130,7 +130,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         }
         let hub = self.ctx.hub();
         let slot = hub.add(&s.want);
-        // trades: the coin's recent trades right after the ack, as the official feed sends them.
+        // trades: the coin's recent trades right after the ack, as the official feed sends them; userFundings and
+        // userNonFundingLedgerUpdates: their (empty) snapshot.
         let mut recent = None;
         let sub = match (&s.want, slot) {
             (Want::Trades(c), _) => {
@@ -142,12 +143,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                 let coin = self.shared_coin(c);
                 Delivery::L4 { state: L4State::Waiting(hub.request_snapshot(coin.clone())), coin }
             }
-            (Want::User { user, channel: ch, .. }, _) => Delivery::User {
-                user: *user,
-                ch: *ch,
-                generation: self.ctx.shared().watched().view().generation,
-                state: UserState::Pending { cursor: hub.feed_head(), after: None },
-            },
+            (Want::User { user, channel: ch, .. }, _) => {
+                recent = misc_snapshot(*ch, user);
+                Delivery::User {
+                    user: *user,
+                    ch: *ch,
+                    generation: self.ctx.shared().watched().view().generation,
+                    state: first_state(*ch, hub.feed_head()),
+                }
+            }
             (Want::Candle(c, i), _) => Delivery::Candle { key: (self.shared_coin(c), *i), state: CandleState::Waiting },
             (_, Some(slot)) => Delivery::Conflated { slot, sent: 0 },
             (_, None) => {

@@ -1,0 +1,173 @@
+//! misc_events blocks on their way to subscribers: the reader's thread leaves each whole block in an inbox, the
+//! publisher takes them at its next pass and turns each into feed ticks of user frames (`Tick::misc`), so
+//! userFundings, userNonFundingLedgerUpdates and userEvents' fundings are delivered, in order and once, by the
+//! same feed and cursors as the other per-user streams.
+//!
+//! A block makes as many ticks as its most funded followed user has payments: the official userEvents frame holds
+//! one funding, and a subscription takes at most one frame a tick. The first tick also carries the channel frames.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
+
+use super::feed::Tick;
+use super::frame::{Audit, Frame};
+use super::misc_frames::{by_user, user_event_funding, user_fundings, user_ledger_updates};
+use super::users::{UserChannel, UserFrames, UserWants};
+use crate::node::Address;
+use crate::node::misc::MiscBlock;
+use crate::node::time::now_nanos;
+use crate::state::LineTimes;
+
+/// Blocks the inbox holds while the publisher is held up; past this the oldest is dropped (and counted).
+const MAX_WAITING: usize = 4096;
+
+#[derive(Debug, Default)]
+pub struct MiscInbox {
+    blocks: Mutex<VecDeque<MiscBlock>>,
+}
+
+impl MiscInbox {
+    /// Leaves a block for the publisher; false when the oldest waiting block had to be dropped for it.
+    pub fn push(&self, block: MiscBlock) -> bool {
+        let mut q = self.blocks.lock();
+        q.push_back(block);
+        let full = q.len() > MAX_WAITING;
+        if full {
+            q.pop_front();
+        }
+        !full
+    }
+
+    pub fn take(&self) -> Vec<MiscBlock> {
+        self.blocks.lock().drain(..).collect()
+    }
+}
+
+/// One followed user's frames of a block, before they are numbered into ticks.
+struct UserJson {
+    user: Address,
+    fundings: Option<Vec<u8>>,
+    ledger: Option<Vec<u8>>,
+    events: Vec<Vec<u8>>,
+}
+
+/// The ticks of `blocks`, numbered after `*seq` (advanced past them); blocks without followed users make none.
+pub(super) fn misc_ticks(blocks: &[MiscBlock], wanted: &FxHashMap<Address, UserWants>, seq: &mut u64) -> Vec<Tick> {
+    let mut out = Vec::new();
+    if wanted.is_empty() {
+        return out;
+    }
+    for b in blocks {
+        let users = user_json(b, wanted);
+        let rounds = users.iter().map(|u| u.events.len().max(1)).max().unwrap_or(0);
+        let audit = Audit {
+            times: LineTimes { height: b.height, block_time: b.block_time, ..LineTimes::default() },
+            published: now_nanos(),
+        };
+        for round in 0..rounds {
+            *seq += 1;
+            let mut tick = Tick::new(*seq, b.height);
+            tick.misc = true;
+            let frame = |json: &Vec<u8>| Arc::new(Frame::new(*seq, json.clone(), audit));
+            for u in &users {
+                let mut f = UserFrames { events: u.events.get(round).map(frame), ..UserFrames::default() };
+                if round == 0 {
+                    f.fundings = u.fundings.as_ref().map(frame);
+                    f.ledger = u.ledger.as_ref().map(frame);
+                }
+                if f.events.is_some() || f.fundings.is_some() || f.ledger.is_some() {
+                    tick.users.insert(u.user, f);
+                }
+            }
+            out.push(tick);
+        }
+    }
+    out
+}
+
+fn user_json(b: &MiscBlock, wanted: &FxHashMap<Address, UserWants>) -> Vec<UserJson> {
+    let mut out = Vec::new();
+    for (user, m) in by_user(b) {
+        let Some(w) = wanted.get(&user) else { continue };
+        let on = |ch: UserChannel| w[ch.index()];
+        let fundings =
+            (on(UserChannel::Fundings) && !m.fundings.is_empty()).then(|| user_fundings(&user, &m.fundings, false));
+        let ledger =
+            (on(UserChannel::Ledger) && !m.ledger.is_empty()).then(|| user_ledger_updates(&user, &m.ledger, false));
+        let events = if on(UserChannel::Events) {
+            m.fundings.iter().map(|(ev, f)| user_event_funding(ev, f)).collect()
+        } else {
+            Vec::new()
+        };
+        if fundings.is_some() || ledger.is_some() || !events.is_empty() {
+            out.push(UserJson { user, fundings, ledger, events });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::misc::parse_misc_line;
+
+    const ALICE: &str = "0x00000000000000000000000000000000000000a1";
+    const BOB: &str = "0x00000000000000000000000000000000000000b2";
+
+    fn block() -> MiscBlock {
+        let line = format!(
+            r#"{{"local_time":"2026-11-28T10:00:00.000000001","block_time":"2026-11-28T10:00:00.000000000","block_number":7,"events":[{{"time":"2026-11-28T10:00:00.000000000","hash":"0x{z}","inner":{{"Funding":{{"deltas":[{{"user":"{ALICE}","coin":"BTC","funding_amount":"-1.5","szi":"2","funding_rate":"0.0000125"}},{{"user":"{ALICE}","coin":"ETH","funding_amount":"0.25","szi":"-3","funding_rate":"0.0000125"}}]}}}}}},{{"time":"2026-11-28T10:00:00.000000000","hash":"0x{z}","inner":{{"LedgerUpdate":{{"users":["{BOB}"],"delta":{{"type":"deposit","usdc":"10.0"}}}}}}}}]}}"#,
+            z = "0".repeat(64)
+        );
+        let l = parse_misc_line(&line).expect("the test's line parses");
+        assert!(l.skipped.is_empty(), "{:?}", l.skipped);
+        MiscBlock { height: l.meta.height, block_time: l.meta.block_time, events: l.events }
+    }
+
+    fn wants(user: &str, chs: &[UserChannel]) -> (Address, UserWants) {
+        let mut w = UserWants::default();
+        for ch in chs {
+            w[ch.index()] = true;
+        }
+        (Address::parse(user).unwrap(), w)
+    }
+
+    fn text(f: Option<&Arc<Frame>>) -> String {
+        String::from_utf8(f.expect("a frame").json.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn one_userevents_funding_a_tick_the_channel_frames_on_the_first() {
+        let all = [UserChannel::Events, UserChannel::Fundings, UserChannel::Ledger];
+        let wanted: FxHashMap<_, _> = [wants(ALICE, &all), wants(BOB, &all)].into_iter().collect();
+        let mut seq = 10;
+        let ticks = misc_ticks(&[block()], &wanted, &mut seq);
+        assert_eq!((ticks.len(), seq), (2, 12));
+        assert!(ticks.iter().all(|t| t.misc && t.height == 7));
+        let (alice, bob) = (Address::parse(ALICE).unwrap(), Address::parse(BOB).unwrap());
+        let first = &ticks[0].users[&alice];
+        assert!(text(first.events.as_ref()).contains(r#""coin":"BTC""#));
+        assert!(text(first.fundings.as_ref()).contains(r#""coin":"ETH""#), "both payments in one userFundings frame");
+        assert!(ticks[1].users[&alice].fundings.is_none());
+        assert!(text(ticks[1].users[&alice].events.as_ref()).contains(r#""coin":"ETH""#));
+        assert!(text(ticks[0].users[&bob].ledger.as_ref()).contains(r#""type":"deposit""#));
+        assert!(!ticks[1].users.contains_key(&bob));
+    }
+
+    #[test]
+    fn nobody_followed_no_ticks_and_the_inbox_bounds_itself() {
+        let mut seq = 0;
+        assert!(misc_ticks(&[block()], &FxHashMap::default(), &mut seq).is_empty());
+        let only_bob_fills: FxHashMap<_, _> = [wants(BOB, &[UserChannel::Fills])].into_iter().collect();
+        assert!(misc_ticks(&[block()], &only_bob_fills, &mut seq).is_empty());
+        assert_eq!(seq, 0);
+        let inbox = MiscInbox::default();
+        assert!((0..MAX_WAITING).all(|_| inbox.push(block())));
+        assert!(!inbox.push(block()));
+        assert_eq!(inbox.take().len(), MAX_WAITING);
+        assert!(inbox.take().is_empty());
+    }
+}
