@@ -65,8 +65,8 @@ impl RecentTrades {
     }
 
     /// `write` over the kept fills of `coin` up to feed tick `seq`, if there are any.
-    fn with_fills<'a>(
-        &'a self,
+    fn with_fills(
+        &self,
         coin: &Coin,
         seq: u64,
         write: impl FnOnce(&mut dyn Iterator<Item = &Fill>) -> Vec<u8>,
