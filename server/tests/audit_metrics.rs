@@ -94,13 +94,22 @@ fn logs_state_changes_once_and_blocks_never() {
         assert_eq!(w[0]["fields"]["to"], w[1]["fields"]["from"], "{changes:?}");
     }
     let info = |lines: &[Value]| lines.iter().filter(|l| l["level"] == "INFO").count();
-    // The history store says once how its start-up went (backfilling, catching up, live), on its own thread and
-    // after the books are live: counted from there on.
+    // The history store says once how its start-up went (backfilling, catching up, live), and the misc_events
+    // reader whether it reads the stream, each on its own thread and after the books are live: counted from there.
     let deadline = Instant::now() + Duration::from_secs(90);
-    let store_live = |lines: &[Value]| lines.iter().any(|l| l["fields"]["message"] == "history store: live");
+    let said = |lines: &[Value], what: &str| lines.iter().any(|l| l["fields"]["message"].as_str() == Some(what));
+    let started = |lines: &[Value]| {
+        said(lines, "history store: live")
+            && (said(lines, "reading misc_events")
+                || said(lines, "no misc_events: userFundings and ledger updates get no events"))
+    };
     let mut lines = lines;
-    while !store_live(&lines) {
-        assert!(Instant::now() < deadline, "the history store never said it is live:\n{}", feed.server_log());
+    while !started(&lines) {
+        assert!(
+            Instant::now() < deadline,
+            "the store or misc reader never said how it started:\n{}",
+            feed.server_log()
+        );
         std::thread::sleep(Duration::from_millis(100));
         lines = log_lines(&feed);
     }
