@@ -214,18 +214,29 @@ struct EventWire<'a> {
 
 /// Parses one complete misc_events line (without its newline).
 pub fn parse_misc_line(line: &str) -> Result<MiscLine, MiscLineError> {
-    let env: Envelope<&RawValue> = serde_json::from_str(line).map_err(|e| MiscLineError(e.to_string()))?;
-    let mut out = MiscLine { meta: env.meta(), events: Vec::new(), skipped: Vec::new() };
-    for (at, raw) in env.events.iter().enumerate() {
-        match parse_event(raw.get()) {
-            Ok(ev) => out.events.push(ev),
-            Err((unknown_kind, why)) => out.skipped.push(Skipped { at, unknown_kind, why }),
-        }
-    }
-    Ok(out)
+    let (meta, events, skipped) = parse_events_line(line, parse_event).map_err(MiscLineError)?;
+    Ok(MiscLine { meta, events, skipped })
 }
 
-type EventError = (bool, String);
+/// A line of the node's `{…, "events": [...]}` envelope with each event read by `parse`: an event it refuses
+/// (`(unknown kind, why)`) is skipped and the rest of the line kept; Err: the envelope did not parse.
+pub(super) fn parse_events_line<E>(
+    line: &str,
+    parse: impl Fn(&str) -> Result<E, EventError>,
+) -> Result<(LineMeta, Vec<E>, Vec<Skipped>), String> {
+    let env: Envelope<&RawValue> = serde_json::from_str(line).map_err(|e| e.to_string())?;
+    let (mut events, mut skipped) = (Vec::new(), Vec::new());
+    for (at, raw) in env.events.iter().enumerate() {
+        match parse(raw.get()) {
+            Ok(ev) => events.push(ev),
+            Err((unknown_kind, why)) => skipped.push(Skipped { at, unknown_kind, why }),
+        }
+    }
+    Ok((env.meta(), events, skipped))
+}
+
+/// Why an event was skipped: (its kind is unknown, the reason).
+pub(super) type EventError = (bool, String);
 
 fn malformed(why: impl Into<String>) -> EventError {
     (false, why.into())

@@ -32,9 +32,9 @@ use serde_json::value::RawValue;
 use super::decimal::Fixed;
 use super::event::{Address, Side};
 use super::line::Mode;
-use super::misc::Skipped;
+use super::misc::{EventError, Skipped, parse_events_line};
 use super::time::UnixNanos;
-use super::wire::{Envelope, LineMeta, NodeTime};
+use super::wire::{LineMeta, NodeTime};
 
 /// The stream's folder under the node data dir.
 pub fn twap_dir(mode: Mode) -> &'static str {
@@ -116,19 +116,9 @@ struct EventWire<'a> {
 
 /// Parses one complete node_twap_statuses line (without its newline).
 pub fn parse_twap_line(line: &str) -> Result<TwapLine, TwapLineError> {
-    let env: Envelope<&RawValue> = serde_json::from_str(line).map_err(|e| TwapLineError(e.to_string()))?;
-    let mut out = TwapLine { meta: env.meta(), events: Vec::new(), skipped: Vec::new() };
-    for (at, raw) in env.events.iter().enumerate() {
-        match parse_event(raw.get()) {
-            Ok(ev) => out.events.push(ev),
-            Err((unknown_kind, why)) => out.skipped.push(Skipped { at, unknown_kind, why }),
-        }
-    }
-    Ok(out)
+    let (meta, events, skipped) = parse_events_line(line, parse_event).map_err(TwapLineError)?;
+    Ok(TwapLine { meta, events, skipped })
 }
-
-/// Why an event was skipped: (its status is unknown, the reason).
-type EventError = (bool, String);
 
 fn parse_event(raw: &str) -> Result<TwapEvent, EventError> {
     let wire: EventWire<'_> = serde_json::from_str(raw).map_err(|e| (false, e.to_string()))?;
