@@ -290,16 +290,22 @@ fn misc_events_streaming_reach_each_user_once_in_order() {
     run(Mode::Streaming);
 }
 
+/// hlsim without `--write-misc-events` in `dir/data` and hlbook beside it: (sim, server, its address, admin base).
+fn without_misc_flag(dir: &Path) -> (procs::Proc, procs::Proc, String, String) {
+    let data = dir.join("data");
+    let (sim, info_url) = start_sim(&data, &["--coins", "3", "--block-ms", "40"], &dir.join("sim.log"));
+    let server = start_serve(&data, &info_url, &dir.join("snaps"), &[], &dir.join("serve.log"));
+    let addr = server.wait_line("hlbook listening on", Duration::from_secs(30));
+    let admin = admin_base(&server);
+    (sim, server, addr, admin)
+}
+
 /// Without `--write-misc-events` the node writes no folder: hlbook serves, says on the admin /health that the
 /// stream is absent, and userFundings still answers with its (empty) snapshot.
 #[test]
 fn without_misc_events_hlbook_serves_and_says_so() {
     let out = tempfile::tempdir().unwrap();
-    let data = out.path().join("data");
-    let (mut sim, info_url) = start_sim(&data, &["--coins", "3", "--block-ms", "40"], &out.path().join("sim.log"));
-    let mut server = start_serve(&data, &info_url, &out.path().join("snaps"), &[], &out.path().join("serve.log"));
-    let addr = server.wait_line("hlbook listening on", Duration::from_secs(30));
-    let admin = admin_base(&server);
+    let (mut sim, mut server, addr, admin) = without_misc_flag(out.path());
     wait_health(&admin, Duration::from_secs(120), |h| h["misc_events"]["read"] == "absent" && h["state"] == "live");
     let public = get_json(&format!("http://{addr}/health")).unwrap();
     assert!(public.get("misc_events").is_none(), "the public /health stays lean: {public}");
@@ -349,10 +355,7 @@ fn misc_event(inner: &str) -> String {
 fn a_malformed_misc_line_and_an_unknown_kind_are_counted_and_skipped() {
     let out = tempfile::tempdir().unwrap();
     let data = out.path().join("data");
-    let (mut sim, info_url) = start_sim(&data, &["--coins", "3", "--block-ms", "40"], &out.path().join("sim.log"));
-    let mut server = start_serve(&data, &info_url, &out.path().join("snaps"), &[], &out.path().join("serve.log"));
-    let addr = server.wait_line("hlbook listening on", Duration::from_secs(30));
-    let admin = admin_base(&server);
+    let (mut sim, mut server, addr, admin) = without_misc_flag(out.path());
     let h =
         wait_health(&admin, Duration::from_secs(120), |h| h["misc_events"]["read"] == "absent" && h["state"] == "live");
     // The stream appears once the node "restarts with the flag"; its blocks are far ahead of the books', so the
