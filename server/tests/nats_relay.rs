@@ -221,6 +221,8 @@ fn snapshot_requests_above_the_height_or_too_often_are_refused() {
     let r = Proc::start(HLBOOK, &args, &relay_log);
     let admin = format!("http://{}", r.wait_line("relay admin listening on", Duration::from_secs(30)));
     r.wait_line("relay publishing to nats stream", Duration::from_secs(30));
+    // The snapshot keeper subscribes on its own thread: asked before it has, NATS says no responders.
+    wait_log(&relay_log, "serving node snapshots over NATS", Duration::from_secs(30));
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let edge = connect_as_edge(&url).await;
