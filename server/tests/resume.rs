@@ -1,0 +1,281 @@
+//! Resume (issue #46, docs/api.md "Resume"): a client whose TCP connection is cut (a reset, not a close) comes back
+//! with `since` on every subscription and ends up with exactly the frames of a client that was never cut.
+//!
+//! `hlsim` runs at mainnet rate; two `?audit=1` clients follow trades of every coin, orderUpdates and userFills of
+//! busy users and BTC's l4Book. One keeps its connection; the other resets its own every two seconds and resumes
+//! the way docs/api.md tells a client to: from the height before the newest it saw, dropping the frames of that
+//! height it already has (streaming mode splits a height into several frames). Afterwards, per subscription, the
+//! two hold the same frames, byte for byte once the replay mark and the connection's audit object are cut off.
+//! The shorter tests cover a stream nobody else follows (it lingers for the resume window), a `since` the server
+//! cannot serve (a notice naming the oldest height, then a fresh subscription) and snapshot channels.
+
+mod procs;
+mod wsclient;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use hlbook::node::Mode;
+use procs::{start_serve, start_sim, wait_health};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio_tungstenite::tungstenite::Message;
+
+/// hlsim's first eight coins (its default universe): every kind of coin the node writes.
+const COINS: [&str; 8] = ["BTC", "@107", "xyz:GOLD", "ETH", "SOL", "HYPE", "DOGE", "kPEPE"];
+
+/// A data frame as a client keeps it: which subscription, which height, and its bytes without what only this
+/// connection has (the replay mark, the audit object).
+#[derive(Debug, Clone)]
+struct Got {
+    sub: u64,
+    height: u64,
+    prev: Option<u64>,
+    snapshot: bool,
+    replayed: bool,
+    frame: String,
+}
+
+/// The frame's own bytes: everything before `,"replayed":true` or `,"audit":{`, closed again.
+fn own_bytes(text: &str) -> String {
+    let cut = [",\"replayed\":true", ",\"audit\":{"].iter().filter_map(|m| text.find(m)).min();
+    let cut = cut.unwrap_or_else(|| panic!("an audited data frame: {text}"));
+    format!("{}}}", &text[..cut])
+}
+
+/// A data frame's `Got`, or the text of a notice; acks and pongs are `None`; an error fails the test.
+fn read(text: &str) -> Option<Result<Got, String>> {
+    let v: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("bad JSON {e}: {text}"));
+    match v["channel"].as_str().unwrap_or_default() {
+        "subscriptionResponse" | "pong" => None,
+        "hlbookNotice" => Some(Err(v["data"].as_str().unwrap_or_default().to_string())),
+        "error" => panic!("an error frame: {text}"),
+        _ => {
+            let a = &v["audit"];
+            Some(Ok(Got {
+                sub: a["sub"].as_u64().unwrap_or_else(|| panic!("no sub: {text}")),
+                height: a["height"].as_u64().unwrap(),
+                prev: a["prev"].as_u64(),
+                snapshot: a["snapshot"] == true,
+                replayed: v["replayed"] == true,
+                frame: own_bytes(text),
+            }))
+        }
+    }
+}
+
+/// What a client has seen: its frames and the newest height of a live one.
+#[derive(Default)]
+struct Seen {
+    frames: Vec<Got>,
+    newest: u64,
+    notices: Vec<String>,
+    cuts: usize,
+    replayed: usize,
+}
+
+impl Seen {
+    fn keep(&mut self, g: Got) {
+        if !g.snapshot {
+            self.newest = self.newest.max(g.height);
+        }
+        self.replayed += usize::from(g.replayed);
+        self.frames.push(g);
+    }
+}
+
+async fn connect(addr: &str) -> wsclient::raw::Ws {
+    wsclient::raw::connect(addr, "audit=1", None).await
+}
+
+/// Subscribes to `subs` in order (so each keeps its audit `sub` number), each resuming after `since` if given.
+async fn subscribe_all(ws: &mut wsclient::raw::Ws, subs: &[Value], since: Option<u64>) {
+    for s in subs {
+        let mut s = s.clone();
+        if let Some(h) = since {
+            s["since"] = h.into();
+        }
+        let text = json!({"method": "subscribe", "subscription": s}).to_string();
+        ws.send(Message::Text(text.into())).await.unwrap();
+    }
+}
+
+/// The next text message, `None` when the connection ends.
+async fn next_text(ws: &mut wsclient::raw::Ws) -> Option<String> {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(30), ws.next()).await.expect("a frame within 30 s")? {
+            Ok(Message::Text(t)) => return Some(t.to_string()),
+            Ok(Message::Close(_)) | Err(_) => return None,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// The client that never drops: every frame until `stop`.
+async fn steady(addr: String, subs: Vec<Value>, mut stop: watch::Receiver<bool>) -> Seen {
+    let mut ws = connect(&addr).await;
+    subscribe_all(&mut ws, &subs, None).await;
+    let mut seen = Seen::default();
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return seen,
+            t = next_text(&mut ws) => match read(&t.expect("the steady connection stays up")) {
+                Some(Ok(g)) => seen.keep(g),
+                Some(Err(notice)) => seen.notices.push(notice),
+                None => {}
+            },
+        }
+    }
+}
+
+/// The client that resets its connection every `every` and resumes: since a height a little before the newest it
+/// saw (1 to 3 blocks, varied so an off-by-one in the resume point shows), dropping the replayed frames it already
+/// holds, which must come again byte for byte, in the same order.
+async fn resuming(addr: String, subs: Vec<Value>, every: Duration, mut stop: watch::Receiver<bool>) -> Seen {
+    let mut seen = Seen::default();
+    loop {
+        let mut ws = connect(&addr).await;
+        let base = seen.newest;
+        let since = (base > 3).then(|| base - 1 - (seen.cuts as u64 % 3));
+        subscribe_all(&mut ws, &subs, since).await;
+        let mut held: HashMap<u64, std::collections::VecDeque<Got>> = HashMap::new();
+        for g in seen.frames.iter().filter(|g| !g.snapshot && since.is_some_and(|s| g.height > s)) {
+            held.entry(g.sub).or_default().push_back(g.clone());
+        }
+        let mut first: HashMap<u64, bool> = HashMap::new();
+        let cut_at = tokio::time::Instant::now() + every;
+        loop {
+            tokio::select! {
+                _ = stop.changed() => return seen,
+                _ = tokio::time::sleep_until(cut_at) => break,
+                t = next_text(&mut ws) => match read(&t.expect("the server keeps the connection")) {
+                    Some(Ok(g)) => {
+                        let (sub, h) = (g.sub, g.height);
+                        if let Some(s) = since
+                            && first.insert(sub, true).is_none()
+                        {
+                            assert_eq!(g.prev, Some(s), "sub {sub}: a resumed chain continues from since (height {h})");
+                        }
+                        if let Some(had) = held.get_mut(&sub).and_then(|q| q.pop_front()) {
+                            assert!(g.replayed, "sub {sub}: height {h} came live, but it had been sent before");
+                            assert_eq!((had.height, had.frame == g.frame), (h, true), "sub {sub}: a replay differs");
+                            continue;
+                        }
+                        seen.keep(g);
+                    }
+                    Some(Err(notice)) => seen.notices.push(notice),
+                    None => {}
+                },
+            }
+        }
+        // A reset, not a close: the server sees the connection fail mid-stream.
+        ws.get_ref().set_zero_linger().unwrap();
+        drop(ws);
+        seen.cuts += 1;
+        // Away for a few blocks, so the resume has frames to replay.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Per subscription, the frames of heights in (first, last], where `first` is the resuming client's first live
+/// frame and `last` the newest height both clients had whole.
+fn window(seen: &Seen, sub: u64, from: u64, to: u64) -> Vec<&str> {
+    let live = seen.frames.iter().filter(|g| g.sub == sub && !g.snapshot);
+    live.filter(|g| g.height > from && g.height <= to).map(|g| g.frame.as_str()).collect()
+}
+
+/// Users with fills in the simulator's first blocks, the busiest first.
+fn busy_users(data: &Path, mode: Mode, n: usize) -> Vec<String> {
+    let folder = if mode == Mode::Streaming { "streaming" } else { "by_block" };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut count: HashMap<String, usize> = HashMap::new();
+        for l in procs::node_json_lines(&data.join(format!("node_fills_{folder}"))) {
+            for ev in l["events"].as_array().unwrap() {
+                *count.entry(ev[0].as_str().unwrap().to_lowercase()).or_default() += 1;
+            }
+        }
+        let mut users: Vec<(usize, String)> = count.into_iter().map(|(u, c)| (c, u)).collect();
+        users.sort_by(|a, b| b.cmp(a));
+        if users.len() >= n {
+            return users.into_iter().take(n).map(|(_, u)| u).collect();
+        }
+        assert!(std::time::Instant::now() < deadline, "the simulator wrote fills of fewer than {n} users");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// hlsim at mainnet rate in `mode` and a server following it: (sim, server, public address, data dir).
+fn market(dir: &Path, mode: Mode) -> (procs::Proc, procs::Proc, String) {
+    let data = dir.join("data");
+    #[rustfmt::skip]
+    let sim_args = ["--mode", mode.as_str(), "--btc-orders", "4000", "--orders-per-coin", "300", "--reject-ratio", "2",
+        "--users", "25"];
+    let (sim, info) = start_sim(&data, &sim_args, &dir.join("sim.log"));
+    let serve_args = ["--mode", mode.as_str(), "--validate-interval", "0"];
+    let server = start_serve(&data, &info, &dir.join("snaps"), &serve_args, &dir.join("serve.log"));
+    let addr = server.wait_line("hlbook listening on", Duration::from_secs(60));
+    wait_health(&procs::admin_base(&server), Duration::from_secs(60), |h| h["state"] == "live");
+    (sim, server, addr)
+}
+
+fn drop_and_resume(mode: Mode) {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut sim, mut server, addr) = market(dir.path(), mode);
+    let mut subs: Vec<Value> = COINS.iter().map(|c| json!({"type": "trades", "coin": c})).collect();
+    for u in busy_users(&dir.path().join("data"), mode, 2) {
+        subs.push(json!({"type": "orderUpdates", "user": u}));
+        subs.push(json!({"type": "userFills", "user": u}));
+    }
+    subs.push(json!({"type": "l4Book", "coin": "BTC"}));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (stop_tx, stop) = watch::channel(false);
+    let steady = rt.spawn(steady(addr.clone(), subs.clone(), stop.clone()));
+    // The steady client subscribes first, so the resuming one's first live frames are the steady one's too.
+    std::thread::sleep(Duration::from_secs(1));
+    let resuming = rt.spawn(resuming(addr, subs.clone(), Duration::from_secs(2), stop));
+    std::thread::sleep(Duration::from_secs(40));
+    stop_tx.send(true).unwrap();
+    let (steady, resumed) = (rt.block_on(steady).unwrap(), rt.block_on(resuming).unwrap());
+    sim.stop();
+    server.stop();
+
+    assert!(resumed.cuts >= 15, "{} cuts", resumed.cuts);
+    assert!(resumed.replayed > 0, "no frame was replayed: the cuts never fell mid-stream");
+    assert_eq!(resumed.notices, Vec::<String>::new(), "every resume was served");
+    assert_eq!(steady.notices, Vec::<String>::new());
+    let last = steady.newest.min(resumed.newest) - 1;
+    for (i, s) in subs.iter().enumerate() {
+        let sub = i as u64 + 1;
+        let from = resumed.frames.iter().find(|g| g.sub == sub && !g.snapshot).map_or(last, |g| g.height);
+        let (want, got) = (window(&steady, sub, from, last), window(&resumed, sub, from, last));
+        let differ = want.iter().zip(&got).position(|(a, b)| a != b);
+        assert!(
+            want.len() == got.len() && differ.is_none(),
+            "{s}: {} frames steady, {} resumed over heights {from}..={last}; first difference at {differ:?}",
+            want.len(),
+            got.len()
+        );
+        eprintln!("{s}: {} frames equal over heights {}..={last}", want.len(), from + 1);
+    }
+    let replayed_subs = subs.len()
+        - (1..=subs.len() as u64).filter(|s| !resumed.frames.iter().any(|g| g.sub == *s && g.replayed)).count();
+    eprintln!(
+        "{} cuts, {} frames replayed, on {replayed_subs} of {} subscriptions",
+        resumed.cuts,
+        resumed.replayed,
+        subs.len()
+    );
+}
+
+#[test]
+fn by_block_a_client_cut_every_two_seconds_resumes_to_the_frames_of_one_never_cut() {
+    drop_and_resume(Mode::ByBlock);
+}
+
+#[test]
+fn streaming_a_client_cut_every_two_seconds_resumes_to_the_frames_of_one_never_cut() {
+    drop_and_resume(Mode::Streaming);
+}
