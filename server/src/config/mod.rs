@@ -200,6 +200,9 @@ impl Config {
                 return Err(invalid(key, "must be at least 1"));
             }
         }
+        if v.resume_window_secs > 3600 {
+            return Err(invalid("server.resume_window_secs", "must be 0..=3600"));
+        }
         if !(1..=3600).contains(&v.status_window_secs) {
             return Err(invalid("server.status_window_secs", "must be 1..=3600"));
         }

@@ -53,6 +53,9 @@ pub struct ServerConfig {
     /// Blocks of trades/l4Book frames kept for connections that fall behind, and their byte cap.
     pub backlog_blocks: usize,
     pub backlog_bytes: usize,
+    /// Seconds an ordered stream (trades, l4Book, candle, a user's channels) is still built after its last
+    /// subscriber leaves, so a client that lost its connection can resume it with `since` (docs/api.md "Resume").
+    pub resume_window_secs: u64,
     /// Bytes held for one connection and not yet written (its batch's own copies, post answers, l4Book
     /// snapshots); over it the connection is closed with 1008.
     pub conn_budget_bytes: usize,
@@ -211,6 +214,7 @@ impl Default for ServerConfig {
             tokens: Vec::new(),
             backlog_blocks: 2_048,
             backlog_bytes: 256 << 20,
+            resume_window_secs: 60,
             conn_budget_bytes: 64 << 20,
             global_budget_bytes: 2 << 30,
             history_reads: 2,

@@ -18,7 +18,8 @@ use super::event::Address;
 /// Reference-counted set of watched addresses.
 #[derive(Debug, Default)]
 pub struct Watched {
-    counts: Mutex<FxHashMap<Address, usize>>,
+    /// Per user: followers, and the generation since which it has been watched without a break.
+    counts: Mutex<FxHashMap<Address, (usize, u64)>>,
     set: ArcSwap<FxHashSet<Address>>,
     generation: AtomicU64,
     /// Every user's fills are kept verbatim (the history store keeps them all), watched or not.
@@ -39,30 +40,39 @@ impl Watched {
         Watched::default()
     }
 
-    /// Counts one more follower of `user`; returns the generation from which lines include its events.
+    /// Counts one more follower of `user`; returns the generation from which lines include its events (the one
+    /// it has been watched since, when it already was).
     pub fn add(&self, user: Address) -> u64 {
         let mut counts = self.counts.lock();
         let n = counts.entry(user).or_default();
-        *n += 1;
-        if *n == 1 {
+        n.0 += 1;
+        if n.0 == 1 {
             self.publish(&counts);
+            let now = self.generation.load(SeqCst);
+            counts.entry(user).or_default().1 = now;
+            return now;
         }
-        self.generation.load(SeqCst)
+        n.1
+    }
+
+    /// The generation since which `user` has been watched without a break (`None`: it is not).
+    pub fn since(&self, user: &Address) -> Option<u64> {
+        self.counts.lock().get(user).map(|n| n.1)
     }
 
     /// Counts one follower less; the last one out stops the decoding of that user's rejections.
     pub fn remove(&self, user: Address) {
         let mut counts = self.counts.lock();
         let Some(n) = counts.get_mut(&user) else { return };
-        *n -= 1;
-        if *n == 0 {
+        n.0 -= 1;
+        if n.0 == 0 {
             counts.remove(&user);
             self.publish(&counts);
         }
     }
 
     /// The set is stored before the generation moves on, so a reader that sees the new generation sees the set.
-    fn publish(&self, counts: &FxHashMap<Address, usize>) {
+    fn publish(&self, counts: &FxHashMap<Address, (usize, u64)>) {
         self.set.store(Arc::new(counts.keys().copied().collect()));
         self.generation.fetch_add(1, SeqCst);
     }

@@ -36,6 +36,9 @@ pub struct Tick {
     /// A misc_events block's tick (`publish::misc_feed`): only user frames, at that block's height, which may be
     /// behind the books'. Per-user subscriptions waiting to go live pass over it.
     pub misc: bool,
+    /// The version of `Wanted` it was built under: it holds the frames of every stream wanted since that version
+    /// (a resumed subscription's stream must have been wanted through the whole replay).
+    pub wanted_version: u64,
     bytes: usize,
 }
 
@@ -67,7 +70,7 @@ impl Tick {
 /// The bounded backlog of ticks.
 #[derive(Debug)]
 pub struct Feed {
-    ticks: RwLock<VecDeque<Arc<Tick>>>,
+    ticks: RwLock<Ticks>,
     /// Keeps at most this many ticks...
     max_ticks: usize,
     /// ...and drops the oldest while it holds more bytes than this (always keeping the newest).
@@ -75,9 +78,87 @@ pub struct Feed {
     bytes: AtomicU64,
 }
 
+/// The ticks held, and the height after which they are every tick there was.
+#[derive(Debug, Default)]
+struct Ticks {
+    held: VecDeque<Arc<Tick>>,
+    /// Per kind (`[blocks, misc_events]`), every tick of a greater height is held: the highest height dropped,
+    /// or the first tick's (the server may have started inside that block). `None` before the first tick.
+    floor: [Option<u64>; 2],
+}
+
+impl std::ops::Deref for Ticks {
+    type Target = VecDeque<Arc<Tick>>;
+    fn deref(&self) -> &Self::Target {
+        &self.held
+    }
+}
+
+/// Where a resumed subscription starts on the feed: after `cursor`, replaying the ticks up to `to` (the newest
+/// when it resumed), minus their frames of heights up to `since`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResumeAt {
+    pub cursor: u64,
+    pub to: u64,
+}
+
+/// Why a subscription cannot resume from a height: the feed no longer holds the ticks after it (`oldest`: the
+/// lowest height it can resume from), the height is ahead of the newest tick's, or nobody wanted the stream for
+/// part of the time since (its frames were never built).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoResume {
+    TooOld { oldest: u64 },
+    Ahead { newest: u64 },
+    NotKept,
+}
+
 impl Feed {
     pub fn new(max_ticks: usize, max_bytes: usize) -> Feed {
         Feed { ticks: RwLock::default(), max_ticks: max_ticks.max(1), max_bytes, bytes: AtomicU64::new(0) }
+    }
+
+    /// Where a subscription that processed every frame up to height `since` resumes: after the newest tick at or
+    /// below it (heights only rise along the feed, but for misc_events ticks, which carry their own block's
+    /// height: `misc` says which kind anchors the search; the replay skips frames of heights up to `since`).
+    /// A reader may be at most `max_behind` ticks behind the newest (`backlog_blocks`), so the resume point must
+    /// be too.
+    pub fn resume_at(&self, since: u64, misc: bool, max_behind: u64) -> Result<ResumeAt, NoResume> {
+        let feed = self.ticks.read();
+        let (Some(floor), Some(newest)) = (feed.floor[usize::from(misc)], feed.back()) else {
+            return Err(NoResume::NotKept);
+        };
+        let kind = || feed.iter().filter(|t| t.misc == misc);
+        if since < floor {
+            return Err(NoResume::TooOld { oldest: floor });
+        }
+        let top = kind().map(|t| t.height).max().unwrap_or(floor);
+        if since > top {
+            return Err(NoResume::Ahead { newest: top });
+        }
+        let anchor = feed.iter().rev().find(|t| t.misc == misc && t.height <= since);
+        let cursor = anchor.map_or(feed[0].seq - 1, |t| t.seq);
+        // The oldest tick a reader may stand on: resuming from its height replays only ticks after it.
+        let lowest = newest.seq.saturating_sub(max_behind);
+        if cursor < lowest {
+            let oldest = kind().find(|t| t.seq >= lowest).map_or(top, |t| t.height);
+            return Err(NoResume::TooOld { oldest });
+        }
+        Ok(ResumeAt { cursor, to: newest.seq })
+    }
+
+    /// Whether every tick after `cursor` was built with `version` or a later `Wanted` (see `Tick::wanted_version`).
+    pub fn wanted_through(&self, cursor: u64, version: u64) -> bool {
+        let feed = self.ticks.read();
+        let Some(first) = feed.front() else { return true };
+        feed.get((cursor + 1).saturating_sub(first.seq) as usize).is_none_or(|t| t.wanted_version >= version)
+    }
+
+    /// Whether every tick after `cursor` holds all events of a user watched since `generation`.
+    pub fn users_complete_through(&self, cursor: u64, generation: u64) -> bool {
+        let feed = self.ticks.read();
+        let Some(first) = feed.front() else { return true };
+        let skip = (cursor + 1).saturating_sub(first.seq) as usize;
+        feed.iter().skip(skip).all(|t| t.users_complete_since(generation))
     }
 
     /// Appends ticks, dropping the oldest past the limits.
@@ -90,11 +171,14 @@ impl Feed {
         for mut t in ticks {
             t.measure();
             bytes += t.bytes;
-            feed.push_back(Arc::new(t));
+            feed.floor[usize::from(t.misc)].get_or_insert(t.height);
+            feed.held.push_back(Arc::new(t));
         }
         while feed.len() > self.max_ticks || (bytes > self.max_bytes && feed.len() > 1) {
-            if let Some(old) = feed.pop_front() {
+            if let Some(old) = feed.held.pop_front() {
                 bytes -= old.bytes;
+                let floor = &mut feed.floor[usize::from(old.misc)];
+                *floor = (*floor).max(Some(old.height));
             }
         }
         self.bytes.store(bytes as u64, Relaxed);
@@ -128,5 +212,60 @@ impl Feed {
 
     pub fn bytes(&self) -> u64 {
         self.bytes.load(Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A feed of `heights` (one tick each, numbered from 1), keeping at most `max` ticks.
+    fn feed(heights: &[u64], max: usize) -> Feed {
+        let f = Feed::new(max, usize::MAX);
+        f.push(heights.iter().enumerate().map(|(i, h)| Tick::new(i as u64 + 1, *h)).collect());
+        f
+    }
+
+    #[test]
+    fn resuming_replays_every_tick_after_the_height_had() {
+        // Streaming: heights 10, 11, 11, 12; seqs 1..=4.
+        let f = feed(&[10, 11, 11, 12], 100);
+        assert_eq!(f.resume_at(11, false, 100), Ok(ResumeAt { cursor: 3, to: 4 }));
+        assert_eq!(f.resume_at(10, false, 100), Ok(ResumeAt { cursor: 1, to: 4 }), "both ticks of 11 again");
+        assert_eq!(f.resume_at(12, false, 100), Ok(ResumeAt { cursor: 4, to: 4 }), "nothing to replay");
+        assert_eq!(f.resume_at(13, false, 100), Err(NoResume::Ahead { newest: 12 }));
+        assert_eq!(f.resume_at(9, false, 100), Err(NoResume::TooOld { oldest: 10 }), "the server began at 10");
+    }
+
+    #[test]
+    fn ticks_dropped_or_past_the_backlog_cannot_be_resumed_from() {
+        let f = feed(&[10, 11, 12, 13, 14], 3);
+        // 10 and 11 were dropped: every tick after 11 is held.
+        assert_eq!(f.resume_at(10, false, 100), Err(NoResume::TooOld { oldest: 11 }));
+        assert_eq!(f.resume_at(11, false, 100), Ok(ResumeAt { cursor: 2, to: 5 }));
+        assert_eq!(f.resume_at(12, false, 100), Ok(ResumeAt { cursor: 3, to: 5 }));
+        // A reader may stand at most 1 tick behind the newest (seq 4, height 13).
+        assert_eq!(f.resume_at(12, false, 1), Err(NoResume::TooOld { oldest: 13 }));
+        assert_eq!(f.resume_at(13, false, 1), Ok(ResumeAt { cursor: 4, to: 5 }));
+    }
+
+    #[test]
+    fn misc_ticks_anchor_misc_resumes_only() {
+        let f = Feed::new(100, usize::MAX);
+        let mut misc = Tick::new(3, 8);
+        misc.misc = true;
+        f.push(vec![Tick::new(1, 10), Tick::new(2, 11), misc, Tick::new(4, 12)]);
+        assert_eq!(f.resume_at(11, false, 100), Ok(ResumeAt { cursor: 2, to: 4 }), "the misc tick is after 11's");
+        assert_eq!(f.resume_at(8, true, 100), Ok(ResumeAt { cursor: 3, to: 4 }));
+        assert_eq!(f.resume_at(7, true, 100), Err(NoResume::TooOld { oldest: 8 }), "before the server began");
+    }
+
+    #[test]
+    fn a_stream_is_kept_through_a_resume_only_if_every_tick_since_was_built_wanting_it() {
+        let f = Feed::new(100, usize::MAX);
+        let tick = |seq, version| Tick { wanted_version: version, ..Tick::new(seq, seq + 10) };
+        f.push(vec![tick(1, 3), tick(2, 4), tick(3, 4)]);
+        assert!(f.wanted_through(1, 4));
+        assert!(!f.wanted_through(0, 4), "tick 1 was built before version 4");
     }
 }

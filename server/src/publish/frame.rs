@@ -52,11 +52,25 @@ impl Frame {
         self.wire[usize::from(compressed)].get_or_init(|| make(&self.json))
     }
 
-    /// The JSON with `"audit":{…}` added as a last top-level key; `sent_ns` is the connection's write time, and
-    /// `more` writes the connection's own fields (`,"key":value…`) at the end of the audit object.
-    pub fn with_audit(&self, sent_ns: i64, more: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    /// The JSON with `"replayed":true` added as a last top-level key: the frame sent again to a subscription
+    /// that resumed (docs/api.md "Resume"), otherwise the same bytes.
+    pub fn replayed(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.json.len() + REPLAYED.len());
+        out.extend_from_slice(&self.json[..self.json.len().saturating_sub(1)]);
+        out.extend_from_slice(REPLAYED);
+        out.push(b'}');
+        out
+    }
+
+    /// The JSON with `"audit":{…}` added as a last top-level key (after `"replayed":true` when `replayed`);
+    /// `sent_ns` is the connection's write time, and `more` writes the connection's own fields (`,"key":value…`)
+    /// at the end of the audit object.
+    pub fn with_audit(&self, sent_ns: i64, replayed: bool, more: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.json.len() + 250);
         out.extend_from_slice(&self.json[..self.json.len().saturating_sub(1)]);
+        if replayed {
+            out.extend_from_slice(REPLAYED);
+        }
         write_audit(&mut out, &self.audit, sent_ns);
         out.pop();
         more(&mut out);
@@ -64,6 +78,9 @@ impl Frame {
         out
     }
 }
+
+/// The replay mark, written before a frame's closing brace.
+const REPLAYED: &[u8] = b",\"replayed\":true";
 
 /// `,"audit":{"height":…,"block_ns":…,…,"sent_ns":…}`: the names `latency_stats --audit` reads (docs/api.md).
 /// A stamp that is 0 (unknown) is left out.
@@ -114,12 +131,29 @@ mod tests {
             },
         );
         let v: serde_json::Value =
-            serde_json::from_slice(&f.with_audit(6, |o| o.extend_from_slice(b",\"n\":3"))).unwrap();
+            serde_json::from_slice(&f.with_audit(6, false, |o| o.extend_from_slice(b",\"n\":3"))).unwrap();
         assert_eq!(v["data"]["coin"], "BTC");
         assert_eq!(v["audit"]["height"], 7);
         assert_eq!(v["audit"]["published_ns"], 5);
         assert_eq!(v["audit"]["sent_ns"], 6);
         assert_eq!(v["audit"]["n"], 3);
+    }
+
+    #[test]
+    fn a_replayed_frame_is_the_live_one_with_one_more_key() {
+        let json = br#"{"channel":"trades","data":[{"coin":"BTC","tid":1}]}"#;
+        let f = Frame::new(
+            1,
+            json.to_vec(),
+            Audit { times: LineTimes { height: 7, ..LineTimes::default() }, published: 5 },
+        );
+        let plain = f.replayed();
+        assert_eq!(plain, br#"{"channel":"trades","data":[{"coin":"BTC","tid":1}],"replayed":true}"#);
+        let audited: serde_json::Value = serde_json::from_slice(&f.with_audit(6, true, |_| {})).unwrap();
+        assert_eq!(audited["replayed"], true);
+        assert_eq!(audited["audit"]["height"], 7);
+        let text = String::from_utf8(f.with_audit(6, true, |_| {})).unwrap();
+        assert!(text.find("\"replayed\"") < text.find("\"audit\""), "the mark comes before the audit: {text}");
     }
 
     #[test]
@@ -139,7 +173,7 @@ mod tests {
                 published: 50,
             },
         );
-        let v: serde_json::Value = serde_json::from_slice(&f.with_audit(60, |_| {})).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&f.with_audit(60, false, |_| {})).unwrap();
         let a = v["audit"].as_object().unwrap();
         let keys: Vec<&str> = a.keys().map(String::as_str).collect();
         assert_eq!(keys, ["height", "block_ns", "published_ns", "sent_ns"], "{a:?}");

@@ -25,8 +25,8 @@ use super::recent_trades::RecentTrades;
 pub use super::slot::Slot;
 use super::store_link::StoreLink;
 use super::users::{UserChannel, UserSubs, UserWants};
+use super::wanted::Registry;
 pub use super::wanted::{CoinWants, Depth, L2Group, Wanted};
-use super::wanted::{Registry, ShapeChanges};
 use crate::book::l2::L2Params;
 use crate::node::{Address, Coin};
 use crate::state::Shared;
@@ -128,6 +128,8 @@ pub struct Hub {
     history: History,
     /// misc_events blocks waiting for the publisher.
     misc: MiscInbox,
+    /// Ordered streams whose last subscriber left, still built for a while so it can resume (`subs`).
+    lingering: subs::Lingering,
 }
 
 impl Hub {
@@ -148,6 +150,7 @@ impl Hub {
             store: StoreLink::default(),
             history: History::new(Turns::new(2, 64, std::time::Duration::from_secs(10))),
             misc: MiscInbox::default(),
+            lingering: subs::Lingering::default(),
         }
     }
 
@@ -267,176 +270,6 @@ impl Hub {
         self.wanted.load_full()
     }
 
-    /// Counts one more subscriber of `want`; returns its slot for conflated streams. A new shape wakes the
-    /// publisher, which builds its first frame at once.
-    pub fn add(&self, want: &Want) -> Option<Arc<Slot>> {
-        let mut r = self.registry.lock();
-        fn up(e: &mut (usize, Arc<Slot>)) -> (Arc<Slot>, bool) {
-            e.0 += 1;
-            (e.1.clone(), e.0 == 1)
-        }
-        let coin = match want {
-            Want::Mids(d) => {
-                let (slot, new) = up(r.mids.entry(d.clone()).or_default());
-                if new {
-                    self.publish_wanted(&mut r, None);
-                }
-                return Some(slot);
-            }
-            Want::User { user: u, channel: ch, .. } => {
-                self.users.add(*u, *ch, self.shared.watched());
-                if *ch == UserChannel::Fills {
-                    self.store.follow(*u, true);
-                }
-                return None;
-            }
-            Want::L2(k) => &k.coin,
-            Want::Bbo(c) | Want::Trades(c) | Want::L4(c) | Want::Candle(c, _) => c,
-        };
-        let subs = r.coins.entry(coin.clone()).or_default();
-        let (slot, new) = match want {
-            Want::L2(k) => {
-                // Every depth of an aggregation reads the one cell the publisher stores it in.
-                let same = |p: &L2Params| (p.n_sig_figs, p.mantissa) == (k.params.n_sig_figs, k.params.mantissa);
-                let cell = subs.l2.iter().find(|(p, _)| same(p)).and_then(|(_, (_, s))| s.l2_cell().cloned());
-                let entry = subs
-                    .l2
-                    .entry(k.params)
-                    .or_insert_with(|| (0, Arc::new(Slot::l2(cell.unwrap_or_default(), k.params.n_levels))));
-                let (slot, new) = up(entry);
-                (Some(slot), new)
-            }
-            Want::Bbo(_) => {
-                let (slot, new) = up(subs.bbo.get_or_insert_default());
-                (Some(slot), new)
-            }
-            Want::Trades(_) => {
-                subs.trades += 1;
-                (None, subs.trades == 1)
-            }
-            Want::L4(_) => {
-                subs.l4 += 1;
-                (None, subs.l4 == 1)
-            }
-            Want::Candle(_, i) => {
-                let n = subs.candles.entry(*i).or_default();
-                *n += 1;
-                (None, *n == 1)
-            }
-            Want::Mids(_) | Want::User { .. } => unreachable!("handled above"),
-        };
-        if new {
-            self.publish_wanted(&mut r, Some(coin));
-        }
-        slot
-    }
-
-    /// Counts one subscriber less; the last one out stops the building and drops the coin's entry.
-    pub fn remove(&self, want: &Want) {
-        let mut r = self.registry.lock();
-        fn down(n: &mut usize) -> bool {
-            *n = n.saturating_sub(1);
-            *n == 0
-        }
-        let coin = match want {
-            Want::Mids(d) => {
-                if r.mids.get_mut(d).is_some_and(|e| down(&mut e.0)) {
-                    r.mids.remove(d);
-                    self.publish_wanted(&mut r, None);
-                }
-                return;
-            }
-            Want::User { user: u, channel: ch, .. } => {
-                self.users.remove(*u, *ch, self.shared.watched());
-                if *ch == UserChannel::Fills {
-                    self.store.follow(*u, false);
-                }
-                if !self.users.follows(*u) {
-                    self.history.forget(*u);
-                }
-                return;
-            }
-            Want::L2(k) => &k.coin,
-            Want::Bbo(c) | Want::Trades(c) | Want::L4(c) | Want::Candle(c, _) => c,
-        };
-        let Some(subs) = r.coins.get_mut(coin) else { return };
-        let gone = match want {
-            Want::L2(k) => {
-                let gone = subs.l2.get_mut(&k.params).is_some_and(|e| down(&mut e.0));
-                if gone {
-                    subs.l2.remove(&k.params);
-                }
-                gone
-            }
-            Want::Bbo(_) => {
-                let gone = subs.bbo.as_mut().is_some_and(|e| down(&mut e.0));
-                if gone {
-                    subs.bbo = None;
-                }
-                gone
-            }
-            Want::Trades(_) => subs.trades > 0 && down(&mut subs.trades),
-            Want::L4(_) => subs.l4 > 0 && down(&mut subs.l4),
-            Want::Candle(_, i) => {
-                let gone = subs.candles.get_mut(i).is_some_and(down);
-                if gone {
-                    subs.candles.remove(i);
-                }
-                gone
-            }
-            Want::Mids(_) | Want::User { .. } => unreachable!("handled above"),
-        };
-        if gone {
-            self.publish_wanted(&mut r, Some(coin));
-        }
-    }
-
-    /// Publishes a new `Wanted` with `coin`'s entry rebuilt from its own subscriptions (or allMids' list, for
-    /// `None`), and wakes the publisher so a new shape gets its first frame now, not at the next block.
-    fn publish_wanted(&self, r: &mut Registry, coin: Option<&Coin>) {
-        r.version += 1;
-        let mut w = Wanted::clone(&self.wanted.load());
-        w.version = r.version;
-        match coin {
-            Some(c) => {
-                r.changes.coins.insert(c.clone());
-            }
-            None => r.changes.mids = true,
-        }
-        match coin {
-            Some(c) => match r.coins.get(c) {
-                Some(subs) if !subs.is_empty() => {
-                    w.coins.insert(c.clone(), Arc::new(subs.wants()));
-                }
-                _ => {
-                    r.coins.remove(c);
-                    w.coins.remove(c);
-                }
-            },
-            None => w.mids = r.mids.iter().map(|(d, (_, s))| (d.clone(), s.clone())).collect(),
-        }
-        if let Some(c) = coin {
-            // The set is copied only when this coin joins or leaves it.
-            let has_book = r.coins.get(c).is_some_and(|s| !s.l2.is_empty() || s.bbo.is_some());
-            let changed = if has_book { r.book_coins.insert(c.clone()) } else { r.book_coins.remove(c) };
-            if changed {
-                self.shared.set_first_coins(r.book_coins.clone());
-            }
-        }
-        self.wanted.store(Arc::new(w));
-        self.shared.signal_change();
-    }
-
-    /// The shapes changed since the last call (the publisher's, once a pass).
-    pub(super) fn take_shape_changes(&self) -> ShapeChanges {
-        std::mem::take(&mut self.registry.lock().changes)
-    }
-
-    /// Coins with at least one subscription (for tests of the cleanup).
-    pub fn coins_wanted(&self) -> usize {
-        self.registry.lock().coins.len()
-    }
-
     /// Asks the publisher for a fresh l4Book snapshot of `coin`, current after some feed tick.
     pub fn request_snapshot(&self, coin: Coin) -> oneshot::Receiver<L4Snapshot> {
         let (tx, rx) = oneshot::channel();
@@ -498,6 +331,9 @@ impl Hub {
         wanted.coins.iter().filter_map(|(coin, w)| Some((coin.to_string(), newest(w)?))).collect()
     }
 }
+
+mod subs;
+pub use super::feed::{NoResume, ResumeAt};
 
 #[cfg(test)]
 #[path = "hub_tests.rs"]

@@ -103,6 +103,7 @@ impl Publisher {
     /// Publishes whatever changed since the last pass; a no-op when nothing did.
     pub fn pass(&mut self) {
         let hub = self.hub.clone();
+        hub.expire_lingering();
         // Taken before `wanted` is loaded, so every change taken is in it (later ones wake the next pass).
         let shapes = hub.take_shape_changes();
         let wanted = hub.wanted();
@@ -215,7 +216,13 @@ impl Publisher {
         let fills_audit = self.audit_of(self.fills_height, self.fills_block_time(), Stream::Fills);
         self.candles.finish_backfills(&*hub, self.tick_seq, stamped(fills_audit));
         let mut ticks = self.ticks(&wanted, &fill_steps, &status_steps, &blocks);
-        ticks.extend(super::misc_feed::misc_ticks(&misc, &hub.followed_users(), &mut self.tick_seq));
+        // Read before the users followed: every user watched since this generation is among them.
+        let misc_generation = hub.shared().watched().view().generation;
+        let mut misc_ticks = super::misc_feed::misc_ticks(&misc, &hub.followed_users(), &mut self.tick_seq);
+        for t in &mut misc_ticks {
+            t.users_generation = Some(misc_generation);
+        }
+        ticks.extend(misc_ticks);
         if reloaded || !repaired.is_empty() {
             self.tick_seq += 1;
             let mut t = Tick::new(self.tick_seq, h);
@@ -227,6 +234,9 @@ impl Publisher {
             self.first_height = 0;
             hub.counters().discontinuities.inc();
             tracing::info!(height = h, "publishing from reloaded books: every stream restarts from the new state");
+        }
+        for t in &mut ticks {
+            t.wanted_version = wanted.version;
         }
         hub.push_ticks(ticks);
         self.feed_store(reloaded, &fill_steps, h, fills_through);

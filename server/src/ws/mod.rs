@@ -63,6 +63,10 @@ crate::state::counter::counters! {
         conflated,
         /// Loss notices: a connection fell further behind on an ordered stream than its backlog allows.
         overflows,
+        /// Ordered subscriptions resumed with `since` (docs/api.md "Resume").
+        resumes,
+        /// `since` refused (too old, ahead, or not kept): the subscription started afresh, with a notice.
+        resumes_refused,
         /// Connections closed as idle.
         closed_idle,
         /// Connections closed for abuse.

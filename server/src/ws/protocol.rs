@@ -25,11 +25,14 @@ pub enum Request {
     Post { id: Value, request: Value },
 }
 
-/// A valid subscription: what it asks for, and the object to echo.
+/// A valid subscription: what it asks for, the object to echo, and where it resumes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Subscription {
     pub want: Want,
     pub echo: Echo,
+    /// Our extension (docs/api.md "Resume"): the last height the client processed; the server replays every frame
+    /// of a later height first. Not part of the subscription's identity, so not in its echo.
+    pub since: Option<u64>,
 }
 
 /// The object acks and errors echo: the client's subscription (its keys, order and value types) with the defaults
@@ -151,6 +154,10 @@ fn quoted(s: &str) -> String {
 fn subscription(sub: &Map<String, Value>) -> Result<Subscription, String> {
     let kind = sub.get("type").and_then(Value::as_str).ok_or("subscription needs a type")?;
     let mut echo = sub.clone();
+    let since = match echo.remove("since") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(v.as_u64().ok_or("since must be a block height (a non-negative integer)")?),
+    };
     let want = match kind {
         "l2Book" => {
             let coin = coin(sub)?;
@@ -194,7 +201,7 @@ fn subscription(sub: &Map<String, Value>) -> Result<Subscription, String> {
             None => return Err(format!("unsupported subscription type {}", quoted(other))),
         },
     };
-    Ok(Subscription { want, echo: Echo::new(echo) })
+    Ok(Subscription { want, echo: Echo::new(echo), since })
 }
 
 fn coin(sub: &Map<String, Value>) -> Result<Coin, String> {

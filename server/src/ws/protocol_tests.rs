@@ -179,3 +179,19 @@ fn every_channel_is_one_the_counters_list() {
         subs.iter().map(|s| sub(&format!(r#"{{"method":"subscribe","subscription":{s}}}"#)).channel()).collect();
     assert_eq!(channels, crate::ws::CHANNELS, "each subscription type is counted under its own channel");
 }
+
+#[test]
+fn since_is_a_resume_point_not_part_of_the_subscription() {
+    let resumed = sub(r#"{"method":"subscribe","subscription":{"type":"trades","coin":"BTC","since":985148182}}"#);
+    let plain = sub(r#"{"method":"subscribe","subscription":{"type":"trades","coin":"BTC"}}"#);
+    assert_eq!(resumed.since, Some(985_148_182));
+    assert_eq!((&resumed.want, &resumed.echo), (&plain.want, &plain.echo), "same identity, same echo");
+    assert_eq!(plain.since, None);
+    let null = sub(r#"{"method":"subscribe","subscription":{"type":"trades","coin":"BTC","since":null}}"#);
+    assert_eq!(null.since, None);
+    for bad in [r#""12""#, "-1", "1.5", "true"] {
+        let text = format!(r#"{{"method":"subscribe","subscription":{{"type":"trades","coin":"BTC","since":{bad}}}}}"#);
+        let e = parse(&text).unwrap_err();
+        assert!(e.contains("since must be a block height"), "{bad}: {e}");
+    }
+}

@@ -16,6 +16,21 @@ pub(super) struct Chain {
     prev: u64,
     /// Heights whose frames were dropped since the last frame (the connection fell behind), not yet told.
     lost: Option<(u64, u64)>,
+    /// Resumed from a height (docs/api.md "Resume"): the first frame names it as `prev`.
+    resumed: bool,
+    /// While resuming: (since, to) — frames of feed ticks up to `to` are replays, and those of heights up to
+    /// `since` the client had already.
+    replay: Option<(u64, u64)>,
+}
+
+/// What becomes of a feed tick's frame for a subscription that may be resuming.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Replay {
+    /// The client had it before it resumed.
+    Had,
+    /// Sent again, marked as replayed.
+    Again,
+    Live,
 }
 
 /// A frame's place in its subscription's chain, written into its audit object.
@@ -28,6 +43,8 @@ pub struct Link {
     pub snapshot: bool,
     pub conflated: u64,
     pub lost: Option<(u64, u64)>,
+    /// Sent again for a resumed subscription: the frame carries `"replayed":true`.
+    pub replayed: bool,
 }
 
 impl Chain {
@@ -41,13 +58,37 @@ impl Chain {
         let link = Link {
             sub: self.sub,
             n: self.n,
-            prev: if self.n == 1 { 0 } else { self.prev },
+            prev: if self.n == 1 && !self.resumed { 0 } else { self.prev },
             snapshot,
             conflated,
             lost: self.lost.take(),
+            replayed: false,
         };
         self.prev = height;
         link
+    }
+
+    /// The subscription resumes after height `since`, replaying the feed's ticks up to `to`.
+    pub(super) fn resume(&mut self, since: u64, to: u64) {
+        (self.prev, self.resumed, self.replay) = (since, true, Some((since, to)));
+    }
+
+    /// Whether the frame of feed tick `seq`, at `height`, was had, is a replay, or is live.
+    pub(super) fn replay_of(&mut self, seq: u64, height: u64) -> Replay {
+        match self.replay {
+            Some((since, to)) if seq <= to => {
+                if height <= since {
+                    Replay::Had
+                } else {
+                    Replay::Again
+                }
+            }
+            Some(_) => {
+                self.replay = None;
+                Replay::Live
+            }
+            None => Replay::Live,
+        }
     }
 
     /// The server skipped the subscription's frames of heights `first..=last`: the next frame says so.
@@ -123,6 +164,19 @@ mod tests {
         c.dropped(21, 25);
         assert_eq!(c.next(26, true, 0).lost, Some((11, 25)));
         assert_eq!(c.next(27, false, 0).lost, None);
+    }
+
+    #[test]
+    fn a_resumed_chain_continues_from_its_height_and_replays_up_to_the_newest_tick() {
+        let mut c = Chain::new(1);
+        c.resume(100, 50);
+        assert_eq!(c.replay_of(48, 100), Replay::Had, "a frame of the height it resumed from");
+        assert_eq!(c.replay_of(49, 101), Replay::Again);
+        let first = c.next(101, false, 0);
+        assert_eq!((first.n, first.prev, first.snapshot), (1, 100, false), "n restarts, prev is the resume point");
+        assert_eq!(c.replay_of(50, 102), Replay::Again);
+        assert_eq!(c.replay_of(51, 103), Replay::Live);
+        assert_eq!(c.replay_of(52, 100), Replay::Live, "live frames are never held back");
     }
 
     #[test]

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
-use super::chain::Chain;
-use super::{Batch, Conn, Delivery, L4State, Out};
+use super::chain::{Chain, Replay};
+use super::{Batch, Conn, Delivery, L4State, Link, Out};
 use crate::publish::{Frame, Hub, Tick};
 use crate::ws::candle_stream::{first_frame, take_candle_tick};
 use crate::ws::protocol;
@@ -117,12 +117,10 @@ impl<S> Conn<S> {
     fn take_tick(&mut self, tick: &Tick, batch: &mut Batch) {
         let hub = self.ctx.hub();
         for (_, sub, chain) in self.subs.values_mut() {
-            match sub {
+            let frame = match sub {
                 Delivery::Trades { coin, cursor } if tick.seq > *cursor => {
-                    if let Some(f) = tick.trades.get(coin) {
-                        batch.push_frame(f.clone(), chain, false, 0);
-                    }
                     *cursor = tick.seq;
+                    tick.trades.get(coin).cloned()
                 }
                 Delivery::L4 { coin, state } => {
                     let L4State::Live { cursor } = state else { continue };
@@ -133,22 +131,20 @@ impl<S> Conn<S> {
                         *state = L4State::Waiting(hub.request_snapshot(coin.clone()));
                         continue;
                     }
-                    if let Some(f) = tick.l4.get(coin) {
-                        batch.push_frame(f.clone(), chain, false, 0);
-                    }
                     *cursor = tick.seq;
+                    tick.l4.get(coin).cloned()
                 }
                 Delivery::User { user, ch, generation, state } => {
-                    if let Some(f) = take_user_tick(hub, tick, *user, *ch, *generation, state) {
-                        batch.push_frame(f, chain, false, 0);
-                    }
+                    take_user_tick(hub, tick, *user, *ch, *generation, state)
                 }
-                Delivery::Candle { key, state } => {
-                    if let Some(f) = take_candle_tick(tick, key, state) {
-                        batch.push_frame(f, chain, false, 0);
-                    }
-                }
-                _ => {}
+                Delivery::Candle { key, state } => take_candle_tick(tick, key, state),
+                _ => None,
+            };
+            let Some(f) = frame else { continue };
+            match chain.replay_of(tick.seq, f.audit.height()) {
+                Replay::Had => {}
+                Replay::Again => batch.push_replayed(f, chain),
+                Replay::Live => batch.push_frame(f, chain, false, 0),
             }
         }
     }
@@ -200,6 +196,12 @@ impl Batch {
     /// A subscription's next frame: it takes its place in the subscription's chain.
     fn push_frame(&mut self, f: Arc<Frame>, chain: &mut Chain, snapshot: bool, conflated: u64) {
         let link = chain.next(f.audit.height(), snapshot, conflated);
+        self.push(Out::Shared(f, link));
+    }
+
+    /// A resumed subscription's frame sent again: its place in the chain, marked as a replay.
+    fn push_replayed(&mut self, f: Arc<Frame>, chain: &mut Chain) {
+        let link = Link { replayed: true, ..chain.next(f.audit.height(), false, 0) };
         self.push(Out::Shared(f, link));
     }
 }

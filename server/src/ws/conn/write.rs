@@ -33,11 +33,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             batch.frames.iter().map(|f| self.message(f, sent_ns)).collect()
         };
         let bytes = messages.iter().map(Bytes::len).sum::<usize>() as u64;
-        // Copies made for this connection alone: every message when batched or audited, else its texts.
+        // Copies made for this connection alone: every message when batched or audited, else its texts and
+        // replayed frames.
         let private = if self.opts.batch || self.opts.audit {
             bytes as usize
         } else {
-            batch.frames.iter().filter_map(|f| if let Out::Text(t) = f { Some(t.len()) } else { None }).sum()
+            let own = |f: &Out| match f {
+                Out::Text(t) => Some(t.len()),
+                Out::Shared(fr, link) if link.replayed => Some(fr.json.len()),
+                Out::Shared(..) => None,
+            };
+            batch.frames.iter().filter_map(own).sum()
         };
         let _private = self.budget.charge(private);
         // Whatever tungstenite queued (a pong) goes out first, so our messages never land inside one of its frames.
@@ -46,8 +52,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         let stages = self.ctx.hub().stages();
         let written = now_nanos();
         for f in &batch.frames {
-            if let Out::Shared(fr, _) = f
+            // A replay's latency is its reconnect's, not the feed's.
+            if let Out::Shared(fr, link) = f
                 && fr.audit.height() > 0
+                && !link.replayed
             {
                 stages.sent(fr.audit.height(), fr.audit.times.line, written);
             }
@@ -65,7 +73,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     /// A frame's JSON as this connection wants it (with audit fields when asked).
     fn plain(&self, f: &Out, sent_ns: i64) -> Vec<u8> {
         match f {
-            Out::Shared(fr, link) if self.opts.audit => fr.with_audit(sent_ns, |out| link.write(out)),
+            Out::Shared(fr, link) if self.opts.audit => fr.with_audit(sent_ns, link.replayed, |out| link.write(out)),
+            Out::Shared(fr, link) if link.replayed => fr.replayed(),
             Out::Shared(fr, _) => fr.json.to_vec(),
             Out::Text(t) => t.clone().into_bytes(),
         }
@@ -75,7 +84,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     /// subscriber; audit frames and texts are this connection's own.
     fn message(&self, f: &Out, sent_ns: i64) -> Bytes {
         match f {
-            Out::Shared(fr, _) if !self.opts.audit => fr.wire(self.opts.deflate, |json| self.encode(json)).clone(),
+            Out::Shared(fr, link) if !self.opts.audit && !link.replayed => {
+                fr.wire(self.opts.deflate, |json| self.encode(json)).clone()
+            }
             _ => self.encode(&self.plain(f, sent_ns)),
         }
     }
