@@ -13,7 +13,7 @@ use procs::fault_proxy::FaultProxy;
 fn fault_proxy_forwards_then_resets_both_sides() {
     let server = TcpListener::bind("127.0.0.1:0").unwrap();
     let target = server.local_addr().unwrap().to_string();
-    let proxy = FaultProxy::start(&target, Duration::from_millis(500));
+    let proxy = FaultProxy::start(&target, Duration::from_secs(2));
     let mut client = TcpStream::connect(&proxy.addr).unwrap();
     let (mut upstream, _) = server.accept().unwrap();
 
