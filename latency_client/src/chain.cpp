@@ -5,6 +5,15 @@
 
 namespace lat {
 
+const char* lost_by_name(LostBy b) {
+  switch (b) {
+    case LostBy::Chain: return "chain";
+    case LostBy::Server: return "server";
+    case LostBy::Reconnect: return "reconnect";
+  }
+  return "?";
+}
+
 void ChainChannel::merge(const ChainChannel& o) {
   chained_frames += o.chained_frames;
   conflated += o.conflated;
@@ -14,6 +23,12 @@ void ChainChannel::merge(const ChainChannel& o) {
   regressions += o.regressions;
   mismatches += o.mismatches;
   ranges += o.ranges;
+  unjoined += o.unjoined;
+  unjoined_heights += o.unjoined_heights;
+  resumed += o.resumed;
+  resume_refused += o.resume_refused;
+  replayed += o.replayed;
+  duplicates += o.duplicates;
 }
 
 void ChainHealth::add_range(const LostRange& r) {
@@ -58,7 +73,7 @@ bool ChainTracker::on_frame(int ch, int coin, int64_t height, const Chain& c, bo
     first = !seen_[idx];
     seen_[idx] = 1;
   }
-  const bool snapshot = data_snapshot || (c.present ? c.snapshot || c.n == 1 : first);
+  const bool snapshot = data_snapshot || (c.present ? c.snapshot || (c.n == 1 && c.prev == 0) : first);
   ChainChannel& cc = out.ch[ch];
 
   // A height lower than the subscription's last one: the server restarted (or the chain was reset). Reported,
@@ -105,7 +120,7 @@ bool ChainTracker::on_frame(int ch, int coin, int64_t height, const Chain& c, bo
   if (c.lost_first > 0) {
     cc.dropped_heights += static_cast<uint64_t>(c.lost_last - c.lost_first) + 1;
     cc.lost_events++;
-    out.add_range({ch, coin, c.lost_first, c.lost_last, 0});
+    out.add_range({ch, coin, c.lost_first, c.lost_last, 0, LostBy::Server});
   }
   cc.conflated += static_cast<uint64_t>(c.conflated);
   if (!fresh && height == s.height && c.n > s.n) s.same_height = true;

@@ -13,10 +13,16 @@
 
 namespace lat {
 
+// Who says the heights were lost: a gap in the chain, the server's `lost`, or a reconnect that nothing vouches for
+// (not resumed, or the resume was refused or did not join on).
+enum class LostBy { Chain, Server, Reconnect };
+const char* lost_by_name(LostBy b);
+
 struct LostRange {
   int ch = 0, coin = -1;        // coin -1: not known (a frame without samples)
   int64_t first = 0, last = 0;  // the lost frames' heights lie in [first, last]; first 0: not known
-  uint64_t frames = 0;          // frames missing from the chain; 0 for the server's `lost` (count not known)
+  uint64_t frames = 0;          // frames missing from the chain; 0 when not known (server, reconnect)
+  LostBy by = LostBy::Chain;
   bool operator==(const LostRange&) const = default;
 };
 
@@ -34,6 +40,10 @@ struct ChainChannel {
   uint64_t regressions = 0;      // the height or the chain went back (a restarted server)
   uint64_t mismatches = 0;       // n followed on but prev was not the previous frame's height
   uint64_t ranges = 0;           // lost ranges (all counted; ChainHealth keeps the first few)
+  // Across reconnects (resume.hpp): re-subscriptions nothing joins to the previous session (loss), the heights
+  // in between, subscriptions resumed with `since`, resumes the server refused (loss), replayed frames received
+  // (out of the percentiles, in the chain) and the replayed frames dropped as already received.
+  uint64_t unjoined = 0, unjoined_heights = 0, resumed = 0, resume_refused = 0, replayed = 0, duplicates = 0;
   void merge(const ChainChannel& o);
 };
 
@@ -58,7 +68,8 @@ class ChainTracker {
   void new_session();
   // One data frame of channel `ch` for `coin` (-1 when not known), `height` 0 without audit. `data_snapshot`:
   // data.isSnapshot. Returns whether the frame is a snapshot: a whole state that measures the subscription,
-  // not the feed (chain: `snapshot` or n == 1; no chain: isSnapshot or the subscription's first frame).
+  // not the feed (chain: `snapshot`, or n == 1 without `prev`; no chain: isSnapshot or the subscription's first
+  // frame). A resumed subscription's first frame has n 1 and `prev` (the `since` sent): a chained frame.
   bool on_frame(int ch, int coin, int64_t height, const Chain& c, bool data_snapshot, ChainHealth& out);
 
  private:

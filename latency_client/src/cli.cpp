@@ -30,6 +30,10 @@ usage: latency_stats --url ws://HOST:PORT/ws --coins BTC,ETH|all --channels l2Bo
   --hlog FILE        write interval histograms in the HdrHistogram log format (values in microseconds)
   --compress         offer permessage-deflate ("permessage-deflate; client_max_window_bits")
   --audit            append audit=1 to the URL query and report the per-stage split from the audit object
+  --resume           after a reconnect, resubscribe trades with "since" (the last height received - 1) and drop
+                     the frames received twice: a reconnect then loses nothing, and the audit chain proves it
+                     (replayed frames are kept out of the percentiles). Needs --audit. Without it, the heights
+                     between a subscription's last frame before a disconnect and its first after are loss
   --insecure         wss:// only: do not verify the server certificate
   --gap S            expected block interval: exchange-time jumps larger than S per coin per channel count as
                      gaps (default 2)
@@ -50,9 +54,9 @@ histogram resolution (< 0.1% relative error). SIGINT/SIGTERM end the run early; 
 
 Exit status: 0 healthy run; 1 bad flags, or an output file that cannot be written (checked at start); 2 server
 unreachable at start; 3 a channel lost data (lost frames named by the audit chain, loss notices, unacknowledged
-subscriptions, disconnects) or went silent (the whole connection, or a book change came late), unless
---allow-loss; 4 UNVERIFIED: --audit, but no frame carried the audit chain, so loss could not be checked
-(--allow-loss does not excuse it). A quiet channel alone is reported, not a failure.
+subscriptions, disconnects not resumed, refused or broken resumes) or went silent (the whole connection, or a
+book change came late), unless --allow-loss; 4 UNVERIFIED: --audit, but no frame carried the audit chain, so
+loss could not be checked (--allow-loss does not excuse it). A quiet channel alone is reported, not a failure.
 )";
 }
 
@@ -164,6 +168,8 @@ CliResult parse_cli(const std::vector<std::string>& args, Config& cfg) {
       cfg.compress = true;
     } else if (a == "--audit") {
       cfg.audit = true;
+    } else if (a == "--resume") {
+      cfg.resume = true;
     } else if (a == "--insecure") {
       cfg.insecure = true;
     } else {
@@ -176,6 +182,8 @@ CliResult parse_cli(const std::vector<std::string>& args, Config& cfg) {
   if (!have_coins) return fail("--coins is required");
   if (!have_channels) return fail("--channels is required");
   if (!cfg.csv_path.empty() && cfg.interval_s <= 0) return fail("--csv needs --interval S");
+  if (cfg.resume && !cfg.audit)
+    return fail("--resume needs --audit (the heights it resumes from are in the audit object)");
   r.action = CliAction::Run;
   return r;
 }

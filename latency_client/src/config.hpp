@@ -19,6 +19,7 @@ struct Config {
   double interval_s = 0;            // CSV window length; 0 = no windows
   bool compress = false;
   bool audit = false;
+  bool resume = false;              // resubscribe ordered channels with `since` after a reconnect (needs audit)
   bool insecure = false;            // wss://: skip certificate verification
   double gap_s = 2.0;               // expected block interval; larger exchange-time jumps count as gaps
   double max_silence_s = 5.0;       // a channel with no data frame for longer is "silent" (verdict)

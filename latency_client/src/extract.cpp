@@ -140,7 +140,7 @@ Kind parse_error(od::object& root, Frame& out) {
   return Kind::Error;
 }
 
-Kind parse_doc(od::document& doc, Frame& out, bool want_mids) {
+Kind parse_doc(od::document& doc, std::string_view raw, Frame& out, bool want_mids) {
   od::object root;
   if (doc.get_object().get(root)) return Kind::Bad;
   std::string_view channel;
@@ -195,6 +195,17 @@ Kind parse_doc(od::document& doc, Frame& out, bool want_mids) {
   } else if (err != simdjson::NO_SUCH_FIELD) {
     return Kind::Bad;
   }
+  // Looked up only when the text names it: a live frame (nearly all of them) must not pay for the unordered
+  // lookup wrapping round to the start of the frame. A data string "replayed" only costs that lookup.
+  if (raw.find("\"replayed\"") != std::string_view::npos) {
+    od::value replayed;
+    err = root.find_field_unordered("replayed").get(replayed);
+    if (err == simdjson::SUCCESS) {
+      if (replayed.get_bool().get(out.replayed)) return Kind::Bad;
+    } else if (err != simdjson::NO_SUCH_FIELD) {
+      return Kind::Bad;
+    }
+  }
   return kind;
 }
 
@@ -206,13 +217,14 @@ Kind Extractor::parse(const char* data, size_t len, size_t capacity, Frame& out,
   out.audit = Audit{};
   out.chain = Chain{};
   out.is_snapshot = false;
+  out.replayed = false;
   out.mids.clear();
   out.error.clear();
   out.ack_channel = -1;
   if (len == 0) return out.kind;
   od::document doc;
   if (impl_->parser.iterate(data, len, capacity).get(doc)) return out.kind;
-  Kind k = parse_doc(doc, out, want_mids);
+  Kind k = parse_doc(doc, std::string_view(data, len), out, want_mids);
   if (k == Kind::Bad) out.nsamples = 0;
   out.kind = k;
   return k;

@@ -1,7 +1,8 @@
 // Hot-path field extraction from one WebSocket text frame, with simdjson On-Demand.
 //
 // Only the fields latency needs are touched: `channel`, then `data.time`/`data.coin` (l2Book, bbo) or each
-// trade's `time`/`coin` (trades), and the optional top-level `audit` object (server opened with ?audit=1).
+// trade's `time`/`coin` (trades), the optional top-level `audit` object (server opened with ?audit=1) and
+// `replayed` (a resumed subscription's frames sent again).
 // Everything else (levels, px, users...) is skipped by the parser, never materialised. Any parse failure
 // yields Kind::Bad; callers count it and carry on.
 #pragma once
@@ -50,6 +51,7 @@ struct Frame {
   Audit audit;
   Chain chain;
   bool is_snapshot = false;       // data.isSnapshot was true
+  bool replayed = false;          // top-level "replayed":true: sent again for a resumed subscription
   std::vector<std::string> mids;  // allMids keys, only filled when want_mids
   std::string error;              // Kind::Error, Kind::Notice: the data string
   int ack_channel = -1;           // Kind::SubAck: the acknowledged subscription's channel (-1: other/unknown)

@@ -8,7 +8,7 @@ namespace lat {
 
 uint64_t Health::missed_heights() const {
   uint64_t n = 0;
-  for (const auto& c : chain.ch) n += c.lost_frames + c.dropped_heights;
+  for (const auto& c : chain.ch) n += c.lost_frames + c.dropped_heights + c.unjoined_heights;
   return n;
 }
 
@@ -36,7 +36,7 @@ void Health::merge(const Health& o) {
 }
 
 ConnHealth::ConnHealth(size_t ncoins, int64_t start_ns)
-    : coin_last_(ncoins, start_ns), conn_last_(start_ns), chain_(ncoins) {
+    : coin_last_(ncoins, start_ns), conn_last_(start_ns), chain_(ncoins), resume_(ncoins) {
   last_recv_.fill(start_ns);
 }
 
@@ -53,9 +53,10 @@ void ConnHealth::on_subscribed(const std::array<uint64_t, kNumChannels>& subs, i
   conn_last_ = now_ns;  // the connection's silence restarts with the session (downtime is counted apart)
   top_height_ = 0;
   chain_.new_session();
+  resume_.on_subscribed(h.chain);
 }
 
-bool ConnHealth::on_data(int ch, int coin, const Frame& f, int64_t recv_ns, Health& h) {
+DataClass ConnHealth::on_data(int ch, int coin, const Frame& f, int64_t recv_ns, Health& h) {
   h.data_frames[ch]++;
   h.max_silence_ns[ch] = std::max(h.max_silence_ns[ch], recv_ns - last_recv_[ch]);
   last_recv_[ch] = recv_ns;
@@ -66,7 +67,12 @@ bool ConnHealth::on_data(int ch, int coin, const Frame& f, int64_t recv_ns, Heal
     top_height_ = height;
     h.audited_heights++;
   }
-  const bool snapshot = chain_.on_frame(ch, coin, height, f.chain, f.is_snapshot, h.chain);
+  DataClass out;
+  const bool snapshot = out.snapshot = chain_.on_frame(ch, coin, height, f.chain, f.is_snapshot, h.chain);
+  // The chain saw every frame (a duplicate has its place in the new chain); only explicit snapshots are not part
+  // of what a resume continues.
+  if (f.chain.present && !f.chain.snapshot && !f.is_snapshot)
+    out.duplicate = resume_.on_frame(ch, coin, height, f.chain, f.replayed, h.chain);
   if (ch == kL2Book && coin >= 0) {
     if (h.l2_coin_silence_ns.size() < coin_last_.size()) h.l2_coin_silence_ns.resize(coin_last_.size());
     h.l2_coin_silence_ns[coin] = std::max(h.l2_coin_silence_ns[coin], recv_ns - coin_last_[coin]);
@@ -80,7 +86,7 @@ bool ConnHealth::on_data(int ch, int coin, const Frame& f, int64_t recv_ns, Heal
     }
     coin_last_[coin] = recv_ns;
   }
-  return snapshot;
+  return out;
 }
 
 void ConnHealth::on_ack(int ch) {
@@ -120,14 +126,22 @@ void ConnHealth::finish(int64_t end_ns, Health& h) {
     h.l2_coin_silence_ns[i] = std::max(h.l2_coin_silence_ns[i], end_ns - coin_last_[i]);
 }
 
-int loss_notice_channel(std::string_view text) {
-  static constexpr std::string_view kPrefix = "hlbook: this connection fell behind;";
-  if (text.substr(0, kPrefix.size()) != kPrefix) return -2;
+namespace {
+
+// The channel of the subscription a notice starting with `prefix` echoes; -1: not one of ours; -2: other text.
+int notice_channel(std::string_view text, std::string_view prefix) {
+  if (text.substr(0, prefix.size()) != prefix) return -2;
   static constexpr std::string_view kType = "\"type\":\"";
   auto p = text.find(kType);
   if (p == std::string_view::npos) return -1;
   auto rest = text.substr(p + kType.size());
   return channel_from_name(rest.substr(0, rest.find('"')));
 }
+
+}  // namespace
+
+int loss_notice_channel(std::string_view text) { return notice_channel(text, "hlbook: this connection fell behind;"); }
+
+int resume_refused_channel(std::string_view text) { return notice_channel(text, "hlbook: cannot resume "); }
 
 }  // namespace lat

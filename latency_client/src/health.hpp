@@ -14,6 +14,7 @@
 #include "chain.hpp"
 #include "config.hpp"
 #include "extract.hpp"
+#include "resume.hpp"
 
 namespace lat {
 
@@ -33,18 +34,25 @@ struct Health {
   uint64_t idle_timeouts = 0;
   int64_t downtime_ns = 0, max_downtime_ns = 0;
   void merge(const Health& o);
-  uint64_t missed_heights() const;  // lost frames + heights the server dropped, all channels
+  uint64_t missed_heights() const;  // lost frames + heights dropped by the server or unjoined, all channels
+};
+
+// What on_data makes of a data frame.
+struct DataClass {
+  bool snapshot = false;   // a whole state: out of the latency percentiles
+  bool duplicate = false;  // replayed, and already received before the reconnect: dropped
 };
 
 // Per-connection tracking, owned by a Shard (called under its mutex).
 class ConnHealth {
  public:
   ConnHealth(size_t ncoins, int64_t start_ns);
+  // A session is about to subscribe: the `since` per [ch * ncoins + coin] (0: none); see resume.hpp.
+  const std::vector<int64_t>& begin_session(bool resume) { return resume_.begin_session(resume); }
   // A session is subscribed: `subs[ch]` subscriptions went out. Ends a downtime; chains start afresh.
   void on_subscribed(const std::array<uint64_t, kNumChannels>& subs, int64_t now_ns, Health& h);
-  // One data frame of channel ch; coin < 0: not a requested coin (or no sample). Returns whether it is a
-  // snapshot (kept out of the latency percentiles).
-  bool on_data(int ch, int coin, const Frame& f, int64_t recv_ns, Health& h);
+  // One data frame of channel ch; coin < 0: not a requested coin (or no sample).
+  DataClass on_data(int ch, int coin, const Frame& f, int64_t recv_ns, Health& h);
   void on_ack(int ch);
   void on_disconnect(int64_t now_ns, Health& h);
   void finish(int64_t end_ns, Health& h);  // closes silences, downtime and unacked subscriptions
@@ -59,11 +67,15 @@ class ConnHealth {
   bool in_session_ = false;
   std::array<uint64_t, kNumChannels> expected_{}, acked_{};
   ChainTracker chain_;
+  ResumeTracker resume_;
 };
 
 // "hlbook: this connection fell behind; {"type":"trades",...} lost blocks ..." -> the channel (or -1 when the
 // text is a loss notice for another subscription); -2 when it is not a loss notice.
 int loss_notice_channel(std::string_view error_text);
+// "hlbook: cannot resume {"type":"trades",...} from height H: ..." -> the channel, -1 (another subscription) or
+// -2 (not that notice).
+int resume_refused_channel(std::string_view notice_text);
 
 struct Verdict {
   std::array<std::string, kNumChannels> channel;  // ok, quiet, unverified, silent, lost, silent+lost

@@ -65,7 +65,7 @@ std::string range_text(const RunInfo& info, const LostRange& r) {
   std::string s = coin_of(info, r.coin) + " " + (r.first == 0 ? ".." : r.first == r.last ? "" : std::to_string(r.first) + "-") +
                   std::to_string(r.last);
   if (r.frames > 1) s += " (" + std::to_string(r.frames) + " frames)";
-  if (r.frames == 0) s += " (server)";
+  if (r.by != LostBy::Chain) s += std::string(" (") + lost_by_name(r.by) + ")";
   return s;
 }
 
@@ -120,6 +120,10 @@ std::string format_table(const Stats& s, const Config& cfg, const RunInfo& info)
       for (int k = 0; k < kNumStages; ++k) os << (k ? "," : "") << cs.stage_invalid[k];
       os << " chained_frames=" << cc.chained_frames << " conflated=" << cc.conflated << " lost_frames=" << cc.lost_frames
          << " dropped_heights=" << cc.dropped_heights << " height_regressions=" << cc.regressions;
+      if (cfg.resume || cc.unjoined)
+        os << " resumed=" << cc.resumed << " resume_refused=" << cc.resume_refused << " unjoined=" << cc.unjoined
+           << " unjoined_heights=" << cc.unjoined_heights << " replayed=" << cc.replayed
+           << " duplicates=" << cc.duplicates;
     }
     os << "\n";
     if (h.chain.ch[ch].ranges) {
@@ -193,13 +197,15 @@ std::string format_json(const Stats& s, const Config& cfg, const RunInfo& info) 
     os << ",\"chained_frames\":" << cc.chained_frames << ",\"conflated\":" << cc.conflated
        << ",\"lost_frames\":" << cc.lost_frames << ",\"dropped_heights\":" << cc.dropped_heights
        << ",\"height_regressions\":" << cc.regressions << ",\"chain_mismatches\":" << cc.mismatches
-       << ",\"lost_ranges_total\":" << cc.ranges << ",\"lost_ranges\":[";
+       << ",\"lost_ranges_total\":" << cc.ranges << ",\"resumed\":" << cc.resumed
+       << ",\"resume_refused\":" << cc.resume_refused << ",\"unjoined\":" << cc.unjoined
+       << ",\"unjoined_heights\":" << cc.unjoined_heights << ",\"replayed\":" << cc.replayed
+       << ",\"duplicates\":" << cc.duplicates << ",\"lost_ranges\":[";
     bool fr = true;
     for (const LostRange& r : h.chain.ranges) {
       if (r.ch != ch) continue;
       os << (fr ? "" : ",") << "{\"coin\":\"" << json_escape(coin_of(info, r.coin)) << "\",\"first\":" << r.first
-         << ",\"last\":" << r.last << ",\"frames\":" << r.frames << ",\"by\":\"" << (r.frames ? "chain" : "server")
-         << "\"}";
+         << ",\"last\":" << r.last << ",\"frames\":" << r.frames << ",\"by\":\"" << lost_by_name(r.by) << "\"}";
       fr = false;
     }
     os << "]";

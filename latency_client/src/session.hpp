@@ -6,7 +6,7 @@
 // inflates), take the wall clock, parse 2-3 fields in place (simdjson needs padding: flat_buffer::prepare
 // provides it), record into the thread's Shard. A sibling coroutine sends {"method":"ping"} every ping period.
 // A watchdog closes a connection without data frames for --idle S. Any read/write error counts one disconnect, waits an exponential back-off (100 ms .. 5 s) and reconnects +
-// resubscribes (counted).
+// resubscribes (counted), with --resume asking ordered channels for what it missed (resume.hpp).
 #pragma once
 #include <simdjson.h>
 
@@ -30,9 +30,10 @@ using beast::error_code;
 
 inline auto ec_token(error_code& ec) { return net::redirect_error(net::use_awaitable, ec); }
 
-inline std::string subscribe_msg(int ch, const std::string& coin) {
+// `since` > 0: resume from after that height (resume.hpp).
+inline std::string subscribe_msg(int ch, const std::string& coin, int64_t since = 0) {
   return std::string(R"({"method":"subscribe","subscription":{"type":")") + channel_name(ch) + R"(","coin":")" +
-         coin + "\"}}";
+         coin + (since > 0 ? "\",\"since\":" + std::to_string(since) + "}}" : "\"}}");
 }
 
 template <class Ws>
@@ -159,9 +160,12 @@ net::awaitable<void> run_connection(RunCtx& ctx, Shard& shard) {
       if (!first) shard.on_reconnect();
       first = false;
       backoff = std::chrono::milliseconds(100);
+      const std::vector<int64_t> since = shard.begin_session(slot);
+      const size_t ncoins = since.size() / kNumChannels;  // the shard's coin index (a repeated coin counts once)
       for (int ch : cfg.channels) {
-        for (const auto& coin : cfg.coins) {
-          co_await c->ws.async_write(net::buffer(subscribe_msg(ch, coin)), ec_token(ec));
+        for (size_t i = 0; i < cfg.coins.size(); ++i) {
+          const int64_t from = i < ncoins ? since[static_cast<size_t>(ch) * ncoins + i] : 0;
+          co_await c->ws.async_write(net::buffer(subscribe_msg(ch, cfg.coins[i], from)), ec_token(ec));
           if (ec) break;
         }
         if (ec) break;

@@ -77,6 +77,11 @@ int Shard::add_connection(int64_t now_ns) {
   return static_cast<int>(last_time_.size()) - 1;
 }
 
+std::vector<int64_t> Shard::begin_session(int slot) {
+  std::lock_guard lk(m_);
+  return health_[slot].begin_session(cfg_.resume);
+}
+
 void Shard::on_subscribed(int slot, int64_t now_ns) {
   std::lock_guard lk(m_);
   health_[slot].on_subscribed(subs_, now_ns, total_.health);
@@ -148,6 +153,9 @@ void Shard::on_frame(int slot, const Frame& f, int64_t recv_ns, size_t bytes) {
       const int lost = loss_notice_channel(f.error);
       if (lost >= 0) total_.health.loss_notices[lost]++;
       else if (lost == -1) total_.health.loss_notices_other++;
+      const int refused = resume_refused_channel(f.error);
+      if (refused >= 0) total_.health.chain.ch[refused].resume_refused++;
+      else if (refused == -1) total_.health.loss_notices_other++;
     }
     return;
   }
@@ -157,14 +165,16 @@ void Shard::on_frame(int slot, const Frame& f, int64_t recv_ns, size_t bytes) {
     auto it = coins_.find(std::string_view(f.samples[0].coin));
     if (it != coins_.end()) coin = it->second;
   }
-  const bool snapshot = health_[slot].on_data(ch, coin, f, recv_ns, total_.health);
-  if (snapshot) {
+  const DataClass cls = health_[slot].on_data(ch, coin, f, recv_ns, total_.health);
+  if (cls.duplicate) return;  // counted by the chain; received before the reconnect, measured then
+  if (cls.snapshot) {
     // A whole state measures the subscription, not the feed: counted apart (warmup or not), in no histogram,
     // and no baseline for gaps.
     for (Stats* s : both) s->ch[ch].snapshot_frames++;
     return;
   }
-  const bool measuring = recv_ns >= warmup_end_ns_;
+  // A replayed frame's latency is the reconnect's, not the feed's: it only moves the gap baseline on.
+  const bool measuring = recv_ns >= warmup_end_ns_ && !f.replayed;
   const int64_t recv_us = recv_ns / 1000;
   uint64_t recorded = 0;
   for (size_t i = 0; i < f.nsamples; ++i) {
@@ -182,7 +192,8 @@ void Shard::on_frame(int slot, const Frame& f, int64_t recv_ns, size_t bytes) {
     const bool gap = last != 0 && smp.time_ms - last > gap_ms_;
     if (smp.time_ms > last) last = smp.time_ms;
     if (!measuring) {
-      for (Stats* s : both) s->c.warmup_discarded++;
+      if (!f.replayed)
+        for (Stats* s : both) s->c.warmup_discarded++;
       continue;
     }
     const int64_t d = recv_us - smp.time_ms * 1000;

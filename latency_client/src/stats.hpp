@@ -68,6 +68,8 @@ class Shard {
 
   // Registers one connection on this shard; returns its slot (gap, silence and chain state are per connection).
   int add_connection(int64_t now_ns);
+  // A (re)connected session is about to subscribe: per [ch * ncoins + coin], the `since` to send (0: none).
+  std::vector<int64_t> begin_session(int slot);
   // A (re)connected session sent its subscriptions.
   void on_subscribed(int slot, int64_t now_ns);
   // Hot path. recv_ns = wall clock (Unix ns) taken after decompression, before parsing.

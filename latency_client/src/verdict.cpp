@@ -26,18 +26,22 @@ std::string range_text(const Config& cfg, const LostRange& r) {
   else if (r.first != r.last) s += std::to_string(r.first) + "-";
   s += std::to_string(r.last);
   if (r.frames > 1) s += " (" + std::to_string(r.frames) + " frames)";
-  if (r.frames == 0) s += " (server)";
+  if (r.by != LostBy::Chain) s += std::string(" (") + lost_by_name(r.by) + ")";
   return s;
 }
 
 // What the chain says was lost on channel ch, with its first few ranges named.
 std::string chain_loss(const Health& h, const Config& cfg, int ch) {
   const ChainChannel& c = h.chain.ch[ch];
-  if (!c.lost_frames && !c.dropped_heights) return "";
+  if (!c.lost_frames && !c.dropped_heights && !c.unjoined && !c.resume_refused) return "";
   std::string s;
-  if (c.lost_frames) s += "lost " + std::to_string(c.lost_frames) + (c.lost_frames == 1 ? " frame" : " frames");
-  if (c.dropped_heights)
-    s += (s.empty() ? "" : " + ") + std::to_string(c.dropped_heights) + " heights dropped by the server";
+  auto add = [&s](const std::string& part) { s += (s.empty() ? "" : " + ") + part; };
+  if (c.lost_frames) add("lost " + std::to_string(c.lost_frames) + (c.lost_frames == 1 ? " frame" : " frames"));
+  if (c.dropped_heights) add(std::to_string(c.dropped_heights) + " heights dropped by the server");
+  if (c.resume_refused) add(std::to_string(c.resume_refused) + " resumes refused");
+  if (c.unjoined)
+    add(std::to_string(c.unjoined) + " subscriptions not joined across a reconnect (" +
+        std::to_string(c.unjoined_heights) + " heights unaccounted)");
   int shown = 0, mine = 0;
   for (const LostRange& r : h.chain.ranges) {
     if (r.ch != ch) continue;
@@ -65,12 +69,16 @@ Verdict verdict(const Health& h, const Config& cfg, uint64_t disconnects) {
     if (chained) v.checked.push_back("per-subscription loss (audit chain)");
     else v.not_checked.push_back("per-subscription loss (no frame carried the audit chain)");
     if (has_l2) v.checked.push_back("book change late (block_ns)");
+    if (cfg.resume) v.checked.push_back("resume across reconnects (audit chain)");
   }
 
   // Shared by every channel of the run: a connection's silence, disconnects and unattributed notices.
   const bool conn_silent = h.max_conn_silence_ns > limit;
-  std::string conn_loss;
-  if (disconnects) conn_loss += std::to_string(disconnects) + " disconnects, " + secs(h.downtime_ns) + " down; ";
+  // Resumed, a disconnect loses nothing by itself: the chain's join to the previous session says whether it did.
+  std::string conn_loss, conn_info;
+  if (disconnects)
+    (cfg.resume ? conn_info : conn_loss) += std::to_string(disconnects) + " disconnects, " + secs(h.downtime_ns) +
+                                            " down" + (cfg.resume ? " (resumed)" : "") + "; ";
   if (h.loss_notices_other) conn_loss += std::to_string(h.loss_notices_other) + " loss notices; ";
 
   std::string line = "verdict:", unverified_names;
@@ -100,6 +108,9 @@ Verdict verdict(const Health& h, const Config& cfg, uint64_t disconnects) {
     if (h.acks_missing[ch]) loss += std::to_string(h.acks_missing[ch]) + " subscriptions not acknowledged; ";
     why += loss;
     // Information, not failures.
+    why += conn_info;
+    if (cc.replayed)
+      why += "replayed " + std::to_string(cc.replayed) + " (" + std::to_string(cc.duplicates) + " already received); ";
     const bool quiet = h.max_silence_ns[ch] > limit;
     if (quiet && !conn_silent) why += "no frame for " + secs(h.max_silence_ns[ch]) + "; ";
     if (cc.conflated) why += "conflated " + std::to_string(cc.conflated) + "; ";

@@ -8,6 +8,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
 #include <chrono>
+#include <cstdlib>
 #ifdef LATENCY_WITH_TLS
 #include <openssl/evp.h>
 #include <openssl/x509.h>
@@ -117,6 +118,10 @@ std::pair<int64_t, int64_t> LoopbackServer::lost_range() {
   std::lock_guard lk(m_);
   return lost_range_;
 }
+std::vector<std::string> LoopbackServer::subscribes() {
+  std::lock_guard lk(m_);
+  return subscribes_;
+}
 
 namespace {
 
@@ -127,6 +132,13 @@ std::string field_of(const std::string& msg, const std::string& key) {
   if (p == std::string::npos) return "";
   p += k.size();
   return msg.substr(p, msg.find('"', p) - p);
+}
+
+// The value of "key":<integer> (0 when absent).
+int64_t int_field_of(const std::string& msg, const std::string& key) {
+  const std::string k = "\"" + key + "\":";
+  auto p = msg.find(k);
+  return p == std::string::npos ? 0 : std::strtoll(msg.c_str() + p + k.size(), nullptr, 10);
 }
 
 // A data frame's channel and data for `coin` stamped `t` ms, without the closing brace (audit may follow).
@@ -192,6 +204,7 @@ void LoopbackServer::session(Ws& ws, const Req& req) {
   int subs = 0;
   bool data_conn = false;
   std::vector<std::pair<std::string, std::string>> sub_keys;  // (channel, coin) in subscription order: sub = index + 1
+  std::vector<int64_t> since;                                 // per sub: its "since" (0: none)
   while (subs < opt_.expected_subs) {
     beast::flat_buffer in;
     ws.read(in);  // throws when the probe connection closes
@@ -208,6 +221,11 @@ void LoopbackServer::session(Ws& ws, const Req& req) {
     ++subs;
     data_conn = true;
     sub_keys.emplace_back(field_of(msg, "type"), field_of(msg, "coin"));
+    since.push_back(int_field_of(msg, "since"));
+    {
+      std::lock_guard lk(m_);
+      subscribes_.push_back(msg);
+    }
     if (subs <= opt_.unacked) continue;
     ws.write(net::buffer(R"({"channel":"subscriptionResponse","data":{"method":"subscribe","subscription":)" +
                          msg.substr(msg.find("\"subscription\":") + 15)));
@@ -240,20 +258,22 @@ void LoopbackServer::session(Ws& ws, const Req& req) {
     ws.write(net::buffer(std::string("\x01\x02garbage", 9)));
     ws.text(true);
   }
-  // Per subscription: frames counted in its chain and the last one's height.
+  // Per subscription: frames counted in its chain and the last one's height (a resumed one's starts at since).
   std::vector<std::pair<int64_t, int64_t>> chains(sub_keys.size(), {0, 0});
-  auto audit_of = [&](size_t sub, int64_t height, std::array<int64_t, 6> st, int i) {
+  std::vector<bool> resumed(sub_keys.size(), false);
+  auto audit_of = [&](size_t sub, int64_t height, std::array<int64_t, 6> st, int i, bool replayed = false) {
     static const char* names[] = {"block_ns", "node_ns", "read_ns", "applied_ns", "published_ns", "sent_ns"};
-    std::string a = R"(,"audit":{"height":)" + std::to_string(height);
+    std::string a = std::string(replayed ? R"(,"replayed":true)" : "") + R"(,"audit":{"height":)" + std::to_string(height);
     for (int k = 0; k < 6; ++k)
       if (st[k] >= 0) a += ",\"" + std::string(names[k]) + "\":" + std::to_string(st[k]);
     if (opt_.chain && sub < chains.size()) {
       auto& [n, prev] = chains[sub];
       a += ",\"sub\":" + std::to_string(sub + 1) + ",\"n\":" + std::to_string(++n);
-      if (n == 1) a += ",\"snapshot\":true";
+      // As hlbook: trades' first frame is no snapshot (audit connections get no recent trades), and has no prev.
+      if (n == 1 && !resumed[sub]) a += sub_keys[sub].first == "trades" ? "" : ",\"snapshot\":true";
       else a += ",\"prev\":" + std::to_string(prev);
       if (i >= 0 && opt_.conflated && opt_.conflated(i) > 0) a += ",\"conflated\":" + std::to_string(opt_.conflated(i));
-      if (i == opt_.lost_at && n > 1 && prev + 1 <= height - 1) {
+      if (i >= 0 && i == opt_.lost_at && n > 1 && prev + 1 <= height - 1) {
         a += ",\"lost\":[" + std::to_string(prev + 1) + "," + std::to_string(height - 1) + "]";
         std::lock_guard lk(m_);
         lost_range_ = {prev + 1, height - 1};
@@ -268,9 +288,35 @@ void LoopbackServer::session(Ws& ws, const Req& req) {
     return sub_keys.size();
   };
   const int64_t height_base = opt_.restart_lower && conn_index > 0 ? 100 : 1000;
+  if (opt_.replay) {
+    for (size_t k = 0; k < sub_keys.size(); ++k) {
+      if (since[k] <= 0) continue;
+      if (since[k] + 1 < opt_.oldest_replay) {
+        const std::string echo = R"({\"type\":\")" + sub_keys[k].first + R"(\",\"coin\":\")" + sub_keys[k].second + R"(\"})";
+        ws.write(net::buffer(R"({"channel":"hlbookNotice","data":"hlbook: cannot resume )" + echo + " from height " +
+                             std::to_string(since[k]) + ": the oldest height it can replay is " +
+                             std::to_string(opt_.oldest_replay) + "; subscribed afresh\"}"));
+        continue;
+      }
+      resumed[k] = true;
+      chains[k].second = since[k];
+      std::vector<Kept> mine;
+      {
+        std::lock_guard lk(m_);
+        for (const Kept& f : kept_)
+          if (f.ch == sub_keys[k].first && f.coin == sub_keys[k].second && f.height > since[k]) mine.push_back(f);
+      }
+      for (Kept& f : mine) {
+        f.stamps[5] = now_ns();
+        ws.write(net::buffer(f.body + audit_of(k, f.height, f.stamps, -1, true) + "}"));
+      }
+    }
+  }
   if (opt_.snapshots) {
     // What a subscriber gets first: the slot's current frame (here 5 s old) or recent trades. Not in the budget.
+    // Neither for a resumed subscription nor, as hlbook, trades on an audit connection.
     for (size_t k = 0; k < sub_keys.size(); ++k) {
+      if (resumed[k] || (opt_.audit && sub_keys[k].first == "trades")) continue;
       const int64_t ns = now_ns(), t = ns / 1000000 - 5000, block = t * 1000000;
       std::string frame = data_frame(sub_keys[k].first, sub_keys[k].second, t, 1, 0);
       if (opt_.audit)
@@ -289,11 +335,15 @@ void LoopbackServer::session(Ws& ws, const Req& req) {
     const int64_t t = ns / 1000000 - d;
     const int samples = ch == "trades" ? opt_.trades_per_frame : 1;
     std::string frame = data_frame(ch, coin, t, samples, i);
-    const int64_t height = height_base + i;
+    const int64_t height = height_base + i / std::max(1, opt_.heights_every);
     if (opt_.audit) {
       const int64_t block = t * 1000000;
       std::array<int64_t, 6> st{block, block + 2000000, block + 3000000, block + 3100000, block + 3200000, now_ns()};
       if (opt_.tamper) opt_.tamper(i, st);
+      if (opt_.replay) {
+        std::lock_guard lk(m_);
+        kept_.push_back({ch, coin, frame, height, st});
+      }
       frame += audit_of(sub_of(ch, coin), height, st, i);
     }
     frame += "}";
@@ -312,6 +362,27 @@ void LoopbackServer::session(Ws& ws, const Req& req) {
     {
       std::lock_guard lk(m_);
       if (opt_.close_after >= 0 && !closed_once_ && on_this_conn == opt_.close_after) close_now = closed_once_ = true;
+    }
+    if (close_now && opt_.unsent_at_close > 0) {
+      // Frames made for this connection that it never delivers: kept (for a resume) and counted in the chains.
+      for (int u = 0; u < opt_.unsent_at_close; ++u) {
+        const int j = sent_.fetch_add(1);
+        if (j >= opt_.frames) break;
+        const std::string& uch = opt_.channels[j % opt_.channels.size()];
+        const std::string& ucoin = opt_.coins[(j / opt_.channels.size()) % opt_.coins.size()];
+        const int64_t ut = now_ns() / 1000000 - opt_.delay_ms(j), block = ut * 1000000;
+        const int64_t uh = height_base + j / std::max(1, opt_.heights_every);
+        std::array<int64_t, 6> st{block, block + 2000000, block + 3000000, block + 3100000, block + 3200000, now_ns()};
+        const std::string body = data_frame(uch, ucoin, ut, uch == "trades" ? opt_.trades_per_frame : 1, j);
+        if (opt_.replay) {
+          std::lock_guard lk(m_);
+          kept_.push_back({uch, ucoin, body, uh, st});
+        }
+        if (opt_.audit) audit_of(sub_of(uch, ucoin), uh, st, j);
+      }
+      beast::error_code ignore;
+      beast::get_lowest_layer(ws).close(ignore);  // dropped: no close frame
+      return;
     }
     if (close_now) {
       ws.close(websocket::close_code::going_away);

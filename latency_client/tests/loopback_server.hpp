@@ -44,6 +44,15 @@ struct ServerOptions {
   std::function<void(int, std::array<int64_t, 6>&)> tamper;
   std::string error_after_acks;                 // an error frame's data text sent after the acks
   int unacked = 0;                              // the first N subscriptions get no subscriptionResponse
+  // Resume (docs/api.md): with `replay`, every data frame made is kept, and a subscription with "since": H gets
+  // the kept frames of its channel x coin above H, marked "replayed", its chain's prev seeded with H, then the
+  // live ones. A since below oldest_replay - 1 gets the "cannot resume" notice and a fresh subscription.
+  bool replay = false;
+  int64_t oldest_replay = 0;
+  int heights_every = 1;                        // frames per height (streaming mode: several share one)
+  // With close_after: made (kept for replay, numbered in their chains) but not sent before the close, as frames
+  // a dying connection never delivered. The close is a dropped socket (no WebSocket close frame).
+  int unsent_at_close = 0;
 };
 
 class LoopbackServer {
@@ -62,6 +71,7 @@ class LoopbackServer {
   bool finished() const { return sent_ >= opt_.frames; }
   int64_t dropped_height();               // height of the frame drop_at left out (0: none)
   std::pair<int64_t, int64_t> lost_range();  // the `lost` range frame lost_at carried
+  std::vector<std::string> subscribes();     // every subscribe request received, in order
 
  private:
   void serve();
@@ -85,6 +95,13 @@ class LoopbackServer {
   bool closed_once_ = false;
   int64_t dropped_height_ = 0;
   std::pair<int64_t, int64_t> lost_range_{0, 0};
+  std::vector<std::string> subscribes_;
+  struct Kept {
+    std::string ch, coin, body;  // body: the frame up to its audit object
+    int64_t height;
+    std::array<int64_t, 6> stamps;
+  };
+  std::vector<Kept> kept_;  // every data frame made, for replay
 };
 
 // A run against `srv`: BTC and ETH l2Book, quiet, ending when the injected samples arrived (60 s at most).

@@ -73,7 +73,7 @@ TEST(Chain, ServerLostRangeIsLossConflatedIsNot) {
   EXPECT_EQ(f.h.ch[kTrades].lost_events, 1u);
   EXPECT_EQ(f.h.ch[kTrades].lost_frames, 0u);  // n followed on: nothing lost after sending
   ASSERT_EQ(f.h.ranges.size(), 1u);
-  EXPECT_EQ(f.h.ranges[0], (LostRange{kTrades, BTC, 101, 120, 0}));
+  EXPECT_EQ(f.h.ranges[0], (LostRange{kTrades, BTC, 101, 120, 0, LostBy::Server}));
 
   f.frame(kL2Book, BTC, 100, link(2, 1, 0, true));
   Chain k = link(2, 2, 100);

@@ -4,18 +4,24 @@
 //! written, each SVG chart has one series per channel with the JSON's counts, and the `--hlog` file read back with
 //! the `hdrhistogram` crate's interval-log parser gives the same p50 / p99 / max.
 //!
+//! Through a proxy that cuts every connection every 2 s (a reset, no close), `--resume` loses nothing: each trades
+//! subscription comes back with `since`, the frames received twice are dropped and the audit chain joins every
+//! session to the one before (issue #46); the same run without `--resume` reports the heights between sessions as
+//! loss.
+//!
 //! The binary comes from `make cpp-build` (build/latency_client/latency_stats, or `$LATENCY_STATS`); `make test`
 //! builds it before the Rust tests. Run alone without it, the test says so and skips.
 
 mod procs;
 
-use std::path::PathBuf;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use procs::{start_serve, start_sim, wait_health};
+use procs::fault_proxy::FaultProxy;
+use procs::{Proc, start_serve, start_sim, wait_health};
 
 fn latency_stats() -> Option<PathBuf> {
     let p = std::env::var_os("LATENCY_STATS").map_or_else(
@@ -32,13 +38,7 @@ fn latency_stats_reports_every_channel_from_our_server() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let market = ["--coins", "5", "--btc-orders", "4000", "--orders-per-coin", "300", "--reject-ratio", "2"];
-    let (_sim, info_url) = start_sim(&data, &market, &dir.path().join("sim.log"));
-    let snaps = dir.path().join("snaps");
-    let server = start_serve(&data, &info_url, &snaps, &["--validate-interval", "0"], &dir.path().join("server.log"));
-    let addr = server.wait_line("hlbook listening on", Duration::from_secs(30));
-    wait_health(&format!("http://{addr}"), Duration::from_secs(60), |h| h["state"] == "live");
+    let (_sim, _server, addr) = sim_and_server(dir.path());
 
     let out = |name: &str| dir.path().join(name);
     let run = Command::new(&bin)
@@ -130,6 +130,92 @@ fn latency_stats_reports_every_channel_from_our_server() {
         }
         assert!(h.equivalent(h.max(), us_of(&c["max"])), "{name} max: hlog {} µs, ours {}", h.max(), c["max"]);
     }
+}
+
+/// hlsim (five coins: BTC, @107, xyz:GOLD, ETH, SOL) and hlbook following it, live; returns them and hlbook's
+/// `HOST:PORT`.
+fn sim_and_server(dir: &Path) -> (Proc, Proc, String) {
+    let data = dir.join("data");
+    let market = ["--coins", "5", "--btc-orders", "4000", "--orders-per-coin", "300", "--reject-ratio", "2"];
+    let (sim, info_url) = start_sim(&data, &market, &dir.join("sim.log"));
+    let snaps = dir.join("snaps");
+    let server = start_serve(&data, &info_url, &snaps, &["--validate-interval", "0"], &dir.join("server.log"));
+    let addr = server.wait_line("hlbook listening on", Duration::from_secs(30));
+    wait_health(&format!("http://{addr}"), Duration::from_secs(60), |h| h["state"] == "live");
+    (sim, server, addr)
+}
+
+#[test]
+fn latency_stats_resume_loses_nothing_through_cut_connections() {
+    let Some(bin) = latency_stats() else {
+        procs::skip("latency_stats not built (run `make cpp-build` or set LATENCY_STATS)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, _server, addr) = sim_and_server(dir.path());
+    let proxy = FaultProxy::start(&addr, Duration::from_secs(2));
+    let url = format!("ws://{}/ws", proxy.addr);
+    let run = |resume: bool, json: &Path| -> Output {
+        let mut cmd = Command::new(&bin);
+        cmd.args(["--url", &url, "--coins", "BTC,ETH,SOL", "--channels", "trades,l2Book", "--duration", "12"]);
+        cmd.arg("--audit").arg("--json").arg(json);
+        if resume {
+            cmd.arg("--resume");
+        }
+        cmd.output().expect("running latency_stats")
+    };
+    // Both at once, through the same cuts.
+    let (resumed_json, plain_json) = (dir.path().join("resumed.json"), dir.path().join("plain.json"));
+    let (resumed, plain) = std::thread::scope(|s| {
+        let a = s.spawn(|| run(true, &resumed_json));
+        let b = s.spawn(|| run(false, &plain_json));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    eprintln!("the proxy cut {} connections", proxy.cuts());
+    let resumed = report_of(&resumed, &resumed_json);
+    let plain = report_of(&plain, &plain_json);
+    let (rt, pt) = (trades_of(&resumed), trades_of(&plain));
+    eprintln!("--resume: {}\nwithout: {}", resumed["verdict"], plain["verdict"]);
+
+    // Both runs were cut, and the trades subscriptions came back each time.
+    for (r, t) in [(&resumed, rt), (&plain, pt)] {
+        assert!(r["counters"]["disconnects"].as_u64().unwrap() > 0, "never cut: {r}");
+        assert!(t["count"].as_u64().unwrap() > 0, "no trades measured: {t}");
+    }
+
+    // --resume: every re-subscription asked for `since`, dropped what it had, and the chain joined on.
+    assert!(rt["resumed"].as_u64().unwrap() > 0, "{rt}");
+    assert!(rt["duplicates"].as_u64().unwrap() > 0, "the last height is always replayed: {rt}");
+    for zero in ["lost_frames", "dropped_heights", "unjoined", "unjoined_heights", "resume_refused", "chain_mismatches"]
+    {
+        assert_eq!(rt[zero], 0, "{zero}: {rt}");
+    }
+    assert_eq!(resumed["health"]["missed_heights"], 0, "{resumed}");
+    assert_eq!(resumed["healthy"], true, "{resumed}");
+    assert_eq!(resumed["exit_code"], 0, "{resumed}");
+
+    // Without it, the heights between a subscription's last frame before a cut and its first after are loss.
+    assert_eq!(pt["resumed"], 0, "{pt}");
+    assert!(pt["unjoined"].as_u64().unwrap() > 0, "{pt}");
+    assert!(pt["unjoined_heights"].as_u64().unwrap() > 0, "{pt}");
+    assert!(plain["health"]["missed_heights"].as_u64().unwrap() > 0, "{plain}");
+    assert_eq!(plain["healthy"], false, "{plain}");
+    assert_eq!(plain["exit_code"], 3, "{plain}");
+    assert_eq!(pt["lost_ranges"][0]["by"], "reconnect", "{pt}");
+}
+
+/// The JSON report of a finished run, checked to agree with its exit status.
+fn report_of(run: &Output, json: &Path) -> serde_json::Value {
+    let out = String::from_utf8_lossy(&run.stdout);
+    let bytes = std::fs::read(json).unwrap_or_else(|e| panic!("no report {}: {e}\n{out}", json.display()));
+    let report: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(run.status.code().map(i64::from), report["exit_code"].as_i64(), "{out}");
+    report
+}
+
+fn trades_of(report: &serde_json::Value) -> &serde_json::Value {
+    let channels = report["channels"].as_array().expect("channels");
+    channels.iter().find(|c| c["channel"] == "trades").expect("a trades channel")
 }
 
 /// Adds up every interval tagged `tag` (decoded with the crate's V2 deserializer).

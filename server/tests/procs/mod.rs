@@ -8,6 +8,7 @@ mod skip_impl;
 #[allow(unused_imports)]
 pub use skip_impl::skip;
 
+pub mod fault_proxy;
 pub mod held_port;
 pub mod nats;
 
