@@ -207,14 +207,15 @@ fn busy_users(data: &Path, mode: Mode, n: usize) -> Vec<String> {
     }
 }
 
-/// hlsim at mainnet rate in `mode` and a server following it: (sim, server, public address, data dir).
-fn market(dir: &Path, mode: Mode) -> (procs::Proc, procs::Proc, String) {
+/// hlsim at mainnet rate in `mode` and a server following it (with `extra` flags): (sim, server, its address).
+fn market(dir: &Path, mode: Mode, extra: &[&str]) -> (procs::Proc, procs::Proc, String) {
     let data = dir.join("data");
     #[rustfmt::skip]
     let sim_args = ["--mode", mode.as_str(), "--btc-orders", "4000", "--orders-per-coin", "300", "--reject-ratio", "2",
         "--users", "25"];
     let (sim, info) = start_sim(&data, &sim_args, &dir.join("sim.log"));
-    let serve_args = ["--mode", mode.as_str(), "--validate-interval", "0"];
+    let mut serve_args = vec!["--mode", mode.as_str(), "--validate-interval", "0"];
+    serve_args.extend_from_slice(extra);
     let server = start_serve(&data, &info, &dir.join("snaps"), &serve_args, &dir.join("serve.log"));
     let addr = server.wait_line("hlbook listening on", Duration::from_secs(60));
     wait_health(&procs::admin_base(&server), Duration::from_secs(60), |h| h["state"] == "live");
@@ -223,7 +224,7 @@ fn market(dir: &Path, mode: Mode) -> (procs::Proc, procs::Proc, String) {
 
 fn drop_and_resume(mode: Mode) {
     let dir = tempfile::tempdir().unwrap();
-    let (mut sim, mut server, addr) = market(dir.path(), mode);
+    let (mut sim, mut server, addr) = market(dir.path(), mode, &[]);
     let mut subs: Vec<Value> = COINS.iter().map(|c| json!({"type": "trades", "coin": c})).collect();
     for u in busy_users(&dir.path().join("data"), mode, 2) {
         subs.push(json!({"type": "orderUpdates", "user": u}));
@@ -278,4 +279,103 @@ fn by_block_a_client_cut_every_two_seconds_resumes_to_the_frames_of_one_never_cu
 #[test]
 fn streaming_a_client_cut_every_two_seconds_resumes_to_the_frames_of_one_never_cut() {
     drop_and_resume(Mode::Streaming);
+}
+
+/// Frames and notices on `ws` for `secs`.
+async fn read_for(ws: &mut wsclient::raw::Ws, secs: f64) -> Seen {
+    let mut seen = Seen::default();
+    let until = tokio::time::Instant::now() + Duration::from_secs_f64(secs);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep_until(until) => return seen,
+            t = next_text(ws) => match read(&t.expect("the server keeps the connection")) {
+                Some(Ok(g)) => seen.keep(g),
+                Some(Err(notice)) => seen.notices.push(notice),
+                None => {}
+            },
+        }
+    }
+}
+
+/// Resets `ws` (no close frame).
+fn cut(ws: wsclient::raw::Ws) {
+    ws.get_ref().set_zero_linger().unwrap();
+    drop(ws);
+}
+
+#[test]
+fn a_stream_nobody_else_follows_lingers_for_the_resume_window_and_then_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("hlbook.toml");
+    std::fs::write(&config, "[server]\nresume_window_secs = 3\n").unwrap();
+    let (mut sim, mut server, addr) = market(dir.path(), Mode::ByBlock, &["--config", config.to_str().unwrap()]);
+    let subs = [json!({"type": "trades", "coin": "BTC"}), json!({"type": "l4Book", "coin": "BTC"})];
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut ws = connect(&addr).await;
+        subscribe_all(&mut ws, &subs, None).await;
+        let before = read_for(&mut ws, 2.0).await;
+        cut(ws);
+        // Within the window: nobody else follows these streams, yet every frame since is still there.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let since = before.newest;
+        let mut ws = connect(&addr).await;
+        subscribe_all(&mut ws, &subs, Some(since)).await;
+        let back = read_for(&mut ws, 2.0).await;
+        assert_eq!(back.notices, Vec::<String>::new(), "resumed within the window");
+        assert!(back.replayed > 0, "the blocks while away came again");
+        for sub in [1, 2] {
+            let first = back.frames.iter().find(|g| g.sub == sub).expect("frames after the resume");
+            assert_eq!((first.prev, first.snapshot), (Some(since), false), "sub {sub} continues from {since}");
+        }
+        cut(ws);
+        // Past the window the streams stopped being built: the resume is refused, and a fresh l4Book follows.
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let mut ws = connect(&addr).await;
+        subscribe_all(&mut ws, &subs, Some(back.newest)).await;
+        let late = read_for(&mut ws, 2.0).await;
+        assert_eq!(late.notices.len(), 2, "{:?}", late.notices);
+        assert!(late.notices.iter().all(|n| n.contains("cannot resume") && n.contains("nobody was subscribed")));
+        let l4 = late.frames.iter().find(|g| g.sub == 2).expect("l4Book frames");
+        assert!(l4.snapshot && l4.frame.contains("\"snapshot\""), "a fresh l4Book snapshot: {}", &l4.frame[..80]);
+    });
+    sim.stop();
+    server.stop();
+}
+
+#[test]
+fn a_since_the_feed_does_not_hold_gets_a_notice_and_a_fresh_subscription() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut sim, mut server, addr) = market(dir.path(), Mode::ByBlock, &[]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut ws = connect(&addr).await;
+        let l4 = [json!({"type": "l4Book", "coin": "BTC"})];
+        subscribe_all(&mut ws, &l4, Some(1)).await;
+        let old = read_for(&mut ws, 2.0).await;
+        assert_eq!(old.notices.len(), 1, "{:?}", old.notices);
+        let oldest: u64 = old.notices[0]
+            .split("the oldest height it can resume from is ")
+            .nth(1)
+            .and_then(|t| t.split(';').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("names the oldest height: {}", old.notices[0]));
+        let first = old.frames.first().expect("an l4Book frame");
+        assert!(first.snapshot && first.height >= oldest, "a fresh snapshot follows the notice");
+        // Ahead of the server: the same, naming its newest height.
+        let mut ws = connect(&addr).await;
+        let trades = [json!({"type": "trades", "coin": "BTC"})];
+        subscribe_all(&mut ws, &trades, Some(old.newest + 1_000_000)).await;
+        let ahead = read_for(&mut ws, 1.0).await;
+        assert_eq!(ahead.notices.len(), 1, "{:?}", ahead.notices);
+        assert!(ahead.notices[0].contains("its newest height is"), "{}", ahead.notices[0]);
+        // Snapshot channels take `since` and send their current frame, as always.
+        let mut ws = connect(&addr).await;
+        subscribe_all(&mut ws, &[json!({"type": "l2Book", "coin": "BTC"})], Some(1)).await;
+        let l2 = read_for(&mut ws, 1.0).await;
+        assert_eq!(l2.notices, Vec::<String>::new());
+        assert!(l2.frames.first().is_some_and(|g| g.snapshot && g.frame.starts_with("{\"channel\":\"l2Book\"")));
+    });
+    sim.stop();
+    server.stop();
 }
