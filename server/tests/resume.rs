@@ -379,3 +379,72 @@ fn a_since_the_feed_does_not_hold_gets_a_notice_and_a_fresh_subscription() {
     sim.stop();
     server.stop();
 }
+
+/// The Python client of docs/api.md "Resume", with `HOST:8000` made `addr`.
+fn docs_client(addr: &str) -> String {
+    let api = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/api.md")).unwrap();
+    let start = api.find("# Resume with since (Python, websockets)").expect("the example in docs/api.md");
+    let end = start + api[start..].find("\n```").expect("the example's end");
+    api[start..end].replace("HOST:8000", addr)
+}
+
+/// A frame's JSON without what only its connection has (`replayed`, `audit`).
+fn official(v: &Value) -> Value {
+    let mut v = v.clone();
+    let o = v.as_object_mut().unwrap();
+    o.remove("replayed");
+    o.remove("audit");
+    v
+}
+
+#[test]
+fn the_docs_python_client_cut_by_a_proxy_gets_every_frame_once() {
+    const PYTHON: &str = "/usr/bin/python3";
+    let ok =
+        std::process::Command::new(PYTHON).args(["-c", "import websockets"]).output().is_ok_and(|o| o.status.success());
+    if !ok {
+        procs::skip(&format!("{PYTHON} with the websockets module is missing (apt-get install python3-websockets)"));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (mut sim, mut server, addr) = market(dir.path(), Mode::ByBlock, &[]);
+    let proxy = procs::fault_proxy::FaultProxy::start(&addr, Duration::from_secs(2));
+    let script = dir.path().join("resume.py");
+    std::fs::write(&script, docs_client(&proxy.addr)).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (stop_tx, stop) = watch::channel(false);
+    let steady = rt.spawn(steady(addr.clone(), vec![json!({"type": "trades", "coin": "BTC"})], stop));
+    let out = std::fs::File::create(dir.path().join("resume.out")).unwrap();
+    let mut py = std::process::Command::new(PYTHON).arg(&script).stdout(out).spawn().unwrap();
+    std::thread::sleep(Duration::from_secs(15));
+    py.kill().unwrap();
+    py.wait().unwrap();
+    stop_tx.send(true).unwrap();
+    let steady = rt.block_on(steady).unwrap();
+    let cuts = proxy.cuts();
+    drop(proxy);
+    sim.stop();
+    server.stop();
+
+    let printed: Vec<Value> = std::fs::read_to_string(dir.path().join("resume.out"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(cuts >= 5, "{cuts} cuts");
+    let height = |v: &Value| v["audit"]["height"].as_u64().unwrap();
+    let live: Vec<&Value> = printed.iter().filter(|v| v["audit"]["snapshot"] != true).collect();
+    let (from, to) = (height(live.first().expect("frames")), height(live.last().unwrap()) - 1);
+    let want: Vec<Value> = steady
+        .frames
+        .iter()
+        .filter(|g| g.height > from && g.height <= to)
+        .map(|g| serde_json::from_str(&g.frame).unwrap())
+        .collect();
+    let got: Vec<Value> = live.iter().filter(|v| height(v) > from && height(v) <= to).map(|v| official(v)).collect();
+    let replayed = printed.iter().filter(|v| v["replayed"] == true).count();
+    eprintln!("{cuts} cuts, {} frames over heights {}..={to}, {replayed} of them replayed", got.len(), from + 1);
+    assert!(replayed > 0, "the cuts replayed nothing");
+    assert_eq!(got.len(), want.len(), "the docs client got {} frames, a client never cut {}", got.len(), want.len());
+    assert!(got == want, "the docs client's frames differ from those of a client never cut");
+}
