@@ -95,8 +95,6 @@ pub(super) struct Registry {
     pub(super) book_coins: FxHashSet<Coin>,
     /// What changed shape since the publisher last looked (`Hub::take_shape_changes`).
     pub(super) changes: ShapeChanges,
-    /// Each wanted coin stream's `version` when it became wanted: ticks built since hold its frames.
-    pub(super) since: FxHashMap<super::hub::Want, u64>,
 }
 
 /// The subscription shapes added or dropped since the publisher's last pass: it builds just these, so a

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
 
 use super::{Hub, NoResume, ResumeAt, Slot, Want};
 use crate::book::l2::L2Params;
@@ -20,11 +21,14 @@ use crate::publish::wanted::{Registry, ShapeChanges, Wanted};
 /// At most this many streams linger at once; past it a stream whose last subscriber leaves stops at once.
 const MAX_LINGERING: usize = 65_536;
 
-/// Streams whose last subscriber left, with when they stop being built.
+/// Since when each ordered coin stream has been built, and the streams whose last subscriber left, with when they
+/// stop being built.
 #[derive(Debug, Default)]
 pub(super) struct Lingering {
     window: Mutex<Duration>,
     queue: Mutex<VecDeque<(Instant, Want)>>,
+    /// Each wanted coin stream's `Wanted` version when it became wanted: ticks built since hold its frames.
+    since: Mutex<FxHashMap<Want, u64>>,
 }
 
 impl Hub {
@@ -71,7 +75,7 @@ impl Hub {
             let watched = self.shared.watched().since(user);
             watched.is_some_and(|g| self.feed.users_complete_through(at.cursor, g))
         } else {
-            let version = self.registry.lock().since.get(want).copied();
+            let version = self.lingering.since.lock().get(want).copied();
             version.is_some_and(|v| self.feed.wanted_through(at.cursor, v))
         };
         if kept { Ok(at) } else { Err(NoResume::NotKept) }
@@ -137,8 +141,7 @@ impl Hub {
         };
         if new {
             self.publish_wanted(&mut r, Some(coin));
-            let version = r.version;
-            r.since.insert(want.clone(), version);
+            self.lingering.since.lock().insert(want.clone(), r.version);
         }
         slot
     }
@@ -199,7 +202,7 @@ impl Hub {
             Want::Mids(_) | Want::User { .. } => unreachable!("handled above"),
         };
         if gone {
-            r.since.remove(want);
+            self.lingering.since.lock().remove(want);
             self.publish_wanted(&mut r, Some(coin));
         }
     }
