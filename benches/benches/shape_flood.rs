@@ -12,6 +12,11 @@
 //! each measured window (default 30 s). `HLBOOK_BENCH_SERVER` names another build's `hlbook` to measure as a third
 //! case (with its own defaults: the keys this bench sets for the old limits do not exist there). Results:
 //! docs/benchmarks.md, "Issue #43".
+//!
+//! `HLBOOK_BENCH_FLOOD=resume` runs issue #46's flood instead, on the new defaults only: the same 12 connections,
+//! each over and over subscribing every ordered stream of every coin (trades, l4Book, candle 1m) resuming from the
+//! oldest height the server keeps, plus one `since` a day back, reading nothing for a second, then resetting the
+//! connection. Results: docs/benchmarks.md, "Issue #46".
 
 // The tests' process rig (server/tests/procs) and plain client (server/tests/wsclient/raw.rs).
 #[allow(dead_code)]
@@ -41,8 +46,12 @@ fn main() {
         return;
     }
     let secs: u64 = std::env::var("HLBOOK_BENCH_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(30);
-    let mut cases: Vec<(&str, String, Option<String>)> =
-        vec![("old defaults", OLD_DEFAULTS.to_string(), None), ("new defaults", String::new(), None)];
+    let resume = std::env::var("HLBOOK_BENCH_FLOOD").is_ok_and(|f| f == "resume");
+    let mut cases: Vec<(&str, String, Option<String>)> = if resume {
+        vec![("new defaults, resume flood", String::new(), None)]
+    } else {
+        vec![("old defaults", OLD_DEFAULTS.to_string(), None), ("new defaults", String::new(), None)]
+    };
     if let Ok(other) = std::env::var("HLBOOK_BENCH_SERVER") {
         cases.push(("other build, its defaults", String::new(), Some(other)));
     }
@@ -51,7 +60,7 @@ fn main() {
     );
     println!("| --- | --- | --- | --- | --- | --- | --- |");
     for (name, toml, server) in cases {
-        let r = run(&toml, server.as_deref(), Duration::from_secs(secs));
+        let r = run(&toml, server.as_deref(), Duration::from_secs(secs), resume);
         println!(
             "| {name} | {:.2} / {:.2} | {:.2} / {:.2} | {:.1} / {:.1} | {} / {} | {} → {} | {} |",
             r.alone.0,
@@ -76,7 +85,7 @@ struct Outcome {
     held: i64,
 }
 
-fn run(server_toml: &str, server_bin: Option<&str>, window: Duration) -> Outcome {
+fn run(server_toml: &str, server_bin: Option<&str>, window: Duration, resume: bool) -> Outcome {
     let dir = tempfile::tempdir().unwrap();
     let market = ["--coins", "4", "--btc-orders", "2000", "--orders-per-coin", "200", "--block-ms", "100"];
     let (_sim, info) = rig::start_sim(&dir.path().join("data"), &market, &dir.path().join("sim.log"));
@@ -124,8 +133,17 @@ fn run(server_toml: &str, server_bin: Option<&str>, window: Duration) -> Outcome
     let alone = rt.block_on(bystander(&addr, window));
     let rss0 = raw::rss_bytes(pid).unwrap();
     let l2_before = rig::get_json(&format!("{counts}/health")).unwrap()["subscriptions"]["l2Book"].as_i64().unwrap();
-    let _attack = rt.block_on(flood(&addr));
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let _attack = if resume {
+        for c in 0..ATTACK_CONNS {
+            rt.spawn(resume_flood(addr.clone(), c, stopped.clone()));
+        }
+        Vec::new()
+    } else {
+        rt.block_on(flood(&addr))
+    };
     let flooded = rt.block_on(bystander(&addr, window));
+    stop.send_replace(true);
     let rss1 = raw::rss_bytes(pid).unwrap();
     let l2_after = rig::get_json(&format!("{counts}/health")).unwrap()["subscriptions"]["l2Book"].as_i64().unwrap();
     Outcome { alone, flooded, rss: (rss0, rss1), held: l2_after - l2_before }
@@ -195,5 +213,51 @@ fn padded_shape(i: usize) -> Value {
             return sub;
         }
         n -= 1;
+    }
+}
+
+async fn send(ws: &mut raw::Ws, sub: Value) -> Result<(), tokio_tungstenite::tungstenite::Error> {
+    let msg = json!({"method": "subscribe", "subscription": sub}).to_string();
+    futures_util::SinkExt::send(ws, Message::Text(msg.into())).await
+}
+
+/// One connection of the resume flood: until `stop`, rounds of: subscribe BTC's trades from height 1 (the notice
+/// names the oldest height kept), then every ordered stream of every coin from just after it, and `day_back` from a
+/// day back (about 1.1 million blocks); read nothing for a second; reset.
+async fn resume_flood(addr: String, conn: usize, mut stop: tokio::sync::watch::Receiver<bool>) {
+    const COINS: [&str; 4] = ["BTC", "@107", "xyz:GOLD", "ETH"];
+    let from: IpAddr = "127.0.0.2".parse().unwrap();
+    while !*stop.borrow() {
+        let Ok(mut ws) = raw::try_connect_from(&addr, "", from).await else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let _ = send(&mut ws, json!({"type": "trades", "coin": "BTC", "since": 1})).await;
+        let oldest = loop {
+            match tokio::time::timeout(Duration::from_secs(5), ws.next()).await {
+                Ok(Some(Ok(Message::Text(t)))) if t.contains("oldest height it can resume from is ") => {
+                    let n = t.as_str().split("resume from is ").nth(1).unwrap_or_default();
+                    break n.split(';').next().and_then(|n| n.parse::<u64>().ok());
+                }
+                Ok(Some(Ok(_))) => {}
+                _ => break None,
+            }
+        };
+        let Some(oldest) = oldest else { continue };
+        let day_back = oldest.saturating_sub(1_100_000);
+        for (i, coin) in COINS.iter().enumerate() {
+            let since = if i == conn % COINS.len() { day_back } else { oldest + 1 };
+            let _ = send(&mut ws, json!({"type": "l4Book", "coin": coin, "since": since})).await;
+            let _ = send(&mut ws, json!({"type": "candle", "coin": coin, "interval": "1m", "since": since})).await;
+            if *coin != "BTC" {
+                let _ = send(&mut ws, json!({"type": "trades", "coin": coin, "since": since})).await;
+            }
+        }
+        tokio::select! {
+            _ = stop.changed() => {}
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+        ws.get_ref().set_zero_linger().ok();
+        drop(ws);
     }
 }

@@ -62,28 +62,32 @@ pub(super) fn misc_ticks(blocks: &[MiscBlock], wanted: &FxHashMap<Address, UserW
     }
     for b in blocks {
         let users = user_json(b, wanted);
-        let rounds = users.iter().map(|u| u.events.len().max(1)).max().unwrap_or(0);
+        if users.is_empty() {
+            continue;
+        }
         let audit = Audit {
             times: LineTimes { height: b.height, block_time: b.block_time, ..LineTimes::default() },
             published: now_nanos(),
         };
-        for round in 0..rounds {
-            *seq += 1;
-            let mut tick = Tick::new(*seq, b.height);
-            tick.misc = true;
-            let frame = |json: &Vec<u8>| Arc::new(Frame::new(*seq, json.clone(), audit));
-            for u in &users {
-                let mut f = UserFrames { events: u.events.get(round).map(frame), ..UserFrames::default() };
-                if round == 0 {
-                    f.fundings = u.fundings.as_ref().map(frame);
-                    f.ledger = u.ledger.as_ref().map(frame);
-                }
-                if f.events.is_some() || f.fundings.is_some() || f.ledger.is_some() {
-                    tick.users.insert(u.user, f);
-                }
+        *seq += 1;
+        let mut tick = Tick::new(*seq, b.height);
+        tick.misc = true;
+        let frame = |json: &Vec<u8>| Arc::new(Frame::new(*seq, json.clone(), audit));
+        for u in &users {
+            // userEvents holds one funding a frame: a user with several in the block gets them all in this tick.
+            let mut events = u.events.iter().map(frame);
+            let f = UserFrames {
+                events: events.next(),
+                more_events: events.collect(),
+                fundings: u.fundings.as_ref().map(frame),
+                ledger: u.ledger.as_ref().map(frame),
+                ..UserFrames::default()
+            };
+            if f.events.is_some() || f.fundings.is_some() || f.ledger.is_some() {
+                tick.users.insert(u.user, f);
             }
-            out.push(tick);
         }
+        out.push(tick);
     }
     out
 }
@@ -140,21 +144,20 @@ mod tests {
     }
 
     #[test]
-    fn one_userevents_funding_a_tick_the_channel_frames_on_the_first() {
+    fn a_misc_block_is_one_tick_with_every_userevents_funding_of_each_user() {
         let all = [UserChannel::Events, UserChannel::Fundings, UserChannel::Ledger];
         let wanted: FxHashMap<_, _> = [wants(ALICE, &all), wants(BOB, &all)].into_iter().collect();
         let mut seq = 10;
         let ticks = misc_ticks(&[block()], &wanted, &mut seq);
-        assert_eq!((ticks.len(), seq), (2, 12));
-        assert!(ticks.iter().all(|t| t.misc && t.height == 7));
+        assert_eq!((ticks.len(), seq), (1, 11), "one tick a block, whatever its fundings");
+        assert!(ticks[0].misc && ticks[0].height == 7);
         let (alice, bob) = (Address::parse(ALICE).unwrap(), Address::parse(BOB).unwrap());
-        let first = &ticks[0].users[&alice];
-        assert!(text(first.events.as_ref()).contains(r#""coin":"BTC""#));
-        assert!(text(first.fundings.as_ref()).contains(r#""coin":"ETH""#), "both payments in one userFundings frame");
-        assert!(ticks[1].users[&alice].fundings.is_none());
-        assert!(text(ticks[1].users[&alice].events.as_ref()).contains(r#""coin":"ETH""#));
+        let a = &ticks[0].users[&alice];
+        assert!(text(a.events.as_ref()).contains(r#""coin":"BTC""#));
+        assert_eq!(a.more_events.len(), 1);
+        assert!(text(a.more_events.first()).contains(r#""coin":"ETH""#), "the second funding, in the same tick");
+        assert!(text(a.fundings.as_ref()).contains(r#""coin":"ETH""#), "both payments in one userFundings frame");
         assert!(text(ticks[0].users[&bob].ledger.as_ref()).contains(r#""type":"deposit""#));
-        assert!(!ticks[1].users.contains_key(&bob));
     }
 
     #[test]

@@ -120,12 +120,20 @@ pub struct UserFrames {
     /// userFills with `aggregateByTime` (the same frame when nothing merges).
     pub fills_aggregated: Option<Arc<Frame>>,
     pub events: Option<Arc<Frame>>,
+    /// userEvents frames after `events` in the same tick: a misc_events block's fundings, one a frame (official
+    /// userEvents carries one funding per message).
+    pub more_events: Vec<Arc<Frame>>,
     /// From misc_events (`publish::misc_feed`).
     pub fundings: Option<Arc<Frame>>,
     pub ledger: Option<Arc<Frame>>,
 }
 
 impl UserFrames {
+    /// The channel's further frames of the tick, after `get`'s (userEvents fundings).
+    pub fn more(&self, ch: UserChannel) -> &[Arc<Frame>] {
+        if ch == UserChannel::Events { &self.more_events } else { &[] }
+    }
+
     pub fn get(&self, ch: UserChannel) -> Option<&Arc<Frame>> {
         match ch {
             UserChannel::Orders => self.orders.as_ref(),
@@ -144,7 +152,7 @@ impl UserFrames {
     pub fn bytes(&self) -> usize {
         let merged = self.fills_aggregated.as_ref().filter(|m| !self.fills.as_ref().is_some_and(|f| Arc::ptr_eq(f, m)));
         let frames = [&self.orders, &self.fills, &self.events, &self.fundings, &self.ledger];
-        let frames = frames.into_iter().flatten().chain(merged);
+        let frames = frames.into_iter().flatten().chain(merged).chain(&self.more_events);
         frames.map(|f| f.json.len()).sum()
     }
 }

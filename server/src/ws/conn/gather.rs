@@ -117,6 +117,8 @@ impl<S> Conn<S> {
     fn take_tick(&mut self, tick: &Tick, batch: &mut Batch) {
         let hub = self.ctx.hub();
         for (_, sub, chain) in self.subs.values_mut() {
+            // A tick may hold several frames of one subscription (a user's fundings in a misc_events block).
+            let mut more: &[Arc<Frame>] = &[];
             let frame = match sub {
                 Delivery::Trades { coin, cursor } if tick.seq > *cursor => {
                     *cursor = tick.seq;
@@ -135,16 +137,21 @@ impl<S> Conn<S> {
                     tick.l4.get(coin).cloned()
                 }
                 Delivery::User { user, ch, generation, state } => {
-                    take_user_tick(hub, tick, *user, *ch, *generation, state)
+                    let f = take_user_tick(hub, tick, *user, *ch, *generation, state);
+                    if f.is_some() {
+                        more = tick.users.get(user).map_or(&[][..], |u| u.more(*ch));
+                    }
+                    f
                 }
                 Delivery::Candle { key, state } => take_candle_tick(tick, key, state),
                 _ => None,
             };
-            let Some(f) = frame else { continue };
-            match chain.replay_of(tick.seq, f.audit.height()) {
-                Replay::Had => {}
-                Replay::Again => batch.push_replayed(f, chain),
-                Replay::Live => batch.push_frame(f, chain, false, 0),
+            for f in frame.into_iter().chain(more.iter().cloned()) {
+                match chain.replay_of(tick.seq, f.audit.height()) {
+                    Replay::Had => {}
+                    Replay::Again => batch.push_replayed(f, chain),
+                    Replay::Live => batch.push_frame(f, chain, false, 0),
+                }
             }
         }
     }
