@@ -149,7 +149,7 @@ async fn resuming(addr: String, subs: Vec<Value>, every: Duration, mut stop: wat
         loop {
             tokio::select! {
                 _ = stop.changed() => return seen,
-                _ = tokio::time::sleep_until(cut_at) => break,
+                () = tokio::time::sleep_until(cut_at) => break,
                 t = next_text(&mut ws) => match read(&t.expect("the server keeps the connection")) {
                     Some(Ok(g)) => {
                         let (sub, h) = (g.sub, g.height);
@@ -158,7 +158,7 @@ async fn resuming(addr: String, subs: Vec<Value>, every: Duration, mut stop: wat
                         {
                             assert_eq!(g.prev, Some(s), "sub {sub}: a resumed chain continues from since (height {h})");
                         }
-                        if let Some(had) = held.get_mut(&sub).and_then(|q| q.pop_front()) {
+                        if let Some(had) = held.get_mut(&sub).and_then(std::collections::VecDeque::pop_front) {
                             assert!(g.replayed, "sub {sub}: height {h} came live, but it had been sent before");
                             assert_eq!((had.height, had.frame == g.frame), (h, true), "sub {sub}: a replay differs");
                             continue;
@@ -287,7 +287,7 @@ async fn read_for(ws: &mut wsclient::raw::Ws, secs: f64) -> Seen {
     let until = tokio::time::Instant::now() + Duration::from_secs_f64(secs);
     loop {
         tokio::select! {
-            _ = tokio::time::sleep_until(until) => return seen,
+            () = tokio::time::sleep_until(until) => return seen,
             t = next_text(ws) => match read(&t.expect("the server keeps the connection")) {
                 Some(Ok(g)) => seen.keep(g),
                 Some(Err(notice)) => seen.notices.push(notice),
