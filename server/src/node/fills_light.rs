@@ -10,10 +10,10 @@ use std::borrow::Cow;
 use serde_json::value::RawValue;
 
 use super::decimal::Fixed;
-use super::event::Address;
+use super::event::{Address, Coin, Fill};
 use super::fast;
 use super::time::UnixNanos;
-use super::wire::{Envelope, FillTradeWire};
+use super::wire::{Envelope, FillBody, FillTradeWire};
 
 /// One fill as the light read gives it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,6 +73,25 @@ fn light_in_full(line: &[u8]) -> Option<LightFills<'_>> {
     Some(LightFills { height: meta.height, block_time: meta.block_time, fills, malformed })
 }
 
+/// A kept fill object (the store gives them back as the node wrote them) of `coin`, read as the live trades
+/// channel reads a fill, so `tradesByHeight` writes the same trades; `None` for another coin, or a fill without
+/// the fields a trade needs.
+pub fn fill_of_coin(user: Address, raw: &str, coin: &Coin) -> Option<Fill> {
+    let b: FillBody<'_> = serde_json::from_str(raw).ok()?;
+    (*b.coin == **coin).then(|| Fill {
+        coin: coin.clone(),
+        user,
+        px: b.px,
+        sz: b.sz,
+        side: b.side,
+        time: b.time,
+        hash: b.hash,
+        oid: b.oid,
+        crossed: b.crossed,
+        tid: b.tid,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +134,23 @@ mod tests {
         assert_eq!((tids, read.malformed), (vec![3, 316059956208702], 1));
         assert!(read_light_fills(line(&FILLS).replace("block_number", "height").as_bytes()).is_none());
         assert!(read_light_fills(&line(&FILLS).as_bytes()[..300]).is_none(), "a line cut short");
+    }
+
+    #[test]
+    fn a_kept_fill_reads_as_the_live_parse_reads_it_and_only_for_its_coin() {
+        let l = line(&FILLS);
+        let mut parser = crate::node::NodeParser::new();
+        let live = match parser.parse(crate::node::Stream::Fills, &l).unwrap().events {
+            crate::node::Events::Fills(f) => f,
+            _ => unreachable!(),
+        };
+        let btc: Coin = "BTC".into();
+        for (f, raw) in live.iter().zip(FILLS) {
+            let obj = &raw[raw.find('{').unwrap()..raw.len() - 1];
+            assert_eq!(fill_of_coin(f.user, obj, &btc).as_ref(), Some(f));
+            assert_eq!(fill_of_coin(f.user, obj, &"ETH".into()), None);
+        }
+        assert_eq!(fill_of_coin(Address::default(), r#"{"coin":"BTC","px":"1.5"}"#, &btc), None);
     }
 
     proptest::proptest! {
