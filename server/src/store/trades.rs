@@ -185,7 +185,9 @@ mod tests {
 
     /// A fill object at `time` with `n` as its tid.
     fn fill(time: i64, n: u64) -> String {
-        format!(r#"{{"coin":"BTC","px":"1.0","sz":"1.0","side":"B","time":{time},"hash":"0x00","oid":1,"crossed":true,"tid":{n}}}"#)
+        format!(
+            r#"{{"coin":"BTC","px":"1.0","sz":"1.0","side":"B","time":{time},"hash":"0x00","oid":1,"crossed":true,"tid":{n}}}"#
+        )
     }
 
     /// A store holding blocks at the given (height, time) pairs, one fill each.
@@ -236,7 +238,8 @@ mod tests {
             (100..400).filter(|h| h % 7 != 0).map(|h| (h, midnight + (h as i64 - 250) * 500)).collect();
         let (_dir, store) = store_of(&blocks);
         let time = |h: u64| midnight + (h as i64 - 250) * 500;
-        for (start, end) in [(time(120), time(300)), (time(120) + 1, time(300) - 1), (0, i64::MAX), (time(398), i64::MAX)]
+        for (start, end) in
+            [(time(120), time(300)), (time(120) + 1, time(300) - 1), (0, i64::MAX), (time(398), i64::MAX)]
         {
             let want: Vec<u64> = blocks.iter().filter(|b| (start..=end).contains(&b.1)).map(|b| b.0).collect();
             let got = store.heights_of_times(start, end).unwrap();
