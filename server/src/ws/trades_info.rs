@@ -139,14 +139,15 @@ fn heights(store: &Store, range: Range) -> Result<Option<(u64, u64)>, Answer> {
         Range::Heights(from, to) => {
             let newest = store.height();
             let to = to.unwrap_or(newest);
+            if from > to {
+                return Err(refuse(&format!("fromHeight {from} is above toHeight {to}")));
+            }
+            narrow(from, to)?;
             if to > newest {
                 return Err(refuse(&format!(
                     "the history store holds blocks up to height {newest}, below toHeight {to}: ask again, or omit \
                      toHeight for the newest"
                 )));
-            }
-            if from > to {
-                return Err(refuse(&format!("fromHeight {from} is above toHeight {to}")));
             }
             let oldest = store.oldest_height().map_err(failed)?;
             match oldest {
@@ -178,12 +179,7 @@ fn heights(store: &Store, range: Range) -> Result<Option<(u64, u64)>, Answer> {
             }
         }
     };
-    let span = to - from + 1;
-    if span > MAX_BLOCKS {
-        return Err(refuse(&format!(
-            "heights {from} to {to} are {span} blocks, at most {MAX_BLOCKS} a request: ask for a narrower range"
-        )));
-    }
+    narrow(from, to)?;
     // A hole the store could not fill, from the last block held before the range to the first after it.
     let before = store.time_near(from.saturating_sub(1), false).map_err(failed)?.unwrap_or(i64::MIN);
     let after = store.time_near(to.saturating_add(1), true).map_err(failed)?.unwrap_or(i64::MAX);
@@ -191,6 +187,17 @@ fn heights(store: &Store, range: Range) -> Result<Option<(u64, u64)>, Answer> {
         return Err(refuse(&format!("the history store misses the blocks between {a} and {b} ms, in this range")));
     }
     Ok(Some((from, to)))
+}
+
+/// Refuses a range of more than `MAX_BLOCKS` heights.
+fn narrow(from: u64, to: u64) -> Result<(), Answer> {
+    let span = to - from + 1;
+    if span > MAX_BLOCKS {
+        return Err(refuse(&format!(
+            "heights {from} to {to} are {span} blocks, at most {MAX_BLOCKS} a request: ask for a narrower range"
+        )));
+    }
+    Ok(())
 }
 
 /// The newest whole blocks of trades that fit `MAX_TRADES` (the newest block always), oldest first.
