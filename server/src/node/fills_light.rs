@@ -140,9 +140,8 @@ mod tests {
     fn a_kept_fill_reads_as_the_live_parse_reads_it_and_only_for_its_coin() {
         let l = line(&FILLS);
         let mut parser = crate::node::NodeParser::new();
-        let live = match parser.parse(crate::node::Stream::Fills, &l).unwrap().events {
-            crate::node::Events::Fills(f) => f,
-            _ => unreachable!(),
+        let crate::node::Events::Fills(live) = parser.parse(crate::node::Stream::Fills, &l).unwrap().events else {
+            panic!("a fills line gives fills");
         };
         let btc: Coin = "BTC".into();
         for (f, raw) in live.iter().zip(FILLS) {

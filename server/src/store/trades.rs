@@ -13,7 +13,7 @@ use super::blocks;
 use super::schema::{BlocksDef, FillsKind, fills_table};
 
 /// One stored block's fills: every user's, in the node's order, each object as the node wrote it.
-pub type BlockFills = Vec<([u8; 20], String)>;
+pub type StoredFills = Vec<([u8; 20], String)>;
 
 /// The fills tables of every day held, oldest first: heights rise with days, so together they are one sequence.
 struct Days(Vec<ReadOnlyTable<u64, &'static [u8]>>);
@@ -36,7 +36,7 @@ impl Days {
         &self,
         lo: u64,
         hi: u64,
-        mut visit: impl FnMut(u64, BlockFills) -> bool,
+        mut visit: impl FnMut(u64, StoredFills) -> bool,
     ) -> Result<(), redb::Error> {
         for t in self.0.iter().rev() {
             for e in t.range(lo..=hi)?.rev() {
@@ -54,7 +54,7 @@ impl Days {
     /// The first (`last`: the last) block of `lo..=hi` whose fills say its time: (height, time).
     fn timed(&self, lo: u64, hi: u64, last: bool) -> Result<Option<(u64, i64)>, redb::Error> {
         let mut found = None;
-        let mut take = |h: u64, fills: BlockFills| {
+        let mut take = |h: u64, fills: StoredFills| {
             found = fills.first().and_then(|f| time_of(&f.1)).map(|t| (h, t));
             found.is_none()
         };
@@ -140,7 +140,7 @@ impl Store {
         &self,
         lo: u64,
         hi: u64,
-        visit: impl FnMut(u64, BlockFills) -> bool,
+        visit: impl FnMut(u64, StoredFills) -> bool,
     ) -> Result<(), String> {
         let read = || Days::open(&self.db.begin_read()?)?.newest_first(lo, hi, visit);
         read().map_err(|e: redb::Error| format!("store read: {e}"))
