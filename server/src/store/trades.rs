@@ -159,12 +159,12 @@ impl Store {
         read().map_err(|e| format!("store read: {e}"))
     }
 
-    /// The time of the last stored block at or below `height` (`after`: the first at or above it).
-    pub fn time_near(&self, height: u64, after: bool) -> Result<Option<i64>, String> {
-        let read = || -> Result<Option<i64>, redb::Error> {
+    /// The last stored block at or below `height` (`after`: the first at or above it) whose fills say its time:
+    /// (height, time).
+    pub fn block_near(&self, height: u64, after: bool) -> Result<Option<(u64, i64)>, String> {
+        let read = || -> Result<Option<(u64, i64)>, redb::Error> {
             let days = Days::open(&self.db.begin_read()?)?;
-            let found = if after { days.timed(height, u64::MAX, false)? } else { days.timed(0, height, true)? };
-            Ok(found.map(|f| f.1))
+            if after { days.timed(height, u64::MAX, false) } else { days.timed(0, height, true) }
         };
         read().map_err(|e| format!("store read: {e}"))
     }
@@ -248,9 +248,10 @@ mod tests {
         assert_eq!(store.heights_of_times(time(200) + 1, time(200) + 2).unwrap(), None, "between two blocks");
         assert_eq!(store.heights_of_times(time(400), i64::MAX).unwrap(), None, "after the last");
         assert_eq!(store.heights_of_times(0, time(100) - 1).unwrap(), None, "before the first");
-        assert_eq!(store.time_near(140, false).unwrap(), Some(time(139)), "140 is not stored");
-        assert_eq!(store.time_near(140, true).unwrap(), Some(time(141)));
-        assert_eq!(store.time_near(99, false).unwrap(), None);
+        assert_eq!(store.block_near(140, false).unwrap(), Some((139, time(139))), "140 is not stored");
+        assert_eq!(store.block_near(140, true).unwrap(), Some((141, time(141))));
+        assert_eq!(store.block_near(141, true).unwrap(), Some((141, time(141))));
+        assert_eq!(store.block_near(99, false).unwrap(), None);
         let (_empty_dir, empty) = store_of(&[]);
         assert_eq!((empty.heights_of_times(0, i64::MAX).unwrap(), empty.oldest_height().unwrap()), (None, None));
     }

@@ -135,7 +135,9 @@ pub(super) async fn trades_by_height(hub: &Arc<Hub>, body: &Value, place: Place)
 /// The heights to read, checked against what the store holds; `None`: a time range with no block in it.
 fn heights(store: &Store, range: Range) -> Result<Option<(u64, u64)>, Answer> {
     let failed = |e: String| Answer::text(500, &format!("tradesByHeight: {e}"));
-    let (from, to) = match range {
+    // The range's times, for the holes: a time range's own; a height range's end blocks' when they are held, else
+    // the nearest blocks' held outside it.
+    let (from, to, lower, upper) = match range {
         Range::Heights(from, to) => {
             let newest = store.height();
             let to = to.unwrap_or(newest);
@@ -149,8 +151,7 @@ fn heights(store: &Store, range: Range) -> Result<Option<(u64, u64)>, Answer> {
                      toHeight for the newest"
                 )));
             }
-            let oldest = store.oldest_height().map_err(failed)?;
-            match oldest {
+            match store.oldest_height().map_err(failed)? {
                 Some(oldest) if from >= oldest => {}
                 Some(oldest) => {
                     return Err(refuse(&format!(
@@ -160,7 +161,14 @@ fn heights(store: &Store, range: Range) -> Result<Option<(u64, u64)>, Answer> {
                 }
                 None => return Err(refuse("the history store holds no block yet")),
             }
-            (from, to)
+            let end_time = |h: u64, after: bool| -> Result<Option<i64>, Answer> {
+                Ok(match store.block_near(h, after).map_err(failed)? {
+                    Some((at, t)) if at == h => Some(t),
+                    _ if after => store.block_near(h.saturating_sub(1), false).map_err(failed)?.map(|b| b.1),
+                    _ => store.block_near(h.saturating_add(1), true).map_err(failed)?.map(|b| b.1),
+                })
+            };
+            (from, to, end_time(from, true)?.unwrap_or(i64::MIN), end_time(to, false)?.unwrap_or(i64::MAX))
         }
         Range::Times(start, end) => {
             if start > end {
@@ -173,20 +181,27 @@ fn heights(store: &Store, range: Range) -> Result<Option<(u64, u64)>, Answer> {
                      after startTime {start}"
                 )));
             }
+            hole(store, start, end)?;
             match store.heights_of_times(start, end).map_err(failed)? {
-                Some(h) => h,
+                Some((from, to)) => (from, to, start, end),
                 None => return Ok(None),
             }
         }
     };
     narrow(from, to)?;
-    // A hole the store could not fill, from the last block held before the range to the first after it.
-    let before = store.time_near(from.saturating_sub(1), false).map_err(failed)?.unwrap_or(i64::MIN);
-    let after = store.time_near(to.saturating_add(1), true).map_err(failed)?.unwrap_or(i64::MAX);
-    if let Some((a, b)) = store.coverage().gaps.into_iter().find(|(a, b)| *a < after && *b > before) {
-        return Err(refuse(&format!("the history store misses the blocks between {a} and {b} ms, in this range")));
-    }
+    hole(store, lower, upper)?;
     Ok(Some((from, to)))
+}
+
+/// Refuses a range whose times, `lower` to `upper`, overlap a hole the store could not fill (blocks missing
+/// between two times).
+fn hole(store: &Store, lower: i64, upper: i64) -> Result<(), Answer> {
+    match store.coverage().gaps.into_iter().find(|(a, b)| *a < upper && *b > lower) {
+        Some((a, b)) => {
+            Err(refuse(&format!("the history store misses the blocks between {a} and {b} ms, in this range")))
+        }
+        None => Ok(()),
+    }
 }
 
 /// Refuses a range of more than `MAX_BLOCKS` heights.
@@ -319,5 +334,92 @@ mod tests {
         assert!(!big.offer(9, block(0, MAX_TRADES as u64 + 1)));
         assert_eq!(big.blocks.len(), 1);
         assert_eq!(String::from_utf8(Newest::default().json()).unwrap(), "[]");
+    }
+
+    /// 2026-05-05T09:00:00 UTC.
+    const T0: i64 = 1_777_971_600_000;
+
+    /// A store written by its own writer from live steps: blocks 1..=10, then (the node's files lost 11..=68) 69
+    /// and 70, one BTC trade each at T0 + h seconds; the hole it records ends at 70.
+    fn store_with_a_hole(dir: &std::path::Path) -> Arc<Store> {
+        use crate::state::{Step, StepData};
+        use crate::store::{StoreMsg, Writer};
+        let store = Store::open(&dir.join("store")).unwrap();
+        // The node's files, empty: the blocks it missed cannot be read back. Retention keeps T0's day whatever
+        // today is.
+        let node_dir = dir.join("node");
+        std::fs::create_dir_all(&node_dir).unwrap();
+        let files =
+            crate::store::files::FillsDir { node_dir, mode: crate::node::Mode::ByBlock, max_line_bytes: 1 << 20 };
+        let mut w = Writer::new(store.clone(), Some(files), 36_500);
+        let step = |h: u64| {
+            let time = T0 + h as i64 * 1000;
+            let fills: Vec<Fill> = block(h * 10, 1).into_iter().map(|f| Fill { time, ..f }).collect();
+            let users = fills
+                .iter()
+                .map(|f| {
+                    let raw = format!(
+                        r#"{{"coin":"BTC","px":"{}","sz":"{}","side":"{}","time":{time},"hash":"{}","oid":7,"crossed":{},"tid":{}}}"#,
+                        f.px, f.sz, f.side.as_str(), f.hash, f.crossed, f.tid
+                    );
+                    (f.user, Arc::from(raw.as_str()))
+                })
+                .collect();
+            let data = StepData::Fills { fills, users, generation: None };
+            StoreMsg::Step(Arc::new(Step { seq: h, height: h, block_time: time * 1_000_000, data }))
+        };
+        let mut first: Vec<StoreMsg> = (1..=10).map(step).collect();
+        first.push(StoreMsg::Complete(10));
+        for batch in [first, vec![StoreMsg::Gap, step(69), step(70), StoreMsg::Complete(70)]] {
+            for m in batch {
+                w.take(m);
+            }
+            w.settle(&AtomicBool::new(false)).unwrap();
+        }
+        // The writer counts the hole up to the block after the one that came first past it.
+        assert_eq!((store.height(), store.coverage().gaps), (70, vec![(T0 + 10_000, T0 + 70_000)]));
+        store
+    }
+
+    #[test]
+    fn ranges_are_read_whole_or_refused_saying_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_with_a_hole(dir.path());
+        // The writer starts the store at the first whole block it gets.
+        let oldest = store.oldest_height().unwrap().unwrap();
+        assert!(oldest < 3, "{oldest}");
+        let ok = |r: Range| heights(&store, r).unwrap_or_else(|a| panic!("{r:?}: {}", a.message()));
+        assert_eq!(ok(Range::Heights(3, Some(8))), Some((3, 8)));
+        assert_eq!(ok(Range::Heights(5, Some(10))), Some((5, 10)), "up to the hole");
+        assert_eq!(ok(Range::Heights(70, None)), Some((70, 70)), "from the hole's end");
+        assert_eq!(ok(Range::Times(T0 + 3000, T0 + 8500)), Some((3, 8)));
+        assert_eq!(ok(Range::Times(T0 + 70_000, i64::MAX)), Some((70, 70)));
+        for (r, says) in [
+            (Range::Heights(5, Some(11)), "misses the blocks between"),
+            (Range::Heights(3, None), "misses the blocks between"),
+            (Range::Heights(50, Some(70)), "misses the blocks between"),
+            (Range::Times(T0 + 20_000, T0 + 30_000), "misses the blocks between"),
+            (Range::Heights(oldest - 1, Some(5)), "oldest block is height"),
+            (Range::Heights(69, Some(71)), "up to height 70"),
+            (Range::Heights(69, Some(70)), "misses the blocks between"),
+            (Range::Heights(9, Some(8)), "above toHeight"),
+            (Range::Heights(1, Some(MAX_BLOCKS + 1)), "at most 12000"),
+            (Range::Times(T0, T0 + 5000), "holds trades from"),
+            (Range::Times(T0 + 5000, T0 + 4000), "after endTime"),
+        ] {
+            let refused = heights(&store, r).unwrap_err();
+            assert_eq!((refused.status, refused.text), (422, true), "{r:?}");
+            assert!(refused.message().contains(says), "{r:?}: {}", refused.message());
+        }
+        // The blocks' trades, each block as the live channel writes it.
+        let got: Value = serde_json::from_slice(&read(&store, &"BTC".into(), 3, 8).unwrap()).unwrap();
+        let want: Vec<Value> = (3..=8)
+            .map(|h| {
+                let fills: Vec<Fill> = block(h * 10, 1).into_iter().map(|f| Fill { time: T0 + h as i64 * 1000, ..f }).collect();
+                serde_json::json!({"height": h, "trades": serde_json::from_slice::<Value>(&trades_data(fills.iter())).unwrap()})
+            })
+            .collect();
+        assert_eq!(got, Value::Array(want));
+        assert_eq!(read(&store, &"ETH".into(), 1, 70).unwrap(), b"[]");
     }
 }
