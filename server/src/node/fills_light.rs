@@ -77,6 +77,15 @@ fn light_in_full(line: &[u8]) -> Option<LightFills<'_>> {
 /// channel reads a fill, so `tradesByHeight` writes the same trades; `None` for another coin, or a fill without
 /// the fields a trade needs.
 pub fn fill_of_coin(user: Address, raw: &str, coin: &Coin) -> Option<Fill> {
+    // The node writes `coin` first: another coin's fill (most of a block's) is told apart without parsing it. A
+    // name with an escape, or another layout, takes the full parse.
+    if let Some(rest) = raw.strip_prefix(r#"{"coin":""#)
+        && let Some(name) = rest.split('"').next()
+        && !name.contains('\\')
+        && name != &**coin
+    {
+        return None;
+    }
     let b: FillBody<'_> = serde_json::from_str(raw).ok()?;
     (*b.coin == **coin).then(|| Fill {
         coin: coin.clone(),
@@ -150,6 +159,13 @@ mod tests {
             assert_eq!(fill_of_coin(f.user, obj, &"ETH".into()), None);
         }
         assert_eq!(fill_of_coin(Address::default(), r#"{"coin":"BTC","px":"1.5"}"#, &btc), None);
+        // Another key order, and an escaped name, are read in full.
+        let obj = &FILLS[0][FILLS[0].find('{').unwrap()..FILLS[0].len() - 1];
+        let moved = obj.replacen(r#""coin":"BTC","#, "", 1).replacen('{', r#"{"oid":412036451245,"coin":"BTC","#, 1);
+        let moved = moved.replacen(r#","oid":412036451245,"crossed""#, r#","crossed""#, 1);
+        assert_eq!(fill_of_coin(live[0].user, &moved, &btc).as_ref(), Some(&live[0]), "{moved}");
+        let escaped = obj.replacen(r#""coin":"BTC""#, r#""coin":"\u0042TC""#, 1);
+        assert_eq!(fill_of_coin(live[0].user, &escaped, &btc).as_ref(), Some(&live[0]), "{escaped}");
     }
 
     proptest::proptest! {

@@ -175,6 +175,9 @@ fn heights(store: &Store, range: Range) -> Result<Option<(u64, u64)>, Answer> {
                 return Err(refuse(&format!("startTime {start} is after endTime {end}")));
             }
             let kept = store.fills_kept_from_ms(nanos_to_millis(now_nanos()));
+            if kept == i64::MAX {
+                return Err(refuse("the history store holds no block yet"));
+            }
             if start < kept {
                 return Err(refuse(&format!(
                     "the history store holds trades from {kept} ms on (it began then, or store.fills_retention_days), \
