@@ -20,7 +20,7 @@ const FIRST_HEIGHT: u64 = 1_000_000_000;
 const BLOCKS: u64 = 600;
 /// The server's caps (`ws::trades_info`).
 const MAX_TRADES: usize = 5000;
-const MAX_BLOCKS: u64 = 12_000;
+const MAX_BLOCKS: u64 = 6_000;
 const ZERO: &str = "0x0000000000000000000000000000000000000000";
 
 /// A decimal string in 10^-8 units (the test's own parser), so "1" and "1.0" compare equal and exactly.
@@ -253,7 +253,7 @@ fn run(mode: &str) {
         (json!({"coin": "BTC"}), "needs fromHeight or startTime"),
         (json!({"coin": "BTC", "fromHeight": a, "startTime": start}), "not both"),
         (json!({"coin": "BTC", "fromHeight": b, "toHeight": a}), "above toHeight"),
-        (json!({"coin": "BTC", "fromHeight": a, "toHeight": a + MAX_BLOCKS}), "at most 12000 a request"),
+        (json!({"coin": "BTC", "fromHeight": a, "toHeight": a + MAX_BLOCKS}), "at most 6000 a request"),
         (json!({"coin": "BTC", "fromHeight": last - 5, "toHeight": last + 5}), "holds blocks up to height"),
         (json!({"coin": "BTC", "fromHeight": FIRST_HEIGHT - 10, "toHeight": a}), "oldest block is height"),
         (json!({"coin": "BTC", "startTime": oldest_ms - 1}), "holds trades from"),
