@@ -10,10 +10,10 @@ use std::borrow::Cow;
 use serde_json::value::RawValue;
 
 use super::decimal::Fixed;
-use super::event::Address;
+use super::event::{Address, Coin, Fill};
 use super::fast;
 use super::time::UnixNanos;
-use super::wire::{Envelope, FillTradeWire};
+use super::wire::{Envelope, FillBody, FillTradeWire};
 
 /// One fill as the light read gives it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,6 +73,34 @@ fn light_in_full(line: &[u8]) -> Option<LightFills<'_>> {
     Some(LightFills { height: meta.height, block_time: meta.block_time, fills, malformed })
 }
 
+/// A kept fill object (the store gives them back as the node wrote them) of `coin`, read as the live trades
+/// channel reads a fill, so `tradesByHeight` writes the same trades; `None` for another coin, or a fill without
+/// the fields a trade needs.
+pub fn fill_of_coin(user: Address, raw: &str, coin: &Coin) -> Option<Fill> {
+    // The node writes `coin` first: another coin's fill (most of a block's) is told apart without parsing it. A
+    // name with an escape, or another layout, takes the full parse.
+    if let Some(rest) = raw.strip_prefix(r#"{"coin":""#)
+        && let Some(name) = rest.split('"').next()
+        && !name.contains('\\')
+        && name != &**coin
+    {
+        return None;
+    }
+    let b: FillBody<'_> = serde_json::from_str(raw).ok()?;
+    (*b.coin == **coin).then(|| Fill {
+        coin: coin.clone(),
+        user,
+        px: b.px,
+        sz: b.sz,
+        side: b.side,
+        time: b.time,
+        hash: b.hash,
+        oid: b.oid,
+        crossed: b.crossed,
+        tid: b.tid,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +143,29 @@ mod tests {
         assert_eq!((tids, read.malformed), (vec![3, 316059956208702], 1));
         assert!(read_light_fills(line(&FILLS).replace("block_number", "height").as_bytes()).is_none());
         assert!(read_light_fills(&line(&FILLS).as_bytes()[..300]).is_none(), "a line cut short");
+    }
+
+    #[test]
+    fn a_kept_fill_reads_as_the_live_parse_reads_it_and_only_for_its_coin() {
+        let l = line(&FILLS);
+        let mut parser = crate::node::NodeParser::new();
+        let crate::node::Events::Fills(live) = parser.parse(crate::node::Stream::Fills, &l).unwrap().events else {
+            panic!("a fills line gives fills");
+        };
+        let btc: Coin = "BTC".into();
+        for (f, raw) in live.iter().zip(FILLS) {
+            let obj = &raw[raw.find('{').unwrap()..raw.len() - 1];
+            assert_eq!(fill_of_coin(f.user, obj, &btc).as_ref(), Some(f));
+            assert_eq!(fill_of_coin(f.user, obj, &"ETH".into()), None);
+        }
+        assert_eq!(fill_of_coin(Address::default(), r#"{"coin":"BTC","px":"1.5"}"#, &btc), None);
+        // Another key order, and an escaped name, are read in full.
+        let obj = &FILLS[0][FILLS[0].find('{').unwrap()..FILLS[0].len() - 1];
+        let moved = obj.replacen(r#""coin":"BTC","#, "", 1).replacen('{', r#"{"oid":412036451245,"coin":"BTC","#, 1);
+        let moved = moved.replacen(r#","oid":412036451245,"crossed""#, r#","crossed""#, 1);
+        assert_eq!(fill_of_coin(live[0].user, &moved, &btc).as_ref(), Some(&live[0]), "{moved}");
+        let escaped = obj.replacen(r#""coin":"BTC""#, r#""coin":"\u0042TC""#, 1);
+        assert_eq!(fill_of_coin(live[0].user, &escaped, &btc).as_ref(), Some(&live[0]), "{escaped}");
     }
 
     proptest::proptest! {

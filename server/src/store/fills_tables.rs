@@ -50,7 +50,7 @@ pub fn put_block<'a>(
 }
 
 /// The fills tables' names by day, newest first.
-fn days(r: &ReadTransaction) -> Result<Vec<u32>, redb::Error> {
+pub(super) fn days(r: &ReadTransaction) -> Result<Vec<u32>, redb::Error> {
     let mut days: Vec<u32> = r
         .list_tables()?
         .filter_map(|t| fills_day(t.name()))

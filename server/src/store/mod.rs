@@ -25,6 +25,7 @@ pub mod follow;
 mod inbox;
 mod schema;
 pub mod seed;
+pub mod trades;
 pub mod writer;
 
 use std::path::{Path, PathBuf};

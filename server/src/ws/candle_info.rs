@@ -11,21 +11,12 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use serde_json::Value;
 
-use super::info_gate::{Answer, Local, Place};
+use super::info_gate::{Answer, DropFlag, Local, Place};
 use crate::publish::Hub;
 use crate::publish::candles::{Interval, candle_object};
 
 /// Candles a `candleSnapshot` returns at most (the newest), as the official API.
 pub const MAX_SNAPSHOT_CANDLES: usize = 5000;
-
-/// Sets its flag when dropped.
-struct DropFlag(Arc<AtomicBool>);
-
-impl Drop for DropFlag {
-    fn drop(&mut self) {
-        self.0.store(true, Relaxed);
-    }
-}
 
 /// A valid request.
 struct Req {

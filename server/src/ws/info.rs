@@ -1,7 +1,8 @@
 //! Info requests (HTTP `POST /info` and the socket's `post`): who answers each type, and the refusals.
 //!
 //! - **hlbook itself** (`SERVED_HERE`), from its books and store: l2Book, allMids and recentTrades
-//!   (`market_info`), userFills and userFillsByTime (`fills_info`), candleSnapshot (`candle_info`), orderStatus
+//!   (`market_info`), userFills and userFillsByTime (`fills_info`), candleSnapshot (`candle_info`), our
+//!   extension tradesByHeight (`trades_info`: no node or upstream knows it, so it is never passed on), orderStatus
 //!   for an order resting in the books, and openOrders/frontendOpenOrders when no node answers them
 //!   (`user_info`). Where hlbook cannot be sure of a whole answer (a user the store does not keep, an order not
 //!   in its books, a time before the store), it does not answer: the request goes upstream, or is refused.
@@ -34,6 +35,7 @@ pub const SERVED_HERE: &[&str] = &[
     "allMids",
     "recentTrades",
     "candleSnapshot",
+    "tradesByHeight",
     "userFills",
     "userFillsByTime",
     "orderStatus",
@@ -45,8 +47,8 @@ pub const SERVED_HERE: &[&str] = &[
 const NODE_FIRST: &[&str] = &["openOrders", "frontendOpenOrders"];
 
 /// Local answers computed at once, per kind, whoever asks: each walks the books while ingest may wait, so a flood
-/// of them cannot hold ingest's write lock back or fill the blocking pool (candleSnapshot and the fills reads take
-/// history turns instead). A freed turn goes to the waiting client IP that holds the fewest, and a request waits
+/// of them cannot hold ingest's write lock back or fill the blocking pool (candleSnapshot, tradesByHeight and the
+/// fills reads take history turns instead). A freed turn goes to the waiting client IP that holds the fewest, and a request waits
 /// at most `info_timeout_ms` for one, so one IP's flood neither starves another's requests nor queues for ever.
 pub(super) static BOOK_WALKS: LazyLock<Arc<FairSlots>> = LazyLock::new(|| FairSlots::new(2));
 pub(super) static ORDER_WALKS: LazyLock<Arc<FairSlots>> = LazyLock::new(|| FairSlots::new(2));
@@ -112,6 +114,9 @@ async fn local(ctx: &WsContext, kind: &str, body: &Value, place: Place) -> Local
     if kind == "candleSnapshot" {
         return super::candle_info::candle_snapshot(hub, body, place).await;
     }
+    if kind == "tradesByHeight" {
+        return super::trades_info::trades_by_height(hub, body, place).await;
+    }
     if matches!(kind, "userFills" | "userFillsByTime") {
         return super::fills_info::answer(hub, kind, body, place).await;
     }
@@ -150,7 +155,9 @@ mod tests {
             assert!(SERVED_HERE.contains(t) && crate::config::NODE_INFO_TYPES.contains(t), "{t}");
         }
         // Types hlbook answers and a node does not: never passed to the node, however info_types is set.
-        for t in ["l2Book", "allMids", "recentTrades", "userFills", "userFillsByTime", "candleSnapshot"] {
+        for t in
+            ["l2Book", "allMids", "recentTrades", "userFills", "userFillsByTime", "candleSnapshot", "tradesByHeight"]
+        {
             assert!(!crate::config::NODE_INFO_TYPES.contains(&t), "{t}");
         }
         let refused = refuse("metaAndAssetCtxs", "why");

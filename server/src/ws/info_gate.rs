@@ -9,7 +9,7 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -69,6 +69,16 @@ pub enum Local {
     Answer(Answer),
     /// hlbook cannot give a whole answer, for this reason: upstream, or refused with it (`ws::info` routes it).
     Unsure(String),
+}
+
+/// Sets its flag when dropped: held by a request's future, so a store read queued for a history turn learns that
+/// its client left and is not run.
+pub(super) struct DropFlag(pub Arc<AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Relaxed);
+    }
 }
 
 #[derive(Debug)]

@@ -5,6 +5,7 @@
 //! Weights, from the exchange's "Rate limits and user limits" page: 2 for l2Book, allMids, clearinghouseState,
 //! orderStatus, spotClearinghouseState and exchangeStatus; 60 for userRole; 20 for every other type; and the types
 //! that return lists cost 1 more per 20 items returned (candleSnapshot per 60), charged once the answer is known.
+//! Our extension `tradesByHeight` is weighed as the list types, 20 and 1 per 20 trades (not blocks) returned.
 //! Unlike the gate's places (how many requests run at once), this bounds how much one IP asks over time, so a
 //! flood of pass-through requests costs the node and the upstream what one exchange client could cost them.
 //!
@@ -55,17 +56,25 @@ pub fn items_weight(kind: &str, items: usize) -> u32 {
         | "userTwapSliceFillsByTime"
         | "delegatorHistory"
         | "delegatorRewards"
-        | "validatorStats" => 20,
+        | "validatorStats"
+        | "tradesByHeight" => 20,
         "candleSnapshot" => 60,
         _ => return 0,
     };
     (items / per) as u32
 }
 
-/// Entries of a JSON array answer (0 for anything else).
-pub fn answer_items(a: &Answer) -> usize {
+/// Entries of a JSON array answer (0 for anything else); a `tradesByHeight` answer's trades, in all its blocks.
+pub fn answer_items(kind: &str, a: &Answer) -> usize {
     if a.text || a.status != 200 || a.body.first() != Some(&b'[') {
         return 0;
+    }
+    if kind == "tradesByHeight" {
+        #[derive(serde::Deserialize)]
+        struct Block {
+            trades: Vec<serde::de::IgnoredAny>,
+        }
+        return serde_json::from_slice::<Vec<Block>>(&a.body).map_or(0, |v| v.iter().map(|b| b.trades.len()).sum());
     }
     serde_json::from_slice::<Vec<serde::de::IgnoredAny>>(&a.body).map_or(0, |v| v.len())
 }
@@ -102,7 +111,7 @@ impl InfoWeight {
     /// limit pays with its next request).
     pub fn charge_items(&self, ip: IpAddr, kind: &str, answer: &Answer) {
         let Some(limiter) = &self.limiter else { return };
-        if let Some(w) = NonZeroU32::new(items_weight(kind, answer_items(answer))) {
+        if let Some(w) = NonZeroU32::new(items_weight(kind, answer_items(kind, answer))) {
             let _ = limiter.check_key_n(&ip, w);
         }
     }
@@ -143,7 +152,14 @@ mod tests {
         assert_eq!(items_weight("candleSnapshot", 5000), 83);
         assert_eq!(items_weight("meta", 5000), 0);
         let list = Answer::json(format!("[{}]", vec!["1"; 45].join(",")));
-        assert_eq!(answer_items(&list), 45);
+        assert_eq!(answer_items("userFills", &list), 45);
+        let blocks = Answer::json(format!(
+            r#"[{{"height":7,"trades":[{}]}},{{"height":9,"trades":[{}]}}]"#,
+            vec!["{}"; 30].join(","),
+            vec!["{}"; 15].join(",")
+        ));
+        assert_eq!((answer_items("tradesByHeight", &blocks), answer_items("recentTrades", &blocks)), (45, 2));
+        assert_eq!(items_weight("tradesByHeight", 45), 2);
         let w = InfoWeight::new(60);
         let ip: IpAddr = "10.0.0.3".parse().unwrap();
         w.spend(ip, "userFills").unwrap();

@@ -4,7 +4,7 @@
 //! `context` holds what every connection shares, behind methods. `upgrade` admits a client and negotiates compression,
 //! `conn` runs one task per connection, `protocol` knows the official request and response texts, `info` routes info
 //! requests (`info_weight` charges each client IP the exchange's weight, `info_gate` admits each client's,
-//! `market_info`, `fills_info`, `user_info` and `candle_info` answer what hlbook keeps, `passthrough` guards the ways
+//! `market_info`, `fills_info`, `user_info`, `candle_info` and `trades_info` answer what hlbook keeps, `passthrough` guards the ways
 //! to the node and the upstream), `deflate` compresses frames once and inflates what clients compress, `wire` frames
 //! each message once and writes it beneath tungstenite, `limits` and `ip_quota` keep abusers to themselves, `auth`
 //! checks the optional token, `listen` accepts every listener's connections (header and idle deadlines, and `tcp_cap`'s
@@ -31,6 +31,7 @@ mod market_info;
 pub mod passthrough;
 pub mod protocol;
 pub mod tcp_cap;
+pub mod trades_info;
 pub mod upgrade;
 pub mod user_cap;
 pub mod user_info;
