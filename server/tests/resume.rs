@@ -207,8 +207,9 @@ fn busy_users(data: &Path, mode: Mode, n: usize) -> Vec<String> {
     }
 }
 
-/// hlsim at mainnet rate in `mode` and a server following it (with `extra` flags): (sim, server, its address).
-fn market(dir: &Path, mode: Mode, extra: &[&str]) -> (procs::Proc, procs::Proc, String) {
+/// hlsim at mainnet rate in `mode` and a server following it (with `extra` flags): (sim, server, its address,
+/// its admin base).
+fn market(dir: &Path, mode: Mode, extra: &[&str]) -> (procs::Proc, procs::Proc, String, String) {
     let data = dir.join("data");
     #[rustfmt::skip]
     let sim_args = ["--mode", mode.as_str(), "--btc-orders", "4000", "--orders-per-coin", "300", "--reject-ratio", "2",
@@ -218,13 +219,14 @@ fn market(dir: &Path, mode: Mode, extra: &[&str]) -> (procs::Proc, procs::Proc, 
     serve_args.extend_from_slice(extra);
     let server = start_serve(&data, &info, &dir.join("snaps"), &serve_args, &dir.join("serve.log"));
     let addr = server.wait_line("hlbook listening on", Duration::from_secs(60));
-    wait_health(&procs::admin_base(&server), Duration::from_secs(60), |h| h["state"] == "live");
-    (sim, server, addr)
+    let admin = procs::admin_base(&server);
+    wait_health(&admin, Duration::from_secs(60), |h| h["state"] == "live");
+    (sim, server, addr, admin)
 }
 
 fn drop_and_resume(mode: Mode) {
     let dir = tempfile::tempdir().unwrap();
-    let (mut sim, mut server, addr) = market(dir.path(), mode, &[]);
+    let (mut sim, mut server, addr, _) = market(dir.path(), mode, &[]);
     let mut subs: Vec<Value> = COINS.iter().map(|c| json!({"type": "trades", "coin": c})).collect();
     for u in busy_users(&dir.path().join("data"), mode, 2) {
         subs.push(json!({"type": "orderUpdates", "user": u}));
@@ -308,7 +310,7 @@ fn a_stream_nobody_else_follows_lingers_for_the_resume_window_and_then_stops() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("hlbook.toml");
     std::fs::write(&config, "[server]\nresume_window_secs = 3\n").unwrap();
-    let (mut sim, mut server, addr) = market(dir.path(), Mode::ByBlock, &["--config", config.to_str().unwrap()]);
+    let (mut sim, mut server, addr, _) = market(dir.path(), Mode::ByBlock, &["--config", config.to_str().unwrap()]);
     let subs = [json!({"type": "trades", "coin": "BTC"}), json!({"type": "l4Book", "coin": "BTC"})];
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
@@ -346,7 +348,7 @@ fn a_stream_nobody_else_follows_lingers_for_the_resume_window_and_then_stops() {
 #[test]
 fn a_since_the_feed_does_not_hold_gets_a_notice_and_a_fresh_subscription() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut sim, mut server, addr) = market(dir.path(), Mode::ByBlock, &[]);
+    let (mut sim, mut server, addr, _) = market(dir.path(), Mode::ByBlock, &[]);
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let mut ws = connect(&addr).await;
@@ -407,7 +409,7 @@ fn the_docs_python_client_cut_by_a_proxy_gets_every_frame_once() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let (mut sim, mut server, addr) = market(dir.path(), Mode::ByBlock, &[]);
+    let (mut sim, mut server, addr, _) = market(dir.path(), Mode::ByBlock, &[]);
     let proxy = procs::fault_proxy::FaultProxy::start(&addr, Duration::from_secs(2));
     let script = dir.path().join("resume.py");
     std::fs::write(&script, docs_client(&proxy.addr)).unwrap();
@@ -447,4 +449,48 @@ fn the_docs_python_client_cut_by_a_proxy_gets_every_frame_once() {
     assert!(replayed > 0, "the cuts replayed nothing");
     assert_eq!(got.len(), want.len(), "the docs client got {} frames, a client never cut {}", got.len(), want.len());
     assert!(got == want, "the docs client's frames differ from those of a client never cut");
+}
+
+#[test]
+fn trades_older_than_the_feed_catch_up_from_the_store_then_join_the_feed() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("hlbook.toml");
+    // A feed of 20 ticks (plus the server's margin): a few seconds of blocks, so a resume from ten seconds back
+    // needs the store.
+    std::fs::write(&config, "[server]\nbacklog_blocks = 20\n").unwrap();
+    let (mut sim, mut server, addr, admin) = market(dir.path(), Mode::ByBlock, &["--config", config.to_str().unwrap()]);
+    let subs = [json!({"type": "trades", "coin": "BTC"}), json!({"type": "trades", "coin": "ETH"})];
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (stop_tx, stop) = watch::channel(false);
+    let steady = rt.spawn(steady(addr.clone(), subs.to_vec(), stop));
+    std::thread::sleep(Duration::from_secs(12));
+    let (since, back) = rt.block_on(async {
+        let head = connect_and_read(&addr, &subs, None, 1.0).await.newest;
+        let since = head - 100;
+        (since, connect_and_read(&addr, &subs, Some(since), 4.0).await)
+    });
+    stop_tx.send(true).unwrap();
+    let steady = rt.block_on(steady).unwrap();
+    let ws = procs::get_json(&format!("{admin}/health")).unwrap()["ws"].clone();
+    sim.stop();
+    server.stop();
+
+    assert_eq!(back.notices, Vec::<String>::new());
+    assert!(ws["resumes_from_store"].as_u64() >= Some(2), "both caught up from the store: {ws}");
+    let last = back.newest.min(steady.newest) - 1;
+    for sub in [1, 2] {
+        let first = back.frames.iter().find(|g| g.sub == sub).expect("frames");
+        assert_eq!((first.prev, first.replayed), (Some(since), true), "sub {sub} continues from {since}");
+        let (want, got) = (window(&steady, sub, since, last), window(&back, sub, since, last));
+        assert_eq!(got.len(), want.len(), "sub {sub}: frames over heights {}..={last}", since + 1);
+        assert!(got == want, "sub {sub}: the store's and the feed's replays are the live frames, byte for byte");
+        eprintln!("sub {sub}: {} frames equal over heights {}..={last}", got.len(), since + 1);
+    }
+}
+
+/// Connects, subscribes to `subs` (resuming after `since`) and reads for `secs`.
+async fn connect_and_read(addr: &str, subs: &[Value], since: Option<u64>, secs: f64) -> Seen {
+    let mut ws = connect(addr).await;
+    subscribe_all(&mut ws, subs, since).await;
+    read_for(&mut ws, secs).await
 }

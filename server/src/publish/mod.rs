@@ -22,6 +22,7 @@ mod pass;
 pub mod recent_trades;
 pub mod slot;
 mod store_link;
+pub mod store_replay;
 pub mod users;
 pub mod wanted;
 

@@ -11,6 +11,9 @@ use redb::{ReadOnlyTable, ReadableTable};
 use super::Store;
 use super::blocks;
 use super::schema::{BlocksDef, FillsKind, fills_table};
+use crate::node::event::HexBytes;
+use crate::node::fills_light::fill_of_coin;
+use crate::node::{Coin, Fill};
 
 /// One stored block's fills: every user's, in the node's order, each object as the node wrote it.
 pub type StoredFills = Vec<([u8; 20], String)>;
@@ -167,6 +170,22 @@ impl Store {
             if after { days.timed(height, u64::MAX, false) } else { days.timed(0, height, true) }
         };
         read().map_err(|e| format!("store read: {e}"))
+    }
+
+    /// `coin`'s fills of every stored block of `lo..=hi` that has some, oldest first, each read as the live trades
+    /// channel reads a fill (`node::fills_light::fill_of_coin`): a resumed trades subscription's catch-up.
+    pub fn coin_fills(&self, coin: &Coin, lo: u64, hi: u64) -> Result<Vec<(u64, Vec<Fill>)>, String> {
+        let mut out = Vec::new();
+        self.blocks_newest_first(lo, hi, |height, fills| {
+            let mine: Vec<Fill> =
+                fills.into_iter().filter_map(|(user, raw)| fill_of_coin(HexBytes(user), &raw, coin)).collect();
+            if !mine.is_empty() {
+                out.push((height, mine));
+            }
+            true
+        })?;
+        out.reverse();
+        Ok(out)
     }
 
     /// The height of the oldest block the store holds fills of (retention drops whole days from the oldest).

@@ -36,6 +36,7 @@ use crate::publish::{Frame, L4Snapshot, Slot, Want};
 mod chain;
 mod gather;
 mod requests;
+mod resume;
 mod write;
 
 use chain::{Chain, Link};
@@ -66,7 +67,10 @@ enum Delivery {
     },
     Trades {
         coin: crate::node::Coin,
+        /// `u64::MAX` while catching up from the store: the feed's ticks wait.
         cursor: u64,
+        /// Resumed from a height the feed no longer holds: the store's page being read (`publish::store_replay`).
+        catch_up: Option<crate::publish::store_replay::PageRead>,
     },
     L4 {
         coin: crate::node::Coin,
@@ -92,7 +96,7 @@ impl Delivery {
     /// conflated one).
     fn cursor(&mut self) -> Option<&mut u64> {
         match self {
-            Delivery::Trades { cursor, .. }
+            Delivery::Trades { cursor, catch_up: None, .. }
             | Delivery::L4 { state: L4State::Live { cursor }, .. }
             | Delivery::User { state: UserState::Pending { cursor, .. } | UserState::Live { cursor, .. }, .. }
             | Delivery::Candle { state: CandleState::Live { cursor }, .. } => Some(cursor),

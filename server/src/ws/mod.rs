@@ -66,6 +66,8 @@ crate::state::counter::counters! {
         overflows,
         /// Ordered subscriptions resumed with `since` (docs/api.md "Resume").
         resumes,
+        /// Of those, trades older than the feed holds, caught up from the history store.
+        resumes_from_store,
         /// `since` refused (too old, ahead, or not kept): the subscription started afresh, with a notice.
         resumes_refused,
         /// Connections closed as idle.

@@ -73,6 +73,11 @@ impl Chain {
         (self.prev, self.resumed, self.replay) = (since, true, Some((since, to)));
     }
 
+    /// After a catch-up from the store up to height `since`, the feed's ticks up to `to` are still replays.
+    pub(super) fn replay_after(&mut self, since: u64, to: u64) {
+        self.replay = Some((since, to));
+    }
+
     /// Whether the frame of feed tick `seq`, at `height`, was had, is a replay, or is live.
     pub(super) fn replay_of(&mut self, seq: u64, height: u64) -> Replay {
         match self.replay {

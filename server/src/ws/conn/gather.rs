@@ -20,6 +20,7 @@ const BATCH_BYTES: usize = 4 << 20;
 impl<S> Conn<S> {
     /// Adds due frames to `batch`; true when it stopped at the size cap with more due.
     pub(super) fn gather(&mut self, batch: &mut Batch) -> bool {
+        self.catch_up(batch);
         let hub = self.ctx.hub().clone();
         let backlog = self.ctx.cfg().backlog_blocks as u64;
         let head = hub.feed_head();
@@ -120,7 +121,7 @@ impl<S> Conn<S> {
             // A tick may hold several frames of one subscription (a user's fundings in a misc_events block).
             let mut more: &[Arc<Frame>] = &[];
             let frame = match sub {
-                Delivery::Trades { coin, cursor } if tick.seq > *cursor => {
+                Delivery::Trades { coin, cursor, .. } if tick.seq > *cursor => {
                     *cursor = tick.seq;
                     tick.trades.get(coin).cloned()
                 }
@@ -192,7 +193,7 @@ fn chain_drop(hub: &Hub, chain: &mut Chain, skipped: (u64, u64)) {
 }
 
 impl Batch {
-    fn push(&mut self, o: Out) {
+    pub(super) fn push(&mut self, o: Out) {
         self.bytes += match &o {
             Out::Shared(f, _) => f.json.len(),
             Out::Text(t) => t.len(),
@@ -207,7 +208,7 @@ impl Batch {
     }
 
     /// A resumed subscription's frame sent again: its place in the chain, marked as a replay.
-    fn push_replayed(&mut self, f: Arc<Frame>, chain: &mut Chain) {
+    pub(super) fn push_replayed(&mut self, f: Arc<Frame>, chain: &mut Chain) {
         let link = Link { replayed: true, ..chain.next(f.audit.height(), false, 0) };
         self.push(Out::Shared(f, link));
     }

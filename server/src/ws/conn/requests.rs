@@ -8,13 +8,13 @@ use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
+use super::resume::resumed_delivery;
 use super::{Chain, Conn, Delivery, End, Kept, L4State, MAX_POSTS};
 use crate::publish::Want;
-use crate::publish::hub::NoResume;
 use crate::ws::budget::SUB_BYTES;
 use crate::ws::candle_stream::CandleState;
 use crate::ws::protocol::{self, Request, Subscription};
-use crate::ws::user_stream::{UserState, first_state, misc_snapshot, release_user};
+use crate::ws::user_stream::{first_state, misc_snapshot, release_user};
 
 /// A pong's frame header, written ahead of the ping's payload.
 const PONG_HEADER: usize = 2;
@@ -137,11 +137,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         // userNonFundingLedgerUpdates: their (empty) snapshot. A resumed subscription gets neither: it continues.
         let mut recent = None;
         let sub = match (&s.want, slot) {
-            (want, _) if let Some(cursor) = resumed => resumed_delivery(want, cursor, self.shared_coin_of(want)),
+            (want, _) if let Some(r) = resumed => resumed_delivery(want, r, self.shared_coin_of(want)),
             (Want::Trades(c), _) => {
                 let cursor = hub.feed_head();
                 recent = hub.recent_trades_frame(c, cursor);
-                Delivery::Trades { coin: self.shared_coin(c), cursor }
+                Delivery::Trades { coin: self.shared_coin(c), cursor, catch_up: None }
             }
             (Want::L4(c), _) => {
                 let coin = self.shared_coin(c);
@@ -177,40 +177,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         self.subs.insert(kept.want.clone(), (Box::new(kept), sub, chain));
     }
 
-    /// An ordered subscription with `since`: the feed tick it resumes after (its chain set to replay up to the
-    /// newest), or the notice why it starts afresh. Snapshot channels take `since` as it is: their first frame is
-    /// the current state, with its height.
-    fn resume(&self, s: &Subscription, chain: &mut Chain) -> (Option<u64>, Option<String>) {
-        let Some(since) = s.since else { return (None, None) };
-        if matches!(s.want, Want::L2(_) | Want::Bbo(_) | Want::Mids(_)) {
-            return (None, None);
-        }
-        let hub = self.ctx.hub();
-        match hub.resume_at(&s.want, since, self.ctx.cfg().backlog_blocks as u64) {
-            Ok(at) => {
-                chain.resume(since, at.to);
-                self.ctx.counters().resumes.inc();
-                (Some(at.cursor), None)
-            }
-            Err(why) => {
-                self.ctx.counters().resumes_refused.inc();
-                (None, Some(resume_refusal(&s.echo, since, why)))
-            }
-        }
-    }
-
-    /// The books' copy of the subscription's coin, if it has one.
-    fn shared_coin_of(&self, want: &Want) -> Option<crate::node::Coin> {
-        match want {
-            Want::Trades(c) | Want::L4(c) | Want::Candle(c, _) => Some(self.shared_coin(c)),
-            _ => None,
-        }
-    }
-
     /// The books' own copy of a coin's name, the one the publisher keys its ticks with. Every block, each
     /// connection hashes its coins' names to find their frames: one shared copy stays in cache, where a thousand
     /// connections' own copies miss it (a fifth of the time spent gathering frames, docs/benchmarks.md).
-    fn shared_coin(&self, coin: &crate::node::Coin) -> crate::node::Coin {
+    pub(super) fn shared_coin(&self, coin: &crate::node::Coin) -> crate::node::Coin {
         let books = self.ctx.shared().books();
         books.coin(coin).map_or_else(|| coin.clone(), |b| b.coin().clone())
     }
@@ -277,32 +247,4 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             let _ = tx.send((text, charge)).await;
         });
     }
-}
-
-/// A resumed ordered subscription, live on the feed after `cursor`: no snapshot, no recent trades.
-fn resumed_delivery(want: &Want, cursor: u64, coin: Option<crate::node::Coin>) -> Delivery {
-    let coin = || coin.clone().expect("a coin stream has a coin");
-    match want {
-        Want::Trades(_) => Delivery::Trades { coin: coin(), cursor },
-        Want::L4(_) => Delivery::L4 { coin: coin(), state: L4State::Live { cursor } },
-        Want::Candle(_, i) => Delivery::Candle { key: (coin(), *i), state: CandleState::Live { cursor } },
-        Want::User { user, channel, aggregate_by_time } => Delivery::User {
-            user: *user,
-            ch: *channel,
-            // Read only while a subscription waits to go live; a resumed one is live.
-            generation: 0,
-            state: UserState::Live { cursor, aggregate: *aggregate_by_time },
-        },
-        Want::L2(_) | Want::Bbo(_) | Want::Mids(_) => unreachable!("snapshot channels do not resume"),
-    }
-}
-
-/// The notice for a `since` the server cannot resume from; the subscription then starts as a fresh one.
-fn resume_refusal(echo: &protocol::Echo, since: u64, why: NoResume) -> String {
-    let because = match why {
-        NoResume::TooOld { oldest } => format!("the oldest height it can resume from is {oldest}"),
-        NoResume::Ahead { newest } => format!("its newest height is {newest}"),
-        NoResume::NotKept => "nobody was subscribed to it for part of that time, so its frames were not kept".into(),
-    };
-    format!("hlbook: cannot resume {echo} from height {since}: {because}; it starts afresh, as a new subscription")
 }

@@ -1,0 +1,156 @@
+//! A subscription's resume (`since`, docs/api.md "Resume"): where it starts — on the feed after the newest tick
+//! at or below the height, or, for trades older than the feed holds, a catch-up from the history store a page at a
+//! time — and the notice when neither can serve it. The replay itself is the gather's ordinary walk of the feed.
+
+use super::{Chain, Conn, Delivery, L4State, Out};
+use crate::node::Coin;
+use crate::publish::Want;
+use crate::publish::hub::NoResume;
+use crate::publish::store_replay::{self, PAGE_BLOCKS, PageRead};
+use crate::ws::candle_stream::CandleState;
+use crate::ws::protocol::{self, Echo, Subscription};
+use crate::ws::user_stream::UserState;
+
+/// Where a resumed subscription starts.
+pub(super) enum Resumed {
+    /// On the feed, after this tick.
+    Feed(u64),
+    /// From the store (trades): the first page being read.
+    Store(PageRead),
+}
+
+impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> Conn<S> {
+    /// An ordered subscription with `since`: where it resumes (its chain set to continue from `since`), or the
+    /// notice why it starts afresh. Snapshot channels take `since` as it is: their first frame is the current
+    /// state, with its height.
+    pub(super) fn resume(&self, s: &Subscription, chain: &mut Chain) -> (Option<Resumed>, Option<String>) {
+        let Some(since) = s.since else { return (None, None) };
+        if matches!(s.want, Want::L2(_) | Want::Bbo(_) | Want::Mids(_)) {
+            return (None, None);
+        }
+        let hub = self.ctx.hub();
+        let counters = self.ctx.counters();
+        match hub.resume_at(&s.want, since, self.ctx.cfg().backlog_blocks as u64) {
+            Ok(at) => {
+                chain.resume(since, at.to);
+                counters.resumes.inc();
+                (Some(Resumed::Feed(at.cursor)), None)
+            }
+            Err(NoResume::TooOld { oldest }) if let Want::Trades(coin) = &s.want => {
+                match store_replay::can_replay(hub, since) {
+                    Ok(()) => {
+                        chain.resume(since, 0);
+                        counters.resumes.inc();
+                        counters.resumes_from_store.inc();
+                        let upto = oldest.min(since + PAGE_BLOCKS);
+                        (Some(Resumed::Store(store_replay::read_page(hub, self.shared_coin(coin), since, upto))), None)
+                    }
+                    Err(why) => {
+                        counters.resumes_refused.inc();
+                        let why = if why.starts_with("the oldest height") { why } else { oldest_text(oldest) };
+                        (None, Some(refusal(&s.echo, since, &why)))
+                    }
+                }
+            }
+            Err(why) => {
+                counters.resumes_refused.inc();
+                (None, Some(refusal(&s.echo, since, &because(why))))
+            }
+        }
+    }
+
+    /// The books' copy of the subscription's coin, if it has one.
+    pub(super) fn shared_coin_of(&self, want: &Want) -> Option<Coin> {
+        match want {
+            Want::Trades(c) | Want::L4(c) | Want::Candle(c, _) => Some(self.shared_coin(c)),
+            _ => None,
+        }
+    }
+}
+
+impl<S> Conn<S> {
+    /// A trades subscription catching up from the store: a finished page's frames go out as replays, then the
+    /// subscription joins the feed if it holds the rest, or reads the next page. A page the store cannot give
+    /// ends the catch-up with a notice, and the subscription continues from the newest tick.
+    pub(super) fn catch_up(&mut self, batch: &mut super::Batch) {
+        let hub = self.ctx.hub().clone();
+        let backlog = self.ctx.cfg().backlog_blocks as u64;
+        for (s, sub, chain) in self.subs.values_mut() {
+            let Delivery::Trades { coin, cursor, catch_up } = sub else { continue };
+            let Some(result) = catch_up.as_ref().and_then(PageRead::result) else { continue };
+            let upto = match result {
+                Ok(page) => {
+                    for f in &page.frames {
+                        batch.push_replayed(f.clone(), chain);
+                    }
+                    page.upto
+                }
+                Err(e) => {
+                    let text = format!("hlbook: {} stopped catching up from the history store: {e}", s.echo);
+                    batch.push(Out::Text(protocol::notice(&format!("{text}; it continues from the newest trades"))));
+                    (*cursor, *catch_up) = (hub.feed_head(), None);
+                    continue;
+                }
+            };
+            *catch_up = match hub.resume_at(&Want::Trades(coin.clone()), upto, backlog) {
+                Ok(at) => {
+                    chain.replay_after(upto, at.to);
+                    *cursor = at.cursor;
+                    None
+                }
+                Err(NoResume::Ahead { .. }) => {
+                    *cursor = hub.feed_head();
+                    None
+                }
+                Err(NoResume::TooOld { oldest }) => {
+                    Some(store_replay::read_page(&hub, coin.clone(), upto, oldest.min(upto + PAGE_BLOCKS)))
+                }
+                // The feed's ticks since lack the coin's trades (nobody wanted them then): the store has them.
+                Err(NoResume::NotKept) => Some(store_replay::read_page(&hub, coin.clone(), upto, upto + PAGE_BLOCKS)),
+            };
+        }
+    }
+}
+
+/// A resumed ordered subscription: live on the feed after a tick, or catching up from the store (trades); no
+/// snapshot, no recent trades.
+pub(super) fn resumed_delivery(want: &Want, resumed: Resumed, coin: Option<Coin>) -> Delivery {
+    let coin = || coin.clone().expect("a coin stream has a coin");
+    let cursor = match &resumed {
+        Resumed::Feed(c) => *c,
+        Resumed::Store(_) => u64::MAX,
+    };
+    match want {
+        Want::Trades(_) => {
+            let catch_up = if let Resumed::Store(read) = resumed { Some(read) } else { None };
+            Delivery::Trades { coin: coin(), cursor, catch_up }
+        }
+        Want::L4(_) => Delivery::L4 { coin: coin(), state: L4State::Live { cursor } },
+        Want::Candle(_, i) => Delivery::Candle { key: (coin(), *i), state: CandleState::Live { cursor } },
+        Want::User { user, channel, aggregate_by_time } => Delivery::User {
+            user: *user,
+            ch: *channel,
+            // Read only while a subscription waits to go live; a resumed one is live.
+            generation: 0,
+            state: UserState::Live { cursor, aggregate: *aggregate_by_time },
+        },
+        Want::L2(_) | Want::Bbo(_) | Want::Mids(_) => unreachable!("snapshot channels do not resume"),
+    }
+}
+
+fn oldest_text(oldest: u64) -> String {
+    format!("the oldest height it can resume from is {oldest}")
+}
+
+fn because(why: NoResume) -> String {
+    match why {
+        NoResume::TooOld { oldest } => oldest_text(oldest),
+        NoResume::Ahead { newest } => format!("its newest height is {newest}"),
+        NoResume::NotKept => "nobody was subscribed to it for part of that time, so its frames were not kept".into(),
+    }
+}
+
+/// The notice for a `since` the server cannot resume from; the subscription then starts as a fresh one.
+fn refusal(echo: &Echo, since: u64, because: &str) -> String {
+    format!("hlbook: cannot resume {echo} from height {since}: {because}; it starts afresh, as a new subscription")
+}
