@@ -15,8 +15,8 @@
 //!
 //! `HLBOOK_BENCH_FLOOD=resume` runs issue #46's flood instead, on the new defaults only: the same 12 connections,
 //! each over and over subscribing every ordered stream of every coin (trades, l4Book, candle 1m) resuming from the
-//! oldest height the server keeps, plus one `since` a day back, reading nothing for a second, then resetting the
-//! connection. Results: docs/benchmarks.md, "Issue #46".
+//! oldest height the feed keeps, one coin from 500 blocks before it (its trades catch up from the history store)
+//! and one from a day back, reading nothing for a second, then resetting the connection. Results: docs/benchmarks.md, "Issue #46".
 
 // The tests' process rig (server/tests/procs) and plain client (server/tests/wsclient/raw.rs).
 #[allow(dead_code)]
@@ -145,7 +145,15 @@ fn run(server_toml: &str, server_bin: Option<&str>, window: Duration, resume: bo
     let flooded = rt.block_on(bystander(&addr, window));
     stop.send_replace(true);
     let rss1 = raw::rss_bytes(pid).unwrap();
-    let l2_after = rig::get_json(&format!("{counts}/health")).unwrap()["subscriptions"]["l2Book"].as_i64().unwrap();
+    let health = rig::get_json(&format!("{counts}/health")).unwrap();
+    let l2_after = health["subscriptions"]["l2Book"].as_i64().unwrap();
+    if resume {
+        let ws = &health["ws"];
+        println!(
+            "resume flood: {} resumes ({} from the store), {} refused, {} overflows, {} closed over budget",
+            ws["resumes"], ws["resumes_from_store"], ws["resumes_refused"], ws["overflows"], ws["closed_budget"]
+        );
+    }
     Outcome { alone, flooded, rss: (rss0, rss1), held: l2_after - l2_before }
 }
 
@@ -232,7 +240,8 @@ async fn resume_flood(addr: String, conn: usize, mut stop: tokio::sync::watch::R
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
-        let _ = send(&mut ws, json!({"type": "trades", "coin": "BTC", "since": 1})).await;
+        // l4Book resumes from the feed only: its notice names the feed's oldest height.
+        let _ = send(&mut ws, json!({"type": "l4Book", "coin": "BTC", "since": 1})).await;
         let oldest = loop {
             match tokio::time::timeout(Duration::from_secs(5), ws.next()).await {
                 Ok(Some(Ok(Message::Text(t)))) if t.contains("oldest height it can resume from is ") => {
@@ -246,11 +255,17 @@ async fn resume_flood(addr: String, conn: usize, mut stop: tokio::sync::watch::R
         let Some(oldest) = oldest else { continue };
         let day_back = oldest.saturating_sub(1_100_000);
         for (i, coin) in COINS.iter().enumerate() {
-            let since = if i == conn % COINS.len() { day_back } else { oldest + 1 };
-            let _ = send(&mut ws, json!({"type": "l4Book", "coin": coin, "since": since})).await;
+            // One coin from a day back (refused: older than anything kept), one from 500 blocks before the feed
+            // (trades catch up from the store), the rest from the feed's oldest.
+            let since = match (i + COINS.len() - conn % COINS.len()) % COINS.len() {
+                0 => day_back,
+                1 => oldest.saturating_sub(500),
+                _ => oldest + 1,
+            };
+            let _ = send(&mut ws, json!({"type": "trades", "coin": coin, "since": since})).await;
             let _ = send(&mut ws, json!({"type": "candle", "coin": coin, "interval": "1m", "since": since})).await;
             if *coin != "BTC" {
-                let _ = send(&mut ws, json!({"type": "trades", "coin": coin, "since": since})).await;
+                let _ = send(&mut ws, json!({"type": "l4Book", "coin": coin, "since": since})).await;
             }
         }
         tokio::select! {

@@ -130,18 +130,31 @@ async fn steady(addr: String, subs: Vec<Value>, mut stop: watch::Receiver<bool>)
     }
 }
 
-/// The client that resets its connection every `every` and resumes: since a height a little before the newest it
-/// saw (1 to 3 blocks, varied so an off-by-one in the resume point shows), dropping the replayed frames it already
-/// holds, which must come again byte for byte, in the same order.
+/// The client that resets its connection every `every` and resumes each subscription from a height a little before
+/// the newest of its own frames (1 to 3 blocks, varied so an off-by-one in the resume point shows; a subscription's
+/// heights only rise, while another's may lag: streaming sends a block's orderUpdates after the next block's
+/// trades), dropping the replayed frames it already holds, which must come again byte for byte, in the same order.
 async fn resuming(addr: String, subs: Vec<Value>, every: Duration, mut stop: watch::Receiver<bool>) -> Seen {
     let mut seen = Seen::default();
     loop {
         let mut ws = connect(&addr).await;
-        let base = seen.newest;
-        let since = (base > 3).then(|| base - 1 - (seen.cuts as u64 % 3));
-        subscribe_all(&mut ws, &subs, since).await;
+        let newest = |sub: u64| seen.frames.iter().rev().find(|g| g.sub == sub && !g.snapshot).map(|g| g.height);
+        // A subscription without a frame yet resumes from the oldest newest height of the others: it was
+        // subscribed before any of those frames.
+        let floor = (1..=subs.len() as u64).filter_map(newest).min();
+        let back = seen.cuts as u64 % 3;
+        let since: Vec<Option<u64>> =
+            (1..=subs.len() as u64).map(|s| newest(s).or(floor).map(|h| h.saturating_sub(1 + back))).collect();
+        for (s, since) in subs.iter().zip(&since) {
+            let mut s = s.clone();
+            if let Some(h) = since {
+                s["since"] = (*h).into();
+            }
+            let text = json!({"method": "subscribe", "subscription": s}).to_string();
+            ws.send(Message::Text(text.into())).await.unwrap();
+        }
         let mut held: HashMap<u64, std::collections::VecDeque<Got>> = HashMap::new();
-        for g in seen.frames.iter().filter(|g| !g.snapshot && since.is_some_and(|s| g.height > s)) {
+        for g in seen.frames.iter().filter(|g| !g.snapshot && since[g.sub as usize - 1].is_some_and(|s| g.height > s)) {
             held.entry(g.sub).or_default().push_back(g.clone());
         }
         let mut first: HashMap<u64, bool> = HashMap::new();
@@ -153,7 +166,7 @@ async fn resuming(addr: String, subs: Vec<Value>, every: Duration, mut stop: wat
                 t = next_text(&mut ws) => match read(&t.expect("the server keeps the connection")) {
                     Some(Ok(g)) => {
                         let (sub, h) = (g.sub, g.height);
-                        if let Some(s) = since
+                        if let Some(s) = since[sub as usize - 1]
                             && first.insert(sub, true).is_none()
                         {
                             assert_eq!(g.prev, Some(s), "sub {sub}: a resumed chain continues from since (height {h})");
@@ -306,7 +319,7 @@ fn cut(ws: wsclient::raw::Ws) {
 }
 
 #[test]
-fn a_stream_nobody_else_follows_lingers_for_the_resume_window_and_then_stops() {
+fn a_stream_nobody_else_follows_lingers_for_the_resume_window_then_only_the_store_has_it() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("hlbook.toml");
     std::fs::write(&config, "[server]\nresume_window_secs = 3\n").unwrap();
@@ -331,15 +344,19 @@ fn a_stream_nobody_else_follows_lingers_for_the_resume_window_and_then_stops() {
             assert_eq!((first.prev, first.snapshot), (Some(since), false), "sub {sub} continues from {since}");
         }
         cut(ws);
-        // Past the window the streams stopped being built: the resume is refused, and a fresh l4Book follows.
+        // Past the window the streams stopped being built: l4Book's resume is refused and a fresh snapshot follows;
+        // trades, all of which the history store keeps, catch up from it instead.
         tokio::time::sleep(Duration::from_secs(6)).await;
         let mut ws = connect(&addr).await;
         subscribe_all(&mut ws, &subs, Some(back.newest)).await;
         let late = read_for(&mut ws, 2.0).await;
-        assert_eq!(late.notices.len(), 2, "{:?}", late.notices);
-        assert!(late.notices.iter().all(|n| n.contains("cannot resume") && n.contains("nobody was subscribed")));
+        assert_eq!(late.notices.len(), 1, "{:?}", late.notices);
+        assert!(late.notices[0].contains(r#"cannot resume {"type":"l4Book""#), "{}", late.notices[0]);
+        assert!(late.notices[0].contains("nobody was subscribed"), "{}", late.notices[0]);
         let l4 = late.frames.iter().find(|g| g.sub == 2).expect("l4Book frames");
         assert!(l4.snapshot && l4.frame.contains("\"snapshot\""), "a fresh l4Book snapshot: {}", &l4.frame[..80]);
+        let trades = late.frames.iter().find(|g| g.sub == 1).expect("trades frames");
+        assert_eq!((trades.prev, trades.replayed), (Some(back.newest), true), "trades continue from the store");
     });
     sim.stop();
     server.stop();

@@ -117,9 +117,9 @@ impl Feed {
         Feed { ticks: RwLock::default(), max_ticks: max_ticks.max(1), max_bytes, bytes: AtomicU64::new(0) }
     }
 
-    /// Where a subscription that processed every frame up to height `since` resumes: after the newest tick at or
-    /// below it (heights only rise along the feed, but for misc_events ticks, which carry their own block's
-    /// height: `misc` says which kind anchors the search; the replay skips frames of heights up to `since`).
+    /// Where a subscription that processed every frame of its own up to height `since` resumes: before the first
+    /// tick above it (misc_events ticks carry their own block's height, behind the books': `misc` says which kind
+    /// anchors the search; the replay skips frames of heights up to `since`).
     /// A reader may be at most `max_behind` ticks behind the newest (`backlog_blocks`), so the resume point must
     /// be too.
     pub fn resume_at(&self, since: u64, misc: bool, max_behind: u64) -> Result<ResumeAt, NoResume> {
@@ -135,8 +135,11 @@ impl Feed {
         if since > top {
             return Err(NoResume::Ahead { newest: top });
         }
-        let anchor = feed.iter().rev().find(|t| t.misc == misc && t.height <= since);
-        let cursor = anchor.map_or(feed[0].seq - 1, |t| t.seq);
+        // Before the first tick above `since`: heights rise along the feed per stream, not across streams (streaming,
+        // a block's complete-block tick comes after the next block's first fills), so a later tick may still be of
+        // `since` or below, and the replay skips its frames (the subscription had them).
+        let first_above = kind().find(|t| t.height > since);
+        let cursor = first_above.map_or(newest.seq, |t| t.seq - 1);
         // The oldest tick a reader may stand on: resuming from its height replays only ticks after it.
         let lowest = newest.seq.saturating_sub(max_behind);
         if cursor < lowest {
@@ -250,13 +253,21 @@ mod tests {
     }
 
     #[test]
+    fn a_tick_of_a_lower_height_after_a_higher_one_is_replayed_from_the_first_tick_above_since() {
+        // Streaming: block 11's complete-block tick (seq 4) comes after block 12's first fills (seq 3).
+        let f = feed(&[10, 11, 12, 11, 12], 100);
+        assert_eq!(f.resume_at(11, false, 100), Ok(ResumeAt { cursor: 2, to: 5 }), "from 12's first tick on");
+        assert_eq!(f.resume_at(10, false, 100), Ok(ResumeAt { cursor: 1, to: 5 }));
+    }
+
+    #[test]
     fn misc_ticks_anchor_misc_resumes_only() {
         let f = Feed::new(100, usize::MAX);
         let mut misc = Tick::new(3, 8);
         misc.misc = true;
         f.push(vec![Tick::new(1, 10), Tick::new(2, 11), misc, Tick::new(4, 12)]);
-        assert_eq!(f.resume_at(11, false, 100), Ok(ResumeAt { cursor: 2, to: 4 }), "the misc tick is after 11's");
-        assert_eq!(f.resume_at(8, true, 100), Ok(ResumeAt { cursor: 3, to: 4 }));
+        assert_eq!(f.resume_at(11, false, 100), Ok(ResumeAt { cursor: 3, to: 4 }), "from 12 on");
+        assert_eq!(f.resume_at(8, true, 100), Ok(ResumeAt { cursor: 4, to: 4 }), "the misc tick of 8 was had");
         assert_eq!(f.resume_at(7, true, 100), Err(NoResume::TooOld { oldest: 8 }), "before the server began");
     }
 

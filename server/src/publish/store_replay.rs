@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use super::frame::{Audit, Frame};
-use super::hub::Hub;
+use super::hub::{Hub, NoResume};
 use super::json;
 use crate::node::Coin;
 use crate::state::LineTimes;
@@ -55,6 +55,17 @@ pub fn can_replay(hub: &Hub, since: u64) -> Result<(), String> {
         return Err(format!("its history store misses the blocks between {a} and {b} ms"));
     }
     Ok(())
+}
+
+/// The last height of the page after `after`: at most `PAGE_BLOCKS` on, no further than the feed's floor when the
+/// feed was too old (`TooOld`), and at least one block on, no further than the store has written otherwise (the
+/// read waits for it).
+pub fn page_end(hub: &Hub, after: u64, why: NoResume) -> u64 {
+    let written = hub.store().map_or(after, |s| s.height());
+    match why {
+        NoResume::TooOld { oldest } => oldest.min(after + PAGE_BLOCKS).max(after + 1),
+        _ => written.min(after + PAGE_BLOCKS).max(after + 1),
+    }
 }
 
 /// Reads the coin's trade frames of blocks `after+1..=upto` on a blocking thread, in a history turn; the hub is

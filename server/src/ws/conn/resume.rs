@@ -6,7 +6,7 @@ use super::{Chain, Conn, Delivery, L4State, Out};
 use crate::node::Coin;
 use crate::publish::Want;
 use crate::publish::hub::NoResume;
-use crate::publish::store_replay::{self, PAGE_BLOCKS, PageRead};
+use crate::publish::store_replay::{self, PageRead};
 use crate::ws::candle_stream::CandleState;
 use crate::ws::protocol::{self, Echo, Subscription};
 use crate::ws::user_stream::UserState;
@@ -36,18 +36,19 @@ impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> Conn<S> {
                 counters.resumes.inc();
                 (Some(Resumed::Feed(at.cursor)), None)
             }
-            Err(NoResume::TooOld { oldest }) if let Want::Trades(coin) = &s.want => {
+            // Trades the feed cannot give (too old, or nobody wanted them then) are all in the store.
+            Err(why @ (NoResume::TooOld { .. } | NoResume::NotKept)) if let Want::Trades(coin) = &s.want => {
                 match store_replay::can_replay(hub, since) {
                     Ok(()) => {
                         chain.resume(since, 0);
                         counters.resumes.inc();
                         counters.resumes_from_store.inc();
-                        let upto = oldest.min(since + PAGE_BLOCKS);
+                        let upto = store_replay::page_end(hub, since, why);
                         (Some(Resumed::Store(store_replay::read_page(hub, self.shared_coin(coin), since, upto))), None)
                     }
-                    Err(why) => {
+                    Err(store_why) => {
                         counters.resumes_refused.inc();
-                        let why = if why.starts_with("the oldest height") { why } else { oldest_text(oldest) };
+                        let why = if store_why.starts_with("the oldest height") { store_why } else { because(why) };
                         (None, Some(refusal(&s.echo, since, &why)))
                     }
                 }
@@ -102,11 +103,11 @@ impl<S> Conn<S> {
                     *cursor = hub.feed_head();
                     None
                 }
-                Err(NoResume::TooOld { oldest }) => {
-                    Some(store_replay::read_page(&hub, coin.clone(), upto, oldest.min(upto + PAGE_BLOCKS)))
+                // Still below the feed's floor, or its ticks since lack the coin's trades (nobody wanted them then):
+                // the next page.
+                Err(why) => {
+                    Some(store_replay::read_page(&hub, coin.clone(), upto, store_replay::page_end(&hub, upto, why)))
                 }
-                // The feed's ticks since lack the coin's trades (nobody wanted them then): the store has them.
-                Err(NoResume::NotKept) => Some(store_replay::read_page(&hub, coin.clone(), upto, upto + PAGE_BLOCKS)),
             };
         }
     }
@@ -138,13 +139,9 @@ pub(super) fn resumed_delivery(want: &Want, resumed: Resumed, coin: Option<Coin>
     }
 }
 
-fn oldest_text(oldest: u64) -> String {
-    format!("the oldest height it can resume from is {oldest}")
-}
-
 fn because(why: NoResume) -> String {
     match why {
-        NoResume::TooOld { oldest } => oldest_text(oldest),
+        NoResume::TooOld { oldest } => format!("the oldest height it can resume from is {oldest}"),
         NoResume::Ahead { newest } => format!("its newest height is {newest}"),
         NoResume::NotKept => "nobody was subscribed to it for part of that time, so its frames were not kept".into(),
     }
