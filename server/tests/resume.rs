@@ -312,6 +312,28 @@ async fn read_for(ws: &mut wsclient::raw::Ws, secs: f64) -> Seen {
     }
 }
 
+/// Frames and notices on `ws` until `done` holds of them (at most 60 s, then the test fails naming `what`).
+async fn read_until(ws: &mut wsclient::raw::Ws, what: &str, done: impl Fn(&Seen) -> bool) -> Seen {
+    let mut seen = Seen::default();
+    let until = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !done(&seen) {
+        tokio::select! {
+            () = tokio::time::sleep_until(until) => panic!("{what}: not within 60 s: {:?}", seen.notices),
+            t = next_text(ws) => match read(&t.expect("the server keeps the connection")) {
+                Some(Ok(g)) => seen.keep(g),
+                Some(Err(notice)) => seen.notices.push(notice),
+                None => {}
+            },
+        }
+    }
+    seen
+}
+
+/// Whether `seen` holds a frame of each of subscriptions `subs`.
+fn has_each(seen: &Seen, subs: &[u64]) -> bool {
+    subs.iter().all(|s| seen.frames.iter().any(|g| g.sub == *s))
+}
+
 /// Resets `ws` (no close frame).
 fn cut(ws: wsclient::raw::Ws) {
     ws.get_ref().set_zero_linger().unwrap();
@@ -336,7 +358,7 @@ fn a_stream_nobody_else_follows_lingers_for_the_resume_window_then_only_the_stor
         let since = before.newest;
         let mut ws = connect(&addr).await;
         subscribe_all(&mut ws, &subs, Some(since)).await;
-        let back = read_for(&mut ws, 2.0).await;
+        let back = read_until(&mut ws, "frames of both after the resume", |s| has_each(s, &[1, 2])).await;
         assert_eq!(back.notices, Vec::<String>::new(), "resumed within the window");
         assert!(back.replayed > 0, "the blocks while away came again");
         for sub in [1, 2] {
@@ -349,7 +371,9 @@ fn a_stream_nobody_else_follows_lingers_for_the_resume_window_then_only_the_stor
         tokio::time::sleep(Duration::from_secs(6)).await;
         let mut ws = connect(&addr).await;
         subscribe_all(&mut ws, &subs, Some(back.newest)).await;
-        let late = read_for(&mut ws, 2.0).await;
+        let late =
+            read_until(&mut ws, "the notice and frames of both", |s| !s.notices.is_empty() && has_each(s, &[1, 2]))
+                .await;
         assert_eq!(late.notices.len(), 1, "{:?}", late.notices);
         assert!(late.notices[0].contains(r#"cannot resume {"type":"l4Book""#), "{}", late.notices[0]);
         assert!(late.notices[0].contains("nobody was subscribed"), "{}", late.notices[0]);
@@ -371,7 +395,8 @@ fn a_since_the_feed_does_not_hold_gets_a_notice_and_a_fresh_subscription() {
         let mut ws = connect(&addr).await;
         let l4 = [json!({"type": "l4Book", "coin": "BTC"})];
         subscribe_all(&mut ws, &l4, Some(1)).await;
-        let old = read_for(&mut ws, 2.0).await;
+        let old =
+            read_until(&mut ws, "the notice and an l4Book frame", |s| !s.notices.is_empty() && has_each(s, &[1])).await;
         assert_eq!(old.notices.len(), 1, "{:?}", old.notices);
         let oldest: u64 = old.notices[0]
             .split("the oldest height it can resume from is ")
@@ -384,14 +409,14 @@ fn a_since_the_feed_does_not_hold_gets_a_notice_and_a_fresh_subscription() {
         // Ahead of the server: the same, naming its newest height.
         let mut ws = connect(&addr).await;
         let trades = [json!({"type": "trades", "coin": "BTC"})];
-        subscribe_all(&mut ws, &trades, Some(old.newest + 1_000_000)).await;
-        let ahead = read_for(&mut ws, 1.0).await;
+        subscribe_all(&mut ws, &trades, Some(first.height + 1_000_000)).await;
+        let ahead = read_until(&mut ws, "the notice", |s| !s.notices.is_empty()).await;
         assert_eq!(ahead.notices.len(), 1, "{:?}", ahead.notices);
         assert!(ahead.notices[0].contains("its newest height is"), "{}", ahead.notices[0]);
         // Snapshot channels take `since` and send their current frame, as always.
         let mut ws = connect(&addr).await;
         subscribe_all(&mut ws, &[json!({"type": "l2Book", "coin": "BTC"})], Some(1)).await;
-        let l2 = read_for(&mut ws, 1.0).await;
+        let l2 = read_until(&mut ws, "an l2Book frame", |s| has_each(s, &[1])).await;
         assert_eq!(l2.notices, Vec::<String>::new());
         assert!(l2.frames.first().is_some_and(|g| g.snapshot && g.frame.starts_with("{\"channel\":\"l2Book\"")));
     });
