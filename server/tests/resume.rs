@@ -296,13 +296,13 @@ fn streaming_a_client_cut_every_two_seconds_resumes_to_the_frames_of_one_never_c
     drop_and_resume(Mode::Streaming);
 }
 
-/// Frames and notices on `ws` for `secs`.
-async fn read_for(ws: &mut wsclient::raw::Ws, secs: f64) -> Seen {
+/// Frames and notices on `ws` until `done` holds of them or `until`; whether `done` held.
+async fn read_frames(ws: &mut wsclient::raw::Ws, until: Duration, done: impl Fn(&Seen) -> bool) -> (Seen, bool) {
     let mut seen = Seen::default();
-    let until = tokio::time::Instant::now() + Duration::from_secs_f64(secs);
-    loop {
+    let until = tokio::time::Instant::now() + until;
+    while !done(&seen) {
         tokio::select! {
-            () = tokio::time::sleep_until(until) => return seen,
+            () = tokio::time::sleep_until(until) => return (seen, false),
             t = next_text(ws) => match read(&t.expect("the server keeps the connection")) {
                 Some(Ok(g)) => seen.keep(g),
                 Some(Err(notice)) => seen.notices.push(notice),
@@ -310,22 +310,18 @@ async fn read_for(ws: &mut wsclient::raw::Ws, secs: f64) -> Seen {
             },
         }
     }
+    (seen, true)
+}
+
+/// Frames and notices on `ws` for `secs`.
+async fn read_for(ws: &mut wsclient::raw::Ws, secs: f64) -> Seen {
+    read_frames(ws, Duration::from_secs_f64(secs), |_| false).await.0
 }
 
 /// Frames and notices on `ws` until `done` holds of them (at most 60 s, then the test fails naming `what`).
 async fn read_until(ws: &mut wsclient::raw::Ws, what: &str, done: impl Fn(&Seen) -> bool) -> Seen {
-    let mut seen = Seen::default();
-    let until = tokio::time::Instant::now() + Duration::from_secs(60);
-    while !done(&seen) {
-        tokio::select! {
-            () = tokio::time::sleep_until(until) => panic!("{what}: not within 60 s: {:?}", seen.notices),
-            t = next_text(ws) => match read(&t.expect("the server keeps the connection")) {
-                Some(Ok(g)) => seen.keep(g),
-                Some(Err(notice)) => seen.notices.push(notice),
-                None => {}
-            },
-        }
-    }
+    let (seen, held) = read_frames(ws, Duration::from_secs(60), done).await;
+    assert!(held, "{what}: not within 60 s: {:?}", seen.notices);
     seen
 }
 

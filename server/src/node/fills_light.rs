@@ -87,18 +87,7 @@ pub fn fill_of_coin(user: Address, raw: &str, coin: &Coin) -> Option<Fill> {
         return None;
     }
     let b: FillBody<'_> = serde_json::from_str(raw).ok()?;
-    (*b.coin == **coin).then(|| Fill {
-        coin: coin.clone(),
-        user,
-        px: b.px,
-        sz: b.sz,
-        side: b.side,
-        time: b.time,
-        hash: b.hash,
-        oid: b.oid,
-        crossed: b.crossed,
-        tid: b.tid,
-    })
+    (*b.coin == **coin).then(|| b.into_fill(coin.clone(), user))
 }
 
 #[cfg(test)]

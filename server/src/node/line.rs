@@ -277,18 +277,8 @@ impl NodeParser {
     }
 
     fn fill(&mut self, FillWire(user, b): FillWire<'_>) -> Fill {
-        Fill {
-            coin: self.interner.str(&b.coin),
-            user,
-            px: b.px,
-            sz: b.sz,
-            side: b.side,
-            time: b.time,
-            hash: b.hash,
-            oid: b.oid,
-            crossed: b.crossed,
-            tid: b.tid,
-        }
+        let coin = self.interner.str(&b.coin);
+        b.into_fill(coin, user)
     }
 
     /// Converts an `order` object (status or snapshot) into its compact form.

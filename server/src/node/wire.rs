@@ -261,6 +261,14 @@ pub struct FillBody<'a> {
     pub tid: u64,
 }
 
+impl FillBody<'_> {
+    /// The fill of `user`, its coin named by `coin` (the parser's interned copy, or the caller's).
+    pub fn into_fill(self, coin: super::Coin, user: super::Address) -> super::Fill {
+        let FillBody { px, sz, side, time, hash, oid, crossed, tid, .. } = self;
+        super::Fill { coin, user, px, sz, side, time, hash, oid, crossed, tid }
+    }
+}
+
 /// The fields of a fill that make its trade, and nothing else: what the history store reads of every fill
 /// (a fill missing any other field is still a trade to it).
 #[derive(Deserialize)]
