@@ -47,10 +47,18 @@ impl Hub {
         let mut queue = self.lingering.queue.lock();
         if ordered && !window.is_zero() && queue.len() < MAX_LINGERING {
             queue.push_back((Instant::now() + window, want.clone()));
+            drop(queue);
+            // The history store's followed set (`store.fills_follow_max` places) is for subscribers: a lingering
+            // user gives its place back now, and the next subscriber reads its snapshot afresh (the kept read may
+            // say the set was full); the feed still carries its frames for a resume.
+            if let Want::User { user, channel: UserChannel::Fills, .. } = want {
+                self.store.follow(*user, false);
+                self.history.forget(*user);
+            }
             return;
         }
         drop(queue);
-        self.remove_now(want);
+        self.remove_now(want, true);
     }
 
     /// Stops the lingering streams whose window has passed (the publisher's, once a pass).
@@ -61,7 +69,7 @@ impl Hub {
             let Some((_, want)) = queue.front().filter(|(at, _)| *at <= now).cloned() else { return };
             queue.pop_front();
             drop(queue);
-            self.remove_now(&want);
+            self.remove_now(&want, false);
         }
     }
 
@@ -146,8 +154,9 @@ impl Hub {
         slot
     }
 
-    /// Counts one subscriber less; the last one out stops the building and drops the coin's entry.
-    fn remove_now(&self, want: &Want) {
+    /// Counts one subscriber less; the last one out stops the building and drops the coin's entry. `store`: give
+    /// a userFills subscriber's place in the store's followed set back too (a lingering one gave it already).
+    fn remove_now(&self, want: &Want, store: bool) {
         let mut r = self.registry.lock();
         fn down(n: &mut usize) -> bool {
             *n = n.saturating_sub(1);
@@ -163,7 +172,7 @@ impl Hub {
             }
             Want::User { user: u, channel: ch, .. } => {
                 self.users.remove(*u, *ch, self.shared.watched());
-                if *ch == UserChannel::Fills {
+                if *ch == UserChannel::Fills && store {
                     self.store.follow(*u, false);
                 }
                 if !self.users.follows(*u) {
