@@ -252,13 +252,13 @@ fn drop_and_resume(mode: Mode) {
     // The steady client subscribes first, so the resuming one's first live frames are the steady one's too.
     std::thread::sleep(Duration::from_secs(1));
     let resuming = rt.spawn(resuming(addr, subs.clone(), Duration::from_secs(2), stop));
-    std::thread::sleep(Duration::from_secs(40));
+    std::thread::sleep(Duration::from_secs(28));
     stop_tx.send(true).unwrap();
     let (steady, resumed) = (rt.block_on(steady).unwrap(), rt.block_on(resuming).unwrap());
     sim.stop();
     server.stop();
 
-    assert!(resumed.cuts >= 15, "{} cuts", resumed.cuts);
+    assert!(resumed.cuts >= 6, "{} cuts", resumed.cuts);
     assert!(resumed.replayed > 0, "no frame was replayed: the cuts never fell mid-stream");
     assert_eq!(resumed.notices, Vec::<String>::new(), "every resume was served");
     assert_eq!(steady.notices, Vec::<String>::new());
