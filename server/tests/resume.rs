@@ -490,14 +490,22 @@ fn the_docs_python_client_cut_by_a_proxy_gets_every_frame_once() {
 }
 
 #[test]
-fn trades_older_than_the_feed_catch_up_from_the_store_then_join_the_feed() {
+fn fills_made_streams_older_than_the_feed_catch_up_from_the_store_then_join_the_feed() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("hlbook.toml");
     // A feed of 20 ticks (plus the server's margin): a few seconds of blocks, so a resume from ten seconds back
     // needs the store.
     std::fs::write(&config, "[server]\nbacklog_blocks = 20\n").unwrap();
     let (mut sim, mut server, addr, admin) = market(dir.path(), Mode::ByBlock, &["--config", config.to_str().unwrap()]);
-    let subs = [json!({"type": "trades", "coin": "BTC"}), json!({"type": "trades", "coin": "ETH"})];
+    let user = busy_users(&dir.path().join("data"), Mode::ByBlock, 1).remove(0);
+    let subs = [
+        json!({"type": "trades", "coin": "BTC"}),
+        json!({"type": "trades", "coin": "ETH"}),
+        json!({"type": "userFills", "user": user}),
+        json!({"type": "userFills", "user": user, "aggregateByTime": true}),
+        json!({"type": "candle", "coin": "BTC", "interval": "1m"}),
+        json!({"type": "candle", "coin": "ETH", "interval": "1h"}),
+    ];
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (stop_tx, stop) = watch::channel(false);
     let steady = rt.spawn(steady(addr.clone(), subs.to_vec(), stop));
@@ -514,15 +522,16 @@ fn trades_older_than_the_feed_catch_up_from_the_store_then_join_the_feed() {
     server.stop();
 
     assert_eq!(back.notices, Vec::<String>::new());
-    assert!(ws["resumes_from_store"].as_u64() >= Some(2), "both caught up from the store: {ws}");
+    assert!(ws["resumes_from_store"].as_u64() >= Some(subs.len() as u64), "each caught up from the store: {ws}");
     let last = back.newest.min(steady.newest) - 1;
-    for sub in [1, 2] {
+    for sub in 1..=subs.len() as u64 {
+        let name = &subs[sub as usize - 1];
         let first = back.frames.iter().find(|g| g.sub == sub).expect("frames");
-        assert_eq!((first.prev, first.replayed), (Some(since), true), "sub {sub} continues from {since}");
+        assert_eq!((first.prev, first.replayed), (Some(since), true), "{name} continues from {since}");
         let (want, got) = (window(&steady, sub, since, last), window(&back, sub, since, last));
-        assert_eq!(got.len(), want.len(), "sub {sub}: frames over heights {}..={last}", since + 1);
-        assert!(got == want, "sub {sub}: the store's and the feed's replays are the live frames, byte for byte");
-        eprintln!("sub {sub}: {} frames equal over heights {}..={last}", got.len(), since + 1);
+        assert_eq!(got.len(), want.len(), "{name}: frames over heights {}..={last}", since + 1);
+        assert!(got == want, "{name}: the store's and the feed's replays are the live frames, byte for byte");
+        eprintln!("{name}: {} frames equal over heights {}..={last}", got.len(), since + 1);
     }
 }
 

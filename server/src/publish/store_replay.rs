@@ -1,6 +1,9 @@
-//! A `trades` subscription that resumes from a height the feed no longer holds catches up from the history store
-//! (docs/api.md "Resume"): a page of blocks at a time, each block's frame written by the live channel's writer
-//! (`json::trades`), until the feed holds the rest.
+//! A subscription that resumes from a height the feed no longer holds (or from a time nobody followed it) catches
+//! up from the history store when its frames are made of fills (docs/api.md "Resume"): `trades`, `userFills` and
+//! `candle`. A page of blocks at a time, each block's frame written by the live channel's writer (`json::trades`,
+//! `users::user_fills`, `candles::candle_frame`), until the feed holds the rest. A candle page starts from the
+//! candle as it stood after the page's first height (`Store::candle_after`) and counts each block's trades as the
+//! live keeper does.
 //!
 //! Each page is a history read: it takes a turn among `server.history_reads` like a userFills snapshot, so a
 //! thousand clients resuming from a day back wait in the bounded queue (or are told to come back) instead of reading
@@ -10,11 +13,14 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use super::candles::candle_frame;
 use super::frame::{Audit, Frame};
 use super::hub::{Hub, NoResume};
-use super::json;
-use crate::node::Coin;
+use super::users::{UserChannel, user_fills, user_fills_merged};
+use super::{Want, json};
 use crate::state::LineTimes;
+use crate::store::Store;
+use crate::store::candle::{block_trades, push};
 
 /// Blocks a page reads at most (about three minutes at mainnet rate).
 pub const PAGE_BLOCKS: u64 = 2_000;
@@ -22,7 +28,12 @@ pub const PAGE_BLOCKS: u64 = 2_000;
 /// How long a page waits for the store to have written its last block.
 const STORE_WAIT: Duration = Duration::from_secs(10);
 
-/// One page: the frames of the coin's blocks with trades in `after+1..=upto`, oldest first.
+/// Whether the subscription's frames are made of fills only, so the store can replay them.
+pub fn replays(want: &Want) -> bool {
+    matches!(want, Want::Trades(_) | Want::Candle(..) | Want::User { channel: UserChannel::Fills, .. })
+}
+
+/// One page: the subscription's frames of blocks `after+1..=upto`, oldest first.
 #[derive(Debug)]
 pub struct Page {
     pub frames: Vec<Arc<Frame>>,
@@ -39,7 +50,7 @@ impl PageRead {
     }
 }
 
-/// Whether the store can replay every trade after height `since`: it keeps every user's fills, and its oldest
+/// Whether the store can replay every fill after height `since`: it keeps every user's fills, and its oldest
 /// block is no later than the first one after `since` with no hole since. Err: why not (for the notice).
 pub fn can_replay(hub: &Hub, since: u64) -> Result<(), String> {
     let store = hub.store().ok_or("hlbook keeps no history store here")?;
@@ -68,13 +79,13 @@ pub fn page_end(hub: &Hub, after: u64, why: NoResume) -> u64 {
     }
 }
 
-/// Reads the coin's trade frames of blocks `after+1..=upto` on a blocking thread, in a history turn; the hub is
+/// Reads the subscription's frames of blocks `after+1..=upto` on a blocking thread, in a history turn; the hub is
 /// poked when it is done, so the connection picks the page up on its next wake.
-pub fn read_page(hub: &Arc<Hub>, coin: Coin, after: u64, upto: u64) -> PageRead {
+pub fn read_page(hub: &Arc<Hub>, want: Want, after: u64, upto: u64) -> PageRead {
     let read = PageRead(Arc::new(OnceLock::new()));
     let (hub, out) = (hub.clone(), read.clone());
     tokio::task::spawn_blocking(move || {
-        let result = page(&hub, &coin, after, upto);
+        let result = page(&hub, &want, after, upto);
         if result.is_err() {
             hub.history().counters.reads_refused.inc();
         }
@@ -84,20 +95,53 @@ pub fn read_page(hub: &Arc<Hub>, coin: Coin, after: u64, upto: u64) -> PageRead 
     read
 }
 
-fn page(hub: &Hub, coin: &Coin, after: u64, upto: u64) -> Result<Page, String> {
+fn page(hub: &Hub, want: &Want, after: u64, upto: u64) -> Result<Page, String> {
     let store = hub.store().ok_or("no history store")?;
     let _turn = hub.history().turns.take()?;
     if !store.wait_for(upto, STORE_WAIT) {
         return Err(format!("the history store had not written height {upto} after {}s", STORE_WAIT.as_secs()));
     }
-    let frames = store
-        .coin_fills(coin, after + 1, upto)?
-        .into_iter()
-        .map(|(height, fills)| {
-            let block_time = fills.first().map_or(0, |f| f.time.saturating_mul(1_000_000));
-            let audit = Audit { times: LineTimes { height, block_time, ..LineTimes::default() }, published: 0 };
-            Arc::new(Frame::new(0, json::trades(fills.iter()), audit))
-        })
-        .collect();
-    Ok(Page { frames, upto })
+    let frames = frames(&store, want, after + 1, upto)?;
+    Ok(Page { frames: frames.into_iter().map(Arc::new).collect(), upto })
+}
+
+/// The frames of blocks `lo..=hi`, as the live writer made them.
+fn frames(store: &Store, want: &Want, lo: u64, hi: u64) -> Result<Vec<Frame>, String> {
+    let frame = |height: u64, time_ms: i64, json: Vec<u8>| {
+        let block_time = time_ms.saturating_mul(1_000_000);
+        let audit = Audit { times: LineTimes { height, block_time, ..LineTimes::default() }, published: 0 };
+        Frame::new(0, json, audit)
+    };
+    Ok(match want {
+        Want::Trades(coin) => store
+            .coin_fills(coin, lo, hi)?
+            .into_iter()
+            .map(|(height, fills)| frame(height, fills.first().map_or(0, |f| f.time), json::trades(fills.iter())))
+            .collect(),
+        Want::User { user, channel: UserChannel::Fills, aggregate_by_time } => store
+            .user_fills_by_block(user, lo, hi)?
+            .into_iter()
+            .map(|(height, fills)| {
+                let list: Vec<&str> = fills.iter().map(String::as_str).collect();
+                let merged = aggregate_by_time.then(|| user_fills_merged(user, &list)).flatten();
+                let time = list.first().and_then(|f| crate::store::trades::time_of(f)).unwrap_or(0);
+                frame(height, time, merged.unwrap_or_else(|| user_fills(user, &list, false)))
+            })
+            .collect(),
+        Want::Candle(coin, interval) => {
+            let mut candle = store.candle_after(coin, *interval, lo - 1)?;
+            let mut out = Vec::new();
+            for (height, fills) in store.coin_fills(coin, lo, hi)? {
+                let mut counted = false;
+                for tr in block_trades(fills.iter()) {
+                    counted |= push(&mut candle, *interval, tr);
+                }
+                if let (true, Some(c)) = (counted, candle) {
+                    out.push(frame(height, fills.first().map_or(0, |f| f.time), candle_frame(coin, *interval, &c)));
+                }
+            }
+            out
+        }
+        _ => return Err("its frames are not made of fills alone".into()),
+    })
 }

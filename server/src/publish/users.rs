@@ -201,12 +201,9 @@ pub fn fill_frames(
         let f = out.entry(u).or_default();
         if w[UserChannel::Fills.index()] {
             f.fills = frame(user_fills(&u, &list, false));
-            let merged = crate::store::fills::aggregate(&list);
-            f.fills_aggregated = if merged.len() == list.len() {
-                f.fills.clone()
-            } else {
-                let merged: Vec<&str> = merged.iter().map(|m| &**m).collect();
-                frame(user_fills(&u, &merged, false))
+            f.fills_aggregated = match user_fills_merged(&u, &list) {
+                Some(json) => frame(json),
+                None => f.fills.clone(),
             };
         }
         if w[UserChannel::Events.index()] {
@@ -303,6 +300,16 @@ pub fn order_updates(list: &[&OrderStatus]) -> Vec<u8> {
     serde_json::to_writer(&mut out, &data).expect("orderUpdates serialize");
     out.push(b'}');
     out
+}
+
+/// userFills with `aggregateByTime: true` of one block's `fills`; `None` when nothing merges (the plain frame is
+/// the same).
+pub fn user_fills_merged(user: &Address, fills: &[&str]) -> Option<Vec<u8>> {
+    let merged = crate::store::fills::aggregate(fills);
+    (merged.len() != fills.len()).then(|| {
+        let merged: Vec<&str> = merged.iter().map(|m| &**m).collect();
+        user_fills(user, &merged, false)
+    })
 }
 
 fn fill_array(out: &mut Vec<u8>, fills: &[&str]) {

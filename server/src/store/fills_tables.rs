@@ -85,6 +85,34 @@ pub fn user_fills(r: &ReadTransaction, user: &[u8; 20], before: u64, max: usize)
     Ok(out)
 }
 
+/// The user's fills of each block of `lo..=hi` indexed for them, oldest first, as the node wrote them.
+pub fn user_blocks(
+    r: &ReadTransaction,
+    user: &[u8; 20],
+    lo: u64,
+    hi: u64,
+) -> Result<Vec<(u64, Vec<String>)>, redb::Error> {
+    let key = user_key(user);
+    let mut out = Vec::new();
+    if lo > hi {
+        return Ok(out);
+    }
+    for day in days(r)?.into_iter().rev() {
+        let index = r.open_table(UsersDef::new(&fills_table(FillsKind::Users, day)))?;
+        let Ok(blocks) = r.open_table(BlocksDef::new(&fills_table(FillsKind::Blocks, day))) else { continue };
+        for e in index.range((key, lo)..=(key, hi))? {
+            let height = e?.0.value().1;
+            let Some(v) = blocks.get(height)? else { continue };
+            // The index key is a hash of the user: decoding keeps only theirs.
+            let mine = blocks::decode(v.value(), Some(user)).unwrap_or_default();
+            if !mine.is_empty() {
+                out.push((height, mine.into_iter().map(|(_, f)| f).collect()));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Stored and overhead bytes of the blocks and of the index tables, and the days held.
 pub fn table_bytes(r: &ReadTransaction) -> Result<serde_json::Value, redb::Error> {
     let size = |st: redb::TableStats| (st.stored_bytes(), st.metadata_bytes() + st.fragmented_bytes());

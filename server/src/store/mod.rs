@@ -23,6 +23,7 @@ pub mod fills;
 mod fills_tables;
 pub mod follow;
 mod inbox;
+mod replay;
 mod schema;
 pub mod seed;
 pub mod trades;

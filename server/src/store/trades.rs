@@ -128,7 +128,7 @@ impl Days {
 }
 
 /// A fill object's `time`.
-fn time_of(fill: &str) -> Option<i64> {
+pub(crate) fn time_of(fill: &str) -> Option<i64> {
     #[derive(serde::Deserialize)]
     struct At {
         time: i64,

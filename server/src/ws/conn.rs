@@ -67,10 +67,7 @@ enum Delivery {
     },
     Trades {
         coin: crate::node::Coin,
-        /// `u64::MAX` while catching up from the store: the feed's ticks wait.
         cursor: u64,
-        /// Resumed from a height the feed no longer holds: the store's page being read (`publish::store_replay`).
-        catch_up: Option<crate::publish::store_replay::PageRead>,
     },
     L4 {
         coin: crate::node::Coin,
@@ -89,6 +86,12 @@ enum Delivery {
         key: CandleKey,
         state: CandleState,
     },
+    /// Resumed from a height the feed does not hold (trades, userFills, candle): the store's page being read
+    /// (`publish::store_replay`); the feed's ticks wait until it joins them. `coin`: the books' copy of its coin.
+    FromStore {
+        read: crate::publish::store_replay::PageRead,
+        coin: Option<crate::node::Coin>,
+    },
 }
 
 impl Delivery {
@@ -96,7 +99,7 @@ impl Delivery {
     /// conflated one).
     fn cursor(&mut self) -> Option<&mut u64> {
         match self {
-            Delivery::Trades { cursor, catch_up: None, .. }
+            Delivery::Trades { cursor, .. }
             | Delivery::L4 { state: L4State::Live { cursor }, .. }
             | Delivery::User { state: UserState::Pending { cursor, .. } | UserState::Live { cursor, .. }, .. }
             | Delivery::Candle { state: CandleState::Live { cursor }, .. } => Some(cursor),

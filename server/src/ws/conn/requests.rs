@@ -141,7 +141,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             (Want::Trades(c), _) => {
                 let cursor = hub.feed_head();
                 recent = hub.recent_trades_frame(c, cursor);
-                Delivery::Trades { coin: self.shared_coin(c), cursor, catch_up: None }
+                Delivery::Trades { coin: self.shared_coin(c), cursor }
             }
             (Want::L4(c), _) => {
                 let coin = self.shared_coin(c);

@@ -1,6 +1,7 @@
 //! A subscription's resume (`since`, docs/api.md "Resume"): where it starts — on the feed after the newest tick
-//! at or below the height, or, for trades older than the feed holds, a catch-up from the history store a page at a
-//! time — and the notice when neither can serve it. The replay itself is the gather's ordinary walk of the feed.
+//! at or below the height, or, for the fills-made channels (trades, userFills, candle) the feed cannot give, a
+//! catch-up from the history store a page at a time — and the notice when neither can serve it. The replay itself
+//! is the gather's ordinary walk of the feed.
 
 use super::{Chain, Conn, Delivery, L4State, Out};
 use crate::node::Coin;
@@ -15,7 +16,7 @@ use crate::ws::user_stream::UserState;
 pub(super) enum Resumed {
     /// On the feed, after this tick.
     Feed(u64),
-    /// From the store (trades): the first page being read.
+    /// From the store (trades, userFills, candle): the first page being read.
     Store(PageRead),
 }
 
@@ -36,15 +37,15 @@ impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> Conn<S> {
                 counters.resumes.inc();
                 (Some(Resumed::Feed(at.cursor)), None)
             }
-            // Trades the feed cannot give (too old, or nobody wanted them then) are all in the store.
-            Err(why @ (NoResume::TooOld { .. } | NoResume::NotKept)) if let Want::Trades(coin) = &s.want => {
+            // Fills-made frames the feed cannot give (too old, or nobody wanted them then) are all in the store.
+            Err(why @ (NoResume::TooOld { .. } | NoResume::NotKept)) if store_replay::replays(&s.want) => {
                 match store_replay::can_replay(hub, since) {
                     Ok(()) => {
                         chain.resume(since, 0);
                         counters.resumes.inc();
                         counters.resumes_from_store.inc();
                         let upto = store_replay::page_end(hub, since, why);
-                        (Some(Resumed::Store(store_replay::read_page(hub, self.shared_coin(coin), since, upto))), None)
+                        (Some(Resumed::Store(store_replay::read_page(hub, s.want.clone(), since, upto))), None)
                     }
                     Err(store_why) => {
                         counters.resumes_refused.inc();
@@ -70,15 +71,15 @@ impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> Conn<S> {
 }
 
 impl<S> Conn<S> {
-    /// A trades subscription catching up from the store: a finished page's frames go out as replays, then the
-    /// subscription joins the feed if it holds the rest, or reads the next page. A page the store cannot give
-    /// ends the catch-up with a notice, and the subscription continues from the newest tick.
+    /// The subscriptions catching up from the store: a finished page's frames go out as replays, then the
+    /// subscription joins the feed if it holds the rest, or reads the next page. A page the store cannot give ends
+    /// the catch-up with a notice, and the subscription continues from the newest tick.
     pub(super) fn catch_up(&mut self, batch: &mut super::Batch) {
         let hub = self.ctx.hub().clone();
         let backlog = self.ctx.cfg().backlog_blocks as u64;
         for (s, sub, chain) in self.subs.values_mut() {
-            let Delivery::Trades { coin, cursor, catch_up } = sub else { continue };
-            let Some(result) = catch_up.as_ref().and_then(PageRead::result) else { continue };
+            let Delivery::FromStore { read, coin } = sub else { continue };
+            let Some(result) = read.result() else { continue };
             let upto = match result {
                 Ok(page) => {
                     for f in &page.frames {
@@ -88,44 +89,40 @@ impl<S> Conn<S> {
                 }
                 Err(e) => {
                     let text = format!("hlbook: {} stopped catching up from the history store: {e}", s.echo);
-                    batch.push(Out::Text(protocol::notice(&format!("{text}; it continues from the newest trades"))));
-                    (*cursor, *catch_up) = (hub.feed_head(), None);
+                    batch.push(Out::Text(protocol::notice(&format!("{text}; it continues from the newest frames"))));
+                    *sub = resumed_delivery(&s.want, Resumed::Feed(hub.feed_head()), coin.take());
                     continue;
                 }
             };
-            *catch_up = match hub.resume_at(&Want::Trades(coin.clone()), upto, backlog) {
+            let cursor = match hub.resume_at(&s.want, upto, backlog) {
                 Ok(at) => {
                     chain.replay_after(upto, at.to);
-                    *cursor = at.cursor;
-                    None
+                    at.cursor
                 }
-                Err(NoResume::Ahead { .. }) => {
-                    *cursor = hub.feed_head();
-                    None
-                }
-                // Still below the feed's floor, or its ticks since lack the coin's trades (nobody wanted them then):
-                // the next page.
+                Err(NoResume::Ahead { .. }) => hub.feed_head(),
+                // Still below the feed's floor, or its ticks since lack the stream (nobody wanted it then): the
+                // next page.
                 Err(why) => {
-                    Some(store_replay::read_page(&hub, coin.clone(), upto, store_replay::page_end(&hub, upto, why)))
+                    let end = store_replay::page_end(&hub, upto, why);
+                    *read = store_replay::read_page(&hub, s.want.clone(), upto, end);
+                    continue;
                 }
             };
+            *sub = resumed_delivery(&s.want, Resumed::Feed(cursor), coin.take());
         }
     }
 }
 
-/// A resumed ordered subscription: live on the feed after a tick, or catching up from the store (trades); no
-/// snapshot, no recent trades.
+/// A resumed ordered subscription: live on the feed after a tick, or catching up from the store; no snapshot, no
+/// recent trades.
 pub(super) fn resumed_delivery(want: &Want, resumed: Resumed, coin: Option<Coin>) -> Delivery {
-    let coin = || coin.clone().expect("a coin stream has a coin");
-    let cursor = match &resumed {
-        Resumed::Feed(c) => *c,
-        Resumed::Store(_) => u64::MAX,
+    let cursor = match resumed {
+        Resumed::Feed(c) => c,
+        Resumed::Store(read) => return Delivery::FromStore { read, coin },
     };
+    let coin = || coin.clone().expect("a coin stream has a coin");
     match want {
-        Want::Trades(_) => {
-            let catch_up = if let Resumed::Store(read) = resumed { Some(read) } else { None };
-            Delivery::Trades { coin: coin(), cursor, catch_up }
-        }
+        Want::Trades(_) => Delivery::Trades { coin: coin(), cursor },
         Want::L4(_) => Delivery::L4 { coin: coin(), state: L4State::Live { cursor } },
         Want::Candle(_, i) => Delivery::Candle { key: (coin(), *i), state: CandleState::Live { cursor } },
         Want::User { user, channel, aggregate_by_time } => Delivery::User {
