@@ -183,7 +183,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let history_wait = std::time::Duration::from_millis(c.server.history_wait_ms);
     let hub = Hub::new(shared.clone(), c.server.backlog_blocks + FEED_MARGIN, c.server.backlog_bytes);
     let hub = hub.with_status_window(Duration::from_secs(c.server.status_window_secs));
-    let hub = hub.with_resume_window(Duration::from_secs(c.server.resume_window_secs));
+    let hub = hub.with_resume_window(Duration::from_secs(c.server.resume_window_secs), c.server.max_users_per_ip);
     let hub = Arc::new(hub.with_history_limits(c.server.history_reads, c.server.history_queue, history_wait));
     threads.extend(start_store(&c, &hub, store, &watch)?);
     threads.extend(start_misc(&c, &hub, &watch)?);

@@ -197,7 +197,7 @@ impl<S> std::fmt::Debug for Conn<S> {
 impl<S> Drop for Conn<S> {
     fn drop(&mut self) {
         for (_, (s, _, _)) in self.subs.drain() {
-            self.ctx.hub().remove(&s.want);
+            self.ctx.hub().remove(&s.want, self.opts.ip);
             release_user(&self.ctx, self.opts.ip, &s.want);
             if let Some(who) = &self.opts.who {
                 self.ctx.ip_quota().unsubscribe(who);

@@ -3,9 +3,13 @@
 //! knows whether the feed holds all of its frames since (docs/api.md "Resume").
 //!
 //! An ordered stream whose last subscriber leaves lingers: it is built for `resume_window` more, so a client that
-//! lost its connection can come back and resume it. Lingering streams are bounded in number.
+//! lost its connection can come back and resume it. Lingering streams are bounded in number, and a user's streams
+//! per client IP as well: an IP whose connections come and go cannot keep more users followed than
+//! `max_users_per_ip` live plus as many lingering (the user cap, `ws::user_cap`, counts live subscriptions only, as
+//! the official server's does, so a lingering user never refuses a client its next one).
 
 use std::collections::VecDeque;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,31 +26,67 @@ use crate::publish::wanted::{Registry, ShapeChanges, Wanted};
 const MAX_LINGERING: usize = 65_536;
 
 /// Since when each ordered coin stream has been built, and the streams whose last subscriber left, with when they
-/// stop being built.
+/// stop being built and the IP whose subscriber it was.
 #[derive(Debug, Default)]
 pub(super) struct Lingering {
-    window: Mutex<Duration>,
-    queue: Mutex<VecDeque<(Instant, Want)>>,
+    window: Duration,
+    /// A client IP's lingering user streams at most.
+    users_per_ip: usize,
+    queue: Mutex<VecDeque<(Instant, Want, Option<IpAddr>)>>,
+    /// Lingering user streams per client IP.
+    users_of: Mutex<FxHashMap<IpAddr, usize>>,
     /// Each wanted coin stream's `Wanted` version when it became wanted: ticks built since hold its frames.
     since: Mutex<FxHashMap<Want, u64>>,
 }
 
+impl Lingering {
+    /// Whether a user stream of `ip` may linger, counting it if so (coin streams always may: their number is
+    /// bounded by the universe).
+    fn admit(&self, want: &Want, ip: Option<IpAddr>) -> bool {
+        let (Want::User { .. }, Some(ip)) = (want, ip) else { return true };
+        let mut users_of = self.users_of.lock();
+        let n = users_of.entry(ip).or_default();
+        if *n >= self.users_per_ip {
+            if *n == 0 {
+                users_of.remove(&ip);
+            }
+            return false;
+        }
+        *n += 1;
+        true
+    }
+
+    /// A lingering stream of `ip` stopped.
+    fn release(&self, want: &Want, ip: Option<IpAddr>) {
+        let (Want::User { .. }, Some(ip)) = (want, ip) else { return };
+        let mut users_of = self.users_of.lock();
+        if let Some(n) = users_of.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                users_of.remove(&ip);
+            }
+        }
+    }
+}
+
 impl Hub {
-    /// How long an ordered stream is still built after its last subscriber leaves (0: not at all).
+    /// How long an ordered stream is still built after its last subscriber leaves (0: not at all), and how many
+    /// user streams of one client IP may linger at once.
     #[must_use]
-    pub fn with_resume_window(self, window: Duration) -> Hub {
-        *self.lingering.window.lock() = window;
+    pub fn with_resume_window(mut self, window: Duration, users_per_ip: usize) -> Hub {
+        self.lingering.window = window;
+        self.lingering.users_per_ip = users_per_ip;
         self
     }
 
-    /// Counts one subscriber less. An ordered stream (trades, l4Book, candle, a user's channel) lingers for the
-    /// resume window; the rest stop when their last subscriber leaves.
-    pub fn remove(&self, want: &Want) {
-        let window = *self.lingering.window.lock();
+    /// Counts one subscriber (of client IP `ip`, if known) less. An ordered stream (trades, l4Book, candle, a
+    /// user's channel) lingers for the resume window; the rest stop when their last subscriber leaves.
+    pub fn remove(&self, want: &Want, ip: Option<IpAddr>) {
+        let window = self.lingering.window;
         let ordered = !matches!(want, Want::L2(_) | Want::Bbo(_) | Want::Mids(_));
         let mut queue = self.lingering.queue.lock();
-        if ordered && !window.is_zero() && queue.len() < MAX_LINGERING {
-            queue.push_back((Instant::now() + window, want.clone()));
+        if ordered && !window.is_zero() && queue.len() < MAX_LINGERING && self.lingering.admit(want, ip) {
+            queue.push_back((Instant::now() + window, want.clone(), ip));
             drop(queue);
             // The history store's followed set (`store.fills_follow_max` places) is for subscribers: a lingering
             // user gives its place back now, and the next subscriber reads its snapshot afresh (the kept read may
@@ -66,9 +106,10 @@ impl Hub {
         let now = Instant::now();
         loop {
             let mut queue = self.lingering.queue.lock();
-            let Some((_, want)) = queue.front().filter(|(at, _)| *at <= now).cloned() else { return };
+            let Some((_, want, ip)) = queue.front().filter(|(at, ..)| *at <= now).cloned() else { return };
             queue.pop_front();
             drop(queue);
+            self.lingering.release(&want, ip);
             self.remove_now(&want, false);
         }
     }

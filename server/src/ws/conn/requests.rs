@@ -201,7 +201,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     fn unsubscribe(&mut self, s: Subscription) {
         match self.subs.remove(&s.want) {
             Some((mine, _, _)) => {
-                self.ctx.hub().remove(&mine.want);
+                self.ctx.hub().remove(&mine.want, self.opts.ip);
                 release_user(&self.ctx, self.opts.ip, &mine.want);
                 if let Some(who) = &self.opts.who {
                     self.ctx.ip_quota().unsubscribe(who);
