@@ -16,7 +16,9 @@
 //! `HLBOOK_BENCH_FLOOD=resume` runs issue #46's flood instead, on the new defaults only: the same 12 connections,
 //! each over and over subscribing every ordered stream of every coin (trades, l4Book, candle 1m) resuming from the
 //! oldest height the feed keeps, one coin from 500 blocks before it (its trades catch up from the history store)
-//! and one from a day back, reading nothing for a second, then resetting the connection. Results: docs/benchmarks.md, "Issue #46".
+//! and one from a day back, reading nothing for a second, then resetting the connection; `HLBOOK_BENCH_RESUME_L4=0`
+//! leaves the l4Book resumes out (all but the probe), `HLBOOK_BENCH_RESUME_SINCE=0` sends the same subscriptions
+//! without `since`. Results: docs/benchmarks.md, "Issue #46".
 
 // The tests' process rig (server/tests/procs) and plain client (server/tests/wsclient/raw.rs).
 #[allow(dead_code)]
@@ -235,6 +237,10 @@ async fn send(ws: &mut raw::Ws, sub: Value) -> Result<(), tokio_tungstenite::tun
 async fn resume_flood(addr: String, conn: usize, mut stop: tokio::sync::watch::Receiver<bool>) {
     const COINS: [&str; 4] = ["BTC", "@107", "xyz:GOLD", "ETH"];
     let from: IpAddr = "127.0.0.2".parse().unwrap();
+    // HLBOOK_BENCH_RESUME_L4=0: no l4Book beyond the probe (to tell its snapshots' memory from the rest).
+    let l4 = std::env::var("HLBOOK_BENCH_RESUME_L4").map_or(true, |v| v != "0");
+    // HLBOOK_BENCH_RESUME_SINCE=0: the same subscriptions without `since` (what subscribing alone costs).
+    let with_since = std::env::var("HLBOOK_BENCH_RESUME_SINCE").map_or(true, |v| v != "0");
     while !*stop.borrow() {
         let Ok(mut ws) = raw::try_connect_from(&addr, "", from).await else {
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -262,10 +268,16 @@ async fn resume_flood(addr: String, conn: usize, mut stop: tokio::sync::watch::R
                 1 => oldest.saturating_sub(500),
                 _ => oldest + 1,
             };
-            let _ = send(&mut ws, json!({"type": "trades", "coin": coin, "since": since})).await;
-            let _ = send(&mut ws, json!({"type": "candle", "coin": coin, "interval": "1m", "since": since})).await;
-            if *coin != "BTC" {
-                let _ = send(&mut ws, json!({"type": "l4Book", "coin": coin, "since": since})).await;
+            let since = |mut sub: Value| {
+                if with_since {
+                    sub["since"] = since.into();
+                }
+                sub
+            };
+            let _ = send(&mut ws, since(json!({"type": "trades", "coin": coin}))).await;
+            let _ = send(&mut ws, since(json!({"type": "candle", "coin": coin, "interval": "1m"}))).await;
+            if *coin != "BTC" && l4 {
+                let _ = send(&mut ws, since(json!({"type": "l4Book", "coin": coin}))).await;
             }
         }
         tokio::select! {
