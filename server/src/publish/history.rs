@@ -159,17 +159,54 @@ pub trait FillsHub: Send + Sync + 'static {
     fn poke(&self);
 }
 
-/// History reads: the turns, and the userFills reads by user.
+/// History reads: the turns, the userFills reads by user, and the resume pages in flight by client IP.
 #[derive(Debug)]
 pub struct History {
     pub turns: Turns,
     fills: Mutex<FxHashMap<Address, Arc<FillsRead>>>,
+    pages: PagesByIp,
     pub counters: HistoryCounters,
+}
+
+/// Resume pages in flight per client IP.
+type PagesByIp = Arc<Mutex<FxHashMap<std::net::IpAddr, usize>>>;
+
+/// A client IP's place among the resume pages in flight, given back when dropped.
+#[derive(Debug)]
+pub struct PagePlace(Option<(PagesByIp, std::net::IpAddr)>);
+
+impl Drop for PagePlace {
+    fn drop(&mut self) {
+        let Some((pages, ip)) = self.0.take() else { return };
+        let mut pages = pages.lock();
+        if let Some(n) = pages.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                pages.remove(&ip);
+            }
+        }
+    }
 }
 
 impl History {
     pub fn new(turns: Turns) -> History {
-        History { turns, fills: Mutex::new(FxHashMap::default()), counters: HistoryCounters::default() }
+        let pages = Arc::default();
+        History { turns, fills: Mutex::new(FxHashMap::default()), pages, counters: HistoryCounters::default() }
+    }
+
+    /// A place for one more resume page of client IP `ip` (`None`: uncounted), if it has fewer in flight than
+    /// there are turns: one IP's connections then never hold more of the queue than the turns, so every other
+    /// IP's reads find room in it (docs/api.md "Resume"). `None`: the IP has its share; its connection tries again
+    /// when a page ends.
+    pub fn page_place(&self, ip: Option<std::net::IpAddr>) -> Option<PagePlace> {
+        let Some(ip) = ip else { return Some(PagePlace(None)) };
+        let mut pages = self.pages.lock();
+        let n = pages.entry(ip).or_default();
+        if *n >= self.turns.max {
+            return None;
+        }
+        *n += 1;
+        Some(PagePlace(Some((self.pages.clone(), ip))))
     }
 
     /// A wait on the user's fills below `before` for a subscriber at feed tick `after_seq`: the running or kept
@@ -297,6 +334,19 @@ fn run_fills_read(hub: &impl FillsHub, read: &Arc<FillsRead>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_client_ip_holds_at_most_as_many_resume_pages_as_there_are_turns() {
+        let history = History::new(Turns::new(2, 64, Duration::from_secs(1)));
+        let (a, b): (std::net::IpAddr, std::net::IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let a1 = history.page_place(Some(a)).expect("a's first");
+        let _a2 = history.page_place(Some(a)).expect("a's second");
+        assert!(history.page_place(Some(a)).is_none(), "a has its share");
+        let _b1 = history.page_place(Some(b)).expect("b is not held back by a");
+        assert!(history.page_place(None).is_some(), "in-process readers are not counted");
+        drop(a1);
+        assert!(history.page_place(Some(a)).is_some(), "a page ended: a reads again");
+    }
 
     #[test]
     fn turns_queue_then_refuse_and_time_out() {

@@ -8,8 +8,11 @@
 //! Each page is a history read: it takes a turn among `server.history_reads` like a userFills snapshot, so a
 //! thousand clients resuming from a day back wait in the bounded queue (or are told to come back) instead of reading
 //! the store at once, and its frames are charged to the connection like any it writes. A page is at most
-//! `PAGE_BLOCKS` blocks, so one resume never holds more than a page in memory.
+//! `PAGE_BLOCKS` blocks, so one resume never holds more than a page in memory. A connection reads one page at a
+//! time (`ws::conn::resume`), and one client IP at most as many as there are turns (`History::page_place`), so
+//! an IP with many connections cannot fill the queue that every other client's history reads wait in.
 
+use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -81,7 +84,9 @@ pub fn page_end(hub: &Hub, after: u64, why: NoResume) -> u64 {
 
 /// Reads the subscription's frames of blocks `after+1..=upto` on a blocking thread, in a history turn; the hub is
 /// poked when it is done, so the connection picks the page up on its next wake.
-pub fn read_page(hub: &Arc<Hub>, want: Want, after: u64, upto: u64) -> PageRead {
+/// `None`: client IP `ip` has as many pages in flight as there are history turns; try again when one ends.
+pub fn read_page(hub: &Arc<Hub>, want: Want, after: u64, upto: u64, ip: Option<IpAddr>) -> Option<PageRead> {
+    let place = hub.history().page_place(ip)?;
     let read = PageRead(Arc::new(OnceLock::new()));
     let (hub, out) = (hub.clone(), read.clone());
     tokio::task::spawn_blocking(move || {
@@ -90,9 +95,10 @@ pub fn read_page(hub: &Arc<Hub>, want: Want, after: u64, upto: u64) -> PageRead 
             hub.history().counters.reads_refused.inc();
         }
         let _ = out.0.set(result);
+        drop(place);
         hub.poke();
     });
-    read
+    Some(read)
 }
 
 fn page(hub: &Hub, want: &Want, after: u64, upto: u64) -> Result<Page, String> {

@@ -86,10 +86,12 @@ enum Delivery {
         key: CandleKey,
         state: CandleState,
     },
-    /// Resumed from a height the feed does not hold (trades, userFills, candle): the store's page being read
-    /// (`publish::store_replay`); the feed's ticks wait until it joins them. `coin`: the books' copy of its coin.
+    /// Resumed from a height the feed does not hold (trades, userFills, candle): caught up from the store to
+    /// height `after`, its next page being read (`publish::store_replay`) or waiting for the connection's page in
+    /// flight; the feed's ticks wait until it joins them. `coin`: the books' copy of its coin.
     FromStore {
-        read: crate::publish::store_replay::PageRead,
+        read: Option<crate::publish::store_replay::PageRead>,
+        after: u64,
         coin: Option<crate::node::Coin>,
     },
 }

@@ -7,7 +7,7 @@ use super::{Chain, Conn, Delivery, L4State, Out};
 use crate::node::Coin;
 use crate::publish::Want;
 use crate::publish::hub::NoResume;
-use crate::publish::store_replay::{self, PageRead};
+use crate::publish::store_replay;
 use crate::ws::candle_stream::CandleState;
 use crate::ws::protocol::{self, Echo, Subscription};
 use crate::ws::user_stream::UserState;
@@ -16,8 +16,9 @@ use crate::ws::user_stream::UserState;
 pub(super) enum Resumed {
     /// On the feed, after this tick.
     Feed(u64),
-    /// From the store (trades, userFills, candle): the first page being read.
-    Store(PageRead),
+    /// From the store (trades, userFills, candle), after this height: its pages are read one at a time per
+    /// connection (`catch_up`).
+    Store(u64),
 }
 
 impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> Conn<S> {
@@ -44,12 +45,16 @@ impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> Conn<S> {
                         chain.resume(since, 0);
                         counters.resumes.inc();
                         counters.resumes_from_store.inc();
-                        let upto = store_replay::page_end(hub, since, why);
-                        (Some(Resumed::Store(store_replay::read_page(hub, s.want.clone(), since, upto))), None)
+                        (Some(Resumed::Store(since)), None)
                     }
                     Err(store_why) => {
                         counters.resumes_refused.inc();
-                        let why = if store_why.starts_with("the oldest height") { store_why } else { because(why) };
+                        // The store's own oldest height is the one to name; else the feed's reason, and the store's.
+                        let why = if store_why.starts_with("the oldest height") {
+                            store_why
+                        } else {
+                            format!("{} ({store_why})", because(why))
+                        };
                         (None, Some(refusal(&s.echo, since, &why)))
                     }
                 }
@@ -71,42 +76,54 @@ impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> Conn<S> {
 }
 
 impl<S> Conn<S> {
-    /// The subscriptions catching up from the store: a finished page's frames go out as replays, then the
-    /// subscription joins the feed if it holds the rest, or reads the next page. A page the store cannot give ends
-    /// the catch-up with a notice, and the subscription continues from the newest tick.
+    /// The subscriptions catching up from the store, one page read at a time per connection (so a connection
+    /// resuming many streams holds one page and one history turn, not one each): a finished page's frames go out
+    /// as replays, then the subscription joins the feed if it holds the rest, or waits to read its next page. A
+    /// page the store cannot give ends the catch-up with a notice, and the subscription continues from the newest
+    /// tick.
     pub(super) fn catch_up(&mut self, batch: &mut super::Batch) {
         let hub = self.ctx.hub().clone();
         let backlog = self.ctx.cfg().backlog_blocks as u64;
+        let mut reading = false;
         for (s, sub, chain) in self.subs.values_mut() {
-            let Delivery::FromStore { read, coin } = sub else { continue };
-            let Some(result) = read.result() else { continue };
-            let upto = match result {
+            let Delivery::FromStore { read, after, coin } = sub else { continue };
+            let Some(r) = read else { continue };
+            let Some(result) = r.result() else {
+                reading = true;
+                continue;
+            };
+            match result {
                 Ok(page) => {
                     for f in &page.frames {
                         batch.push_replayed(f.clone(), chain);
                     }
-                    page.upto
+                    (*after, *read) = (page.upto, None);
                 }
                 Err(e) => {
                     let text = format!("hlbook: {} stopped catching up from the history store: {e}", s.echo);
                     batch.push(Out::Text(protocol::notice(&format!("{text}; it continues from the newest frames"))));
                     *sub = resumed_delivery(&s.want, Resumed::Feed(hub.feed_head()), coin.take());
-                    continue;
                 }
-            };
-            let cursor = match hub.resume_at(&s.want, upto, backlog) {
+            }
+        }
+        // Each waiting subscription joins the feed if it holds the rest now; the first that cannot reads a page.
+        for (s, sub, chain) in self.subs.values_mut() {
+            let Delivery::FromStore { read: read @ None, after, coin } = sub else { continue };
+            let cursor = match hub.resume_at(&s.want, *after, backlog) {
                 Ok(at) => {
-                    chain.replay_after(upto, at.to);
+                    chain.replay_after(*after, at.to);
                     at.cursor
                 }
                 Err(NoResume::Ahead { .. }) => hub.feed_head(),
-                // Still below the feed's floor, or its ticks since lack the stream (nobody wanted it then): the
-                // next page.
-                Err(why) => {
-                    let end = store_replay::page_end(&hub, upto, why);
-                    *read = store_replay::read_page(&hub, s.want.clone(), upto, end);
+                // Below the feed's floor, or its ticks since lack the stream (nobody wanted it then): a page.
+                Err(why) if !reading => {
+                    let end = store_replay::page_end(&hub, *after, why);
+                    // `None`: this IP's other connections hold its share of pages; the next wake tries again.
+                    *read = store_replay::read_page(&hub, s.want.clone(), *after, end, self.opts.ip);
+                    reading = true;
                     continue;
                 }
+                Err(_) => continue,
             };
             *sub = resumed_delivery(&s.want, Resumed::Feed(cursor), coin.take());
         }
@@ -118,7 +135,7 @@ impl<S> Conn<S> {
 pub(super) fn resumed_delivery(want: &Want, resumed: Resumed, coin: Option<Coin>) -> Delivery {
     let cursor = match resumed {
         Resumed::Feed(c) => c,
-        Resumed::Store(read) => return Delivery::FromStore { read, coin },
+        Resumed::Store(after) => return Delivery::FromStore { read: None, after, coin },
     };
     let coin = || coin.clone().expect("a coin stream has a coin");
     match want {
