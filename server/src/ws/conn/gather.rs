@@ -9,6 +9,7 @@ use tokio::sync::oneshot;
 
 use super::chain::{Chain, Replay};
 use super::{Batch, Conn, Delivery, L4State, Link, Out};
+use crate::publish::users::UserChannel;
 use crate::publish::{Frame, Hub, Tick};
 use crate::ws::candle_stream::{first_frame, take_candle_tick};
 use crate::ws::protocol;
@@ -120,6 +121,9 @@ impl<S> Conn<S> {
         for (_, sub, chain) in self.subs.values_mut() {
             // A tick may hold several frames of one subscription (a user's fundings in a misc_events block).
             let mut more: &[Arc<Frame>] = &[];
+            // userEvents mixes fills, by block height, with misc_events fundings, whose heights lag: `since` names
+            // the fills, and a funding is new to a resumed client if its tick came after them, whatever its height.
+            let by_order = tick.misc && matches!(sub, Delivery::User { ch: UserChannel::Events, .. });
             let frame = match sub {
                 Delivery::Trades { coin, cursor, .. } if tick.seq > *cursor => {
                     *cursor = tick.seq;
@@ -148,7 +152,7 @@ impl<S> Conn<S> {
                 _ => None,
             };
             for f in frame.into_iter().chain(more.iter().cloned()) {
-                match chain.replay_of(tick.seq, f.audit.height()) {
+                match chain.replay_of(tick.seq, if by_order { u64::MAX } else { f.audit.height() }) {
                     Replay::Had => {}
                     Replay::Again => batch.push_replayed(f, chain),
                     Replay::Live => batch.push_frame(f, chain, false, 0),
