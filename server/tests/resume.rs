@@ -223,10 +223,21 @@ fn busy_users(data: &Path, mode: Mode, n: usize) -> Vec<String> {
 /// hlsim at mainnet rate in `mode` and a server following it (with `extra` flags): (sim, server, its address,
 /// its admin base).
 fn market(dir: &Path, mode: Mode, extra: &[&str]) -> (procs::Proc, procs::Proc, String, String) {
+    market_with(dir, mode, &[], extra)
+}
+
+/// `market` with `sim_extra` flags for the simulator too.
+fn market_with(
+    dir: &Path,
+    mode: Mode,
+    sim_extra: &[&str],
+    extra: &[&str],
+) -> (procs::Proc, procs::Proc, String, String) {
     let data = dir.join("data");
     #[rustfmt::skip]
-    let sim_args = ["--mode", mode.as_str(), "--btc-orders", "4000", "--orders-per-coin", "300", "--reject-ratio", "2",
-        "--users", "25"];
+    let mut sim_args = vec!["--mode", mode.as_str(), "--btc-orders", "4000", "--orders-per-coin", "300",
+        "--reject-ratio", "2", "--users", "25"];
+    sim_args.extend_from_slice(sim_extra);
     let (sim, info) = start_sim(&data, &sim_args, &dir.join("sim.log"));
     let mut serve_args = vec!["--mode", mode.as_str(), "--validate-interval", "0"];
     serve_args.extend_from_slice(extra);
@@ -540,4 +551,69 @@ async fn connect_and_read(addr: &str, subs: &[Value], since: Option<u64>, secs: 
     let mut ws = connect(addr).await;
     subscribe_all(&mut ws, subs, since).await;
     read_for(&mut ws, secs).await
+}
+
+/// userEvents carries fills and misc_events fundings, whose heights lag the fills': a client cut every two seconds
+/// that resumes from the newest height of its fills frames (docs/api.md "Resume") misses no funding published
+/// while it was away, and once the replays it already held are dropped, its frames are a never-cut client's.
+#[test]
+fn user_events_resumed_from_the_fills_height_lose_no_funding() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim_extra = ["--write-misc-events", "--funding-every-blocks", "3"];
+    let (mut sim, mut server, addr, _) = market_with(dir.path(), Mode::ByBlock, &sim_extra, &[]);
+    let user = busy_users(&dir.path().join("data"), Mode::ByBlock, 1).remove(0);
+    let subs = vec![json!({"type": "userEvents", "user": user})];
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (stop_tx, stop) = watch::channel(false);
+    let steady = rt.spawn(steady(addr.clone(), subs.clone(), stop));
+    std::thread::sleep(Duration::from_secs(1));
+    let (mut kept, mut replayed_fundings) = (Vec::<String>::new(), 0);
+    rt.block_on(async {
+        let mut since = None;
+        for _ in 0..6 {
+            let mut ws = connect(&addr).await;
+            subscribe_all(&mut ws, &subs, since).await;
+            let seen = read_for(&mut ws, 2.0).await;
+            cut(ws);
+            assert_eq!(seen.notices, Vec::<String>::new());
+            for g in seen.frames {
+                let funding = g.frame.contains("\"funding\"");
+                if g.replayed && kept.contains(&g.frame) {
+                    continue;
+                }
+                replayed_fundings += usize::from(g.replayed && funding);
+                if !funding {
+                    since = Some(since.unwrap_or(0).max(g.height));
+                }
+                kept.push(g.frame);
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    });
+    stop_tx.send(true).unwrap();
+    let steady = rt.block_on(steady).unwrap();
+    sim.stop();
+    server.stop();
+
+    let all: Vec<&str> = steady.frames.iter().filter(|g| !g.snapshot).map(|g| g.frame.as_str()).collect();
+    let start = all.iter().position(|f| *f == kept[0]).expect("the resuming client's first frame, steady too");
+    let want = &all[start..(start + kept.len()).min(all.len())];
+    let differ = want.iter().zip(&kept).position(|(a, b)| a != b);
+    if let Some(d) = differ {
+        for i in d.saturating_sub(3)..(d + 4).min(kept.len()) {
+            eprintln!(
+                "{i}\n  steady {}\n  kept   {}",
+                &want[i][..want[i].len().min(160)],
+                &kept[i][..kept[i].len().min(160)]
+            );
+        }
+    }
+    assert!(
+        differ.is_none() && want.len() == kept.len(),
+        "{} frames kept, {} steady; first difference at {differ:?}",
+        kept.len(),
+        want.len()
+    );
+    assert!(replayed_fundings > 0, "no funding was published while the client was away");
+    eprintln!("{} userEvents frames equal, {replayed_fundings} fundings replayed", kept.len());
 }

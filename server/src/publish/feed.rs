@@ -139,7 +139,15 @@ impl Feed {
         // a block's complete-block tick comes after the next block's first fills), so a later tick may still be of
         // `since` or below, and the replay skips its frames (the subscription had them).
         let first_above = kind().find(|t| t.height > since);
-        let cursor = first_above.map_or(newest.seq, |t| t.seq - 1);
+        let mut cursor = first_above.map_or(newest.seq, |t| t.seq - 1);
+        // A books resume also replays the misc ticks right before that one: they came after the books' frames of
+        // `since`, with lower heights (userEvents carries both kinds; a misc tick holds no other books frame).
+        if !misc {
+            let first = feed.front().map_or(0, |t| t.seq);
+            while cursor > first && feed.get((cursor - first) as usize).is_some_and(|t| t.misc) {
+                cursor -= 1;
+            }
+        }
         // The oldest tick a reader may stand on: resuming from its height replays only ticks after it.
         let lowest = newest.seq.saturating_sub(max_behind);
         if cursor < lowest {
@@ -266,7 +274,10 @@ mod tests {
         let mut misc = Tick::new(3, 8);
         misc.misc = true;
         f.push(vec![Tick::new(1, 10), Tick::new(2, 11), misc, Tick::new(4, 12)]);
-        assert_eq!(f.resume_at(11, false, 100), Ok(ResumeAt { cursor: 3, to: 4 }), "from 12 on");
+        // The misc tick of 8 came after 11's books frames: a books resume from 11 replays it (userEvents' fundings).
+        assert_eq!(f.resume_at(11, false, 100), Ok(ResumeAt { cursor: 2, to: 4 }), "from the misc tick on");
+        assert_eq!(f.resume_at(12, false, 100), Ok(ResumeAt { cursor: 4, to: 4 }), "nothing after 12");
+        assert_eq!(f.resume_at(10, false, 100), Ok(ResumeAt { cursor: 1, to: 4 }), "from 11 on");
         assert_eq!(f.resume_at(8, true, 100), Ok(ResumeAt { cursor: 4, to: 4 }), "the misc tick of 8 was had");
         assert_eq!(f.resume_at(7, true, 100), Err(NoResume::TooOld { oldest: 8 }), "before the server began");
     }
