@@ -7,11 +7,10 @@
 //! A bucket the store holds only part of (it began inside it) is answered as counted; docs/api.md says when.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use serde_json::Value;
 
-use super::info_gate::{Answer, DropFlag, Local, Place};
+use super::info_gate::{Answer, Local, Place};
 use crate::publish::Hub;
 use crate::publish::candles::{Interval, candle_object};
 
@@ -59,27 +58,10 @@ pub(super) async fn candle_snapshot(hub: &Arc<Hub>, body: &Value, place: Place) 
     let Some(store) = hub.store() else {
         return Local::Unsure("hlbook keeps no history store here, so it has no candles".into());
     };
-    // Set when this request is dropped (its client left): it is not read once its turn comes.
-    let gone = Arc::new(AtomicBool::new(false));
-    let _drop = DropFlag(gone.clone());
-    let hub = hub.clone();
     let done = place
-        .blocking("candleSnapshot", move || {
-            let turn = match hub.history().turns.take() {
-                Ok(t) => t,
-                Err(e) => {
-                    hub.history().counters.reads_refused.inc();
-                    return Answer::text(503, &format!("candleSnapshot: {e}"));
-                }
-            };
-            if gone.load(Relaxed) {
-                hub.history().counters.reads_abandoned.inc();
-                return Answer::text(499, "candleSnapshot: the client left");
-            }
+        .in_history_turn(hub, "candleSnapshot", move || {
             let range = (r.interval.bucket(r.start).0, r.interval.bucket(r.end).0);
-            let candles = store.candles(&r.coin, r.interval, range, MAX_SNAPSHOT_CANDLES);
-            drop(turn);
-            let candles = match candles {
+            let candles = match store.candles(&r.coin, r.interval, range, MAX_SNAPSHOT_CANDLES) {
                 Ok(c) => c,
                 Err(e) => return Answer::text(500, &format!("candleSnapshot: {e}")),
             };
@@ -87,5 +69,5 @@ pub(super) async fn candle_snapshot(hub: &Arc<Hub>, body: &Value, place: Place) 
             Answer::json(json.to_string())
         })
         .await;
-    Local::Answer(done.unwrap_or_else(|a| a))
+    Local::Answer(done)
 }

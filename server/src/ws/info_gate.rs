@@ -73,7 +73,7 @@ pub enum Local {
 
 /// Sets its flag when dropped: held by a request's future, so a store read queued for a history turn learns that
 /// its client left and is not run.
-pub(super) struct DropFlag(pub Arc<AtomicBool>);
+struct DropFlag(pub Arc<AtomicBool>);
 
 impl Drop for DropFlag {
     fn drop(&mut self) {
@@ -166,6 +166,39 @@ impl Place {
             work()
         })
         .await
+    }
+
+    /// Runs `read` on the blocking pool in a history turn (`server.history_reads`, shared with userFills snapshots
+    /// and resume pages), holding this place until it ends: 503 when no turn comes, 499 when the client left
+    /// before it did (the read is not run), 500 when the task fails.
+    pub async fn in_history_turn(
+        self,
+        hub: &Arc<crate::publish::Hub>,
+        kind: &'static str,
+        read: impl FnOnce() -> Answer + Send + 'static,
+    ) -> Answer {
+        // Set when this request is dropped (its client left): it is not read once its turn comes.
+        let gone = Arc::new(AtomicBool::new(false));
+        let _drop = DropFlag(gone.clone());
+        let hub = hub.clone();
+        let done = self
+            .blocking(kind, move || {
+                let history = hub.history();
+                let _turn = match history.turns.take() {
+                    Ok(t) => t,
+                    Err(e) => {
+                        history.counters.reads_refused.inc();
+                        return Answer::text(503, &format!("{kind}: {e}"));
+                    }
+                };
+                if gone.load(Relaxed) {
+                    history.counters.reads_abandoned.inc();
+                    return Answer::text(499, &format!("{kind}: the client left"));
+                }
+                read()
+            })
+            .await;
+        done.unwrap_or_else(|a| a)
     }
 
     /// Runs `work` on the blocking pool, holding this place until it ends (the work takes its own turns).

@@ -12,11 +12,10 @@
 //! the store cannot answer whole (another coin, no store, heights or times it does not hold, a hole) is a 422.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use serde_json::Value;
 
-use super::info_gate::{Answer, DropFlag, Local, Place};
+use super::info_gate::{Answer, Local, Place};
 use crate::node::event::HexBytes;
 use crate::node::fills_light::fill_of_coin;
 use crate::node::matches::pair_by_tid;
@@ -101,36 +100,20 @@ pub(super) async fn trades_by_height(hub: &Arc<Hub>, body: &Value, place: Place)
             "the history store keeps followed users' fills only (store.fills_users = \"followed\"), so not every trade",
         ));
     }
-    // Set when this request is dropped (its client left): it is not read once its turn comes.
-    let gone = Arc::new(AtomicBool::new(false));
-    let _drop = DropFlag(gone.clone());
-    let hub = hub.clone();
     let done = place
-        .blocking("tradesByHeight", move || {
-            let turn = match hub.history().turns.take() {
-                Ok(t) => t,
-                Err(e) => {
-                    hub.history().counters.reads_refused.inc();
-                    return Answer::text(503, &format!("tradesByHeight: {e}"));
-                }
-            };
-            if gone.load(Relaxed) {
-                hub.history().counters.reads_abandoned.inc();
-                return Answer::text(499, "tradesByHeight: the client left");
-            }
+        .in_history_turn(hub, "tradesByHeight", move || {
             let answer = match heights(&store, ask.range) {
                 Ok(Some((from, to))) => read(&store, &coin, from, to),
                 Ok(None) => Ok(b"[]".to_vec()),
                 Err(refused) => return refused,
             };
-            drop(turn);
             match answer {
                 Ok(json) => Answer::json(json),
                 Err(e) => Answer::text(500, &format!("tradesByHeight: {e}")),
             }
         })
         .await;
-    Local::Answer(done.unwrap_or_else(|a| a))
+    Local::Answer(done)
 }
 
 /// The heights to read, checked against what the store holds; `None`: a time range with no block in it.
@@ -378,7 +361,7 @@ mod tests {
             for m in batch {
                 w.take(m);
             }
-            w.settle(&AtomicBool::new(false)).unwrap();
+            w.settle(&std::sync::atomic::AtomicBool::new(false)).unwrap();
         }
         // The writer counts the hole up to the block after the one that came first past it.
         assert_eq!((store.height(), store.coverage().gaps), (70, vec![(T0 + 10_000, T0 + 70_000)]));
