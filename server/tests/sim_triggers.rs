@@ -228,6 +228,8 @@ fn run(mode: Mode) {
     for user in &users {
         check_user(&base, user, &d);
     }
+    let health = procs::get_json(&format!("{}/health", procs::admin_base(&server))).unwrap();
+    assert_eq!(health["books"]["trigger_orders"], d.waiting.len(), "/health counts the trigger orders waiting");
     eprintln!(
         "{mode:?}: {} placed, {} triggered; {} waiting and {resting} triggered resting checked over {} coins, {} users",
         d.placed,
