@@ -22,11 +22,13 @@ use crate::state::Shared;
 /// Most fills a userFills snapshot carries: the official `userFills` answers the user's 2000 most recent.
 pub const SNAPSHOT_FILLS: usize = 2000;
 
-/// A userFills snapshot, as written and with `aggregateByTime`.
+/// A userFills snapshot, as written and with `aggregateByTime`, and the userTwapSliceFills one of the same read.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
     pub plain: Arc<Frame>,
     pub aggregated: Arc<Frame>,
+    /// The TWAP slices among the user's newest `SNAPSHOT_FILLS` fills.
+    pub twap_slices: Arc<Frame>,
     /// What the snapshot lacks, for an hlbookNotice before it (a store keeping followed users' fills only).
     pub note: Option<String>,
 }
@@ -319,7 +321,9 @@ fn run_fills_read(hub: &impl FillsHub, read: &Arc<FillsRead>) {
         let merged: Vec<&str> = merged.iter().map(|f| &**f).collect();
         let frame =
             |list: &[&str]| Arc::new(Frame::new(0, super::users::user_fills(&read.user, list, true), Audit::default()));
-        Snapshot { plain: frame(&refs), aggregated: frame(&merged), note }
+        let slices = super::users::twap_slice_fills(&read.user, &refs, true).unwrap_or_default();
+        let twap_slices = Arc::new(Frame::new(0, slices, Audit::default()));
+        Snapshot { plain: frame(&refs), aggregated: frame(&merged), twap_slices, note }
     });
     if let Err(e) = &result {
         let abandoned = gone();

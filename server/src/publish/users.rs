@@ -30,6 +30,8 @@ pub enum UserChannel {
     Events,
     Fundings,
     Ledger,
+    /// userTwapSliceFills: the fills of the user's TWAP slices (those with a `twapId`).
+    TwapSlices,
 }
 
 impl UserChannel {
@@ -42,6 +44,12 @@ impl UserChannel {
         matches!(self, UserChannel::Fundings | UserChannel::Ledger)
     }
 
+    /// Built from the user's fills, with a snapshot from the history store, which keeps the user's fills while
+    /// someone follows this channel.
+    pub fn from_fills_history(self) -> bool {
+        matches!(self, UserChannel::Fills | UserChannel::TwapSlices)
+    }
+
     /// The subscription type.
     pub fn kind(self) -> &'static str {
         match self {
@@ -50,6 +58,7 @@ impl UserChannel {
             UserChannel::Events => "userEvents",
             UserChannel::Fundings => "userFundings",
             UserChannel::Ledger => "userNonFundingLedgerUpdates",
+            UserChannel::TwapSlices => "userTwapSliceFills",
         }
     }
 }
@@ -57,7 +66,7 @@ impl UserChannel {
 /// Which channels of a user someone follows.
 pub type UserWants = [bool; CHANNELS];
 
-const CHANNELS: usize = 5;
+const CHANNELS: usize = 6;
 
 /// Followers per user and channel.
 #[derive(Debug, Default)]
@@ -126,6 +135,7 @@ pub struct UserFrames {
     /// From misc_events (`publish::misc_feed`).
     pub fundings: Option<Arc<Frame>>,
     pub ledger: Option<Arc<Frame>>,
+    pub twap_slices: Option<Arc<Frame>>,
 }
 
 impl UserFrames {
@@ -141,6 +151,7 @@ impl UserFrames {
             UserChannel::Events => self.events.as_ref(),
             UserChannel::Fundings => self.fundings.as_ref(),
             UserChannel::Ledger => self.ledger.as_ref(),
+            UserChannel::TwapSlices => self.twap_slices.as_ref(),
         }
     }
 
@@ -151,7 +162,7 @@ impl UserFrames {
 
     pub fn bytes(&self) -> usize {
         let merged = self.fills_aggregated.as_ref().filter(|m| !self.fills.as_ref().is_some_and(|f| Arc::ptr_eq(f, m)));
-        let frames = [&self.orders, &self.fills, &self.events, &self.fundings, &self.ledger];
+        let frames = [&self.orders, &self.fills, &self.events, &self.fundings, &self.ledger, &self.twap_slices];
         let frames = frames.into_iter().flatten().chain(merged).chain(&self.more_events);
         frames.map(|f| f.json.len()).sum()
     }
@@ -208,6 +219,9 @@ pub fn fill_frames(
         }
         if w[UserChannel::Events.index()] {
             f.events = frame(user_event_fills(&list));
+        }
+        if w[UserChannel::TwapSlices.index()] {
+            f.twap_slices = twap_slice_fills(&u, &list, false).and_then(frame);
         }
     }
     out
@@ -310,6 +324,40 @@ pub fn user_fills_merged(user: &Address, fills: &[&str]) -> Option<Vec<u8>> {
         let merged: Vec<&str> = merged.iter().map(|m| &**m).collect();
         user_fills(user, &merged, false)
     })
+}
+
+/// A fill's `twapId` when it is a TWAP slice's (the node writes `"twapId":null` on every other fill).
+fn twap_id(fill: &str) -> Option<u64> {
+    #[derive(serde::Deserialize)]
+    struct Slice {
+        #[serde(rename = "twapId")]
+        twap_id: Option<u64>,
+    }
+    serde_json::from_str::<Slice>(fill).ok()?.twap_id
+}
+
+/// `{"channel":"userTwapSliceFills","data":{["isSnapshot":true,]"user":…,"twapSliceFills":[{"fill":…,"twapId":…}]}}`
+/// of the slices among `fills` (verbatim, in order); `None` when there is none and it is not a snapshot.
+pub fn twap_slice_fills(user: &Address, fills: &[&str], snapshot: bool) -> Option<Vec<u8>> {
+    let slices: Vec<(&str, u64)> = fills.iter().filter_map(|f| Some((*f, twap_id(f)?))).collect();
+    if slices.is_empty() && !snapshot {
+        return None;
+    }
+    let mut out = b"{\"channel\":\"userTwapSliceFills\",\"data\":{".to_vec();
+    if snapshot {
+        out.extend_from_slice(b"\"isSnapshot\":true,");
+    }
+    out.extend_from_slice(format!("\"user\":\"{user}\",\"twapSliceFills\":[").as_bytes());
+    for (i, (fill, id)) in slices.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"fill\":");
+        out.extend_from_slice(fill.as_bytes());
+        out.extend_from_slice(format!(",\"twapId\":{id}}}").as_bytes());
+    }
+    out.extend_from_slice(b"]}}");
+    Some(out)
 }
 
 fn fill_array(out: &mut Vec<u8>, fills: &[&str]) {

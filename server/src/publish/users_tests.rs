@@ -115,7 +115,7 @@ fn aggregated_user_fills_merge_one_orders_fills_and_are_the_same_frame_when_noth
             r#"{{"coin":"BTC","px":"{px}","sz":"0.5","side":"B","time":1778002753024,"startPosition":"0.0","dir":"Open Long","closedPnl":"0.0","hash":"0x00","oid":{oid},"crossed":true,"fee":"0.01","tid":{tid},"feeToken":"USDC","twapId":null}}"#
         )
     };
-    let wanted: FxHashMap<Address, UserWants> = [(a, [false, true, false, false, false])].into_iter().collect();
+    let wanted: FxHashMap<Address, UserWants> = [(a, [false, true, false, false, false, false])].into_iter().collect();
     let line = |fills: &[String]| fills.iter().map(|f| (a, Arc::from(f.as_str()))).collect::<Vec<_>>();
     let frames = fill_frames(
         &line(&[fill(7, "100.0", 1), fill(7, "102.0", 2), fill(8, "101.0", 3)]),
@@ -133,4 +133,26 @@ fn aggregated_user_fills_merge_one_orders_fills_and_are_the_same_frame_when_noth
     let frames = fill_frames(&line(&[fill(7, "100.0", 1), fill(8, "101.0", 3)]), &wanted, 2, Audit::default());
     let f = &frames[&a];
     assert!(Arc::ptr_eq(f.fills(true).unwrap(), f.fills(false).unwrap()), "nothing to merge: one frame");
+}
+
+#[test]
+fn twap_slice_fills_are_the_fills_with_a_twap_id_each_with_its_id() {
+    let a = Address::parse(A).unwrap();
+    let fill = |tid: u64, twap: &str| {
+        format!(
+            r#"{{"coin":"BTC","px":"1.0","sz":"0.5","side":"B","time":1,"hash":"0x00","oid":1,"tid":{tid},"twapId":{twap}}}"#
+        )
+    };
+    let (plain, slice) = (fill(1, "null"), fill(2, "1790552"));
+    let got: serde_json::Value =
+        serde_json::from_slice(&twap_slice_fills(&a, &[&plain, &slice], false).unwrap()).unwrap();
+    let want = serde_json::json!({"channel": "userTwapSliceFills", "data": {"user": A.to_lowercase(),
+        "twapSliceFills": [{"fill": serde_json::from_str::<serde_json::Value>(&slice).unwrap(), "twapId": 1790552}]}});
+    assert_eq!(got, want);
+    assert_eq!(twap_slice_fills(&a, &[&plain], false), None, "no slice: no frame");
+    let empty: serde_json::Value = serde_json::from_slice(&twap_slice_fills(&a, &[&plain], true).unwrap()).unwrap();
+    assert_eq!(
+        (&empty["data"]["isSnapshot"], &empty["data"]["twapSliceFills"]),
+        (&true.into(), &serde_json::json!([]))
+    );
 }

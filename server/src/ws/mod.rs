@@ -92,7 +92,7 @@ crate::state::counter::counters! {
 }
 
 /// Every channel a client can subscribe to, as `Subscription::channel` names it: each is counted.
-pub const CHANNELS: [&str; 11] = [
+pub const CHANNELS: [&str; 12] = [
     "l2Book",
     "trades",
     "bbo",
@@ -104,6 +104,7 @@ pub const CHANNELS: [&str; 11] = [
     "userEvents",
     "userFundings",
     "userNonFundingLedgerUpdates",
+    "userTwapSliceFills",
 ];
 
 impl WsCounters {

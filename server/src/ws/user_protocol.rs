@@ -1,5 +1,5 @@
 //! Subscription requests of the per-user channels (orderUpdates, userFills, userEvents, userFundings,
-//! userNonFundingLedgerUpdates) and the official types a node-fed server cannot serve.
+//! userNonFundingLedgerUpdates, userTwapSliceFills) and the official types a node-fed server cannot serve.
 //!
 //! Addresses are matched case-insensitively (they are parsed into bytes); the ack echoes the client's own string,
 //! which clients compare case-insensitively or not at all.
@@ -19,6 +19,7 @@ pub fn want(kind: &str, sub: &Map<String, Value>) -> Option<Result<Want, String>
         "userEvents" | "user" => UserChannel::Events,
         "userFundings" => UserChannel::Fundings,
         "userNonFundingLedgerUpdates" => UserChannel::Ledger,
+        "userTwapSliceFills" => UserChannel::TwapSlices,
         _ => return None,
     };
     Some(parse(ch, sub))
@@ -48,7 +49,6 @@ const NOT_SERVED: &[(&str, &str)] = &[
     ("activeAssetCtx", "asset contexts are not in the node's files"),
     ("activeAssetData", "account state is not in the node's files"),
     ("allDexsAssetCtxs", "asset contexts are not in the node's files"),
-    ("userTwapSliceFills", "TWAP slice fills, which carry a twapId in the node's fills, are not served yet"),
     ("userTwapHistory", "TWAP history is in node_twap_statuses, which hlbook does not read yet"),
     ("userHistoricalOrders", "order history is not kept here"),
     ("explorerBlock", "explorer data is not in the node's files"),

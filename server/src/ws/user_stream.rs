@@ -1,4 +1,4 @@
-//! The per-user subscriptions of one connection (orderUpdates, userFills, userEvents, and from misc_events
+//! The per-user subscriptions of one connection (orderUpdates, userFills, userEvents, userTwapSliceFills, and from misc_events
 //! userFundings and userNonFundingLedgerUpdates): where each stands on the feed, the userFills snapshot read from
 //! the node's files, and the per-IP user cap's release.
 //!
@@ -64,7 +64,7 @@ pub(super) fn release_user(ctx: &WsContext, ip: Option<std::net::IpAddr>, want: 
 /// The snapshot's notice (what it lacks) comes with it.
 pub(super) type Taken = (Result<Arc<Frame>, String>, Option<String>);
 
-pub(super) fn take_snapshot(state: &mut UserState, echo: &Echo) -> Option<Taken> {
+pub(super) fn take_snapshot(state: &mut UserState, ch: UserChannel, echo: &Echo) -> Option<Taken> {
     let UserState::Waiting { wait, cursor } = state else { return None };
     let result = wait.result()?;
     // The echo is the client's own subscription: its `aggregateByTime` picks the frames.
@@ -72,7 +72,8 @@ pub(super) fn take_snapshot(state: &mut UserState, echo: &Echo) -> Option<Taken>
     let out = match result {
         Ok(snapshot) => {
             *cursor = wait.read().after_seq.min(*cursor);
-            (Ok(snapshot.frame(aggregate).clone()), snapshot.note.clone())
+            let frame = if ch == UserChannel::TwapSlices { &snapshot.twap_slices } else { snapshot.frame(aggregate) };
+            (Ok(frame.clone()), snapshot.note.clone())
         }
         Err(e) => (Err(format!("hlbook: no history for {echo}: {e}; its live fills follow")), None),
     };
@@ -106,7 +107,7 @@ pub(super) fn take_user_tick(
         }
         let cursor = tick.seq - 1;
         *state = match ch {
-            UserChannel::Fills => {
+            UserChannel::Fills | UserChannel::TwapSlices => {
                 UserState::Waiting { wait: hub.history().user_fills(hub, user, tick.height, cursor), cursor }
             }
             _ => UserState::Live { cursor, aggregate: false },

@@ -19,7 +19,6 @@ use rustc_hash::FxHashMap;
 use super::{Hub, NoResume, ResumeAt, Slot, Want};
 use crate::book::l2::L2Params;
 use crate::node::Coin;
-use crate::publish::users::UserChannel;
 use crate::publish::wanted::{Registry, ShapeChanges, Wanted};
 
 /// At most this many streams linger at once; past it a stream whose last subscriber leaves stops at once.
@@ -91,7 +90,9 @@ impl Hub {
             // The history store's followed set (`store.fills_follow_max` places) is for subscribers: a lingering
             // user gives its place back now, and the next subscriber reads its snapshot afresh (the kept read may
             // say the set was full); the feed still carries its frames for a resume.
-            if let Want::User { user, channel: UserChannel::Fills, .. } = want {
+            if let Want::User { user, channel, .. } = want
+                && channel.from_fills_history()
+            {
                 self.store.follow(*user, false);
                 self.history.forget(*user);
             }
@@ -148,7 +149,7 @@ impl Hub {
             }
             Want::User { user: u, channel: ch, .. } => {
                 self.users.add(*u, *ch, self.shared.watched());
-                if *ch == UserChannel::Fills {
+                if ch.from_fills_history() {
                     self.store.follow(*u, true);
                 }
                 return None;
@@ -213,7 +214,7 @@ impl Hub {
             }
             Want::User { user: u, channel: ch, .. } => {
                 self.users.remove(*u, *ch, self.shared.watched());
-                if *ch == UserChannel::Fills && store {
+                if ch.from_fills_history() && store {
                     self.store.follow(*u, false);
                 }
                 if !self.users.follows(*u) {

@@ -28,8 +28,8 @@ impl<S> Conn<S> {
         let mut from = u64::MAX;
         let mut lost = Vec::new();
         for (s, sub, chain) in self.subs.values_mut() {
-            if let Delivery::User { state: state @ UserState::Waiting { .. }, .. } = sub {
-                let Some((taken, note)) = take_snapshot(state, &s.echo) else { continue };
+            if let Delivery::User { state: state @ UserState::Waiting { .. }, ch, .. } = sub {
+                let Some((taken, note)) = take_snapshot(state, *ch, &s.echo) else { continue };
                 if let Some(text) = note {
                     batch.push(Out::Text(protocol::notice(&text)));
                 }
