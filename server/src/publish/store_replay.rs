@@ -1,6 +1,6 @@
 //! A subscription that resumes from a height the feed no longer holds (or from a time nobody followed it) catches
-//! up from the history store when its frames are made of fills (docs/api.md "Resume"): `trades`, `userFills` and
-//! `candle`. A page of blocks at a time, each block's frame written by the live channel's writer (`json::trades`,
+//! up from the history store when its frames are made of fills (docs/api.md "Resume"): `trades`, `userFills`,
+//! `userTwapSliceFills` and `candle`. A page of blocks at a time, each block's frame written by the live channel's writer (`json::trades`,
 //! `users::user_fills`, `candles::candle_frame`), until the feed holds the rest. A candle page starts from the
 //! candle as it stood after the page's first height (`Store::candle_after`) and counts each block's trades as the
 //! live keeper does.
@@ -19,7 +19,7 @@ use std::time::Duration;
 use super::candles::candle_frame;
 use super::frame::{Audit, Frame};
 use super::hub::{Hub, NoResume};
-use super::users::{UserChannel, user_fills, user_fills_merged};
+use super::users::{UserChannel, twap_slice_fills, user_fills, user_fills_merged};
 use super::{Want, json};
 use crate::state::LineTimes;
 use crate::store::Store;
@@ -33,7 +33,11 @@ const STORE_WAIT: Duration = Duration::from_secs(10);
 
 /// Whether the subscription's frames are made of fills only, so the store can replay them.
 pub fn replays(want: &Want) -> bool {
-    matches!(want, Want::Trades(_) | Want::Candle(..) | Want::User { channel: UserChannel::Fills, .. })
+    match want {
+        Want::Trades(_) | Want::Candle(..) => true,
+        Want::User { channel, .. } => channel.from_fills_history(),
+        _ => false,
+    }
 }
 
 /// One page: the subscription's frames of blocks `after+1..=upto`, oldest first.
@@ -132,6 +136,15 @@ fn frames(store: &Store, want: &Want, lo: u64, hi: u64) -> Result<Vec<Frame>, St
                 let merged = aggregate_by_time.then(|| user_fills_merged(user, &list)).flatten();
                 let time = list.first().and_then(|f| crate::store::trades::time_of(f)).unwrap_or(0);
                 frame(height, time, merged.unwrap_or_else(|| user_fills(user, &list, false)))
+            })
+            .collect(),
+        Want::User { user, channel: UserChannel::TwapSlices, .. } => store
+            .user_fills_by_block(user, lo, hi)?
+            .into_iter()
+            .filter_map(|(height, fills)| {
+                let list: Vec<&str> = fills.iter().map(String::as_str).collect();
+                let time = list.first().and_then(|f| crate::store::trades::time_of(f)).unwrap_or(0);
+                Some(frame(height, time, twap_slice_fills(user, &list, false)?))
             })
             .collect(),
         Want::Candle(coin, interval) => {
