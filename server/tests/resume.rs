@@ -524,7 +524,7 @@ fn fills_made_streams_older_than_the_feed_catch_up_from_the_store_then_join_the_
         subs.into_iter().chain(twap_users.iter().map(|u| json!({"type": "userTwapSliceFills", "user": u}))).collect();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (stop_tx, stop) = watch::channel(false);
-    let steady = rt.spawn(steady(addr.clone(), subs.to_vec(), stop));
+    let steady = rt.spawn(steady(addr.clone(), subs.clone(), stop));
     std::thread::sleep(Duration::from_secs(12));
     let (since, back) = rt.block_on(async {
         let head = connect_and_read(&addr, &subs, None, 1.0).await.newest;
