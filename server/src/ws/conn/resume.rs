@@ -102,7 +102,11 @@ impl<S> Conn<S> {
                 Err(e) => {
                     let text = format!("hlbook: {} stopped catching up from the history store: {e}", s.echo);
                     batch.push(Out::Text(protocol::notice(&format!("{text}; it continues from the newest frames"))));
-                    *sub = resumed_delivery(&s.want, Resumed::Feed(hub.feed_head()), coin.take());
+                    // Its next frame's audit says which heights it lost, never that it follows on from `after`.
+                    let head = hub.feed_head();
+                    let newest = hub.tick_height(head).unwrap_or(*after).max(*after + 1);
+                    chain.dropped(*after + 1, newest);
+                    *sub = resumed_delivery(&s.want, Resumed::Feed(head), coin.take());
                 }
             }
         }
