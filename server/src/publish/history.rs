@@ -251,7 +251,7 @@ impl History {
     /// Drops finished reads nobody waits for while they hold more than `KEPT_BYTES`.
     fn trim(reads: &mut FxHashMap<Address, Arc<FillsRead>>) {
         let size = |r: &FillsRead| match r.result.get() {
-            Some(Ok(f)) => f.plain.json.len() + f.aggregated.json.len(),
+            Some(Ok(f)) => f.plain.json.len() + f.aggregated.json.len() + f.twap_slices.json.len(),
             _ => 0,
         };
         let mut total: usize = reads.values().map(|r| size(r)).sum();
