@@ -48,6 +48,7 @@ const SERVED: &[&str] = &[
     "recentTrades",
     "userFills",
     "userFillsByTime",
+    "userTwapSliceFills",
     "orderStatus",
 ];
 /// Passed to the node's info server.

@@ -3,6 +3,7 @@
 //! with the most slices so far. The test reads the fills files itself (JSON values, none of hlbook's parsers) and
 //! requires that the snapshot and the live frames together hold every slice of that user up to the last live
 //! frame, each once, in order, in the exchange's shape: `{fill, twapId}` with the node's fill object as written.
+//! Once the simulator stops, the info type `userTwapSliceFills` answers every slice of that user, newest first.
 
 mod procs;
 mod wsclient;
@@ -30,18 +31,19 @@ fn slices_in_files(data: &Path) -> BTreeMap<String, Vec<(u64, Value, u64)>> {
     out
 }
 
+/// One `{fill, twapId}` entry, checking its shape.
+fn entry(p: &Value) -> (Value, u64) {
+    let keys: Vec<&String> = p.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["fill", "twapId"], "each entry is {{fill, twapId}}: {p}");
+    (p["fill"].clone(), p["twapId"].as_u64().unwrap())
+}
+
 /// The (fill, twapId) pairs of a frame, checking its shape.
 fn pairs(frame: &Value, user: &str) -> Vec<(Value, u64)> {
     let data = &frame["data"];
     assert_eq!(data["user"], user, "{frame}");
     let list = data["twapSliceFills"].as_array().unwrap_or_else(|| panic!("twapSliceFills: {frame}"));
-    list.iter()
-        .map(|p| {
-            let keys: Vec<&String> = p.as_object().unwrap().keys().collect();
-            assert_eq!(keys, ["fill", "twapId"], "each entry is {{fill, twapId}}: {p}");
-            (p["fill"].clone(), p["twapId"].as_u64().unwrap())
-        })
-        .collect()
+    list.iter().map(entry).collect()
 }
 
 #[test]
@@ -52,7 +54,9 @@ fn twap_slice_fills_reach_their_user_once_in_order_with_a_snapshot_first() {
     let sim_args = ["--mode", "by-block", "--coins", "3", "--btc-orders", "300", "--orders-per-coin", "100",
         "--block-ms", "40", "--users", "3", "--write-twaps"];
     let (mut sim, info) = start_sim(&data, &sim_args, &dir.path().join("sim.log"));
-    let mut server = start_serve(&data, &info, &dir.path().join("snaps"), &[], &dir.path().join("serve.log"));
+    // The test polls the info type past the exchange's per-IP weight.
+    let serve_args = ["--set", "server.info_weight_per_minute=0"];
+    let mut server = start_serve(&data, &info, &dir.path().join("snaps"), &serve_args, &dir.path().join("serve.log"));
     let addr = server.wait_line("hlbook listening on", Duration::from_secs(60));
     wait_health(&procs::admin_base(&server), Duration::from_secs(60), |h| h["state"] == "live");
 
@@ -84,7 +88,21 @@ fn twap_slice_fills_reach_their_user_once_in_order_with_a_snapshot_first() {
         }
     });
     sim.stop();
+    // The info type, once the store holds every block the files do: the same slices, newest first.
+    let files: Vec<(Value, u64)> = slices_in_files(&data)[&user].iter().map(|(_, f, id)| (f.clone(), *id)).collect();
+    let ask = json!({"type": "userTwapSliceFills", "user": user});
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let answered = loop {
+        let resp = reqwest::blocking::Client::new().post(format!("http://{addr}/info")).json(&ask).send().unwrap();
+        assert_eq!(resp.status().as_u16(), 200);
+        let list: Vec<(Value, u64)> = resp.json::<Vec<Value>>().unwrap().iter().rev().map(entry).collect();
+        if list.len() >= files.len() || Instant::now() > deadline {
+            break list;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    };
     server.stop();
+    assert!(answered == files, "info userTwapSliceFills: {} slices, the files {}", answered.len(), files.len());
 
     let (snapshot, live) = frames.split_first().expect("a snapshot frame");
     assert_eq!(snapshot["data"]["isSnapshot"], true, "the first frame is the snapshot: {snapshot}");

@@ -22,13 +22,12 @@ use crate::state::Shared;
 /// Most fills a userFills snapshot carries: the official `userFills` answers the user's 2000 most recent.
 pub const SNAPSHOT_FILLS: usize = 2000;
 
-/// A userFills snapshot, as written and with `aggregateByTime`, and the userTwapSliceFills one of the same read.
+/// A userFills snapshot, as written and with `aggregateByTime`; of a TWAP read, the userTwapSliceFills snapshot
+/// (both fields).
 #[derive(Debug, Clone)]
 pub struct Snapshot {
     pub plain: Arc<Frame>,
     pub aggregated: Arc<Frame>,
-    /// The TWAP slices among the user's newest `SNAPSHOT_FILLS` fills.
-    pub twap_slices: Arc<Frame>,
     /// What the snapshot lacks, for an hlbookNotice before it (a store keeping followed users' fills only).
     pub note: Option<String>,
 }
@@ -107,6 +106,8 @@ impl Turns {
 #[derive(Debug)]
 pub struct FillsRead {
     user: Address,
+    /// userTwapSliceFills' read: the user's newest slices, not fills.
+    twap: bool,
     pub before: u64,
     pub after_seq: u64,
     waiters: AtomicUsize,
@@ -165,7 +166,8 @@ pub trait FillsHub: Send + Sync + 'static {
 #[derive(Debug)]
 pub struct History {
     pub turns: Turns,
-    fills: Mutex<FxHashMap<Address, Arc<FillsRead>>>,
+    /// By user, and whether it is a TWAP slices read.
+    fills: Mutex<FxHashMap<(Address, bool), Arc<FillsRead>>>,
     pages: PagesByIp,
     pub counters: HistoryCounters,
 }
@@ -213,9 +215,16 @@ impl History {
 
     /// A wait on the user's fills below `before` for a subscriber at feed tick `after_seq`: the running or kept
     /// read of the user if the feed still holds every tick after its start, else a new read on a blocking thread.
-    pub fn user_fills<H: FillsHub>(&self, hub: &Arc<H>, user: Address, before: u64, after_seq: u64) -> Waiter {
+    /// `twap`: the user's TWAP slices (userTwapSliceFills), not their fills.
+    pub fn user_fills<H: FillsHub>(
+        &self,
+        hub: &Arc<H>,
+        (user, twap): (Address, bool),
+        before: u64,
+        after_seq: u64,
+    ) -> Waiter {
         let mut reads = self.fills.lock();
-        if let Some(r) = reads.get(&user)
+        if let Some(r) = reads.get(&(user, twap))
             && r.before <= before
             && hub.feed_holds_after(r.after_seq)
             && !matches!(r.result.get(), Some(Err(_)))
@@ -226,12 +235,13 @@ impl History {
         }
         let read = Arc::new(FillsRead {
             user,
+            twap,
             before,
             after_seq,
             waiters: AtomicUsize::new(1),
             result: std::sync::OnceLock::new(),
         });
-        reads.insert(user, read.clone());
+        reads.insert((user, twap), read.clone());
         Self::trim(&mut reads);
         drop(reads);
         self.counters.fills_reads.inc();
@@ -245,20 +255,23 @@ impl History {
 
     /// A user nobody follows any more: a later subscriber's feed may lack its events, so its read is not reused.
     pub fn forget(&self, user: Address) {
-        self.fills.lock().remove(&user);
+        let mut reads = self.fills.lock();
+        reads.remove(&(user, false));
+        reads.remove(&(user, true));
     }
 
     /// Drops finished reads nobody waits for while they hold more than `KEPT_BYTES`.
-    fn trim(reads: &mut FxHashMap<Address, Arc<FillsRead>>) {
+    fn trim(reads: &mut FxHashMap<(Address, bool), Arc<FillsRead>>) {
         let size = |r: &FillsRead| match r.result.get() {
-            Some(Ok(f)) => f.plain.json.len() + f.aggregated.json.len() + f.twap_slices.json.len(),
+            Some(Ok(f)) => f.plain.json.len() + f.aggregated.json.len(),
             _ => 0,
         };
         let mut total: usize = reads.values().map(|r| size(r)).sum();
         if total <= KEPT_BYTES {
             return;
         }
-        let idle: Vec<Address> = reads.values().filter(|r| r.waiters.load(Relaxed) == 0).map(|r| r.user).collect();
+        let idle: Vec<(Address, bool)> =
+            reads.values().filter(|r| r.waiters.load(Relaxed) == 0).map(|r| (r.user, r.twap)).collect();
         for u in idle {
             if total <= KEPT_BYTES {
                 break;
@@ -313,17 +326,25 @@ fn run_fills_read(hub: &impl FillsHub, read: &Arc<FillsRead>) {
             }
         }
         let _turn = history.turns.take()?;
-        Ok((store.user_fills(&read.user, read.before, SNAPSHOT_FILLS)?, note))
+        let fills = if read.twap {
+            store.user_twap_slices(&read.user, read.before, SNAPSHOT_FILLS)?
+        } else {
+            store.user_fills(&read.user, read.before, SNAPSHOT_FILLS)?
+        };
+        Ok((fills, note))
     };
     let result = fills().map(|(fills, note)| {
         let refs: Vec<&str> = fills.iter().map(|f| &**f).collect();
+        if read.twap {
+            let slices = super::users::twap_slice_fills(&read.user, &refs, true).unwrap_or_default();
+            let frame = Arc::new(Frame::new(0, slices, Audit::default()));
+            return Snapshot { plain: frame.clone(), aggregated: frame, note };
+        }
         let merged = crate::store::fills::aggregate(&refs);
         let merged: Vec<&str> = merged.iter().map(|f| &**f).collect();
         let frame =
             |list: &[&str]| Arc::new(Frame::new(0, super::users::user_fills(&read.user, list, true), Audit::default()));
-        let slices = super::users::twap_slice_fills(&read.user, &refs, true).unwrap_or_default();
-        let twap_slices = Arc::new(Frame::new(0, slices, Audit::default()));
-        Snapshot { plain: frame(&refs), aggregated: frame(&merged), twap_slices, note }
+        Snapshot { plain: frame(&refs), aggregated: frame(&merged), note }
     });
     if let Err(e) = &result {
         let abandoned = gone();

@@ -326,38 +326,37 @@ pub fn user_fills_merged(user: &Address, fills: &[&str]) -> Option<Vec<u8>> {
     })
 }
 
-/// A fill's `twapId` when it is a TWAP slice's (the node writes `"twapId":null` on every other fill).
-fn twap_id(fill: &str) -> Option<u64> {
-    #[derive(serde::Deserialize)]
-    struct Slice {
-        #[serde(rename = "twapId")]
-        twap_id: Option<u64>,
-    }
-    serde_json::from_str::<Slice>(fill).ok()?.twap_id
-}
-
 /// `{"channel":"userTwapSliceFills","data":{["isSnapshot":true,]"user":…,"twapSliceFills":[{"fill":…,"twapId":…}]}}`
 /// of the slices among `fills` (verbatim, in order); `None` when there is none and it is not a snapshot.
 pub fn twap_slice_fills(user: &Address, fills: &[&str], snapshot: bool) -> Option<Vec<u8>> {
-    let slices: Vec<(&str, u64)> = fills.iter().filter_map(|f| Some((*f, twap_id(f)?))).collect();
-    if slices.is_empty() && !snapshot {
+    let entries = twap_slice_entries(fills);
+    if entries.len() <= 2 && !snapshot {
         return None;
     }
     let mut out = b"{\"channel\":\"userTwapSliceFills\",\"data\":{".to_vec();
     if snapshot {
         out.extend_from_slice(b"\"isSnapshot\":true,");
     }
-    out.extend_from_slice(format!("\"user\":\"{user}\",\"twapSliceFills\":[").as_bytes());
-    for (i, (fill, id)) in slices.iter().enumerate() {
-        if i > 0 {
+    out.extend_from_slice(format!("\"user\":\"{user}\",\"twapSliceFills\":").as_bytes());
+    out.extend_from_slice(&entries);
+    out.extend_from_slice(b"}}");
+    Some(out)
+}
+
+/// `[{"fill":…,"twapId":…},…]` of the slices among `fills`, in their order: the channel's list and the
+/// `userTwapSliceFills` info answer.
+pub fn twap_slice_entries(fills: &[&str]) -> Vec<u8> {
+    let mut out = vec![b'['];
+    for (fill, id) in fills.iter().filter_map(|f| Some((*f, crate::store::fills::twap_id(f)?))) {
+        if out.len() > 1 {
             out.push(b',');
         }
         out.extend_from_slice(b"{\"fill\":");
         out.extend_from_slice(fill.as_bytes());
         out.extend_from_slice(format!(",\"twapId\":{id}}}").as_bytes());
     }
-    out.extend_from_slice(b"]}}");
-    Some(out)
+    out.push(b']');
+    out
 }
 
 fn fill_array(out: &mut Vec<u8>, fills: &[&str]) {

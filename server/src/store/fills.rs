@@ -14,6 +14,16 @@ use serde_json::{Map, Value};
 
 use crate::node::Fixed;
 
+/// A fill's `twapId` when it is a TWAP slice's (the node writes `"twapId":null` on every other fill).
+pub fn twap_id(fill: &str) -> Option<u64> {
+    #[derive(serde::Deserialize)]
+    struct Slice {
+        #[serde(rename = "twapId")]
+        twap_id: Option<u64>,
+    }
+    serde_json::from_str::<Slice>(fill).ok()?.twap_id
+}
+
 /// A signed decimal as (digits, decimals).
 fn signed(s: &str) -> Option<(i128, u32)> {
     let (neg, body) = s.strip_prefix('-').map_or((false, s), |b| (true, b));

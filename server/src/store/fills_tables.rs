@@ -61,11 +61,18 @@ pub(super) fn days(r: &ReadTransaction) -> Result<Vec<u32>, redb::Error> {
     Ok(days)
 }
 
-/// The user's newest `max` fills of blocks below `before`, oldest first.
-pub fn user_fills(r: &ReadTransaction, user: &[u8; 20], before: u64, max: usize) -> Result<Vec<Box<str>>, redb::Error> {
+/// The user's newest `max` fills of blocks below `before` that `keep` takes, oldest first, looking through the
+/// newest `scan` of their fills at most.
+pub fn user_fills(
+    r: &ReadTransaction,
+    user: &[u8; 20],
+    before: u64,
+    (max, scan): (usize, usize),
+    keep: impl Fn(&str) -> bool,
+) -> Result<Vec<Box<str>>, redb::Error> {
     let key = user_key(user);
-    let mut out: Vec<Box<str>> = Vec::new();
-    for day in days(r)? {
+    let (mut out, mut seen): (Vec<Box<str>>, usize) = (Vec::new(), 0);
+    'days: for day in days(r)? {
         let index = r.open_table(UsersDef::new(&fills_table(FillsKind::Users, day)))?;
         let Ok(blocks) = r.open_table(BlocksDef::new(&fills_table(FillsKind::Blocks, day))) else { continue };
         for e in index.range((key, 0)..(key, before))?.rev() {
@@ -73,14 +80,14 @@ pub fn user_fills(r: &ReadTransaction, user: &[u8; 20], before: u64, max: usize)
             let Some(v) = blocks.get(height)? else { continue };
             // A value this version cannot read is skipped: one block's fills missing, not the snapshot.
             let mine = blocks::decode(v.value(), Some(user)).unwrap_or_default();
-            out.extend(mine.into_iter().rev().map(|(_, f)| f.into_boxed_str()));
-            if out.len() >= max {
-                out.truncate(max);
-                out.reverse();
-                return Ok(out);
+            seen += mine.len();
+            out.extend(mine.into_iter().rev().filter(|(_, f)| keep(f)).map(|(_, f)| f.into_boxed_str()));
+            if out.len() >= max || seen >= scan {
+                break 'days;
             }
         }
     }
+    out.truncate(max);
     out.reverse();
     Ok(out)
 }

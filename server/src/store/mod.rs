@@ -172,6 +172,9 @@ const FILE: &str = "history.redb";
 /// redb's page cache.
 const CACHE_BYTES: usize = 64 << 20;
 
+/// A user's fills a TWAP slice read looks through at most (docs/api.md, `userTwapSliceFills`).
+pub const TWAP_SCAN_FILLS: usize = 100_000;
+
 impl Store {
     /// Opens (or creates) the store in `dir`. A store left by a killed process is repaired here, back to its last
     /// commit.
@@ -337,7 +340,15 @@ impl Store {
 
     /// The user's newest `max` fills of blocks below `before`, oldest first, as the node wrote them.
     pub fn user_fills(&self, user: &Address, before: u64, max: usize) -> Result<Vec<Box<str>>, String> {
-        let read = || fills_tables::user_fills(&self.db.begin_read()?, &user.0, before, max);
+        let read = || fills_tables::user_fills(&self.db.begin_read()?, &user.0, before, (max, usize::MAX), |_| true);
+        read().map_err(|e: redb::Error| format!("store read: {e}"))
+    }
+
+    /// The user's newest `max` TWAP slice fills (those with a `twapId`) of blocks below `before`, oldest first,
+    /// among their newest `TWAP_SCAN_FILLS` fills: a user with many fills and few slices costs a bounded read.
+    pub fn user_twap_slices(&self, user: &Address, before: u64, max: usize) -> Result<Vec<Box<str>>, String> {
+        let slice = |f: &str| fills::twap_id(f).is_some();
+        let read = || fills_tables::user_fills(&self.db.begin_read()?, &user.0, before, (max, TWAP_SCAN_FILLS), slice);
         read().map_err(|e: redb::Error| format!("store read: {e}"))
     }
 

@@ -1,9 +1,11 @@
-//! `userFills` and `userFillsByTime` answered from the history store, fills verbatim as the node wrote them (the
-//! node writes fills in the API's format).
+//! `userFills`, `userFillsByTime` and `userTwapSliceFills` answered from the history store, fills verbatim as the
+//! node wrote them (the node writes fills in the API's format).
 //!
 //! As the exchange: `userFills` is the user's 2000 most recent fills, newest first; `userFillsByTime` the fills
 //! from `startTime` to `endTime` (now when absent), oldest first, at most 2000, out of the 10000 most recent;
-//! `aggregateByTime` merges one order's partial fills of one time. The store holds a user's fills only while it
+//! `aggregateByTime` merges one order's partial fills of one time; `userTwapSliceFills` the user's 2000 most
+//! recent slices (fills with a `twapId`), newest first, each as `{fill, twapId}`, looked for among their 100,000
+//! most recent fills (`store::TWAP_SCAN_FILLS`). The store holds a user's fills only while it
 //! keeps that user (`store.fills_users`) and for `store.fills_retention_days`: a user it does not keep, or a
 //! `startTime` before what it holds, is not answered here (upstream, or refused), never answered short as if whole.
 //! Each read takes a history turn (`server.history_reads`), like the userFills channel's snapshots.
@@ -27,6 +29,8 @@ struct Ask {
     aggregate: bool,
     /// `userFillsByTime`'s (start, end) in ms; `None` for `userFills`.
     range: Option<(i64, i64)>,
+    /// `userTwapSliceFills`.
+    twap: bool,
 }
 
 fn bad(what: &str) -> Local {
@@ -50,10 +54,10 @@ fn parse(kind: &str, body: &Value) -> Result<Ask, Local> {
     } else {
         None
     };
-    Ok(Ask { user, aggregate, range })
+    Ok(Ask { user, aggregate, range, twap: kind == "userTwapSliceFills" })
 }
 
-/// Answers `userFills` or `userFillsByTime`, holding the client's `place` until the read ends.
+/// Answers `userFills`, `userFillsByTime` or `userTwapSliceFills`, holding the client's `place` until the read ends.
 pub(super) async fn answer(hub: &Arc<Hub>, kind: &str, body: &Value, place: Place) -> Local {
     let ask = match parse(kind, body) {
         Ok(a) => a,
@@ -82,7 +86,11 @@ pub(super) async fn answer(hub: &Arc<Hub>, kind: &str, body: &Value, place: Plac
                 Err(e) => return Answer::text(503, &e),
             };
             let max = if ask.range.is_some() { BY_TIME_WINDOW } else { SNAPSHOT_FILLS };
-            let fills = store.user_fills(&ask.user, u64::MAX, max);
+            let fills = if ask.twap {
+                store.user_twap_slices(&ask.user, u64::MAX, SNAPSHOT_FILLS)
+            } else {
+                store.user_fills(&ask.user, u64::MAX, max)
+            };
             drop(turn);
             match fills {
                 Ok(fills) => Answer::json(shape(&fills, &ask)),
@@ -96,6 +104,10 @@ pub(super) async fn answer(hub: &Arc<Hub>, kind: &str, body: &Value, place: Plac
 /// The answer's JSON array from the store's fills (oldest first).
 fn shape(fills: &[Box<str>], ask: &Ask) -> String {
     let mut list: Vec<&str> = fills.iter().map(|f| &**f).collect();
+    if ask.twap {
+        list.reverse();
+        return String::from_utf8(crate::publish::users::twap_slice_entries(&list)).unwrap_or_default();
+    }
     if let Some((start, end)) = ask.range {
         let time = |f: &str| serde_json::from_str::<Value>(f).ok().and_then(|v| v.get("time")?.as_i64());
         list.retain(|f| time(f).is_some_and(|t| (start..=end).contains(&t)));
@@ -128,13 +140,13 @@ mod tests {
     fn user_fills_newest_first_and_by_time_oldest_first_within_the_range() {
         let user = crate::node::Address::default();
         let fills = [fill(10, 1, "1.0"), fill(20, 2, "1.0"), fill(20, 2, "2.0"), fill(30, 3, "1.0")];
-        let all = Ask { user, aggregate: false, range: None };
+        let all = Ask { user, aggregate: false, range: None, twap: false };
         assert_eq!(times(&shape(&fills, &all)).iter().map(|t| t.0).collect::<Vec<_>>(), vec![30, 20, 20, 10]);
-        let merged = Ask { user, aggregate: true, range: None };
+        let merged = Ask { user, aggregate: true, range: None, twap: false };
         assert_eq!(times(&shape(&fills, &merged)), vec![(30, "1.0".into()), (20, "3.0".into()), (10, "1.0".into())]);
-        let range = Ask { user, aggregate: false, range: Some((15, 25)) };
+        let range = Ask { user, aggregate: false, range: Some((15, 25)), twap: false };
         assert_eq!(times(&shape(&fills, &range)), vec![(20, "1.0".into()), (20, "2.0".into())]);
-        let open = Ask { user, aggregate: true, range: Some((20, i64::MAX)) };
+        let open = Ask { user, aggregate: true, range: Some((20, i64::MAX)), twap: false };
         assert_eq!(times(&shape(&fills, &open)), vec![(20, "3.0".into()), (30, "1.0".into())]);
     }
 

@@ -38,6 +38,7 @@ pub const SERVED_HERE: &[&str] = &[
     "tradesByHeight",
     "userFills",
     "userFillsByTime",
+    "userTwapSliceFills",
     "orderStatus",
     "openOrders",
     "frontendOpenOrders",
@@ -117,7 +118,7 @@ async fn local(ctx: &WsContext, kind: &str, body: &Value, place: Place) -> Local
     if kind == "tradesByHeight" {
         return super::trades_info::trades_by_height(hub, body, place).await;
     }
-    if matches!(kind, "userFills" | "userFillsByTime") {
+    if matches!(kind, "userFills" | "userFillsByTime" | "userTwapSliceFills") {
         return super::fills_info::answer(hub, kind, body, place).await;
     }
     // The blocking work gets its own copies: it runs on even if the client goes away.
@@ -155,9 +156,16 @@ mod tests {
             assert!(SERVED_HERE.contains(t) && crate::config::NODE_INFO_TYPES.contains(t), "{t}");
         }
         // Types hlbook answers and a node does not: never passed to the node, however info_types is set.
-        for t in
-            ["l2Book", "allMids", "recentTrades", "userFills", "userFillsByTime", "candleSnapshot", "tradesByHeight"]
-        {
+        for t in [
+            "l2Book",
+            "allMids",
+            "recentTrades",
+            "userFills",
+            "userFillsByTime",
+            "userTwapSliceFills",
+            "candleSnapshot",
+            "tradesByHeight",
+        ] {
             assert!(!crate::config::NODE_INFO_TYPES.contains(&t), "{t}");
         }
         let refused = refuse("metaAndAssetCtxs", "why");

@@ -72,7 +72,8 @@ pub(super) fn take_snapshot(state: &mut UserState, ch: UserChannel, echo: &Echo)
     let out = match result {
         Ok(snapshot) => {
             *cursor = wait.read().after_seq.min(*cursor);
-            let frame = if ch == UserChannel::TwapSlices { &snapshot.twap_slices } else { snapshot.frame(aggregate) };
+            // A userTwapSliceFills read's snapshot is its slices, one frame.
+            let frame = snapshot.frame(aggregate && ch == UserChannel::Fills);
             (Ok(frame.clone()), snapshot.note.clone())
         }
         Err(e) => (Err(format!("hlbook: no history for {echo}: {e}; its live fills follow")), None),
@@ -108,7 +109,8 @@ pub(super) fn take_user_tick(
         let cursor = tick.seq - 1;
         *state = match ch {
             UserChannel::Fills | UserChannel::TwapSlices => {
-                UserState::Waiting { wait: hub.history().user_fills(hub, user, tick.height, cursor), cursor }
+                let read = (user, ch == UserChannel::TwapSlices);
+                UserState::Waiting { wait: hub.history().user_fills(hub, read, tick.height, cursor), cursor }
             }
             _ => UserState::Live { cursor, aggregate: false },
         };
