@@ -128,23 +128,21 @@ fn frames(store: &Store, want: &Want, lo: u64, hi: u64) -> Result<Vec<Frame>, St
             .into_iter()
             .map(|(height, fills)| frame(height, fills.first().map_or(0, |f| f.time), json::trades(fills.iter())))
             .collect(),
-        Want::User { user, channel: UserChannel::Fills, aggregate_by_time } => store
-            .user_fills_by_block(user, lo, hi)?
-            .into_iter()
-            .map(|(height, fills)| {
-                let list: Vec<&str> = fills.iter().map(String::as_str).collect();
-                let merged = aggregate_by_time.then(|| user_fills_merged(user, &list)).flatten();
-                let time = list.first().and_then(|f| crate::store::trades::time_of(f)).unwrap_or(0);
-                frame(height, time, merged.unwrap_or_else(|| user_fills(user, &list, false)))
-            })
-            .collect(),
-        Want::User { user, channel: UserChannel::TwapSlices, .. } => store
+        Want::User { user, channel, aggregate_by_time } if channel.from_fills_history() => store
             .user_fills_by_block(user, lo, hi)?
             .into_iter()
             .filter_map(|(height, fills)| {
                 let list: Vec<&str> = fills.iter().map(String::as_str).collect();
                 let time = list.first().and_then(|f| crate::store::trades::time_of(f)).unwrap_or(0);
-                Some(frame(height, time, twap_slice_fills(user, &list, false)?))
+                let json = match channel {
+                    // A block without a slice of the user has no frame.
+                    UserChannel::TwapSlices => twap_slice_fills(user, &list, false)?,
+                    _ => aggregate_by_time
+                        .then(|| user_fills_merged(user, &list))
+                        .flatten()
+                        .unwrap_or_else(|| user_fills(user, &list, false)),
+                };
+                Some(frame(height, time, json))
             })
             .collect(),
         Want::Candle(coin, interval) => {

@@ -327,10 +327,12 @@ pub fn user_fills_merged(user: &Address, fills: &[&str]) -> Option<Vec<u8>> {
 }
 
 /// `{"channel":"userTwapSliceFills","data":{["isSnapshot":true,]"user":…,"twapSliceFills":[{"fill":…,"twapId":…}]}}`
-/// of the slices among `fills` (verbatim, in order); `None` when there is none and it is not a snapshot.
+/// of the slices among `fills` (verbatim, in order); `None` when there is none and it is not a snapshot. The shape
+/// is the one @nktkas/hyperliquid validates (`UserTwapSliceFillsEvent`: `user`, `twapSliceFills` of `{fill,
+/// twapId}`, optional `isSnapshot`), the info answer the official docs' array of `{fill, twapId}`.
 pub fn twap_slice_fills(user: &Address, fills: &[&str], snapshot: bool) -> Option<Vec<u8>> {
     let entries = twap_slice_entries(fills);
-    if entries.len() <= 2 && !snapshot {
+    if entries == b"[]" && !snapshot {
         return None;
     }
     let mut out = b"{\"channel\":\"userTwapSliceFills\",\"data\":{".to_vec();
