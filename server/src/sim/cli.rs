@@ -169,6 +169,11 @@ pub struct SimArgs {
     /// `node_twap_statuses`, as a node with `--write-fills` writes them. Off: every stream stays as without it.
     #[arg(long)]
     pub write_twaps: bool,
+    /// Liquidations: now and then an open perp position is closed by a market order whose fills carry the
+    /// `liquidation` object, and (with --write-misc-events) the user's `liquidation` ledger update. Off: every
+    /// stream stays as without it.
+    #[arg(long)]
+    pub write_liquidations: bool,
 }
 
 impl SimArgs {

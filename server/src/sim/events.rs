@@ -179,6 +179,19 @@ pub struct FillSide<'a> {
     pub tid: u64,
     /// The TWAP this fill is a slice of (its owner's side only; `null` otherwise).
     pub twap_id: Option<u64>,
+    /// A liquidation's mark, on both sides of each of its fills.
+    pub liquidation: Option<&'a LiquidationMark>,
+}
+
+/// A fill's `liquidation` object `{liquidatedUser, markPx, method}` (key order as on mainnet fills: crate::store::compact
+/// lists the pieces; shape in docs/hl-user-channels.md §2, GoldRush's `HypercoreLiquidation`, Bitquery's liquidation
+/// pages: `method` is `market` for an open-market liquidation, `backstop` when the backstop vault takes over).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LiquidationMark {
+    pub liquidated_user: String,
+    /// At the coin's price decimals.
+    pub mark_px: u64,
+    pub method: &'static str,
 }
 
 /// A fill event: `[user, {…}]`.
@@ -219,6 +232,15 @@ pub fn fill(out: &mut Vec<u8>, coin: &CoinSpec, f: &FillSide<'_>) {
     match f.twap_id {
         Some(id) => uint(out, id),
         None => out.extend_from_slice(b"null"),
+    }
+    if let Some(l) = f.liquidation {
+        out.extend_from_slice(b",\"liquidation\":{\"liquidatedUser\":\"");
+        out.extend_from_slice(l.liquidated_user.as_bytes());
+        out.extend_from_slice(b"\",\"markPx\":");
+        quoted_decimal(out, l.mark_px, coin.px_dec);
+        out.extend_from_slice(b",\"method\":\"");
+        out.extend_from_slice(l.method.as_bytes());
+        out.extend_from_slice(b"\"}");
     }
     out.extend_from_slice(b"}]");
 }

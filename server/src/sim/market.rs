@@ -5,6 +5,10 @@
 //! real status stream). All content comes from one seeded RNG, so a seed gives the same events every run; only
 //! the timestamps follow the wall clock.
 
+#[path = "liquidations.rs"]
+pub mod liquidations;
+#[path = "sweep.rs"]
+mod sweep;
 #[path = "triggers.rs"]
 pub mod triggers;
 #[path = "twap.rs"]
@@ -18,7 +22,7 @@ use rand::{RngExt, SeedableRng};
 use super::accounts::{Accounts, TradeSide};
 use super::block::BlockOut;
 use super::coins::{CoinSpec, Kind};
-use super::events::{self, DiffOp, FillSide};
+use super::events::{self, DiffOp, FillSide, LiquidationMark};
 use super::fmt::{hex_string, node_time};
 use super::orders::{Order, SimBook, Tif};
 use crate::node::{Side, Stream};
@@ -28,6 +32,16 @@ pub const DIFFS_PER_BLOCK: u32 = 450;
 const FIRST_OID: u64 = 412_000_000_000;
 /// Default size of the user pool orders are drawn from.
 pub const USERS: usize = 4_000;
+
+/// What a trade's fills carry beyond the trade itself.
+#[derive(Clone, Copy, Debug)]
+pub enum Tag<'a> {
+    Plain,
+    /// A TWAP slice: the taker's (owner's) fill carries the id.
+    Twap(u64),
+    /// A liquidation: both fills carry the mark.
+    Liquidation(&'a LiquidationMark),
+}
 
 /// How the market is set up.
 #[derive(Clone, Debug)]
@@ -55,6 +69,8 @@ pub struct Market {
     pub accounts: Accounts,
     /// Trigger orders waiting for their trigger (`triggers`).
     pub waiting: triggers::Waiting,
+    /// This block's liquidations, for `misc` to write as ledger updates (emptied as each block starts).
+    pub liquidated: Vec<liquidations::Liquidated>,
     rng: Xoshiro256PlusPlus,
     next_oid: u64,
     target: Vec<usize>,
@@ -83,6 +99,7 @@ impl Market {
             users,
             accounts: Accounts::default(),
             waiting: triggers::Waiting::new(n_coins, cfg.seed),
+            liquidated: Vec::new(),
             rng,
             next_oid: FIRST_OID,
             diffs_per_block: cfg.diffs_per_block,
@@ -108,6 +125,7 @@ impl Market {
             users: self.users.clone(),
             accounts: self.accounts.clone(),
             waiting: self.waiting.clone(),
+            liquidated: Vec::new(),
             rng: self.rng.clone(),
             next_oid: self.next_oid,
             target: self.target.clone(),
@@ -183,9 +201,19 @@ impl Market {
         }
     }
 
+    /// Coin `c`'s mid in ticks (the starting mid when a side is empty): the simulator's oracle price.
+    pub fn mid(&self, c: usize) -> u64 {
+        let book = &self.books[c];
+        match (book.best(Side::Bid), book.best(Side::Ask)) {
+            (Some(b), Some(a)) => u64::midpoint(a, b),
+            _ => self.coins[c].mid,
+        }
+    }
+
     /// Builds block `height` at `block_time` (ns) into `out`, changing the books.
     pub fn block(&mut self, height: u64, block_time: i64, out: &mut BlockOut) {
         out.reset(height, block_time);
+        self.liquidated.clear();
         self.time.clear();
         node_time(&mut self.time, block_time);
         self.time_ms = (block_time / 1_000_000) as u64;
@@ -320,7 +348,7 @@ impl Market {
             }
             let q = left.min(maker.sz);
             left -= q;
-            self.trade(c, &taker, &maker, q, &hash, None, out);
+            self.trade(c, &taker, &maker, q, &hash, Tag::Plain, out);
             let (coin, user) = (&self.coins[c], &self.users[maker.user as usize]);
             if q == maker.sz {
                 out.event(Stream::Diffs, |b| events::diff(b, user, coin, &maker, DiffOp::Remove));
@@ -343,16 +371,7 @@ impl Market {
     /// user's account in the order the fills are written, so every fill's startPosition is the previous one's end.
     /// `twap`: the TWAP the taker is a slice of (its fill alone carries the id).
     #[allow(clippy::too_many_arguments)]
-    fn trade(
-        &mut self,
-        c: usize,
-        taker: &Order,
-        maker: &Order,
-        q: u64,
-        hash: &str,
-        twap: Option<u64>,
-        out: &mut BlockOut,
-    ) {
+    fn trade(&mut self, c: usize, taker: &Order, maker: &Order, q: u64, hash: &str, tag: Tag<'_>, out: &mut BlockOut) {
         let coin = &self.coins[c];
         let notional = u128::from(maker.px) * u128::from(q) * 1_000_000 / 10u128.pow(coin.px_dec + coin.sz_dec);
         let notional = notional.min(i64::MAX as u128) as i64;
@@ -381,7 +400,14 @@ impl Market {
                 crossed,
                 fee,
                 tid,
-                twap_id: if crossed { twap } else { None },
+                twap_id: match tag {
+                    Tag::Twap(id) if crossed => Some(id),
+                    _ => None,
+                },
+                liquidation: match tag {
+                    Tag::Liquidation(l) => Some(l),
+                    _ => None,
+                },
             };
             out.event(Stream::Fills, |b| events::fill(b, coin, &f));
         }

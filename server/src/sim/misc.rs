@@ -5,8 +5,9 @@
 //! `|szi| × mid × rate` (micro-USDC, truncated), longs paying when the rate is positive, in one `Funding` event
 //! with a delta per position. Ledger updates: deposits, withdrawals, perp transfers between users and spot↔perp
 //! class transfers, drawn at random. Every payment moves the same accounts the fills move, so
-//! `clearinghouseState` stays consistent with what the files say. The simulator makes no liquidation fills, so it
-//! writes no liquidation updates. Its own random stream: turning it on leaves the book events unchanged.
+//! `clearinghouseState` stays consistent with what the files say. With `--write-liquidations`, each liquidation of
+//! the block (`Market::liquidated`) is also the liquidated user's `liquidation` ledger update. Its own random
+//! stream: turning it on leaves the book events unchanged.
 
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
@@ -16,7 +17,7 @@ use super::block::StreamBuf;
 use super::coins::Kind;
 use super::fmt::{decimal, node_time, signed_decimal, uint};
 use super::market::Market;
-use crate::node::Side;
+use super::market::liquidations::Liquidated;
 
 /// One ledger update in this many blocks, on average.
 const LEDGER_EVERY: u32 = 3;
@@ -45,6 +46,9 @@ impl MiscSim {
         if self.rng.random_range(0..LEDGER_EVERY) == 0 {
             self.ledger(m, height, block_time, out);
         }
+        for l in std::mem::take(&mut m.liquidated) {
+            liquidation(m, &l, block_time, out);
+        }
     }
 
     fn funding(&mut self, m: &mut Market, block_time: i64, out: &mut StreamBuf) {
@@ -58,7 +62,7 @@ impl MiscSim {
         buf.extend_from_slice(br#""Funding":{"deltas":["#);
         for (i, &(user, c, sz)) in positions.iter().enumerate() {
             let coin = &m.coins[c];
-            let px = mid(m, c);
+            let px = m.mid(c);
             let notional = micro(coin, i128::from(sz.unsigned_abs()) * i128::from(px));
             let paid = (notional * i128::from(k.abs()) / 10i128.pow(RATE_DEC)) as i64;
             // Longs pay a positive rate; shorts receive it.
@@ -146,6 +150,34 @@ impl MiscSim {
     }
 }
 
+/// The liquidated user's `liquidation` ledger update (fields: `crate::sim::market::liquidations`): the position's
+/// notional at the mark, the perp account's USDC after the liquidation as its value, cross margin.
+fn liquidation(m: &Market, l: &Liquidated, block_time: i64, out: &mut StreamBuf) {
+    let coin = &m.coins[l.coin];
+    let dex = match coin.kind {
+        Kind::Builder(d) => d,
+        _ => "",
+    };
+    let ntl = micro(coin, i128::from(l.closed) * i128::from(l.mark_px));
+    let value = m.accounts.get(l.user).map_or(0, |a| a.usdc(dex));
+    let mut hash = [0u8; 32];
+    faster_hex::hex_decode(l.hash.trim_start_matches("0x").as_bytes(), &mut hash).expect("the sim's own hex");
+    let buf = out.begin();
+    head(buf, block_time, &hash);
+    buf.extend_from_slice(br#""LedgerUpdate":{"users":[""#);
+    buf.extend_from_slice(m.users[l.user as usize].as_bytes());
+    buf.extend_from_slice(br#""],"delta":{"type":"liquidation","liquidatedNtlPos":""#);
+    decimal(buf, ntl.max(0) as u64, USDC_DEC);
+    buf.extend_from_slice(br#"","accountValue":""#);
+    signed_decimal(buf, value, USDC_DEC);
+    buf.extend_from_slice(br#"","leverageType":"Cross","liquidatedPositions":[{"coin":""#);
+    buf.extend_from_slice(coin.name.as_bytes());
+    buf.extend_from_slice(br#"","szi":""#);
+    signed_decimal(buf, l.szi, coin.sz_dec);
+    buf.extend_from_slice(br#""}]}}}}"#);
+    out.end();
+}
+
 /// `{"time":…,"hash":…,"inner":{` of one event.
 fn head(buf: &mut Vec<u8>, block_time: i64, hash: &[u8; 32]) {
     buf.extend_from_slice(br#"{"time":""#);
@@ -155,15 +187,6 @@ fn head(buf: &mut Vec<u8>, block_time: i64, hash: &[u8; 32]) {
     faster_hex::hex_encode(hash, &mut hex).expect("64 digits for 32 bytes");
     buf.extend_from_slice(&hex);
     buf.extend_from_slice(br#"","inner":{"#);
-}
-
-/// The book's mid in ticks (the starting mid when a side is empty): the simulator's oracle price.
-fn mid(m: &Market, c: usize) -> u64 {
-    let book = &m.books[c];
-    match (book.best(Side::Bid), book.best(Side::Ask)) {
-        (Some(b), Some(a)) => u64::midpoint(a, b),
-        _ => m.coins[c].mid,
-    }
 }
 
 #[cfg(test)]

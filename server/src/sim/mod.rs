@@ -92,6 +92,8 @@ pub struct Sim {
     misc: Option<misc::MiscSim>,
     /// `--write-twaps`: TWAP orders and their slices.
     twaps: Option<market::twap::TwapSim>,
+    /// `--write-liquidations`: positions closed by the exchange.
+    liquidations: Option<market::liquidations::LiquidationSim>,
 }
 
 impl Sim {
@@ -165,6 +167,7 @@ impl Sim {
             jitter: Xoshiro256PlusPlus::seed_from_u64(args.seed ^ 0x5eed),
             misc: args.write_misc_events.then(|| misc::MiscSim::new(args.seed, args.funding_every_blocks)),
             twaps: args.write_twaps.then(|| market::twap::TwapSim::new(args.seed)),
+            liquidations: args.write_liquidations.then(|| market::liquidations::LiquidationSim::new(args.seed)),
         })
     }
 
@@ -201,6 +204,9 @@ impl Sim {
             st.market.block(h, block_time, &mut self.out);
             if let Some(t) = &mut self.twaps {
                 t.block(&mut st.market, h, &mut self.out);
+            }
+            if let Some(l) = &mut self.liquidations {
+                l.block(&mut st.market, &mut self.out);
             }
             if let Some(m) = &mut self.misc {
                 m.block(&mut st.market, h, block_time, &mut self.out.misc);

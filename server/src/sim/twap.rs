@@ -17,12 +17,11 @@
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 
-use super::Market;
-use crate::node::{Side, Stream};
+use super::sweep::Sweep;
+use super::{Market, Tag};
+use crate::node::Side;
 use crate::sim::block::{BlockOut, StreamBuf};
-use crate::sim::events::{self, DiffOp};
 use crate::sim::fmt::{decimal, uint};
-use crate::sim::orders::{Order, Tif};
 
 /// The first TWAP id (mainnet's were near 1.8 million in 2026).
 const FIRST_TWAP_ID: u64 = 1_790_000;
@@ -34,8 +33,6 @@ const SLICE_EVERY: u64 = 3;
 const SLIPPAGE_PCT: u64 = 3;
 /// One TWAP in this many is terminated by its owner before its last slice.
 const TERMINATE_ONE_IN: u32 = 4;
-/// Makers one slice may take, as the simulator's other takers.
-const MAX_MAKERS: u32 = 20;
 /// Both sides of a slice fill carry this hash.
 const ZERO_HASH: &str = "0x0000000000000000000000000000000000000000000000000000000000000000";
 
@@ -141,71 +138,18 @@ fn slice(m: &mut Market, t: &mut Running, out: &mut BlockOut) {
     let left = t.sz - t.executed_sz;
     let sz = if t.slices_left <= 1 { left } else { (left / u64::from(t.slices_left)).max(1) };
     t.slices_left -= 1;
-    let (filled, ntl) = m.twap_slice(t.coin, t.user, t.side, sz, t.id, out);
+    let sweep = Sweep {
+        user: t.user,
+        side: t.side,
+        sz,
+        reduce_only: false,
+        slippage_pct: SLIPPAGE_PCT,
+        hash: ZERO_HASH,
+        tag: Tag::Twap(t.id),
+    };
+    let (filled, ntl) = m.sweep(t.coin, sweep, out);
     t.executed_sz += filled;
     t.executed_ntl += ntl;
-}
-
-impl Market {
-    /// A market order of `sz` lots for `user`, taking the opposite book up to `SLIPPAGE_PCT` past its best price;
-    /// the owner's fills carry `twap_id`. Returns the lots filled and their exact notional.
-    fn twap_slice(&mut self, c: usize, user: u32, side: Side, sz: u64, twap_id: u64, out: &mut BlockOut) -> (u64, u64) {
-        let maker_side = match side {
-            Side::Bid => Side::Ask,
-            Side::Ask => Side::Bid,
-        };
-        let Some(best) = self.books[c].best(maker_side) else { return (0, 0) };
-        let limit = match maker_side {
-            Side::Ask => best + best * SLIPPAGE_PCT / 100,
-            Side::Bid => (best - best * SLIPPAGE_PCT / 100).max(1),
-        };
-        let taker = Order {
-            oid: self.next_oid,
-            user,
-            side,
-            px: limit,
-            sz,
-            orig_sz: sz,
-            timestamp: self.time_ms,
-            tif: Tif::Ioc,
-            reduce_only: false,
-            cloid: None,
-            trigger: None,
-        };
-        self.next_oid += 1;
-        let (mut left, mut ntl, mut makers) = (sz, 0, 0);
-        while left > 0 && makers < MAX_MAKERS {
-            let Some(maker) = self.books[c].front(maker_side).cloned() else { break };
-            let crosses = match maker_side {
-                Side::Ask => maker.px <= limit,
-                Side::Bid => maker.px >= limit,
-            };
-            if !crosses {
-                break;
-            }
-            let q = left.min(maker.sz);
-            left -= q;
-            ntl += maker.px * q;
-            self.trade(c, &taker, &maker, q, ZERO_HASH, Some(twap_id), out);
-            self.maker_hit(c, &maker, q, out);
-            makers += 1;
-        }
-        (sz - left, ntl)
-    }
-
-    /// The maker's side of a slice's trade in the book streams: removed and filled, or reduced.
-    fn maker_hit(&mut self, c: usize, maker: &Order, q: u64, out: &mut BlockOut) {
-        let (coin, user) = (&self.coins[c], &self.users[maker.user as usize]);
-        if q == maker.sz {
-            out.event(Stream::Diffs, |b| events::diff(b, user, coin, maker, DiffOp::Remove));
-            out.event(Stream::Statuses, |b| events::status(b, &self.time, user, None, "filled", coin, maker, 0));
-            self.books[c].remove(maker.oid);
-        } else {
-            let update = DiffOp::Update { orig_sz: maker.sz, new_sz: maker.sz - q };
-            out.event(Stream::Diffs, |b| events::diff(b, user, coin, maker, update));
-            self.books[c].set_size(maker.oid, maker.sz - q);
-        }
-    }
 }
 
 /// One `node_twap_statuses` event: `{time, twap_id, state, status}`; `status` is written as given (JSON).
