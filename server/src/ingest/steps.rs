@@ -37,7 +37,12 @@ pub fn hand_fills(shared: &Shared, handed: &mut u64, b: &Block, read: UnixNanos)
 /// in one batch, each handed once by the assembler.
 pub fn hand_fills_of(shared: &Shared, b: &Block, read: UnixNanos) {
     shared.record(times(b, Stream::Fills, read));
-    let data = StepData::Fills { fills: b.fills.clone(), users: b.users.fills.clone(), generation: b.users.generation };
+    let data = StepData::Fills {
+        fills: b.fills.clone(),
+        users: b.users.fills.clone(),
+        generation: b.users.generation,
+        liquidations: b.users.liquidations.clone(),
+    };
     shared.push_step(Step { seq: 0, height: b.height, block_time: b.block_time, data });
     shared.signal_change();
 }

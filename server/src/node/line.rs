@@ -8,11 +8,11 @@ use std::ops::Deref;
 
 use serde_json::value::RawValue;
 
-use super::event::{Diff, DiffKind, Fill, OrderFlavor, OrderInfo, OrderStatus};
+use super::event::{Address, Diff, DiffKind, Fill, OrderFlavor, OrderInfo, OrderStatus};
 use super::fast;
 use super::intern::Interner;
 use super::status_split::{Split, StatusSplitter};
-use super::user_events::{UserEvents, watched_fills, watched_rejections};
+use super::user_events::{UserEvents, is_liquidation, liquidation_fills, watched_fills, watched_rejections};
 use super::user_watch::{WatchView, Watched};
 pub use super::wire::LineMeta;
 use super::wire::{AnyStatusWire, DiffWire, Envelope, FillWire, OrderWire, RawBookDiff, StatusWire};
@@ -160,19 +160,28 @@ impl NodeParser {
                 }
             }
             Stream::Fills => {
-                let mut mine = Vec::new();
+                let (mut mine, mut liquidations) = (Vec::new(), Vec::new());
                 let all = view.as_ref().is_some_and(|v| v.all_fills);
                 let parsed = fast::fills(line, |user, body, raw| {
                     if all || watch.is_some_and(|v| v.users.contains(&user)) {
                         mine.push((user, raw));
                     }
+                    if is_liquidation(raw) {
+                        liquidations.push((user, raw));
+                    }
                     self.fill(FillWire(user, body))
                 });
                 // The fast path read every byte of the line as UTF-8 (or refused it), so the check cannot fail.
-                let verbatim =
-                    mine.into_iter().map(|(u, raw)| Some((u, std::sync::Arc::from(std::str::from_utf8(raw).ok()?))));
-                if let (Some((meta, fills)), Some(verbatim)) = (parsed, verbatim.collect::<Option<Vec<_>>>()) {
-                    users.fills = verbatim;
+                let verbatim = |v: Vec<(Address, &[u8])>| {
+                    v.into_iter()
+                        .map(|(u, raw)| Some((u, std::sync::Arc::from(std::str::from_utf8(raw).ok()?))))
+                        .collect::<Option<Vec<_>>>()
+                };
+                if let (Some((meta, fills)), Some(mine), Some(liquidations)) =
+                    (parsed, verbatim(mine), verbatim(liquidations))
+                {
+                    users.fills = mine;
+                    users.liquidations = liquidations;
                     return Ok(Line { meta, events: Events::Fills(fills), users });
                 }
             }
@@ -181,6 +190,9 @@ impl NodeParser {
         let line = std::str::from_utf8(line).map_err(|e| err(&e))?;
         if let Some(v) = view.as_ref().filter(|v| !v.users.is_empty() || (v.all_fills && stream == Stream::Fills)) {
             self.watched_in_full(stream, line, v, &mut users);
+        }
+        if stream == Stream::Fills {
+            users.liquidations = liquidation_fills(line);
         }
         let (meta, events) = self.events_in_full(stream, line).map_err(|e| err(&e))?;
         Ok(Line { meta, events, users })
@@ -199,7 +211,8 @@ impl NodeParser {
     pub fn parse_in_full(&mut self, stream: Stream, line: &str) -> Result<Line, LineError> {
         let (meta, events) =
             self.events_in_full(stream, line).map_err(|e| LineError { stream, message: e.to_string() })?;
-        Ok(Line { meta, events, users: UserEvents::default() })
+        let liquidations = if stream == Stream::Fills { liquidation_fills(line) } else { Vec::new() };
+        Ok(Line { meta, events, users: UserEvents { liquidations, ..UserEvents::default() } })
     }
 
     /// A line's events read by serde alone: the reference, and where a line off every fast path goes.

@@ -25,6 +25,9 @@ pub struct UserEvents {
     /// Fills of watched users (every user's while the history store is open), `[user, fill]`'s fill object
     /// verbatim, in stream order. Shared (`Arc`): a block's fills go to the publisher and the store uncopied.
     pub fills: Vec<(Address, Arc<str>)>,
+    /// Every user's fills that carry a `liquidation` object, watched or not (the market-wide `liquidations`
+    /// channel), verbatim, in stream order.
+    pub liquidations: Vec<(Address, Arc<str>)>,
 }
 
 impl UserEvents {
@@ -35,6 +38,7 @@ impl UserEvents {
         }
         self.rejected.extend(line.rejected.into_iter().map(|(at, s)| (at + before, s)));
         self.fills.extend(line.fills);
+        self.liquidations.extend(line.liquidations);
     }
 
     /// Whether every event of a user watched since `generation` is here.
@@ -87,6 +91,21 @@ pub(crate) fn watched_fills(line: &str, view: &WatchView) -> Vec<(Address, Arc<s
     env.events.into_iter().filter(|(u, _)| keep(u)).map(|(u, f)| (u, Arc::from(f.get()))).collect()
 }
 
+/// Whether a fill object carries a `liquidation` object (a fill of an ordinary trade has none, or `null`).
+pub(crate) fn is_liquidation(raw: &[u8]) -> bool {
+    memchr::memmem::find(raw, br#""liquidation":{"#).is_some()
+}
+
+/// The liquidation fills of a line off the node's exact layout.
+pub(crate) fn liquidation_fills(line: &str) -> Vec<(Address, Arc<str>)> {
+    let Ok(env) = serde_json::from_str::<Envelope<(HexBytes<20>, &RawValue)>>(line) else { return Vec::new() };
+    env.events
+        .into_iter()
+        .filter(|(_, f)| is_liquidation(f.get().as_bytes()))
+        .map(|(u, f)| (u, Arc::from(f.get())))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,6 +117,18 @@ mod tests {
         assert_eq!(piece_user(piece.as_bytes()), Address::parse(a));
         assert_eq!(piece_user(br#"{"time":"t","user":"0x5e"}"#), None);
         assert_eq!(piece_user(br#"{"time":"t"}"#), None);
+    }
+
+    #[test]
+    fn only_fills_with_a_liquidation_object_are_liquidations() {
+        let a = "0x5eaac7c475b1fad85701f02c4e9e796a53f94bd5";
+        let liq = format!(r#"{{"tid":1,"liquidation":{{"liquidatedUser":"{a}","markPx":"1.0","method":"market"}}}}"#);
+        let line = format!(
+            r#"{{"local_time":"2026-05-05T17:39:13.0","block_time":"2026-05-05T17:39:13.0","block_number":7,"events":[["{a}",{{"tid":2,"liquidation":null}}],["{a}",{liq}],["{a}",{{"tid":3}}]]}}"#
+        );
+        let got = liquidation_fills(&line);
+        assert_eq!(got, vec![(Address::parse(a).unwrap(), Arc::from(liq.as_str()))]);
+        assert!(!is_liquidation(br#"{"tid":2,"liquidation":null}"#));
     }
 
     #[test]

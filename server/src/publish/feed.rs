@@ -25,6 +25,8 @@ pub struct Tick {
     pub l4: FxHashMap<Coin, Arc<Frame>>,
     /// The block's candle frames of wanted (coin, interval)s whose coin traded in it.
     pub candles: FxHashMap<CandleKey, Arc<Frame>>,
+    /// The block's (or fills line's) liquidation fills (`publish::liquidations`), built whether wanted or not.
+    pub liquidations: Option<Arc<Frame>>,
     /// Coins whose l4Book subscribers need a fresh snapshot (repaired, or the books were reloaded: `all`).
     pub l4_reset: Vec<Coin>,
     pub all_reset: bool,
@@ -49,6 +51,7 @@ impl Tick {
 
     pub fn is_empty(&self) -> bool {
         self.trades.is_empty()
+            && self.liquidations.is_none()
             && self.l4.is_empty()
             && self.candles.is_empty()
             && self.l4_reset.is_empty()
@@ -56,7 +59,8 @@ impl Tick {
     }
 
     fn measure(&mut self) {
-        let frames = self.trades.values().chain(self.l4.values()).chain(self.candles.values());
+        let frames =
+            self.trades.values().chain(self.l4.values()).chain(self.candles.values()).chain(self.liquidations.iter());
         self.bytes = frames.map(|f| f.json.len()).sum::<usize>() + 64;
         self.bytes += self.users.values().map(UserFrames::bytes).sum::<usize>();
     }

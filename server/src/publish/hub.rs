@@ -47,6 +47,8 @@ pub enum Want {
     Trades(Coin),
     L4(Coin),
     Candle(Coin, Interval),
+    /// hlbook's market-wide liquidation fills (`publish::liquidations`): built whether wanted or not.
+    Liquidations,
     /// orderUpdates, userFills, userEvents of one user.
     User {
         user: Address,
@@ -120,6 +122,7 @@ pub struct Hub {
     users: UserSubs,
     /// Each coin's last trades, for a trades subscription's first frame.
     recent_trades: RecentTrades,
+    recent_liquidations: super::liquidations::RecentLiquidations,
     /// Each wanted candle's newest frame, and finished backfills.
     candles: CandleFrames,
     /// The history store and its writer's channel, for userFills' and candles' first frames and candleSnapshot.
@@ -146,6 +149,7 @@ impl Hub {
             stages: crate::audit::Stages::new(),
             users: UserSubs::default(),
             recent_trades: RecentTrades::default(),
+            recent_liquidations: Default::default(),
             candles: CandleFrames::default(),
             store: StoreLink::default(),
             history: History::new(Turns::new(2, 64, std::time::Duration::from_secs(10))),
@@ -193,6 +197,11 @@ impl Hub {
     /// `coin`'s recent trades as a trades subscription's first frame, for a subscription at feed tick `cursor`.
     pub fn recent_trades_frame(&self, coin: &Coin, cursor: u64) -> Option<Vec<u8>> {
         self.recent_trades.frame(coin, cursor)
+    }
+
+    /// The liquidations snapshot frame: the fills kept up to feed tick `cursor`.
+    pub fn recent_liquidations_frame(&self, cursor: u64) -> Vec<u8> {
+        self.recent_liquidations.snapshot(cursor)
     }
 
     /// The recentTrades info answer of `coin`'s kept trades, if it has any.
@@ -249,6 +258,10 @@ impl Hub {
     /// Remembers the trades of tick `seq`'s fills, for the first frame of later trades subscriptions.
     pub(super) fn remember_trades(&self, seq: u64, fills: &[crate::node::Fill]) {
         self.recent_trades.remember(seq, fills);
+    }
+
+    pub(super) fn remember_liquidations(&self, seq: u64, list: &[super::liquidations::Entry]) {
+        self.recent_liquidations.remember(seq, list);
     }
 
     /// Each wanted candle's newest frame and finished backfills (the candle workers' side, `hub_workers`).

@@ -16,6 +16,7 @@ mod hub_workers;
 pub mod json;
 pub mod l2_frames;
 mod l4_snapshots;
+pub mod liquidations;
 pub mod misc_feed;
 pub mod misc_frames;
 mod pass;

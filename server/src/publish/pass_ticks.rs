@@ -49,9 +49,15 @@ impl Publisher {
                 tick.users_generation = part.users.generation;
                 tick.users = crate::publish::users::order_frames(part, &users, self.tick_seq, stamped(audit));
             }
-            if let Some(Step { data: StepData::Fills { fills, .. }, .. }) = step {
+            if let Some(Step { data: StepData::Fills { fills, liquidations, .. }, block_time, .. }) = step {
                 // Every coin's recent trades, tagged with the tick that carries them, for new subscribers.
                 self.hub.remember_trades(self.tick_seq, fills);
+                if !liquidations.is_empty() {
+                    self.hub.remember_liquidations(self.tick_seq, liquidations);
+                    let audit = self.audit_of(height, *block_time, Stream::Fills);
+                    let bytes = crate::publish::liquidations::frame(liquidations.iter(), false);
+                    tick.liquidations = Some(Arc::new(Frame::new(self.tick_seq, bytes, stamped(audit))));
+                }
             }
             if let Some(Step { data: StepData::Fills { fills, .. }, block_time, .. }) = step
                 && !self.candles.is_empty()

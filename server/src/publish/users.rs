@@ -180,14 +180,47 @@ pub fn order_frames(
         return out;
     }
     let mut orders: FxHashMap<Address, Vec<&OrderStatus>> = FxHashMap::default();
+    let mut cancels: FxHashMap<Address, Vec<&OrderStatus>> = FxHashMap::default();
     for s in in_line_order(block) {
-        if wanted.get(&s.user).is_some_and(|w| w[UserChannel::Orders.index()]) {
+        let Some(w) = wanted.get(&s.user) else { continue };
+        if w[UserChannel::Orders.index()] {
             orders.entry(s.user).or_default().push(s);
+        }
+        if w[UserChannel::Events.index()] && is_non_user_cancel(&s.status) {
+            cancels.entry(s.user).or_default().push(s);
         }
     }
     for (u, list) in orders {
         out.entry(u).or_default().orders = Some(Arc::new(Frame::new(seq, order_updates(&list), audit)));
     }
+    for (u, list) in cancels {
+        out.entry(u).or_default().events = Some(Arc::new(Frame::new(seq, non_user_cancels(&list), audit)));
+    }
+    out
+}
+
+/// Cancels the exchange makes, not the user: the `…Canceled` statuses of the official order-status table
+/// (docs/hl-user-channels.md §2, "Status values"), whose descriptions there name a cause other than the user's
+/// request (margin, liquidation, a filled sibling, a reduce-only order that would grow the position, a delisting,
+/// the open-interest cap, a vault withdrawal, a self-trade, a settled outcome). That these are what userEvents'
+/// `nonUserCancel` reports is inferred: the docs give the kind (`[{coin, oid}]`) and not the statuses behind it.
+/// `canceled` and `scheduledCancel` are the user's own.
+pub fn is_non_user_cancel(status: &str) -> bool {
+    status.ends_with("Canceled")
+}
+
+/// `{"channel":"user","data":{"nonUserCancel":[{"coin":…,"oid":…}…]}}`.
+fn non_user_cancels(list: &[&OrderStatus]) -> Vec<u8> {
+    let mut out = b"{\"channel\":\"user\",\"data\":{\"nonUserCancel\":[".to_vec();
+    for (i, s) in list.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"coin\":");
+        serde_json::to_writer(&mut out, &*s.coin).expect("a string serializes");
+        out.extend_from_slice(format!(",\"oid\":{}}}", s.order.oid).as_bytes());
+    }
+    out.extend_from_slice(b"]}}");
     out
 }
 

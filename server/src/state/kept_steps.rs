@@ -20,7 +20,13 @@ pub struct Step {
 pub enum StepData {
     /// The block's fills: its trades, and the fill objects of followed users (verbatim, in stream order) with the
     /// watch generation their line was parsed under, so userFills go out with the trades.
-    Fills { fills: Vec<Fill>, users: Vec<(Address, Arc<str>)>, generation: Option<u64> },
+    /// `liquidations`: every user's fills carrying a `liquidation` object (the market-wide channel).
+    Fills {
+        fills: Vec<Fill>,
+        users: Vec<(Address, Arc<str>)>,
+        generation: Option<u64>,
+        liquidations: Vec<(Address, Arc<str>)>,
+    },
     /// The block's diffs were applied, changing these coins' books.
     Diffs(Vec<Coin>),
     /// Streaming at line speed: the statuses lines of a block read in one batch (book statuses and followed users'

@@ -367,7 +367,7 @@ mod tests {
             seq: 0,
             height: h,
             block_time: 0,
-            data: StepData::Fills { fills: Vec::new(), users: Vec::new(), generation: None },
+            data: StepData::Fills { fills: Vec::new(), users: Vec::new(), generation: None, liquidations: Vec::new() },
         }
     }
 

@@ -114,7 +114,7 @@ mod tests {
                 users.push((user, Arc::from(raw.as_str())));
             }
         }
-        let data = StepData::Fills { fills, users, generation: None };
+        let data = StepData::Fills { fills, users, generation: None, liquidations: Vec::new() };
         Arc::new(Step { seq: h, height: h, block_time: time(h) * 1_000_000, data })
     }
 

@@ -41,7 +41,7 @@ fn step(h: u64, tids: &[u64]) -> Arc<Step> {
             users.push((addr(user), Arc::from(raw(tid, time, &format!("{}.0", 100 + tid)).as_str())));
         }
     }
-    let data = StepData::Fills { fills, users, generation: None };
+    let data = StepData::Fills { fills, users, generation: None, liquidations: Vec::new() };
     Arc::new(Step { seq: h, height: h, block_time: time * 1_000_000, data })
 }
 

@@ -69,6 +69,10 @@ enum Delivery {
         coin: crate::node::Coin,
         cursor: u64,
     },
+    /// The market-wide liquidation fills: every tick's frame after `cursor`.
+    Liquidations {
+        cursor: u64,
+    },
     L4 {
         coin: crate::node::Coin,
         state: L4State,
@@ -102,6 +106,7 @@ impl Delivery {
     fn cursor(&mut self) -> Option<&mut u64> {
         match self {
             Delivery::Trades { cursor, .. }
+            | Delivery::Liquidations { cursor }
             | Delivery::L4 { state: L4State::Live { cursor }, .. }
             | Delivery::User { state: UserState::Pending { cursor, .. } | UserState::Live { cursor, .. }, .. }
             | Delivery::Candle { state: CandleState::Live { cursor }, .. } => Some(cursor),

@@ -77,6 +77,7 @@ impl Subscription {
             Want::Trades(_) => "trades",
             Want::L4(_) => "l4Book",
             Want::Candle(..) => "candle",
+            Want::Liquidations => "liquidations",
             Want::User { channel, .. } => channel.kind(),
         }
     }
@@ -185,6 +186,7 @@ fn subscription(sub: &Map<String, Value>) -> Result<Subscription, String> {
         "trades" => Want::Trades(coin(sub)?),
         "bbo" => Want::Bbo(coin(sub)?),
         "l4Book" => Want::L4(coin(sub)?),
+        "liquidations" => Want::Liquidations,
         "candle" => {
             let interval = sub.get("interval").and_then(Value::as_str).and_then(Interval::parse);
             let names = Interval::ALL.map(Interval::as_str).join(" ");

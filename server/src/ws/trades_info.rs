@@ -352,7 +352,7 @@ mod tests {
                     (f.user, Arc::from(raw.as_str()))
                 })
                 .collect();
-            let data = StepData::Fills { fills, users, generation: None };
+            let data = StepData::Fills { fills, users, generation: None, liquidations: Vec::new() };
             StoreMsg::Step(Arc::new(Step { seq: h, height: h, block_time: time * 1_000_000, data }))
         };
         let mut first: Vec<StoreMsg> = (1..=10).map(step).collect();

@@ -110,7 +110,7 @@ fn the_first_frame_is_the_stores_candle_and_the_trades_of_heights_above_it() {
     let store = Store::open(dir.path()).unwrap();
     let t0 = 1_778_000_040_000;
     let step = |h: u64, fills: Vec<Fill>| {
-        let data = StepData::Fills { fills, users: Vec::new(), generation: None };
+        let data = StepData::Fills { fills, users: Vec::new(), generation: None, liquidations: Vec::new() };
         StoreMsg::Step(Arc::new(Step { seq: h, height: h, block_time: t0 * 1_000_000, data }))
     };
     // The store holds blocks 11 and 12 (10 came first after its start, so it is not trusted): two trades.

@@ -121,7 +121,9 @@ impl Hub {
     pub fn resume_at(&self, want: &Want, since: u64, max_behind: u64) -> Result<ResumeAt, NoResume> {
         let misc = matches!(want, Want::User { channel, .. } if channel.is_misc());
         let at = self.feed.resume_at(since, misc, max_behind)?;
-        let kept = if let Want::User { user, .. } = want {
+        let kept = if *want == Want::Liquidations {
+            true
+        } else if let Want::User { user, .. } = want {
             let watched = self.shared.watched().since(user);
             watched.is_some_and(|g| self.feed.users_complete_through(at.cursor, g))
         } else {
@@ -154,6 +156,7 @@ impl Hub {
                 }
                 return None;
             }
+            Want::Liquidations => return None,
             Want::L2(k) => &k.coin,
             Want::Bbo(c) | Want::Trades(c) | Want::L4(c) | Want::Candle(c, _) => c,
         };
@@ -187,7 +190,7 @@ impl Hub {
                 *n += 1;
                 (None, *n == 1)
             }
-            Want::Mids(_) | Want::User { .. } => unreachable!("handled above"),
+            Want::Mids(_) | Want::User { .. } | Want::Liquidations => unreachable!("handled above"),
         };
         if new {
             self.publish_wanted(&mut r, Some(coin));
@@ -222,6 +225,7 @@ impl Hub {
                 }
                 return;
             }
+            Want::Liquidations => return,
             Want::L2(k) => &k.coin,
             Want::Bbo(c) | Want::Trades(c) | Want::L4(c) | Want::Candle(c, _) => c,
         };
@@ -250,7 +254,7 @@ impl Hub {
                 }
                 gone
             }
-            Want::Mids(_) | Want::User { .. } => unreachable!("handled above"),
+            Want::Mids(_) | Want::User { .. } | Want::Liquidations => unreachable!("handled above"),
         };
         if gone {
             self.lingering.since.lock().remove(want);

@@ -129,6 +129,10 @@ impl<S> Conn<S> {
                     *cursor = tick.seq;
                     tick.trades.get(coin).cloned()
                 }
+                Delivery::Liquidations { cursor } if tick.seq > *cursor => {
+                    *cursor = tick.seq;
+                    tick.liquidations.clone()
+                }
                 Delivery::L4 { coin, state } => {
                     let L4State::Live { cursor } = state else { continue };
                     if tick.seq <= *cursor {

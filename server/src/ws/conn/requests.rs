@@ -143,6 +143,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                 recent = hub.recent_trades_frame(c, cursor);
                 Delivery::Trades { coin: self.shared_coin(c), cursor }
             }
+            (Want::Liquidations, _) => {
+                let cursor = hub.feed_head();
+                recent = Some(hub.recent_liquidations_frame(cursor));
+                Delivery::Liquidations { cursor }
+            }
             (Want::L4(c), _) => {
                 let coin = self.shared_coin(c);
                 Delivery::L4 { state: L4State::Waiting(hub.request_snapshot(coin.clone())), coin }
@@ -193,7 +198,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             Want::L2(k) => books.coin(&k.coin).is_some(),
             Want::Bbo(c) | Want::Trades(c) | Want::L4(c) | Want::Candle(c, _) => books.coin(c).is_some(),
             // Any well-formed address may be followed: a user with nothing yet simply gets nothing yet.
-            Want::Mids(None) | Want::User { .. } => true,
+            Want::Mids(None) | Want::User { .. } | Want::Liquidations => true,
             Want::Mids(Some(dex)) => books.books().any(|b| b.coin().split_once(':').is_some_and(|(d, _)| d == &**dex)),
         }
     }

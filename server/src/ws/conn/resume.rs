@@ -144,6 +144,7 @@ pub(super) fn resumed_delivery(want: &Want, resumed: Resumed, coin: Option<Coin>
     let coin = || coin.clone().expect("a coin stream has a coin");
     match want {
         Want::Trades(_) => Delivery::Trades { coin: coin(), cursor },
+        Want::Liquidations => Delivery::Liquidations { cursor },
         Want::L4(_) => Delivery::L4 { coin: coin(), state: L4State::Live { cursor } },
         Want::Candle(_, i) => Delivery::Candle { key: (coin(), *i), state: CandleState::Live { cursor } },
         Want::User { user, channel, aggregate_by_time } => Delivery::User {
