@@ -1,5 +1,6 @@
-//! misc_events end to end, with the real binaries: `hlsim --write-misc-events` writes fundings and ledger
-//! updates, `hlbook serve` follows it, and one connection per user subscribes userFundings,
+//! misc_events end to end, with the real binaries: `hlsim --write-misc-events --write-liquidations` writes fundings
+//! and ledger updates (liquidations among them), `hlbook serve` follows it, and one connection per user subscribes
+//! userFundings,
 //! userNonFundingLedgerUpdates and userEvents for users the files name. Once the simulator is done, the test reads
 //! the misc_events files itself (JSON values, its own decimal and time handling, none of hlbook's parsers) and
 //! requires that every event of a block handed out after the subscriptions reached its user's subscriber exactly
@@ -211,7 +212,7 @@ fn run(mode: Mode) {
     let sim_args = [
         "--mode", mode.as_str(), "--coins", "3", "--btc-orders", "300", "--orders-per-coin", "100",
         "--block-ms", "40", "--users", "6", "--blocks", &n, "--write-misc-events", "--funding-every-blocks", "3",
-        "--exit-when-done",
+        "--write-liquidations", "--exit-when-done",
     ];
     let (mut sim, info_url) = start_sim(&data, &sim_args, &out.path().join("sim.log"));
     // The simulator's info server goes when it is done: no periodic validation against it.
