@@ -1,7 +1,6 @@
 //! misc_events end to end, with the real binaries: `hlsim --write-misc-events --write-liquidations` writes fundings
 //! and ledger updates (liquidations among them), `hlbook serve` follows it, and one connection per user subscribes
-//! userFundings,
-//! userNonFundingLedgerUpdates and userEvents for users the files name. Once the simulator is done, the test reads
+//! userFundings, userNonFundingLedgerUpdates and userEvents for users the files name. Once the simulator is done, the test reads
 //! the misc_events files itself (JSON values, its own decimal and time handling, none of hlbook's parsers) and
 //! requires that every event of a block handed out after the subscriptions reached its user's subscriber exactly
 //! once, in order, in the exchange's shape. Without the folder, hlbook serves and says so on the admin /health.
