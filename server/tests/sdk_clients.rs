@@ -242,3 +242,60 @@ fn ccxt_watches_a_users_orders_and_trades() {
         }
     }
 }
+
+/// ccxt pro's watch_my_liquidations, with only the URL changed, returns the user's liquidations: ccxt keeps the
+/// userFills fills whose `liquidation.liquidatedUser` is the user, so each result it gives is a fill the simulator
+/// wrote for that user as the liquidated side (`hlsim --write-liquidations`), the first from the userFills snapshot.
+#[test]
+fn ccxt_watches_a_users_liquidations() {
+    let Some(dir) = clients_dir_with("ccxt", |d| has_python_package(d, "ccxt")) else { return };
+    let feed = LiveRig::start_with(&[("--users", "5"), ("--block-ms", "50"), ("--write-liquidations", "")], "");
+    let data = feed.dir.path().join("data");
+    let user = liquidated_user(&data);
+    let harness = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/ccxt_liquidations_harness.py");
+    let mut run =
+        Run::start(Command::new(dir.join("py/bin/python")).arg(&harness).arg(&feed.addr).arg(&user).arg("2").arg("60"));
+    let status = run.child.wait().unwrap();
+    let printed: Vec<Value> = run.lines.try_iter().map(|l| serde_json::from_str(&l).unwrap()).collect();
+    assert!(status.success(), "ccxt exited {status}: {}\nprinted {printed:?}", run.stderr());
+    let tids = liquidation_tids(&data, &user);
+    assert_eq!(printed.len(), 2, "{printed:?}");
+    for r in &printed {
+        let items = r["items"].as_array().unwrap();
+        assert!(!items.is_empty(), "{r}");
+        for i in items {
+            assert!(tids.contains(&i["tid"].as_u64().unwrap()), "not a liquidation fill of {user}: {i}");
+            assert!(i["price"].as_f64().is_some_and(|p| p > 0.0) && i["contracts"].as_f64().is_some(), "{i}");
+        }
+    }
+}
+
+/// The tids of `user`'s fills as the liquidated side.
+fn liquidation_tids(data: &Path, user: &str) -> std::collections::HashSet<u64> {
+    let mut out = std::collections::HashSet::new();
+    for line in procs::node_json_lines(&data.join("node_fills_by_block")) {
+        for ev in line["events"].as_array().unwrap() {
+            let liquidated = ev[1]["liquidation"]["liquidatedUser"].as_str().map(str::to_lowercase);
+            if ev[0].as_str().map(str::to_lowercase).as_deref() == Some(user) && liquidated.as_deref() == Some(user) {
+                out.insert(ev[1]["tid"].as_u64().unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// A user the simulator has liquidated, once it has.
+fn liquidated_user(data: &Path) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        for line in procs::node_json_lines(&data.join("node_fills_by_block")) {
+            for ev in line["events"].as_array().unwrap() {
+                if let Some(u) = ev[1]["liquidation"]["liquidatedUser"].as_str() {
+                    return u.to_lowercase();
+                }
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "the simulator liquidated nobody in 60 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -1,7 +1,8 @@
 //! The `liquidations` channel, hlbook's own (the official API has none: one would follow every wallet): every
 //! fill the node writes with a `liquidation` object, market-wide, as `{user, fill}` with the fill object verbatim
 //! (its `liquidation` names the liquidated user, the mark price and the method). Both sides of a liquidation's
-//! trades carry the object, as commercial feeds of this kind show (GoldRush's `liquidationFills`,
+//! trades carry the object (ccxt 4.5.90's hyperliquid `handle_my_liquidations`: "liquidator fills carry the
+//! liquidated counterparty here"; GoldRush sells such a stream, `liquidationFills`,
 //! https://goldrush.dev/docs/api-reference/hyperliquid-websocket/liquidation-fills), so an entry whose `user` is
 //! `fill.liquidation.liquidatedUser` is the liquidated side.
 //!

@@ -69,7 +69,8 @@ impl LiveRig {
                 None => flags.push((flag, value)),
             }
         }
-        let args: Vec<&str> = flags.iter().flat_map(|&(f, v)| [f, v]).collect();
+        // A flag with an empty value is a switch (`--write-liquidations`).
+        let args: Vec<&str> = flags.iter().flat_map(|&(f, v)| [f, v]).filter(|a| !a.is_empty()).collect();
         let (sim, info_url, exchange_url) = start_sim_exchange(&data, &args, &dir.path().join("sim.log"));
         let config = dir.path().join("hlbook.toml");
         // As an operator would run it beside a real node for ccxt (README): the types no node answers go to the
