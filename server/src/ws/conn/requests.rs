@@ -133,8 +133,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         let slot = hub.add(&s.want);
         let mut chain = Chain::new(self.subs_made + 1);
         let (resumed, refusal) = self.resume(&s, &mut chain);
-        // trades: the coin's recent trades right after the ack, as the official feed sends them; userFundings and
-        // userNonFundingLedgerUpdates: their (empty) snapshot. A resumed subscription gets neither: it continues.
+        // trades: the coin's recent trades right after the ack, as the official feed sends them; liquidations: the
+        // recent ones; userFundings and userNonFundingLedgerUpdates: their snapshot. A resumed subscription gets
+        // none of these: it continues.
         let mut recent = None;
         let sub = match (&s.want, slot) {
             (want, _) if let Some(r) = resumed => resumed_delivery(want, r, self.shared_coin_of(want)),
