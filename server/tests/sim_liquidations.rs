@@ -207,3 +207,73 @@ fn non_user_cancels_arrive(frames: &[Value], files: &BTreeMap<String, Vec<(u64, 
         assert!(list == want, "{user}: nonUserCancel {list:?}, the files from there {want:?}");
     }
 }
+
+/// The first frame of a fresh `liquidations` subscription: the snapshot's entries.
+fn snapshot_of(addr: &str) -> Vec<(String, Value)> {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut ws = raw::connect(addr, "", None).await;
+        raw::subscribe(&mut ws, json!({"type": "liquidations"})).await;
+        loop {
+            match raw::next_json(&mut ws, Duration::from_secs(10)).await {
+                Read::Json(v) if channel(&v) == "liquidations" => break entries(&v),
+                Read::Json(v) => assert!(channel(&v) == "subscriptionResponse", "{v}"),
+                other => panic!("no snapshot: {other:?}"),
+            }
+        }
+    })
+}
+
+/// A restarted server's snapshot starts with the liquidations of the blocks before it came back, read from the
+/// history store: a run of the files' liquidation fills that reaches back to one written before the restart.
+#[test]
+fn after_a_restart_the_liquidations_snapshot_reaches_back_into_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    #[rustfmt::skip]
+    let sim_args = ["--mode", "by-block", "--coins", "3", "--btc-orders", "300", "--orders-per-coin", "100",
+        "--block-ms", "40", "--users", "20", "--reject-ratio", "2", "--write-liquidations"];
+    let (mut sim, info) = start_sim(&data, &sim_args, &dir.path().join("sim.log"));
+    let (snaps, serve_args) = (dir.path().join("snaps"), ["--mode", "by-block"]);
+    let mut first = start_serve(&data, &info, &snaps, &serve_args, &dir.path().join("serve1.log"));
+    first.wait_line("hlbook listening on", Duration::from_secs(60));
+    let admin = procs::admin_base(&first);
+    wait_health(&admin, Duration::from_secs(60), |h| h["state"] == "live");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let before = loop {
+        if let Some(l) = liquidations_in_files(&data, "by-block").first() {
+            break l.clone();
+        }
+        assert!(Instant::now() < deadline, "hlsim liquidated nobody in 60 s");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // Stopped once its store holds that block: the restarted server must find it there.
+    let stored = |s: &Value| s["store"]["height"].as_u64().is_some_and(|h| h >= before.0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !procs::get_json(&format!("{admin}/status")).is_some_and(|s| stored(&s)) {
+        assert!(Instant::now() < deadline, "the store never reached height {}", before.0);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    first.stop();
+    let mut second = start_serve(&data, &info, &snaps, &serve_args, &dir.path().join("serve2.log"));
+    let addr = second.wait_line("hlbook listening on", Duration::from_secs(60));
+    // The seed comes once the store has caught up to the restarted server's first block.
+    let target = (before.1.clone(), before.2.clone());
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let snapshot = loop {
+        let s = snapshot_of(&addr);
+        if s.contains(&target) {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "no snapshot reached back to block {}: {} entries", before.0, s.len());
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    second.stop();
+    sim.stop();
+    let log = std::fs::read_to_string(dir.path().join("serve2.log")).unwrap();
+    assert!(log.contains("liquidations snapshot: the newest fills from the history store"), "it came from the store");
+    let files: Vec<(String, Value)> =
+        liquidations_in_files(&data, "by-block").into_iter().map(|(_, u, f)| (u, f)).collect();
+    let start = files.iter().position(|e| *e == snapshot[0]).expect("the snapshot's first entry is in the files");
+    assert_eq!(snapshot[..], files[start..start + snapshot.len()], "a run of the files' liquidation fills, in order");
+}

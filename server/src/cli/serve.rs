@@ -247,6 +247,11 @@ fn start_store(
     let Some(store) = store else { return Ok(None) };
     let (feeder, rx) = store::writer::channel(&store);
     hub.set_store(store.clone(), feeder);
+    let seeding = hub.clone();
+    std::thread::Builder::new()
+        .name("liquidations-seed".into())
+        .spawn(move || seeding.seed_liquidations(std::time::Duration::from_secs(300)))
+        .context("starting the liquidations seed thread")?;
     // Missed blocks are read back from the node's files on this host: the first file source's.
     let files = first_files_dir(c)?.map(|node_dir| store::files::FillsDir {
         node_dir,

@@ -24,5 +24,5 @@ pub use decimal::{Fixed, FixedSum};
 pub use event::{Address, Cloid, Coin, Diff, DiffKind, Fill, OrderFlavor, OrderInfo, OrderStatus, Side, TxHash};
 pub use line::{Events, Line, LineError, LineMeta, Mode, NodeParser, Stream};
 pub use time::UnixNanos;
-pub use user_events::UserEvents;
+pub use user_events::{UserEvents, is_liquidation};
 pub use user_watch::Watched;

@@ -92,7 +92,7 @@ pub(crate) fn watched_fills(line: &str, view: &WatchView) -> Vec<(Address, Arc<s
 }
 
 /// Whether a fill object carries a `liquidation` object (a fill of an ordinary trade has none, or `null`).
-pub(crate) fn is_liquidation(raw: &[u8]) -> bool {
+pub fn is_liquidation(raw: &[u8]) -> bool {
     memchr::memmem::find(raw, br#""liquidation":{"#).is_some()
 }
 

@@ -260,8 +260,19 @@ impl Hub {
         self.recent_trades.remember(seq, fills);
     }
 
-    pub(super) fn remember_liquidations(&self, seq: u64, list: &[super::liquidations::Entry]) {
-        self.recent_liquidations.remember(seq, list);
+    pub(super) fn remember_liquidations(&self, seq: u64, height: u64, list: &[super::liquidations::Entry]) {
+        self.recent_liquidations.remember(seq, height, list);
+    }
+
+    /// After a restart, the liquidations snapshot's older entries from the history store, if it has one
+    /// (`publish::liquidations::seed_from_store`); blocks its thread up to `timeout`.
+    pub fn seed_liquidations(&self, timeout: std::time::Duration) {
+        let Some(store) = self.store() else { return };
+        match super::liquidations::seed_from_store(&self.recent_liquidations, &store, timeout) {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(fills = n, "liquidations snapshot: the newest fills from the history store"),
+            Err(e) => tracing::warn!("liquidations snapshot starts empty: {e}"),
+        }
     }
 
     /// Each wanted candle's newest frame and finished backfills (the candle workers' side, `hub_workers`).

@@ -52,8 +52,8 @@ impl Publisher {
             if let Some(Step { data: StepData::Fills { fills, liquidations, .. }, block_time, .. }) = step {
                 // Every coin's recent trades, tagged with the tick that carries them, for new subscribers.
                 self.hub.remember_trades(self.tick_seq, fills);
+                self.hub.remember_liquidations(self.tick_seq, height, liquidations);
                 if !liquidations.is_empty() {
-                    self.hub.remember_liquidations(self.tick_seq, liquidations);
                     let audit = self.audit_of(height, *block_time, Stream::Fills);
                     let bytes = crate::publish::liquidations::frame(liquidations.iter(), false);
                     tick.liquidations = Some(Arc::new(Frame::new(self.tick_seq, bytes, stamped(audit))));

@@ -120,6 +120,38 @@ pub fn user_blocks(
     Ok(out)
 }
 
+/// A block's height and some of its fills, each with its user.
+pub type SomeFills = (u64, Vec<([u8; 20], String)>);
+
+/// Every user's fills that `keep` takes, of the newest `scan` blocks below `before`, per block oldest first, until
+/// `max` are found (whole blocks).
+pub fn newest_fills_where(
+    r: &ReadTransaction,
+    before: u64,
+    (max, scan): (usize, usize),
+    keep: impl Fn(&str) -> bool,
+) -> Result<Vec<SomeFills>, redb::Error> {
+    let (mut out, mut found, mut seen) = (Vec::new(), 0, 0);
+    'days: for day in days(r)? {
+        let Ok(blocks) = r.open_table(BlocksDef::new(&fills_table(FillsKind::Blocks, day))) else { continue };
+        for e in blocks.range(..before)?.rev() {
+            let (height, v) = e?;
+            let kept: Vec<([u8; 20], String)> =
+                blocks::decode(v.value(), None).unwrap_or_default().into_iter().filter(|(_, f)| keep(f)).collect();
+            found += kept.len();
+            seen += 1;
+            if !kept.is_empty() {
+                out.push((height.value(), kept));
+            }
+            if found >= max || seen >= scan {
+                break 'days;
+            }
+        }
+    }
+    out.reverse();
+    Ok(out)
+}
+
 /// Stored and overhead bytes of the blocks and of the index tables, and the days held.
 pub fn table_bytes(r: &ReadTransaction) -> Result<serde_json::Value, redb::Error> {
     let size = |st: redb::TableStats| (st.stored_bytes(), st.metadata_bytes() + st.fragmented_bytes());

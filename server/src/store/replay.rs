@@ -1,6 +1,7 @@
 //! What a resumed subscription reads from the store besides a coin's fills by block (`trades::coin_fills`): a
 //! user's fills by block (userFills), and a candle as it stood after a height (candle), from which the blocks after
-//! it replay as the live keeper counted them (`publish::store_replay`).
+//! it replay as the live keeper counted them (`publish::store_replay`). Also the newest liquidation fills, with
+//! which the `liquidations` snapshot starts after a restart.
 //!
 //! A candle after height h is its bucket (the one holding h's block time) up to h. The whole days, hours and
 //! minutes of the bucket before h's minute are the stored 1d, 1h and 1m candles merged: every interval's buckets
@@ -13,10 +14,26 @@
 
 use super::Store;
 use super::candle::{Candle, Interval, block_trades, push};
-use super::fills_tables;
+use super::fills_tables::{self, SomeFills};
 use crate::node::{Address, Coin};
 
+/// Blocks a liquidations read looks through at most (about half an hour of mainnet).
+pub const LIQUIDATION_SCAN_BLOCKS: usize = 20_000;
+
 impl Store {
+    /// The fills with a `liquidation` object of the newest stored blocks below `before`, per block oldest first:
+    /// at least `max` if the newest `LIQUIDATION_SCAN_BLOCKS` blocks hold them. `None` when the store keeps only
+    /// followed users' fills (it would be some users' liquidations, not the market's).
+    pub fn recent_liquidations(&self, before: u64, max: usize) -> Result<Option<Vec<SomeFills>>, String> {
+        if self.follow.only() {
+            return Ok(None);
+        }
+        let liquidation = |f: &str| crate::node::is_liquidation(f.as_bytes());
+        let scan = (max, LIQUIDATION_SCAN_BLOCKS);
+        let read = || fills_tables::newest_fills_where(&self.db.begin_read()?, before, scan, liquidation);
+        read().map(Some).map_err(|e: redb::Error| format!("store read: {e}"))
+    }
+
     /// The user's fills of each stored block of `lo..=hi` that has some, oldest first, as the node wrote them.
     pub fn user_fills_by_block(&self, user: &Address, lo: u64, hi: u64) -> Result<Vec<(u64, Vec<String>)>, String> {
         let read = || fills_tables::user_blocks(&self.db.begin_read()?, &user.0, lo, hi);
