@@ -160,11 +160,8 @@ fn run(mode: Mode) {
     }
     wait_health(&admin, Duration::from_secs(60), |h| h["misc_events"]["height"].as_u64() == Some(last));
 
-    let mut busy: Vec<(&String, usize)> = BTreeMap::<&String, usize>::from_iter(
-        exp.iter().filter(|((_, k), _)| *k == Kind::Funding).map(|((u, _), l)| (u, l.len())),
-    )
-    .into_iter()
-    .collect();
+    let mut busy: Vec<(&String, usize)> =
+        exp.iter().filter(|((_, k), _)| *k == Kind::Funding).map(|((u, _), l)| (u, l.len())).collect();
     busy.sort_by_key(|u| std::cmp::Reverse(u.1));
     let mut checked = BTreeMap::new();
     for (user, _) in busy.into_iter().take(USERS) {
