@@ -156,6 +156,62 @@ pub fn info_user_funding(list: &[(&MiscEvent, &Funding)]) -> Vec<u8> {
     json_array(entries.iter().map(Vec::as_slice))
 }
 
+/// The userNonFundingLedgerUpdates snapshot from the store's entries (`{time, hash, delta}`, oldest first).
+pub fn ledger_snapshot(user: &Address, entries: &[&[u8]]) -> Vec<u8> {
+    let mut out = head("userNonFundingLedgerUpdates", user, true);
+    out.extend_from_slice(b"\"nonFundingLedgerUpdates\":");
+    out.extend(json_array(entries.iter().copied()));
+    out.extend_from_slice(b"}}");
+    out
+}
+
+/// The userFundings snapshot from the store's funding entries (`funding_entry`, oldest first), each in the
+/// channel's shape `{time, coin, usdc, szi, fundingRate, nSamples}`; an entry this version did not write is left out.
+pub fn fundings_snapshot(user: &Address, entries: &[&[u8]]) -> Vec<u8> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Delta<'a> {
+        coin: &'a str,
+        usdc: &'a str,
+        szi: &'a str,
+        funding_rate: &'a str,
+        n_samples: Option<u64>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Stored<'a> {
+        time: i64,
+        #[serde(borrow)]
+        delta: Delta<'a>,
+    }
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Channel<'a> {
+        time: i64,
+        coin: &'a str,
+        usdc: &'a str,
+        szi: &'a str,
+        funding_rate: &'a str,
+        n_samples: Option<u64>,
+    }
+    let stored: Vec<Stored<'_>> = entries.iter().filter_map(|e| serde_json::from_slice(e).ok()).collect();
+    let body: Vec<Channel<'_>> = stored
+        .iter()
+        .map(|s| Channel {
+            time: s.time,
+            coin: s.delta.coin,
+            usdc: s.delta.usdc,
+            szi: s.delta.szi,
+            funding_rate: s.delta.funding_rate,
+            n_samples: s.delta.n_samples,
+        })
+        .collect();
+    let mut out = head("userFundings", user, true);
+    out.extend_from_slice(b"\"fundings\":");
+    serde_json::to_writer(&mut out, &body).expect("plain structs serialize");
+    out.extend_from_slice(b"}}");
+    out
+}
+
 /// `[a,b,…]` of JSON values' bytes.
 pub fn json_array<'a>(items: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
     let mut out = vec![b'['];
