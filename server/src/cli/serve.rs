@@ -287,7 +287,7 @@ fn start_misc(c: &Config, hub: &Arc<Hub>, watch: &Supervisor) -> anyhow::Result<
     })?))
 }
 
-/// Starts the store's misc_events writer (`store::misc_writer`): each user's fundings and ledger updates kept
+/// Starts the store's misc_events writer (`store_misc`): each user's fundings and ledger updates kept
 /// from the node's misc_events files of the first file source. Without a store or a file source, nothing.
 fn start_store_misc(
     c: &Config,
@@ -295,14 +295,14 @@ fn start_store_misc(
     watch: &Supervisor,
 ) -> anyhow::Result<Option<std::thread::JoinHandle<()>>> {
     let (Some(store), Some(node_dir)) = (hub.store(), first_files_dir(c)?) else { return Ok(None) };
-    let files = store::misc_writer::MiscFiles {
+    let files = super::store_misc::MiscFiles {
         node_dir,
         mode: c.ingest.mode,
         poll: Duration::from_millis(c.ingest.poll_interval_ms),
     };
     let (days, w) = (c.store.fills_retention_days, watch.clone());
     Ok(Some(std::thread::Builder::new().name("hlbook-store-misc".into()).spawn(move || {
-        w.run("history store misc_events", || store::misc_writer::run(&store, &files, days, w.stop()));
+        w.run("history store misc_events", || super::store_misc::run(&store, &files, days, w.stop()));
     })?))
 }
 

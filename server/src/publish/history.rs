@@ -16,6 +16,7 @@ use parking_lot::{Condvar, Mutex};
 use rustc_hash::FxHashMap;
 
 use super::frame::{Audit, Frame};
+use super::misc_history;
 use crate::node::Address;
 use crate::state::Shared;
 
@@ -322,7 +323,7 @@ fn run_fills_read(hub: &impl FillsHub, read: &Arc<FillsRead>) {
     let history = hub.history();
     let gone = || read.waiters.load(Relaxed) == 0;
     if matches!(read.of, ReadOf::Fundings | ReadOf::Ledger) {
-        return super::misc_history::run_misc_read(hub, read, &gone);
+        return run_misc_read(hub, read, &gone);
     }
     let fills = || -> Result<(Vec<Box<str>>, Option<String>), String> {
         let Some(store) = hub.history_store() else { return Ok((Vec::new(), None)) };
@@ -368,6 +369,37 @@ fn run_fills_read(hub: &impl FillsHub, read: &Arc<FillsRead>) {
         let c = if abandoned { &history.counters.reads_abandoned } else { &history.counters.reads_refused };
         c.inc();
         tracing::debug!(user = %read.user, "userFills history read ended without a snapshot: {e}");
+    }
+    let _ = read.result.set(result);
+    hub.poke();
+}
+
+/// A userFundings or userNonFundingLedgerUpdates snapshot (`misc_history`): once the store has written the
+/// read's last misc_events block, in a turn.
+fn run_misc_read(hub: &impl FillsHub, read: &Arc<FillsRead>, gone: &dyn Fn() -> bool) {
+    use crate::store::user_events::EntryKind;
+    let history = hub.history();
+    let (upto, kind) = (
+        read.before.saturating_sub(1),
+        if read.of == ReadOf::Fundings { EntryKind::Funding } else { EntryKind::Ledger },
+    );
+    let json = || -> Result<(Vec<u8>, Option<String>), String> {
+        let Some(store) = hub.history_store() else {
+            return Ok((misc_history::snapshot_json_empty(&read.user, kind), None));
+        };
+        let note = misc_history::follow_note(&read.user, &store.follow.follow(&read.user.0));
+        misc_history::wait_for_store(&store, upto, gone)?;
+        let _turn = history.turns.take()?;
+        Ok((misc_history::snapshot_json(&store, &read.user, kind, upto)?, note))
+    };
+    let result = json().map(|(json, note)| {
+        let frame = Arc::new(Frame::new(0, json, Audit::default()));
+        Snapshot { plain: frame.clone(), aggregated: frame, note }
+    });
+    if let Err(e) = &result {
+        let c = if gone() { &history.counters.reads_abandoned } else { &history.counters.reads_refused };
+        c.inc();
+        tracing::debug!(user = %read.user, "misc_events history read ended without a snapshot: {e}");
     }
     let _ = read.result.set(result);
     hub.poke();

@@ -18,6 +18,7 @@ use serde::Serialize;
 use crate::node::Address;
 use crate::node::misc::{Funding, LedgerUpdate, MiscBlock, MiscEvent, MiscKind};
 use crate::node::time::nanos_to_millis;
+use crate::store::user_events::{EntryBlock, EntryKind, NewEntry};
 
 /// One user's share of a block, in event order.
 #[derive(Debug, Default)]
@@ -210,6 +211,23 @@ pub fn fundings_snapshot(user: &Address, entries: &[&[u8]]) -> Vec<u8> {
     serde_json::to_writer(&mut out, &body).expect("plain structs serialize");
     out.extend_from_slice(b"}}");
     out
+}
+
+/// A block's entries for the history store (`store::misc_writer`), user by user, each user's in the block's
+/// order: the same `{time, hash, delta}` the info answers and the ledger channel hold.
+pub fn entries_of(b: &MiscBlock) -> EntryBlock {
+    let mut entries = Vec::new();
+    for (user, m) in by_user(b) {
+        for (ev, f) in &m.fundings {
+            let (kind, time_ms) = (EntryKind::Funding, nanos_to_millis(ev.time));
+            entries.push(NewEntry { user: user.0, kind, time_ms, bytes: funding_entry(ev, f) });
+        }
+        for (ev, u) in &m.ledger {
+            let (kind, time_ms) = (EntryKind::Ledger, nanos_to_millis(ev.time));
+            entries.push(NewEntry { user: user.0, kind, time_ms, bytes: ledger_entry(ev, u) });
+        }
+    }
+    EntryBlock { height: b.height, time_ms: nanos_to_millis(b.block_time), entries }
 }
 
 /// `[a,b,…]` of JSON values' bytes.

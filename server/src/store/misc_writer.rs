@@ -2,13 +2,14 @@
 //! `user_events` entries (`EntryKind::Funding`, `EntryKind::Ledger`) so that `userFunding`,
 //! `userNonFundingLedgerUpdates` and the channels' snapshots are answered with history.
 //!
-//! It follows the node's misc_events files itself, from the stream's last committed height (`misc_height`; 0 on a
-//! first start: every file still on disk), with the live reader's own `ingest::misc::MiscReader`. So the blocks it
-//! stores are exactly the ones subscribers get, under the same rules (by-block gaps counted, a restarted node's
-//! repeated blocks dropped, streaming blocks whole when a later one appears), a restart continues where the last
-//! commit ended whatever the publisher did meanwhile, and the backfill is the same loop. (The publisher's misc
-//! thread starts at the books' height and hands blocks to subscribers only; reading the small misc files twice
-//! costs less than a second hand-over path with its own catch-up.)
+//! Its blocks come from the node's misc_events files, read by the live reader's own code (ingest's `MiscReader`,
+//! driven by `cli::store_misc` on a thread of its own) from the stream's last committed height (`misc_height`; 0
+//! on a first start: every file still on disk). So the blocks it stores are exactly the ones subscribers get,
+//! under the same rules (by-block gaps counted, a restarted node's repeated blocks dropped, streaming blocks whole
+//! when a later one appears), a restart continues where the last commit ended whatever the publisher did
+//! meanwhile, and the backfill is the same loop. (The publisher's misc thread starts at the books' height and
+//! hands blocks to subscribers only; reading the small misc files twice costs less than a second hand-over path
+//! with its own catch-up.)
 //!
 //! Each commit holds whole blocks and the stream's height. A by-block hole (blocks missing from the files) is
 //! recorded (`user_event_gaps`): ranges over it are not answered from the store. Entries of days past
@@ -16,51 +17,21 @@
 //! only followed users' entries are written, each user's from the commit that first kept it (`user_event_since`):
 //! a newly followed user's older entries are not read back, so its history here starts when it was followed.
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::time::Duration;
+use std::sync::atomic::Ordering::Relaxed;
 
 use rustc_hash::FxHashSet;
 
 use super::Store;
 use super::candle::DAY;
 use super::schema::day_of;
-use super::user_events::{Commit, EntryBlock, EntryKind, NewEntry};
-use crate::ingest::misc::{MiscReader, misc_present};
+use super::user_events::{Commit, EntryBlock};
 use crate::node::Mode;
-use crate::node::misc::MiscBlock;
-use crate::node::time::nanos_to_millis;
-use crate::publish::misc_frames::{by_user, funding_entry, ledger_entry};
 
 /// The stream's name in the store's meta keys and tables.
 pub const STREAM: &str = "misc";
 
 /// Blocks per commit at most (a backfill reads many hour files at once).
 const BATCH_BLOCKS: usize = 2000;
-
-/// Where the writer reads from.
-#[derive(Clone, Debug)]
-pub struct MiscFiles {
-    pub node_dir: PathBuf,
-    pub mode: Mode,
-    pub poll: Duration,
-}
-
-/// The block's entries, user by user, each user's in the block's order.
-pub fn entries_of(b: &MiscBlock) -> EntryBlock {
-    let mut entries = Vec::new();
-    for (user, m) in by_user(b) {
-        for (ev, f) in &m.fundings {
-            let bytes = funding_entry(ev, f);
-            entries.push(NewEntry { user: user.0, kind: EntryKind::Funding, time_ms: nanos_to_millis(ev.time), bytes });
-        }
-        for (ev, u) in &m.ledger {
-            let bytes = ledger_entry(ev, u);
-            entries.push(NewEntry { user: user.0, kind: EntryKind::Ledger, time_ms: nanos_to_millis(ev.time), bytes });
-        }
-    }
-    EntryBlock { height: b.height, time_ms: nanos_to_millis(b.block_time), entries }
-}
 
 /// The writer's state between commits.
 #[derive(Debug)]
@@ -87,7 +58,7 @@ impl<'a> MiscWriter<'a> {
     }
 
     /// Commits `blocks` (ascending, each after the last committed), a batch at a time; the entries written.
-    pub fn write(&mut self, blocks: &[MiscBlock]) -> Result<u64, String> {
+    pub fn write(&mut self, blocks: &[EntryBlock]) -> Result<u64, String> {
         let mut written = 0;
         // By-block, a hole splits the blocks: each commit says the one before its first block.
         let by_block = self.mode == Mode::ByBlock;
@@ -99,9 +70,9 @@ impl<'a> MiscWriter<'a> {
         Ok(written)
     }
 
-    fn commit(&mut self, chunk: &[MiscBlock]) -> Result<u64, String> {
+    fn commit(&mut self, chunk: &[EntryBlock]) -> Result<u64, String> {
         let Some(end) = chunk.last() else { return Ok(0) };
-        let blocks: Vec<EntryBlock> = chunk.iter().filter(|b| b.height > self.last).map(entries_of).collect();
+        let blocks: Vec<EntryBlock> = chunk.iter().filter(|b| b.height > self.last).cloned().collect();
         // By-block, the node writes a line for every block: a height skipped is a hole (not before the first).
         let gap = match blocks.first() {
             Some(b) if self.mode == Mode::ByBlock && self.last > 0 && b.height > self.last + 1 => {
@@ -149,43 +120,3 @@ impl<'a> MiscWriter<'a> {
         (Some(now), added, dropped)
     }
 }
-
-/// Follows the node's misc_events files into the store until `stop`; waits for the folder while the node writes
-/// none. A failed commit is retried from the last committed height.
-pub fn run(store: &Store, files: &MiscFiles, retention_days: u32, stop: &AtomicBool) {
-    let mut reader: Option<(MiscReader, MiscWriter<'_>)> = None;
-    let mut said_absent = false;
-    while !stop.load(Relaxed) {
-        match &mut reader {
-            None if !misc_present(&files.node_dir, files.mode) => {
-                if !said_absent {
-                    tracing::info!("history store: no misc_events folder; fundings and ledger updates not kept yet");
-                    said_absent = true;
-                }
-            }
-            None => match MiscWriter::new(store, files.mode, retention_days) {
-                Ok(w) => {
-                    tracing::info!(after = w.height(), "history store: reading misc_events");
-                    reader = Some((MiscReader::new(&files.node_dir, files.mode, w.height()), w));
-                    continue;
-                }
-                Err(e) => tracing::error!("history store: misc_events: {e}"),
-            },
-            Some((r, w)) => {
-                let mut blocks = Vec::new();
-                if let Err(e) = r.poll(&mut |b| blocks.push(b)) {
-                    tracing::warn!(error = %e, "history store: misc_events read failed; retried");
-                }
-                if let Err(e) = w.write(&blocks) {
-                    tracing::error!("history store: {e}; reading misc_events again from the last commit");
-                    reader = None;
-                }
-            }
-        }
-        std::thread::sleep(files.poll);
-    }
-}
-
-#[cfg(test)]
-#[path = "misc_writer_tests.rs"]
-mod tests;
