@@ -187,6 +187,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let hub = Arc::new(hub.with_history_limits(c.server.history_reads, c.server.history_queue, history_wait));
     threads.extend(start_store(&c, &hub, store, &watch)?);
     threads.extend(start_misc(&c, &hub, &watch)?);
+    threads.extend(start_store_misc(&c, &hub, &watch)?);
     let publisher = {
         let (hub, w) = (hub.clone(), watch.clone());
         rt.spawn_blocking(move || w.run("publisher", || publish::run(hub, w.stop())))
@@ -288,6 +289,25 @@ fn start_misc(c: &Config, hub: &Arc<Hub>, watch: &Supervisor) -> anyhow::Result<
         w.run("misc_events", || {
             crate::ingest::misc::follow(&node_dir, mode, poll, &shared, w.stop(), &mut |b| hub.push_misc(b));
         });
+    })?))
+}
+
+/// Starts the store's misc_events writer (`store_misc`): each user's fundings and ledger updates kept
+/// from the node's misc_events files of the first file source. Without a store or a file source, nothing.
+fn start_store_misc(
+    c: &Config,
+    hub: &Arc<Hub>,
+    watch: &Supervisor,
+) -> anyhow::Result<Option<std::thread::JoinHandle<()>>> {
+    let (Some(store), Some(node_dir)) = (hub.store(), first_files_dir(c)?) else { return Ok(None) };
+    let files = super::store_misc::MiscFiles {
+        node_dir,
+        mode: c.ingest.mode,
+        poll: Duration::from_millis(c.ingest.poll_interval_ms),
+    };
+    let (days, w) = (c.store.fills_retention_days, watch.clone());
+    Ok(Some(std::thread::Builder::new().name("hlbook-store-misc".into()).spawn(move || {
+        w.run("history store misc_events", || super::store_misc::run(&store, &files, days, w.stop()));
     })?))
 }
 

@@ -19,6 +19,7 @@ mod l4_snapshots;
 pub mod liquidations;
 pub mod misc_feed;
 pub mod misc_frames;
+mod misc_history;
 mod pass;
 pub mod recent_trades;
 pub mod slot;

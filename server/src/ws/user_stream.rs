@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::WsContext;
 use super::protocol::Echo;
 use crate::node::Address;
-use crate::publish::history::Waiter;
+use crate::publish::history::{ReadOf, Waiter};
 use crate::publish::users::UserChannel;
 use crate::publish::{Frame, Hub, Tick, Want};
 
@@ -27,26 +27,26 @@ pub(super) enum UserState {
         cursor: u64,
         /// userFills with `aggregateByTime: true`.
         aggregate: bool,
+        /// userFundings, userNonFundingLedgerUpdates: misc_events blocks up to this height were in the snapshot,
+        /// their frames are skipped (0: none).
+        misc_after: u64,
     },
 }
 
-/// Where a new subscription of `ch` starts: misc_events channels at once (a misc tick holds a user's whole block,
-/// and the publisher builds it for every user followed when it starts), the others once a block is whole for them.
-pub(super) fn first_state(ch: UserChannel, head: u64) -> UserState {
-    if ch.is_misc() {
-        UserState::Live { cursor: head, aggregate: false }
-    } else {
-        UserState::Pending { cursor: head, after: None }
-    }
-}
-
-/// The empty `isSnapshot: true` frame a misc_events channel opens with: hlbook keeps no history of them yet.
-pub(super) fn misc_snapshot(ch: UserChannel, user: &Address) -> Option<Vec<u8>> {
-    match ch {
-        UserChannel::Fundings => Some(crate::publish::misc_frames::user_fundings(user, &[], true)),
-        UserChannel::Ledger => Some(crate::publish::misc_frames::user_ledger_updates(user, &[], true)),
-        _ => None,
-    }
+/// Where a new subscription of `ch` to `user` (followed already) starts. misc_events channels wait for their
+/// snapshot from the history store (`publish::misc_history`): the blocks up to the highest handed to the publisher
+/// (read after the feed's head), then live from the ticks after that head, whose blocks above it hold every event
+/// of the user (a misc tick holds a user's whole block, built for every user followed when its pass took it).
+/// The others wait until a block is whole for them.
+pub(super) fn first_state(hub: &Arc<Hub>, user: Address, ch: UserChannel) -> UserState {
+    let head = hub.feed_head();
+    let of = match ch {
+        UserChannel::Fundings => ReadOf::Fundings,
+        UserChannel::Ledger => ReadOf::Ledger,
+        _ => return UserState::Pending { cursor: head, after: None },
+    };
+    let upto = hub.misc_pushed();
+    UserState::Waiting { wait: hub.history().user_fills(hub, (user, of), upto + 1, head), cursor: head }
 }
 
 /// Frees a per-user subscription's place in its IP's user cap.
@@ -69,6 +69,7 @@ pub(super) fn take_snapshot(state: &mut UserState, ch: UserChannel, echo: &Echo)
     let result = wait.result()?;
     // The echo is the client's own subscription: its `aggregateByTime` picks the frames.
     let aggregate = echo.value().get("aggregateByTime") == Some(&serde_json::Value::Bool(true));
+    let misc_after = if ch.is_misc() { wait.read().before - 1 } else { 0 };
     let out = match result {
         Ok(snapshot) => {
             *cursor = wait.read().after_seq.min(*cursor);
@@ -78,7 +79,7 @@ pub(super) fn take_snapshot(state: &mut UserState, ch: UserChannel, echo: &Echo)
         }
         Err(e) => (Err(format!("hlbook: no history for {echo}: {e}; its live fills follow")), None),
     };
-    *state = UserState::Live { cursor: *cursor, aggregate };
+    *state = UserState::Live { cursor: *cursor, aggregate, misc_after };
     Some(out)
 }
 
@@ -109,17 +110,20 @@ pub(super) fn take_user_tick(
         let cursor = tick.seq - 1;
         *state = match ch {
             UserChannel::Fills | UserChannel::TwapSlices => {
-                let read = (user, ch == UserChannel::TwapSlices);
+                let read = (user, if ch == UserChannel::TwapSlices { ReadOf::TwapSlices } else { ReadOf::Fills });
                 UserState::Waiting { wait: hub.history().user_fills(hub, read, tick.height, cursor), cursor }
             }
-            _ => UserState::Live { cursor, aggregate: false },
+            _ => UserState::Live { cursor, aggregate: false, misc_after: 0 },
         };
     }
-    let UserState::Live { cursor, aggregate } = state else { return None };
+    let UserState::Live { cursor, aggregate, misc_after } = state else { return None };
     if tick.seq <= *cursor {
         return None;
     }
     *cursor = tick.seq;
+    if tick.misc && tick.height <= *misc_after {
+        return None;
+    }
     let frames = tick.users.get(&user)?;
     match ch {
         UserChannel::Fills => frames.fills(*aggregate),
