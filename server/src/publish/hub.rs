@@ -272,7 +272,7 @@ impl Hub {
         self.recent_trades.remember(seq, fills);
     }
 
-    pub(super) fn remember_liquidations(&self, seq: u64, height: u64, list: &[super::liquidations::Entry]) {
+    pub(super) fn remember_liquidations(&self, seq: u64, height: u64, list: &[super::liquidations::LiquidationFill]) {
         self.recent_liquidations.remember(seq, height, list);
     }
 

@@ -28,7 +28,7 @@ use crate::store::Store;
 pub const KEPT: usize = 100;
 
 /// A liquidation fill: whose side, and the fill object as written.
-pub type Entry = (Address, Arc<str>);
+pub type LiquidationFill = (Address, Arc<str>);
 
 /// The recent liquidation fills, per feed tick (seeded ones: tick 0), oldest first, with their block heights.
 #[derive(Debug, Default)]
@@ -42,12 +42,12 @@ pub struct RecentLiquidations {
 struct Kept {
     seq: u64,
     height: u64,
-    list: Vec<Entry>,
+    list: Vec<LiquidationFill>,
 }
 
 impl RecentLiquidations {
     /// Remembers one fills step's liquidation fills, if any (before its tick is pushed to the feed).
-    pub fn remember(&self, seq: u64, height: u64, list: &[Entry]) {
+    pub fn remember(&self, seq: u64, height: u64, list: &[LiquidationFill]) {
         let _ = self.first_height.compare_exchange(0, height, Relaxed, Relaxed);
         if list.is_empty() {
             return;
@@ -58,7 +58,7 @@ impl RecentLiquidations {
     }
 
     /// Puts the fills of blocks below everything remembered before it, oldest first.
-    fn seed(&self, blocks: Vec<(u64, Vec<Entry>)>) -> usize {
+    fn seed(&self, blocks: Vec<(u64, Vec<LiquidationFill>)>) -> usize {
         let mut ticks = self.ticks.lock();
         let below = ticks.front().map_or(u64::MAX, |k| k.height);
         let mut n = 0;
@@ -73,7 +73,7 @@ impl RecentLiquidations {
     /// The snapshot frame of the fills remembered up to feed tick `seq`.
     pub fn snapshot(&self, seq: u64) -> Vec<u8> {
         let ticks = self.ticks.lock();
-        let list: Vec<&Entry> = ticks.iter().filter(|k| k.seq <= seq).flat_map(|k| k.list.iter()).collect();
+        let list: Vec<&LiquidationFill> = ticks.iter().filter(|k| k.seq <= seq).flat_map(|k| k.list.iter()).collect();
         frame(list.into_iter(), true)
     }
 }
@@ -111,7 +111,7 @@ pub fn seed_from_store(recent: &RecentLiquidations, store: &Store, timeout: Dura
 }
 
 /// `{"channel":"liquidations","data":{["isSnapshot":true,]"liquidations":[{"user":…,"fill":{…}}…]}}`.
-pub fn frame<'a>(list: impl Iterator<Item = &'a Entry>, snapshot: bool) -> Vec<u8> {
+pub fn frame<'a>(list: impl Iterator<Item = &'a LiquidationFill>, snapshot: bool) -> Vec<u8> {
     let mut out = b"{\"channel\":\"liquidations\",\"data\":{".to_vec();
     if snapshot {
         out.extend_from_slice(b"\"isSnapshot\":true,");
@@ -133,7 +133,7 @@ pub fn frame<'a>(list: impl Iterator<Item = &'a Entry>, snapshot: bool) -> Vec<u
 mod tests {
     use super::*;
 
-    fn entry(n: u8) -> Entry {
+    fn entry(n: u8) -> LiquidationFill {
         let user = Address::parse(&format!("0x{}", format!("{n:02x}").repeat(20))).unwrap();
         (
             user,

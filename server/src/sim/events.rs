@@ -183,9 +183,9 @@ pub struct FillSide<'a> {
     pub liquidation: Option<&'a LiquidationMark>,
 }
 
-/// A fill's `liquidation` object `{liquidatedUser, markPx, method}` (key order as on mainnet fills: crate::store::compact
-/// lists the pieces; shape in docs/hl-user-channels.md §2, GoldRush's `HypercoreLiquidation`, Bitquery's liquidation
-/// pages: `method` is `market` for an open-market liquidation, `backstop` when the backstop vault takes over).
+/// A fill's `liquidation` object `{liquidatedUser, markPx, method}`, last in the fill as on mainnet (shape in
+/// docs/hl-user-channels.md §2, GoldRush's `HypercoreLiquidation`, Bitquery's liquidation pages: `method` is
+/// `market` for an open-market liquidation, `backstop` when the backstop vault takes over).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LiquidationMark {
     pub liquidated_user: String,
