@@ -186,7 +186,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let hub = hub.with_resume_window(Duration::from_secs(c.server.resume_window_secs), c.server.max_users_per_ip);
     let hub = Arc::new(hub.with_history_limits(c.server.history_reads, c.server.history_queue, history_wait));
     threads.extend(start_store(&c, &hub, store, &watch)?);
-    threads.extend(start_misc(&c, &hub, &watch)?);
+    threads.extend(start_side_streams(&c, &hub, &watch)?);
     let publisher = {
         let (hub, w) = (hub.clone(), watch.clone());
         rt.spawn_blocking(move || w.run("publisher", || publish::run(hub, w.stop())))
@@ -268,22 +268,33 @@ fn start_store(
     })?))
 }
 
-/// Starts following the optional misc_events stream of the first file source (the node's files on this host);
-/// without one, says on the health that it is not read.
-fn start_misc(c: &Config, hub: &Arc<Hub>, watch: &Supervisor) -> anyhow::Result<Option<std::thread::JoinHandle<()>>> {
+/// Starts following the optional side streams (misc_events, node_twap_statuses) of the first file source (the
+/// node's files on this host), one thread each; without one, says on the health that they are not read.
+fn start_side_streams(
+    c: &Config,
+    hub: &Arc<Hub>,
+    watch: &Supervisor,
+) -> anyhow::Result<Vec<std::thread::JoinHandle<()>>> {
+    use crate::ingest::side::{MiscEvents, SideStream, TwapStatuses, follow};
     let shared = hub.shared().clone();
     let Some(node_dir) = first_files_dir(c)? else {
-        tracing::info!("no file source: misc_events (userFundings, ledger updates) are not read");
+        tracing::info!("no file source: misc_events (userFundings, ledger updates) and TWAP statuses are not read");
         shared.health().misc().set_read(crate::state::misc_stream::MiscRead::Absent);
-        return Ok(None);
+        shared.health().twaps().set_read(crate::state::misc_stream::MiscRead::Absent);
+        return Ok(Vec::new());
     };
-    let (mode, poll, hub, w) =
-        (c.ingest.mode, Duration::from_millis(c.ingest.poll_interval_ms), hub.clone(), watch.clone());
-    Ok(Some(std::thread::Builder::new().name("hlbook-misc".into()).spawn(move || {
-        w.run("misc_events", || {
-            crate::ingest::misc::follow(&node_dir, mode, poll, &shared, w.stop(), &mut |b| hub.push_misc(b));
+    let (mode, poll) = (c.ingest.mode, Duration::from_millis(c.ingest.poll_interval_ms));
+    let (dir, h, w, s) = (node_dir.clone(), hub.clone(), watch.clone(), shared.clone());
+    let misc = std::thread::Builder::new().name("hlbook-misc".into()).spawn(move || {
+        w.run(MiscEvents::NAME, || follow::<MiscEvents>(&dir, mode, poll, &s, w.stop(), &mut |b| h.push_misc(b)));
+    })?;
+    let (h, w) = (hub.clone(), watch.clone());
+    let twaps = std::thread::Builder::new().name("hlbook-twaps".into()).spawn(move || {
+        w.run(TwapStatuses::NAME, || {
+            follow::<TwapStatuses>(&node_dir, mode, poll, &shared, w.stop(), &mut |b| h.push_twaps(b));
         });
-    })?))
+    })?;
+    Ok(vec![misc, twaps])
 }
 
 /// The data dir of the first source that is a node's files on this host.

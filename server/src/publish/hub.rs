@@ -128,6 +128,8 @@ pub struct Hub {
     history: History,
     /// misc_events blocks waiting for the publisher.
     misc: MiscInbox,
+    /// node_twap_statuses blocks waiting for the publisher.
+    twaps: super::twap_feed::TwapInbox,
     /// Ordered streams whose last subscriber left, still built for a while so it can resume (`subs`).
     lingering: subs::Lingering,
 }
@@ -150,6 +152,7 @@ impl Hub {
             store: StoreLink::default(),
             history: History::new(Turns::new(2, 64, std::time::Duration::from_secs(10))),
             misc: MiscInbox::default(),
+            twaps: Default::default(),
             lingering: subs::Lingering::default(),
         }
     }
@@ -244,6 +247,21 @@ impl Hub {
 
     pub(super) fn take_misc(&self) -> Vec<crate::node::misc::MiscBlock> {
         self.misc.take()
+    }
+
+    /// A whole node_twap_statuses block for the followers of its users, as `push_misc`.
+    pub fn push_twaps(&self, block: crate::node::twap::TwapBlock) {
+        if self.users.is_empty() {
+            return;
+        }
+        if !self.twaps.push(block) {
+            self.shared.health().twaps().counters().blocks_dropped.inc();
+        }
+        self.shared.signal_change();
+    }
+
+    pub(super) fn take_twaps(&self) -> Vec<crate::node::twap::TwapBlock> {
+        self.twaps.take()
     }
 
     /// Remembers the trades of tick `seq`'s fills, for the first frame of later trades subscriptions.

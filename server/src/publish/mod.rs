@@ -23,6 +23,8 @@ pub mod recent_trades;
 pub mod slot;
 mod store_link;
 pub mod store_replay;
+pub mod twap_feed;
+pub mod twap_frames;
 pub mod users;
 pub mod wanted;
 

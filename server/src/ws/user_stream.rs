@@ -30,21 +30,23 @@ pub(super) enum UserState {
     },
 }
 
-/// Where a new subscription of `ch` starts: misc_events channels at once (a misc tick holds a user's whole block,
-/// and the publisher builds it for every user followed when it starts), the others once a block is whole for them.
+/// Where a new subscription of `ch` starts: side stream channels (misc_events, node_twap_statuses) at once (a side
+/// tick holds a user's whole block, and the publisher builds it for every user followed when it starts), the
+/// others once a block is whole for them.
 pub(super) fn first_state(ch: UserChannel, head: u64) -> UserState {
-    if ch.is_misc() {
+    if crate::publish::feed::TickKind::of(ch).is_side() {
         UserState::Live { cursor: head, aggregate: false }
     } else {
         UserState::Pending { cursor: head, after: None }
     }
 }
 
-/// The empty `isSnapshot: true` frame a misc_events channel opens with: hlbook keeps no history of them yet.
+/// The empty `isSnapshot: true` frame a side stream channel opens with: hlbook keeps no history of them yet.
 pub(super) fn misc_snapshot(ch: UserChannel, user: &Address) -> Option<Vec<u8>> {
     match ch {
         UserChannel::Fundings => Some(crate::publish::misc_frames::user_fundings(user, &[], true)),
         UserChannel::Ledger => Some(crate::publish::misc_frames::user_ledger_updates(user, &[], true)),
+        UserChannel::TwapHistory => Some(crate::publish::twap_frames::user_twap_history(user, &[], true)),
         _ => None,
     }
 }
@@ -97,7 +99,7 @@ pub(super) fn take_user_tick(
         // A misc tick carries another block's height and neither fills nor statuses: it does not start the stream,
         // but its frames are whole blocks for every user followed when it was built, so userEvents takes its
         // fundings already.
-        if tick.misc {
+        if tick.kind.is_side() {
             *cursor = tick.seq;
             return tick.users.get(&user)?.get(ch).cloned();
         }
