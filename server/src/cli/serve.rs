@@ -187,6 +187,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let hub = Arc::new(hub.with_history_limits(c.server.history_reads, c.server.history_queue, history_wait));
     threads.extend(start_store(&c, &hub, store, &watch)?);
     threads.extend(start_side_streams(&c, &hub, &watch)?);
+    threads.extend(start_store_misc(&c, &hub, &watch)?);
     let publisher = {
         let (hub, w) = (hub.clone(), watch.clone());
         rt.spawn_blocking(move || w.run("publisher", || publish::run(hub, w.stop())))
@@ -293,6 +294,32 @@ fn start_side_streams(
         w.run(TwapStatuses::NAME, || {
             follow::<TwapStatuses>(&node_dir, mode, poll, &shared, w.stop(), &mut |b| h.push_twaps(b));
         });
+    })?;
+    Ok(vec![misc, twaps])
+}
+
+/// Starts the store's side stream writers (`store::misc_writer`): each user's fundings and ledger updates from
+/// misc_events, and TWAP history from node_twap_statuses, kept from the node's files of the first file source.
+/// Without a store or a file source, nothing.
+fn start_store_misc(
+    c: &Config,
+    hub: &Arc<Hub>,
+    watch: &Supervisor,
+) -> anyhow::Result<Vec<std::thread::JoinHandle<()>>> {
+    use crate::ingest::side::{MiscEvents, TwapStatuses};
+    use store::misc_writer::{MiscFiles, entries_of, run};
+    let (Some(store), Some(node_dir)) = (hub.store(), first_files_dir(c)?) else { return Ok(Vec::new()) };
+    let files = MiscFiles { node_dir, mode: c.ingest.mode, poll: Duration::from_millis(c.ingest.poll_interval_ms) };
+    let days = c.store.fills_retention_days;
+    let (s, f, w) = (store.clone(), files.clone(), watch.clone());
+    let misc = std::thread::Builder::new().name("hlbook-store-misc".into()).spawn(move || {
+        let stream = (store::misc_writer::STREAM, entries_of as fn(&_) -> _);
+        w.run("history store misc_events", || run::<MiscEvents>(&s, &f, days, w.stop(), stream));
+    })?;
+    let w = watch.clone();
+    let twaps = std::thread::Builder::new().name("hlbook-store-twap".into()).spawn(move || {
+        let stream = (publish::twap_frames::STREAM, publish::twap_frames::entries_of as fn(&_) -> _);
+        w.run("history store node_twap_statuses", || run::<TwapStatuses>(&store, &files, days, w.stop(), stream));
     })?;
     Ok(vec![misc, twaps])
 }

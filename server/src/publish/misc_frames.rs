@@ -127,6 +127,22 @@ pub fn user_ledger_updates(user: &Address, list: &[(&MiscEvent, &LedgerUpdate)],
     out
 }
 
+/// One ledger update as the info answer and the channel hold it: `{time, hash, delta}` (what the store keeps).
+pub fn ledger_entry(ev: &MiscEvent, u: &LedgerUpdate) -> Vec<u8> {
+    let mut out = Vec::new();
+    entry(&mut out, ev, u.delta.as_bytes());
+    out
+}
+
+/// One funding as the info `userFunding` answer holds it: `{time, hash, delta: {type: "funding", …}}` (what the
+/// store keeps).
+pub fn funding_entry(ev: &MiscEvent, f: &Funding) -> Vec<u8> {
+    let mut out = Vec::new();
+    let delta = serde_json::to_vec(&funding_body(ev, f, true)).expect("plain structs serialize");
+    entry(&mut out, ev, &delta);
+    out
+}
+
 /// The info `userNonFundingLedgerUpdates` answer: the entries as a bare array.
 pub fn info_ledger_updates(list: &[(&MiscEvent, &LedgerUpdate)]) -> Vec<u8> {
     let mut out = Vec::new();
@@ -136,13 +152,18 @@ pub fn info_ledger_updates(list: &[(&MiscEvent, &LedgerUpdate)]) -> Vec<u8> {
 
 /// The info `userFunding` answer: `[{time, hash, delta:{type:"funding",…}}…]`.
 pub fn info_user_funding(list: &[(&MiscEvent, &Funding)]) -> Vec<u8> {
+    let entries: Vec<Vec<u8>> = list.iter().map(|(ev, f)| funding_entry(ev, f)).collect();
+    json_array(entries.iter().map(Vec::as_slice))
+}
+
+/// `[a,b,…]` of JSON values' bytes.
+pub fn json_array<'a>(items: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
     let mut out = vec![b'['];
-    for (i, (ev, f)) in list.iter().enumerate() {
+    for (i, item) in items.into_iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        let delta = serde_json::to_vec(&funding_body(ev, f, true)).expect("plain structs serialize");
-        entry(&mut out, ev, &delta);
+        out.extend_from_slice(item);
     }
     out.push(b']');
     out

@@ -17,7 +17,9 @@
 use serde::Serialize;
 
 use crate::node::Address;
-use crate::node::twap::{TwapEvent, TwapOutcome};
+use crate::node::time::nanos_to_millis;
+use crate::node::twap::{TwapBlock, TwapEvent, TwapOutcome};
+use crate::store::user_events::{EntryBlock, EntryKind, NewEntry};
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -78,6 +80,24 @@ fn entry(ev: &TwapEvent) -> Entry<'_> {
 /// One history entry, `{time, state, status, twapId}`: what the store keeps per event.
 pub fn history_entry(ev: &TwapEvent) -> Vec<u8> {
     serde_json::to_vec(&entry(ev)).expect("plain structs serialize")
+}
+
+/// The store's name of the node_twap_statuses stream (`store::misc_writer` keeps it).
+pub const STREAM: &str = "twap";
+
+/// A block's entries as the store keeps them (`EntryKind::TwapHistory`, under the TWAP owner), in line order.
+pub fn entries_of(b: &TwapBlock) -> EntryBlock {
+    let entries = b
+        .events
+        .iter()
+        .map(|ev| NewEntry {
+            user: ev.state.user.0,
+            kind: EntryKind::TwapHistory,
+            time_ms: nanos_to_millis(ev.time),
+            bytes: history_entry(ev),
+        })
+        .collect();
+    EntryBlock { height: b.height, time_ms: nanos_to_millis(b.block_time), entries }
 }
 
 /// `[entry, …]` from entries made by `history_entry`, in the order given.

@@ -82,6 +82,11 @@ impl MiscStream {
         self.height.store(height, Relaxed);
     }
 
+    /// The last block the live reader handed out (0: none yet).
+    pub fn height(&self) -> u64 {
+        self.height.load(Relaxed)
+    }
+
     pub fn read(&self) -> MiscRead {
         match self.read.load(Relaxed) {
             x if x == MiscRead::Read as u8 => MiscRead::Read,

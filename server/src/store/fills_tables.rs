@@ -7,6 +7,7 @@ use rustc_hash::FxHashSet;
 use super::blocks;
 use super::files::BlockFills;
 use super::schema::{BlocksDef, FillsKind, UsersDef, day_of, fills_day, fills_table, user_key};
+use super::user_events::{EventsDef, events_day};
 
 /// Entries retention deletes per commit at most: a live commit holds one block, so this is many times what a
 /// block adds, and expired days empty quickly without one commit freeing a whole day's pages.
@@ -143,11 +144,12 @@ pub fn table_bytes(r: &ReadTransaction) -> Result<serde_json::Value, redb::Error
         "index_stored_bytes": index.0, "index_overhead_bytes": index.1}))
 }
 
-/// Retention: the expired days' tables, emptied a bounded number of entries per commit, then deleted.
+/// Retention: the expired days' tables (fills, and the user entries of `user_events`), emptied a bounded number
+/// of entries per commit, then deleted.
 #[derive(Debug, Default)]
 pub struct Pruner {
-    /// Tables of days before the cutoff still to empty.
-    expired: Vec<(FillsKind, String)>,
+    /// Tables of days before the cutoff still to empty (`None`: a user entries table).
+    expired: Vec<(Option<FillsKind>, String)>,
     /// The day of block time the expired tables were last listed for.
     listed_day: u32,
 }
@@ -161,7 +163,11 @@ impl Pruner {
             self.expired = txn
                 .list_tables()?
                 .filter_map(|t| {
-                    fills_day(t.name()).filter(|(_, d)| *d < cutoff_day).map(|(k, _)| (k, t.name().to_string()))
+                    let (kind, day) = match fills_day(t.name()) {
+                        Some((k, d)) => (Some(k), d),
+                        None => (None, events_day(t.name())?),
+                    };
+                    (day < cutoff_day).then(|| (kind, t.name().to_string()))
                 })
                 .collect();
         }
@@ -169,15 +175,17 @@ impl Pruner {
         while budget > 0 {
             let Some((kind, name)) = self.expired.last().cloned() else { break };
             let left = match kind {
-                FillsKind::Blocks => pop(&mut txn.open_table(BlocksDef::new(&name))?, &mut budget)?,
-                FillsKind::Users => pop(&mut txn.open_table(UsersDef::new(&name))?, &mut budget)?,
+                Some(FillsKind::Blocks) => pop(&mut txn.open_table(BlocksDef::new(&name))?, &mut budget)?,
+                Some(FillsKind::Users) => pop(&mut txn.open_table(UsersDef::new(&name))?, &mut budget)?,
+                None => pop(&mut txn.open_table(EventsDef::new(&name))?, &mut budget)?,
             };
             if left {
                 break;
             }
             match kind {
-                FillsKind::Blocks => txn.delete_table(BlocksDef::new(&name))?,
-                FillsKind::Users => txn.delete_table(UsersDef::new(&name))?,
+                Some(FillsKind::Blocks) => txn.delete_table(BlocksDef::new(&name))?,
+                Some(FillsKind::Users) => txn.delete_table(UsersDef::new(&name))?,
+                None => txn.delete_table(EventsDef::new(&name))?,
             };
             tracing::info!(table = name, "history store: fills past store.fills_retention_days dropped");
             self.expired.pop();
@@ -218,6 +226,8 @@ mod tests {
             }
             let mut b = w.open_table(BlocksDef::new(&fills_table(FillsKind::Blocks, day))).unwrap();
             b.insert(1, b"x".as_slice()).unwrap();
+            let mut e = w.open_table(EventsDef::new(&crate::store::user_events::events_table(day))).unwrap();
+            e.insert((&[1; 20], 0, 5, 1, 0), b"{}".as_slice()).unwrap();
         }
         w.commit().unwrap();
         let names = |db: &redb::Database| -> Vec<String> {
@@ -228,7 +238,7 @@ mod tests {
         };
         let mut p = Pruner::default();
         let mut commits = 0;
-        while names(&db).len() > 2 {
+        while names(&db).len() > 3 {
             let w = db.begin_write().unwrap();
             p.prune(&w, kept, kept).unwrap();
             w.commit().unwrap();
@@ -236,6 +246,7 @@ mod tests {
             assert!(commits < 10, "retention never finishes: {:?}", names(&db));
         }
         assert_eq!(commits, 2, "{n} entries at {PRUNE_PER_COMMIT} a commit");
-        assert_eq!(names(&db), [fills_table(FillsKind::Blocks, kept), fills_table(FillsKind::Users, kept)]);
+        let events = crate::store::user_events::events_table(kept);
+        assert_eq!(names(&db), [fills_table(FillsKind::Blocks, kept), fills_table(FillsKind::Users, kept), events]);
     }
 }

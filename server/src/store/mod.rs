@@ -23,10 +23,12 @@ pub mod fills;
 mod fills_tables;
 pub mod follow;
 mod inbox;
+pub mod misc_writer;
 mod replay;
 mod schema;
 pub mod seed;
 pub mod trades;
+pub mod user_events;
 pub mod writer;
 
 use std::path::{Path, PathBuf};
@@ -91,6 +93,8 @@ pub struct Status {
     pub files_total: AtomicU64,
     pub blocks_written: AtomicU64,
     pub fills_written: AtomicU64,
+    /// User entries (fundings, ledger updates) written (`user_events`).
+    pub entries_written: AtomicU64,
     pub candles_written: AtomicU64,
     pub commits: AtomicU64,
     /// CPU time of the writer thread spent applying and committing live blocks, ns.
@@ -377,6 +381,12 @@ impl Store {
             ("blocks_written", "Blocks written to the history store", true, c(&s.blocks_written)),
             ("fills_written", "Fill objects written to the history store", true, c(&s.fills_written)),
             ("candles_written", "Candle values written to the history store", true, c(&s.candles_written)),
+            (
+                "entries_written",
+                "User entries (fundings, ledger updates) written to the history store",
+                true,
+                c(&s.entries_written),
+            ),
             ("commits", "History store transactions committed", true, c(&s.commits)),
             ("commit_nanoseconds", "Wall time in the history store's commits", true, c(&s.commit_ns)),
             ("live_blocks", "Live blocks written (the blocks write_cpu_nanoseconds is for)", true, c(&s.live_blocks)),
@@ -443,6 +453,8 @@ impl Store {
             "blocks_written": s.blocks_written.load(Relaxed),
             "fills_written": s.fills_written.load(Relaxed),
             "candles_written": s.candles_written.load(Relaxed),
+            "entries_written": s.entries_written.load(Relaxed),
+            "misc_height": self.stream_height(misc_writer::STREAM),
             "commits": s.commits.load(Relaxed),
             "write_cpu_us_per_block": cpu.checked_div(live).unwrap_or(0) / 1000,
             "dropped": s.dropped.load(Relaxed),

@@ -19,6 +19,14 @@
 //!   their older fills were read back (0: not yet). A table added beside the others, which older versions do not
 //!   open: the layout of the rest is unchanged, so `meta.schema` stays 2.
 //!
+//! - `user_events_YYYYMMDD` (`user_events`): one table per UTC day of the entry's time, (user, kind, time ms,
+//!   height, seq) → an entry's bytes as an info answer serves it: funding payments and ledger updates from
+//!   `misc_events` (kinds 0 and 1; 2 is a user's TWAP history), with the per-stream meta keys
+//!   `<stream>_height` and `<stream>_first_ms`, and the tables `user_event_gaps` and `user_event_since`. Added
+//!   beside the others as `followed` was: older versions never open them and their day tables' prefix is not a
+//!   fills prefix, the rest of the layout is unchanged, so `meta.schema` stays 2 and a store written before them
+//!   opens as it is (its entries start from what the node's files still hold).
+//!
 //! `meta.schema` is the layout's version: a store with fills in another layout is refused on open (`Store::open`).
 
 use redb::TableDefinition;
@@ -35,6 +43,9 @@ pub const SCHEMA: u64 = 2;
 
 /// Prefix of the fills tables of schema 1, to recognise a store written by an earlier version.
 pub const OLD_FILLS_PREFIX: &str = "fills_";
+
+/// Prefix of the per-day user entry tables (`user_events`).
+pub const EVENTS_PREFIX: &str = "user_events_";
 
 /// A day's blocks of fills: height → `blocks::encode` of the block's fills.
 pub type BlocksDef<'a> = redb::TableDefinition<'a, u64, &'static [u8]>;

@@ -1,7 +1,8 @@
 //! Info requests (HTTP `POST /info` and the socket's `post`): who answers each type, and the refusals.
 //!
 //! - **hlbook itself** (`SERVED_HERE`), from its books and store: l2Book, allMids and recentTrades
-//!   (`market_info`), userFills and userFillsByTime (`fills_info`), candleSnapshot (`candle_info`), our
+//!   (`market_info`), userFills and userFillsByTime (`fills_info`), userFunding and userNonFundingLedgerUpdates
+//!   (`events_info`), candleSnapshot (`candle_info`), our
 //!   extension tradesByHeight (`trades_info`: no node or upstream knows it, so it is never passed on), orderStatus
 //!   for an order resting in the books, and openOrders/frontendOpenOrders when no node answers them
 //!   (`user_info`). Where hlbook cannot be sure of a whole answer (a user the store does not keep, an order not
@@ -39,6 +40,8 @@ pub const SERVED_HERE: &[&str] = &[
     "userFills",
     "userFillsByTime",
     "userTwapSliceFills",
+    "userFunding",
+    "userNonFundingLedgerUpdates",
     "orderStatus",
     "openOrders",
     "frontendOpenOrders",
@@ -121,6 +124,9 @@ async fn local(ctx: &WsContext, kind: &str, body: &Value, place: Place) -> Local
     if matches!(kind, "userFills" | "userFillsByTime" | "userTwapSliceFills") {
         return super::fills_info::answer(hub, kind, body, place).await;
     }
+    if let Some(k) = ["userFunding", "userNonFundingLedgerUpdates"].into_iter().find(|k| *k == kind) {
+        return super::events_info::answer(hub, k, body, place).await;
+    }
     // The blocking work gets its own copies: it runs on even if the client goes away.
     let (shared, owned) = (hub.shared().clone(), body.clone());
     let done = match kind {
@@ -163,6 +169,8 @@ mod tests {
             "userFills",
             "userFillsByTime",
             "userTwapSliceFills",
+            "userFunding",
+            "userNonFundingLedgerUpdates",
             "candleSnapshot",
             "tradesByHeight",
         ] {

@@ -18,6 +18,7 @@ mod candle_stream;
 pub mod conn;
 mod context;
 pub mod deflate;
+mod events_info;
 pub mod fair_slots;
 mod fills_info;
 pub mod http;
