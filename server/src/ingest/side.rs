@@ -261,6 +261,7 @@ fn start<S: SideStream>(node_dir: &Path, mode: Mode, shared: &Shared) -> Option<
         return None;
     }
     tracing::info!(after = height, "reading {}", S::NAME);
+    status.set_from(height);
     status.set_read(MiscRead::Read);
     Some(SideReader::new(node_dir, mode, height))
 }

@@ -130,6 +130,8 @@ pub struct Hub {
     misc: MiscInbox,
     /// node_twap_statuses blocks waiting for the publisher.
     twaps: super::twap_feed::TwapInbox,
+    /// The highest node_twap_statuses block handed over (`push_twaps`), set before it is queued.
+    twaps_pushed: std::sync::atomic::AtomicU64,
     /// Ordered streams whose last subscriber left, still built for a while so it can resume (`subs`).
     lingering: subs::Lingering,
 }
@@ -153,6 +155,7 @@ impl Hub {
             history: History::new(Turns::new(2, 64, std::time::Duration::from_secs(10))),
             misc: MiscInbox::default(),
             twaps: Default::default(),
+            twaps_pushed: Default::default(),
             lingering: subs::Lingering::default(),
         }
     }
@@ -251,6 +254,8 @@ impl Hub {
 
     /// A whole node_twap_statuses block for the followers of its users, as `push_misc`.
     pub fn push_twaps(&self, block: crate::node::twap::TwapBlock) {
+        // Before it can reach a tick: a subscription that reads this height takes the block from the store.
+        self.twaps_pushed.fetch_max(block.height, std::sync::atomic::Ordering::SeqCst);
         if self.users.is_empty() {
             return;
         }
@@ -258,6 +263,13 @@ impl Hub {
             self.shared.health().twaps().counters().blocks_dropped.inc();
         }
         self.shared.signal_change();
+    }
+
+    /// The node_twap_statuses blocks up to this height are a new userTwapHistory subscription's snapshot
+    /// (`publish::twap_history`).
+    pub fn twaps_handed(&self) -> u64 {
+        let pushed = self.twaps_pushed.load(std::sync::atomic::Ordering::SeqCst);
+        pushed.max(self.shared.health().twaps().from())
     }
 
     pub(super) fn take_twaps(&self) -> Vec<crate::node::twap::TwapBlock> {

@@ -25,6 +25,7 @@ mod store_link;
 pub mod store_replay;
 pub mod twap_feed;
 pub mod twap_frames;
+pub mod twap_history;
 pub mod users;
 pub mod wanted;
 

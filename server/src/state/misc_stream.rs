@@ -59,13 +59,15 @@ pub struct MiscStream {
     read: AtomicU8,
     /// The last block handed to the publisher.
     height: AtomicU64,
+    /// The height the reader started after (the books' when it started).
+    from: AtomicU64,
     counters: MiscStreamCounters,
 }
 
 impl Default for MiscStream {
     fn default() -> MiscStream {
         let read = AtomicU8::new(MiscRead::Starting as u8);
-        MiscStream { read, height: AtomicU64::new(0), counters: MiscStreamCounters::default() }
+        MiscStream { read, height: AtomicU64::new(0), from: AtomicU64::new(0), counters: MiscStreamCounters::default() }
     }
 }
 
@@ -85,6 +87,15 @@ impl MiscStream {
     /// The last block the live reader handed out (0: none yet).
     pub fn height(&self) -> u64 {
         self.height.load(Relaxed)
+    }
+
+    /// Records the height the reader starts after.
+    pub fn set_from(&self, height: u64) {
+        self.from.store(height, Relaxed);
+    }
+
+    pub fn from(&self) -> u64 {
+        self.from.load(Relaxed)
     }
 
     pub fn read(&self) -> MiscRead {

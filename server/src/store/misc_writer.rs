@@ -171,6 +171,9 @@ impl<'a> MiscWriter<'a> {
     }
 }
 
+/// How a side stream's block becomes the store's entries.
+pub type EntriesOf<E> = fn(&EventBlock<E>) -> EntryBlock;
+
 /// Follows the node's files of side stream `S` into the store as stream `stream` until `stop`, each block's
 /// entries made by `entries`; waits for the folder while the node writes none. A failed commit is retried from the
 /// last committed height.
@@ -179,7 +182,7 @@ pub fn run<S: SideStream>(
     files: &MiscFiles,
     retention_days: u32,
     stop: &AtomicBool,
-    (stream, entries): (&'static str, fn(&EventBlock<S::Event>) -> EntryBlock),
+    (stream, entries): (&'static str, EntriesOf<S::Event>),
 ) {
     let mut reader: Option<(SideReader<S>, MiscWriter<'_>)> = None;
     let mut said_absent = false;

@@ -33,6 +33,7 @@ pub mod passthrough;
 pub mod protocol;
 pub mod tcp_cap;
 pub mod trades_info;
+mod twap_info;
 pub mod upgrade;
 pub mod user_cap;
 pub mod user_info;

@@ -12,6 +12,7 @@ use super::WsContext;
 use super::protocol::Echo;
 use crate::node::Address;
 use crate::publish::history::Waiter;
+use crate::publish::twap_history::TwapRead;
 use crate::publish::users::UserChannel;
 use crate::publish::{Frame, Hub, Tick, Want};
 
@@ -23,19 +24,27 @@ pub(super) enum UserState {
     /// userFills: the snapshot of fills before the first live block is being read from the store, by this
     /// subscription or shared with another of the same user (`publish::history`).
     Waiting { wait: Waiter, cursor: u64 },
+    /// userTwapHistory: its snapshot (blocks up to `read.upto`) is being read from the store.
+    TwapWaiting { read: Arc<TwapRead>, cursor: u64 },
     Live {
         cursor: u64,
         /// userFills with `aggregateByTime: true`.
         aggregate: bool,
+        /// userTwapHistory: ticks of blocks up to this height were in the snapshot.
+        above: u64,
     },
 }
 
-/// Where a new subscription of `ch` starts: side stream channels (misc_events, node_twap_statuses) at once (a side
-/// tick holds a user's whole block, and the publisher builds it for every user followed when it starts), the
-/// others once a block is whole for them.
-pub(super) fn first_state(ch: UserChannel, head: u64) -> UserState {
-    if crate::publish::feed::TickKind::of(ch).is_side() {
-        UserState::Live { cursor: head, aggregate: false }
+/// Where a new subscription of `ch` starts (its user already followed): userTwapHistory after its snapshot, read
+/// now; the other side stream channels (misc_events) at once (a side tick holds a user's whole block, and the
+/// publisher builds it for every user followed when it starts); the others once a block is whole for them.
+pub(super) fn first_state(hub: &Arc<Hub>, ch: UserChannel, user: Address) -> UserState {
+    // The head before the snapshot's height (`publish::twap_history`).
+    let head = hub.feed_head();
+    if ch == UserChannel::TwapHistory {
+        UserState::TwapWaiting { read: crate::publish::twap_history::start(hub, user), cursor: head }
+    } else if crate::publish::feed::TickKind::of(ch).is_side() {
+        UserState::Live { cursor: head, aggregate: false, above: 0 }
     } else {
         UserState::Pending { cursor: head, after: None }
     }
@@ -46,7 +55,6 @@ pub(super) fn misc_snapshot(ch: UserChannel, user: &Address) -> Option<Vec<u8>> 
     match ch {
         UserChannel::Fundings => Some(crate::publish::misc_frames::user_fundings(user, &[], true)),
         UserChannel::Ledger => Some(crate::publish::misc_frames::user_ledger_updates(user, &[], true)),
-        UserChannel::TwapHistory => Some(crate::publish::twap_frames::user_twap_history(user, &[], true)),
         _ => None,
     }
 }
@@ -67,6 +75,14 @@ pub(super) fn release_user(ctx: &WsContext, ip: Option<std::net::IpAddr>, want: 
 pub(super) type Taken = (Result<Arc<Frame>, String>, Option<String>);
 
 pub(super) fn take_snapshot(state: &mut UserState, ch: UserChannel, echo: &Echo) -> Option<Taken> {
+    if let UserState::TwapWaiting { read, cursor } = state {
+        let out = match read.result()? {
+            Ok(frame) => (Ok(frame.clone()), None),
+            Err(e) => (Err(format!("hlbook: no history for {echo}: {e}; its live entries follow")), None),
+        };
+        *state = UserState::Live { cursor: *cursor, aggregate: false, above: read.upto };
+        return Some(out);
+    }
     let UserState::Waiting { wait, cursor } = state else { return None };
     let result = wait.result()?;
     // The echo is the client's own subscription: its `aggregateByTime` picks the frames.
@@ -80,7 +96,7 @@ pub(super) fn take_snapshot(state: &mut UserState, ch: UserChannel, echo: &Echo)
         }
         Err(e) => (Err(format!("hlbook: no history for {echo}: {e}; its live fills follow")), None),
     };
-    *state = UserState::Live { cursor: *cursor, aggregate };
+    *state = UserState::Live { cursor: *cursor, aggregate, above: 0 };
     Some(out)
 }
 
@@ -114,14 +130,17 @@ pub(super) fn take_user_tick(
                 let read = (user, ch == UserChannel::TwapSlices);
                 UserState::Waiting { wait: hub.history().user_fills(hub, read, tick.height, cursor), cursor }
             }
-            _ => UserState::Live { cursor, aggregate: false },
+            _ => UserState::Live { cursor, aggregate: false, above: 0 },
         };
     }
-    let UserState::Live { cursor, aggregate } = state else { return None };
+    let UserState::Live { cursor, aggregate, above } = state else { return None };
     if tick.seq <= *cursor {
         return None;
     }
     *cursor = tick.seq;
+    if tick.kind.is_side() && tick.height <= *above {
+        return None;
+    }
     let frames = tick.users.get(&user)?;
     match ch {
         UserChannel::Fills => frames.fills(*aggregate),

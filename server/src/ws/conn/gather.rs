@@ -29,7 +29,12 @@ impl<S> Conn<S> {
         let mut from = u64::MAX;
         let mut lost = Vec::new();
         for (s, sub, chain) in self.subs.values_mut() {
-            if let Delivery::User { state: state @ UserState::Waiting { .. }, ch, .. } = sub {
+            if let Delivery::User {
+                state: state @ (UserState::Waiting { .. } | UserState::TwapWaiting { .. }),
+                ch,
+                ..
+            } = sub
+            {
                 let Some((taken, note)) = take_snapshot(state, *ch, &s.echo) else { continue };
                 if let Some(text) = note {
                     batch.push(Out::Text(protocol::notice(&text)));

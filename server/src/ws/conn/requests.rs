@@ -153,7 +153,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                     user: *user,
                     ch: *ch,
                     generation: self.ctx.shared().watched().view().generation,
-                    state: first_state(*ch, hub.feed_head()),
+                    state: first_state(hub, *ch, *user),
                 }
             }
             (Want::Candle(c, i), _) => Delivery::Candle { key: (self.shared_coin(c), *i), state: CandleState::Waiting },
