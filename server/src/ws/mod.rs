@@ -94,7 +94,7 @@ crate::state::counter::counters! {
 }
 
 /// Every channel a client can subscribe to, as `Subscription::channel` names it: each is counted.
-pub const CHANNELS: [&str; 12] = [
+pub const CHANNELS: [&str; 13] = [
     "l2Book",
     "trades",
     "bbo",
@@ -107,6 +107,7 @@ pub const CHANNELS: [&str; 12] = [
     "userFundings",
     "userNonFundingLedgerUpdates",
     "userTwapSliceFills",
+    "userTwapHistory",
 ];
 
 impl WsCounters {

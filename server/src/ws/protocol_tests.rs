@@ -175,6 +175,7 @@ fn every_channel_is_one_the_counters_list() {
         format!(r#"{{"type":"userFundings",{user}}}"#),
         format!(r#"{{"type":"userNonFundingLedgerUpdates",{user}}}"#),
         format!(r#"{{"type":"userTwapSliceFills",{user}}}"#),
+        format!(r#"{{"type":"userTwapHistory",{user}}}"#),
     ];
     let channels: Vec<&str> =
         subs.iter().map(|s| sub(&format!(r#"{{"method":"subscribe","subscription":{s}}}"#)).channel()).collect();
