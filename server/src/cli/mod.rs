@@ -4,6 +4,7 @@ pub mod process;
 pub mod relay;
 pub mod replay;
 pub mod serve;
+mod store_misc;
 pub mod systemd;
 
 use clap::{Parser, Subcommand};

@@ -298,7 +298,7 @@ fn start_side_streams(
     Ok(vec![misc, twaps])
 }
 
-/// Starts the store's side stream writers (`store::misc_writer`): each user's fundings and ledger updates from
+/// Starts the store's side stream writers (`cli::store_misc`): each user's fundings and ledger updates from
 /// misc_events, and TWAP history from node_twap_statuses, kept from the node's files of the first file source.
 /// Without a store or a file source, nothing.
 fn start_store_misc(
@@ -306,20 +306,20 @@ fn start_store_misc(
     hub: &Arc<Hub>,
     watch: &Supervisor,
 ) -> anyhow::Result<Vec<std::thread::JoinHandle<()>>> {
+    use super::store_misc::{MiscFiles, run};
     use crate::ingest::side::{MiscEvents, TwapStatuses};
-    use store::misc_writer::{MiscFiles, entries_of, run};
     let (Some(store), Some(node_dir)) = (hub.store(), first_files_dir(c)?) else { return Ok(Vec::new()) };
     let files = MiscFiles { node_dir, mode: c.ingest.mode, poll: Duration::from_millis(c.ingest.poll_interval_ms) };
     let days = c.store.fills_retention_days;
     let (s, f, w) = (store.clone(), files.clone(), watch.clone());
     let misc = std::thread::Builder::new().name("hlbook-store-misc".into()).spawn(move || {
-        let stream = (store::misc_writer::STREAM, entries_of as fn(&_) -> _);
-        w.run("history store misc_events", || run::<MiscEvents>(&s, &f, days, w.stop(), stream));
+        let kept = (store::misc_writer::STREAM, publish::misc_frames::entries_of as fn(&_) -> _);
+        w.run("history store misc_events", || run::<MiscEvents>(&s, &f, days, w.stop(), kept));
     })?;
     let w = watch.clone();
     let twaps = std::thread::Builder::new().name("hlbook-store-twap".into()).spawn(move || {
-        let stream = (publish::twap_frames::STREAM, publish::twap_frames::entries_of as fn(&_) -> _);
-        w.run("history store node_twap_statuses", || run::<TwapStatuses>(&store, &files, days, w.stop(), stream));
+        let kept = (publish::twap_frames::STREAM, publish::twap_frames::entries_of as fn(&_) -> _);
+        w.run("history store node_twap_statuses", || run::<TwapStatuses>(&store, &files, days, w.stop(), kept));
     })?;
     Ok(vec![misc, twaps])
 }

@@ -16,6 +16,7 @@ use parking_lot::{Condvar, Mutex};
 use rustc_hash::FxHashMap;
 
 use super::frame::{Audit, Frame};
+use super::misc_history;
 use crate::node::Address;
 use crate::state::Shared;
 
@@ -101,17 +102,29 @@ impl Turns {
     }
 }
 
+/// What a snapshot read reads of the user.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ReadOf {
+    Fills,
+    /// userTwapSliceFills' read: the user's newest slices, not fills.
+    TwapSlices,
+    /// userFundings' and userNonFundingLedgerUpdates' reads: the store's entries of misc_events blocks up to
+    /// `before - 1` (misc_events heights). Never shared: each subscription's split between snapshot and live
+    /// frames is its own (`Hub::misc_pushed`).
+    Fundings,
+    Ledger,
+}
+
 /// One userFills read: the user's fills of blocks below `before`, for subscribers that go live after feed tick
 /// `after_seq`.
 #[derive(Debug)]
 pub struct FillsRead {
-    user: Address,
-    /// userTwapSliceFills' read: the user's newest slices, not fills.
-    twap: bool,
+    pub(super) user: Address,
+    pub of: ReadOf,
     pub before: u64,
     pub after_seq: u64,
     waiters: AtomicUsize,
-    result: std::sync::OnceLock<Result<Snapshot, String>>,
+    pub(super) result: std::sync::OnceLock<Result<Snapshot, String>>,
 }
 
 /// A subscriber's wait on a read; dropping it (the subscriber left) may stop the read.
@@ -166,8 +179,8 @@ pub trait FillsHub: Send + Sync + 'static {
 #[derive(Debug)]
 pub struct History {
     pub turns: Turns,
-    /// By user, and whether it is a TWAP slices read.
-    fills: Mutex<FxHashMap<(Address, bool), Arc<FillsRead>>>,
+    /// By user, and what they read.
+    fills: Mutex<FxHashMap<(Address, ReadOf), Arc<FillsRead>>>,
     pages: PagesByIp,
     pub counters: HistoryCounters,
 }
@@ -219,12 +232,13 @@ impl History {
     pub fn user_fills<H: FillsHub>(
         &self,
         hub: &Arc<H>,
-        (user, twap): (Address, bool),
+        (user, of): (Address, ReadOf),
         before: u64,
         after_seq: u64,
     ) -> Waiter {
         let mut reads = self.fills.lock();
-        if let Some(r) = reads.get(&(user, twap))
+        if let Some(r) = reads.get(&(user, of))
+            && !matches!(of, ReadOf::Fundings | ReadOf::Ledger)
             && r.before <= before
             && hub.feed_holds_after(r.after_seq)
             && !matches!(r.result.get(), Some(Err(_)))
@@ -235,13 +249,13 @@ impl History {
         }
         let read = Arc::new(FillsRead {
             user,
-            twap,
+            of,
             before,
             after_seq,
             waiters: AtomicUsize::new(1),
             result: std::sync::OnceLock::new(),
         });
-        reads.insert((user, twap), read.clone());
+        reads.insert((user, of), read.clone());
         Self::trim(&mut reads);
         drop(reads);
         self.counters.fills_reads.inc();
@@ -256,12 +270,13 @@ impl History {
     /// A user nobody follows any more: a later subscriber's feed may lack its events, so its read is not reused.
     pub fn forget(&self, user: Address) {
         let mut reads = self.fills.lock();
-        reads.remove(&(user, false));
-        reads.remove(&(user, true));
+        for of in [ReadOf::Fills, ReadOf::TwapSlices, ReadOf::Fundings, ReadOf::Ledger] {
+            reads.remove(&(user, of));
+        }
     }
 
     /// Drops finished reads nobody waits for while they hold more than `KEPT_BYTES`.
-    fn trim(reads: &mut FxHashMap<(Address, bool), Arc<FillsRead>>) {
+    fn trim(reads: &mut FxHashMap<(Address, ReadOf), Arc<FillsRead>>) {
         let size = |r: &FillsRead| match r.result.get() {
             Some(Ok(f)) => f.plain.json.len() + f.aggregated.json.len(),
             _ => 0,
@@ -270,8 +285,8 @@ impl History {
         if total <= KEPT_BYTES {
             return;
         }
-        let idle: Vec<(Address, bool)> =
-            reads.values().filter(|r| r.waiters.load(Relaxed) == 0).map(|r| (r.user, r.twap)).collect();
+        let idle: Vec<(Address, ReadOf)> =
+            reads.values().filter(|r| r.waiters.load(Relaxed) == 0).map(|r| (r.user, r.of)).collect();
         for u in idle {
             if total <= KEPT_BYTES {
                 break;
@@ -307,6 +322,9 @@ fn run_fills_read(hub: &impl FillsHub, read: &Arc<FillsRead>) {
     assert!(!crate::state::test_panic("user_fills"), "HLBOOK_TEST_PANIC asked the userFills snapshot task to panic");
     let history = hub.history();
     let gone = || read.waiters.load(Relaxed) == 0;
+    if matches!(read.of, ReadOf::Fundings | ReadOf::Ledger) {
+        return run_misc_read(hub, read, &gone);
+    }
     let fills = || -> Result<(Vec<Box<str>>, Option<String>), String> {
         let Some(store) = hub.history_store() else { return Ok((Vec::new(), None)) };
         let note = follow_note(&read.user, &store.follow.follow(&read.user.0));
@@ -326,7 +344,7 @@ fn run_fills_read(hub: &impl FillsHub, read: &Arc<FillsRead>) {
             }
         }
         let _turn = history.turns.take()?;
-        let fills = if read.twap {
+        let fills = if read.of == ReadOf::TwapSlices {
             store.user_twap_slices(&read.user, read.before, SNAPSHOT_FILLS)?
         } else {
             store.user_fills(&read.user, read.before, SNAPSHOT_FILLS)?
@@ -335,7 +353,7 @@ fn run_fills_read(hub: &impl FillsHub, read: &Arc<FillsRead>) {
     };
     let result = fills().map(|(fills, note)| {
         let refs: Vec<&str> = fills.iter().map(|f| &**f).collect();
-        if read.twap {
+        if read.of == ReadOf::TwapSlices {
             let slices = super::users::twap_slice_fills(&read.user, &refs, true).unwrap_or_default();
             let frame = Arc::new(Frame::new(0, slices, Audit::default()));
             return Snapshot { plain: frame.clone(), aggregated: frame, note };
@@ -351,6 +369,37 @@ fn run_fills_read(hub: &impl FillsHub, read: &Arc<FillsRead>) {
         let c = if abandoned { &history.counters.reads_abandoned } else { &history.counters.reads_refused };
         c.inc();
         tracing::debug!(user = %read.user, "userFills history read ended without a snapshot: {e}");
+    }
+    let _ = read.result.set(result);
+    hub.poke();
+}
+
+/// A userFundings or userNonFundingLedgerUpdates snapshot (`misc_history`): once the store has written the
+/// read's last misc_events block, in a turn.
+fn run_misc_read(hub: &impl FillsHub, read: &Arc<FillsRead>, gone: &dyn Fn() -> bool) {
+    use crate::store::user_events::EntryKind;
+    let history = hub.history();
+    let (upto, kind) = (
+        read.before.saturating_sub(1),
+        if read.of == ReadOf::Fundings { EntryKind::Funding } else { EntryKind::Ledger },
+    );
+    let json = || -> Result<(Vec<u8>, Option<String>), String> {
+        let Some(store) = hub.history_store() else {
+            return Ok((misc_history::snapshot_json_empty(&read.user, kind), None));
+        };
+        let note = misc_history::follow_note(&read.user, &store.follow.follow(&read.user.0));
+        misc_history::wait_for_store(&store, upto, gone)?;
+        let _turn = history.turns.take()?;
+        Ok((misc_history::snapshot_json(&store, &read.user, kind, upto)?, note))
+    };
+    let result = json().map(|(json, note)| {
+        let frame = Arc::new(Frame::new(0, json, Audit::default()));
+        Snapshot { plain: frame.clone(), aggregated: frame, note }
+    });
+    if let Err(e) = &result {
+        let c = if gone() { &history.counters.reads_abandoned } else { &history.counters.reads_refused };
+        c.inc();
+        tracing::debug!(user = %read.user, "misc_events history read ended without a snapshot: {e}");
     }
     let _ = read.result.set(result);
     hub.poke();

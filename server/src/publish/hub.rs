@@ -132,6 +132,7 @@ pub struct Hub {
     twaps: super::twap_feed::TwapInbox,
     /// The highest node_twap_statuses block handed over (`push_twaps`), set before it is queued.
     twaps_pushed: std::sync::atomic::AtomicU64,
+    misc_pushed: std::sync::atomic::AtomicU64,
     /// Ordered streams whose last subscriber left, still built for a while so it can resume (`subs`).
     lingering: subs::Lingering,
 }
@@ -156,6 +157,7 @@ impl Hub {
             misc: MiscInbox::default(),
             twaps: Default::default(),
             twaps_pushed: Default::default(),
+            misc_pushed: std::sync::atomic::AtomicU64::new(0),
             lingering: subs::Lingering::default(),
         }
     }
@@ -239,6 +241,9 @@ impl Hub {
     /// A whole misc_events block for the followers of its users; wakes the publisher. With nobody followed it is
     /// nobody's, and costs no pass.
     pub fn push_misc(&self, block: crate::node::misc::MiscBlock) {
+        // Before it can reach any pass: a subscription that reads this after following its user gets every later
+        // block live (`misc_pushed`).
+        self.misc_pushed.fetch_max(block.height, std::sync::atomic::Ordering::SeqCst);
         if self.users.is_empty() {
             return;
         }
@@ -246,6 +251,13 @@ impl Hub {
             self.shared.health().misc().counters().blocks_dropped.inc();
         }
         self.shared.signal_change();
+    }
+
+    /// The highest misc_events block handed to the publisher. Read after a subscription's user is followed (and
+    /// after the feed's head): every block above it reaches a pass that builds the user's frames, in a tick after
+    /// that head, so its snapshot takes the blocks up to it and its live frames the blocks above.
+    pub fn misc_pushed(&self) -> u64 {
+        self.misc_pushed.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub(super) fn take_misc(&self) -> Vec<crate::node::misc::MiscBlock> {

@@ -18,6 +18,7 @@ use serde::Serialize;
 use crate::node::Address;
 use crate::node::misc::{Funding, LedgerUpdate, MiscBlock, MiscEvent, MiscKind};
 use crate::node::time::nanos_to_millis;
+use crate::store::user_events::{EntryBlock, EntryKind, NewEntry};
 
 /// One user's share of a block, in event order.
 #[derive(Debug, Default)]
@@ -154,6 +155,79 @@ pub fn info_ledger_updates(list: &[(&MiscEvent, &LedgerUpdate)]) -> Vec<u8> {
 pub fn info_user_funding(list: &[(&MiscEvent, &Funding)]) -> Vec<u8> {
     let entries: Vec<Vec<u8>> = list.iter().map(|(ev, f)| funding_entry(ev, f)).collect();
     json_array(entries.iter().map(Vec::as_slice))
+}
+
+/// The userNonFundingLedgerUpdates snapshot from the store's entries (`{time, hash, delta}`, oldest first).
+pub fn ledger_snapshot(user: &Address, entries: &[&[u8]]) -> Vec<u8> {
+    let mut out = head("userNonFundingLedgerUpdates", user, true);
+    out.extend_from_slice(b"\"nonFundingLedgerUpdates\":");
+    out.extend(json_array(entries.iter().copied()));
+    out.extend_from_slice(b"}}");
+    out
+}
+
+/// The userFundings snapshot from the store's funding entries (`funding_entry`, oldest first), each in the
+/// channel's shape `{time, coin, usdc, szi, fundingRate, nSamples}`; an entry this version did not write is left out.
+pub fn fundings_snapshot(user: &Address, entries: &[&[u8]]) -> Vec<u8> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Delta<'a> {
+        coin: &'a str,
+        usdc: &'a str,
+        szi: &'a str,
+        funding_rate: &'a str,
+        n_samples: Option<u64>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Stored<'a> {
+        time: i64,
+        #[serde(borrow)]
+        delta: Delta<'a>,
+    }
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Channel<'a> {
+        time: i64,
+        coin: &'a str,
+        usdc: &'a str,
+        szi: &'a str,
+        funding_rate: &'a str,
+        n_samples: Option<u64>,
+    }
+    let stored: Vec<Stored<'_>> = entries.iter().filter_map(|e| serde_json::from_slice(e).ok()).collect();
+    let body: Vec<Channel<'_>> = stored
+        .iter()
+        .map(|s| Channel {
+            time: s.time,
+            coin: s.delta.coin,
+            usdc: s.delta.usdc,
+            szi: s.delta.szi,
+            funding_rate: s.delta.funding_rate,
+            n_samples: s.delta.n_samples,
+        })
+        .collect();
+    let mut out = head("userFundings", user, true);
+    out.extend_from_slice(b"\"fundings\":");
+    serde_json::to_writer(&mut out, &body).expect("plain structs serialize");
+    out.extend_from_slice(b"}}");
+    out
+}
+
+/// A block's entries for the history store (`store::misc_writer`), user by user, each user's in the block's
+/// order: the same `{time, hash, delta}` the info answers and the ledger channel hold.
+pub fn entries_of(b: &MiscBlock) -> EntryBlock {
+    let mut entries = Vec::new();
+    for (user, m) in by_user(b) {
+        for (ev, f) in &m.fundings {
+            let (kind, time_ms) = (EntryKind::Funding, nanos_to_millis(ev.time));
+            entries.push(NewEntry { user: user.0, kind, time_ms, bytes: funding_entry(ev, f) });
+        }
+        for (ev, u) in &m.ledger {
+            let (kind, time_ms) = (EntryKind::Ledger, nanos_to_millis(ev.time));
+            entries.push(NewEntry { user: user.0, kind, time_ms, bytes: ledger_entry(ev, u) });
+        }
+    }
+    EntryBlock { height: b.height, time_ms: nanos_to_millis(b.block_time), entries }
 }
 
 /// `[a,b,…]` of JSON values' bytes.

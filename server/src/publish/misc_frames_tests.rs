@@ -56,3 +56,18 @@ fn frames_and_info_answers_have_the_official_shapes() {
         json!([{"time": time, "hash": Z, "delta": {"type": "funding", "coin": "BTC", "usdc": "-0.0125", "szi": "0.5", "fundingRate": "0.0000125", "nSamples": null}}])
     );
 }
+
+#[test]
+fn snapshots_from_the_stores_entries_are_the_live_frames_shapes_with_is_snapshot() {
+    let b = block();
+    let users = by_user(&b);
+    let a = Address::parse(A).unwrap();
+    let ua = &users[&a];
+    let stored: Vec<Vec<u8>> = ua.fundings.iter().map(|(ev, f)| funding_entry(ev, f)).collect();
+    let refs: Vec<&[u8]> = stored.iter().map(Vec::as_slice).collect();
+    assert_eq!(fundings_snapshot(&a, &refs), user_fundings(&a, &ua.fundings, true), "byte for byte");
+    let stored: Vec<Vec<u8>> = ua.ledger.iter().map(|(ev, u)| ledger_entry(ev, u)).collect();
+    let refs: Vec<&[u8]> = stored.iter().map(Vec::as_slice).collect();
+    assert_eq!(ledger_snapshot(&a, &refs), user_ledger_updates(&a, &ua.ledger, true));
+    assert_eq!(json(&fundings_snapshot(&a, &[b"not json".as_slice()]))["data"]["fundings"], json!([]));
+}

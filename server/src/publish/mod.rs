@@ -18,6 +18,7 @@ pub mod l2_frames;
 mod l4_snapshots;
 pub mod misc_feed;
 pub mod misc_frames;
+mod misc_history;
 mod pass;
 pub mod recent_trades;
 pub mod slot;

@@ -2,16 +2,14 @@
 //! `user_events` entries (`EntryKind::Funding`, `EntryKind::Ledger`) so that `userFunding`,
 //! `userNonFundingLedgerUpdates` and the channels' snapshots are answered with history.
 //!
-//! The same writer keeps `node_twap_statuses` (`EntryKind::TwapHistory`, stream `twap`, for `userTwapHistory` and
-//! `twapHistory`): `run` is generic over the side stream and is given the stream's name and its entries.
-//!
-//! It follows the node's misc_events files itself, from the stream's last committed height (`misc_height`; 0 on a
-//! first start: every file still on disk), with the live reader's own `ingest::side::SideReader`. So the blocks it
-//! stores are exactly the ones subscribers get, under the same rules (by-block gaps counted, a restarted node's
-//! repeated blocks dropped, streaming blocks whole when a later one appears), a restart continues where the last
-//! commit ended whatever the publisher did meanwhile, and the backfill is the same loop. (The publisher's misc
-//! thread starts at the books' height and hands blocks to subscribers only; reading the small misc files twice
-//! costs less than a second hand-over path with its own catch-up.)
+//! Its blocks come from the node's misc_events files, read by the live reader's own code (ingest's `MiscReader`,
+//! driven by `cli::store_misc` on a thread of its own) from the stream's last committed height (`misc_height`; 0
+//! on a first start: every file still on disk). So the blocks it stores are exactly the ones subscribers get,
+//! under the same rules (by-block gaps counted, a restarted node's repeated blocks dropped, streaming blocks whole
+//! when a later one appears), a restart continues where the last commit ended whatever the publisher did
+//! meanwhile, and the backfill is the same loop. (The publisher's misc thread starts at the books' height and
+//! hands blocks to subscribers only; reading the small misc files twice costs less than a second hand-over path
+//! with its own catch-up.)
 //!
 //! Each commit holds whole blocks and the stream's height. A by-block hole (blocks missing from the files) is
 //! recorded (`user_event_gaps`): ranges over it are not answered from the store. Entries of days past
@@ -19,21 +17,15 @@
 //! only followed users' entries are written, each user's from the commit that first kept it (`user_event_since`):
 //! a newly followed user's older entries are not read back, so its history here starts when it was followed.
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::time::Duration;
+use std::sync::atomic::Ordering::Relaxed;
 
 use rustc_hash::FxHashSet;
 
 use super::Store;
 use super::candle::DAY;
 use super::schema::day_of;
-use super::user_events::{Commit, EntryBlock, EntryKind, NewEntry};
-use crate::ingest::side::{SideReader, SideStream, present};
+use super::user_events::{Commit, EntryBlock};
 use crate::node::Mode;
-use crate::node::misc::{EventBlock, MiscBlock};
-use crate::node::time::nanos_to_millis;
-use crate::publish::misc_frames::{by_user, funding_entry, ledger_entry};
 
 /// The stream's name in the store's meta keys and tables.
 pub const STREAM: &str = "misc";
@@ -41,35 +33,11 @@ pub const STREAM: &str = "misc";
 /// Blocks per commit at most (a backfill reads many hour files at once).
 const BATCH_BLOCKS: usize = 2000;
 
-/// Where the writer reads from.
-#[derive(Clone, Debug)]
-pub struct MiscFiles {
-    pub node_dir: PathBuf,
-    pub mode: Mode,
-    pub poll: Duration,
-}
-
-/// The block's entries, user by user, each user's in the block's order.
-pub fn entries_of(b: &MiscBlock) -> EntryBlock {
-    let mut entries = Vec::new();
-    for (user, m) in by_user(b) {
-        for (ev, f) in &m.fundings {
-            let bytes = funding_entry(ev, f);
-            entries.push(NewEntry { user: user.0, kind: EntryKind::Funding, time_ms: nanos_to_millis(ev.time), bytes });
-        }
-        for (ev, u) in &m.ledger {
-            let bytes = ledger_entry(ev, u);
-            entries.push(NewEntry { user: user.0, kind: EntryKind::Ledger, time_ms: nanos_to_millis(ev.time), bytes });
-        }
-    }
-    EntryBlock { height: b.height, time_ms: nanos_to_millis(b.block_time), entries }
-}
-
 /// The writer's state between commits.
 #[derive(Debug)]
 pub struct MiscWriter<'a> {
     store: &'a Store,
-    /// The stream's name in the store (`STREAM` for misc_events).
+    /// The stream's name in the store (`STREAM`; node_twap_statuses' is `publish::twap_frames::STREAM`).
     stream: &'static str,
     mode: Mode,
     retention_days: u32,
@@ -84,7 +52,7 @@ impl<'a> MiscWriter<'a> {
         MiscWriter::of(store, STREAM, mode, retention_days)
     }
 
-    /// The writer of stream `stream`.
+    /// The writer of stream `stream` (the same rules for every side stream kept as entries).
     pub fn of(store: &'a Store, stream: &'static str, mode: Mode, days: u32) -> Result<MiscWriter<'a>, String> {
         let kept = store.user_entries_since_users(stream)?.into_iter().collect();
         let (last, last_ms) = (store.stream_height(stream), store.stream_last_ms(stream));
@@ -96,14 +64,8 @@ impl<'a> MiscWriter<'a> {
         self.last
     }
 
-    /// Commits misc_events `blocks` (ascending, each after the last committed), a batch at a time; the entries
-    /// written.
-    pub fn write(&mut self, blocks: &[MiscBlock]) -> Result<u64, String> {
-        self.write_entries(&blocks.iter().map(entries_of).collect::<Vec<_>>())
-    }
-
-    /// Commits blocks' entries (ascending, each after the last committed), a batch at a time; the entries written.
-    pub fn write_entries(&mut self, blocks: &[EntryBlock]) -> Result<u64, String> {
+    /// Commits `blocks` (ascending, each after the last committed), a batch at a time; the entries written.
+    pub fn write(&mut self, blocks: &[EntryBlock]) -> Result<u64, String> {
         let mut written = 0;
         // By-block, a hole splits the blocks: each commit says the one before its first block.
         let by_block = self.mode == Mode::ByBlock;
@@ -117,8 +79,7 @@ impl<'a> MiscWriter<'a> {
 
     fn commit(&mut self, chunk: &[EntryBlock]) -> Result<u64, String> {
         let Some(end) = chunk.last() else { return Ok(0) };
-        // Ascending: the blocks after the last committed are a tail.
-        let blocks = &chunk[chunk.partition_point(|b| b.height <= self.last)..];
+        let blocks: Vec<EntryBlock> = chunk.iter().filter(|b| b.height > self.last).cloned().collect();
         // By-block, the node writes a line for every block: a height skipped is a hole (not before the first).
         let gap = match blocks.first() {
             Some(b) if self.mode == Mode::ByBlock && self.last > 0 && b.height > self.last + 1 => {
@@ -132,7 +93,7 @@ impl<'a> MiscWriter<'a> {
         let c = Commit {
             stream: self.stream,
             height: end.height.max(self.last),
-            blocks,
+            blocks: &blocks,
             gap,
             keep: keep.as_ref(),
             new_users: &new_users,
@@ -146,11 +107,7 @@ impl<'a> MiscWriter<'a> {
             self.kept = k;
         }
         if gap.is_some() {
-            tracing::warn!(
-                stream = self.stream,
-                after = self.last,
-                "history store: blocks missing from the node's files"
-            );
+            tracing::warn!(after = self.last, "history store: misc_events blocks missing from the node's files");
         }
         self.last = height;
         self.last_ms = blocks.last().map_or(self.last_ms, |b| b.time_ms);
@@ -170,53 +127,3 @@ impl<'a> MiscWriter<'a> {
         (Some(now), added, dropped)
     }
 }
-
-/// How a side stream's block becomes the store's entries.
-pub type EntriesOf<E> = fn(&EventBlock<E>) -> EntryBlock;
-
-/// Follows the node's files of side stream `S` into the store as stream `stream` until `stop`, each block's
-/// entries made by `entries`; waits for the folder while the node writes none. A failed commit is retried from the
-/// last committed height.
-pub fn run<S: SideStream>(
-    store: &Store,
-    files: &MiscFiles,
-    retention_days: u32,
-    stop: &AtomicBool,
-    (stream, entries): (&'static str, EntriesOf<S::Event>),
-) {
-    let mut reader: Option<(SideReader<S>, MiscWriter<'_>)> = None;
-    let mut said_absent = false;
-    while !stop.load(Relaxed) {
-        match &mut reader {
-            None if !present::<S>(&files.node_dir, files.mode) => {
-                if !said_absent {
-                    tracing::info!("history store: no {} folder; not kept yet", S::NAME);
-                    said_absent = true;
-                }
-            }
-            None => match MiscWriter::of(store, stream, files.mode, retention_days) {
-                Ok(w) => {
-                    tracing::info!(after = w.height(), "history store: reading {}", S::NAME);
-                    reader = Some((SideReader::new(&files.node_dir, files.mode, w.height()), w));
-                    continue;
-                }
-                Err(e) => tracing::error!("history store: {}: {e}", S::NAME),
-            },
-            Some((r, w)) => {
-                let mut blocks = Vec::new();
-                if let Err(e) = r.poll(&mut |b| blocks.push(entries(&b))) {
-                    tracing::warn!(error = %e, "history store: {} read failed; retried", S::NAME);
-                }
-                if let Err(e) = w.write_entries(&blocks) {
-                    tracing::error!("history store: {e}; reading {} again from the last commit", S::NAME);
-                    reader = None;
-                }
-            }
-        }
-        std::thread::sleep(files.poll);
-    }
-}
-
-#[cfg(test)]
-#[path = "misc_writer_tests.rs"]
-mod tests;

@@ -200,6 +200,32 @@ pub fn read(
     Ok(out)
 }
 
+/// The user's newest `limit` entries of `kind` of blocks up to `max_height`, newest first.
+pub fn read_upto(
+    r: &ReadTransaction,
+    user: &[u8; 20],
+    kind: EntryKind,
+    max_height: u64,
+    limit: usize,
+) -> Result<Vec<Entry>, redb::Error> {
+    let (mut out, k) = (Vec::new(), kind as u8);
+    for day in days(r)?.into_iter().rev() {
+        let t = r.open_table(EventsDef::new(&events_table(day)))?;
+        // Newer blocks than `max_height` come first: a reader's bound is at most a few blocks behind the writer.
+        for e in t.range((user, k, i64::MIN, 0, 0)..=(user, k, i64::MAX, u64::MAX, u32::MAX))?.rev() {
+            let (key, v) = e?;
+            let (_, _, time_ms, height, _) = key.value();
+            if height <= max_height {
+                out.push(Entry { time_ms, height, bytes: v.value().into() });
+                if out.len() >= limit {
+                    return Ok(out);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// The stream's holes (after, before), ms.
 fn gaps(r: &ReadTransaction, stream: &str) -> Result<Vec<(i64, i64)>, redb::Error> {
     let t = match r.open_table(GAPS) {
@@ -275,6 +301,19 @@ impl Store {
         newest_first: bool,
     ) -> Result<Vec<Entry>, String> {
         let run = || read(&self.db.begin_read()?, user, kind, (start_ms, end_ms), limit, newest_first);
+        run().map_err(|e: redb::Error| format!("store read: {e}"))
+    }
+
+    /// The user's newest `limit` entries of `kind` of blocks up to `max_height`, newest first (a snapshot that
+    /// live frames of later blocks continue).
+    pub fn user_entries_upto(
+        &self,
+        user: &[u8; 20],
+        kind: EntryKind,
+        max_height: u64,
+        limit: usize,
+    ) -> Result<Vec<Entry>, String> {
+        let run = || read_upto(&self.db.begin_read()?, user, kind, max_height, limit);
         run().map_err(|e: redb::Error| format!("store read: {e}"))
     }
 

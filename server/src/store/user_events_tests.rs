@@ -49,6 +49,11 @@ fn a_users_entries_read_back_by_kind_and_time_oldest_or_newest_first_across_days
     assert!(read(EntryKind::TwapHistory, all, 10, false).is_empty());
     let b = store.user_entries(&B, EntryKind::Funding, all, 10, false).unwrap();
     assert_eq!((texts(&b), b[0].height, b[0].time_ms), (vec!["b1".to_string()], 10, T0 - 1));
+    let upto = |h, limit| texts(&store.user_entries_upto(&A, EntryKind::Funding, h, limit).unwrap());
+    assert_eq!(
+        (upto(11, 10), upto(12, 10), upto(12, 1)),
+        (vec!["f1".into()], vec!["f2".into(), "f1".into()], vec!["f2".into()])
+    );
     // A later commit never moves the height back.
     commit(&store, 5, &[]);
     assert_eq!(store.stream_height("misc"), 12);

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::WsContext;
 use super::protocol::Echo;
 use crate::node::Address;
-use crate::publish::history::Waiter;
+use crate::publish::history::{ReadOf, Waiter};
 use crate::publish::twap_history::TwapRead;
 use crate::publish::users::UserChannel;
 use crate::publish::{Frame, Hub, Tick, Want};
@@ -30,33 +30,30 @@ pub(super) enum UserState {
         cursor: u64,
         /// userFills with `aggregateByTime: true`.
         aggregate: bool,
-        /// userTwapHistory: ticks of blocks up to this height were in the snapshot.
-        above: u64,
+        /// userFundings, userNonFundingLedgerUpdates, userTwapHistory: their side stream's blocks up to this height
+        /// were in the snapshot, their frames are skipped (0: none).
+        misc_after: u64,
     },
 }
 
-/// Where a new subscription of `ch` starts (its user already followed): userTwapHistory after its snapshot, read
-/// now; the other side stream channels (misc_events) at once (a side tick holds a user's whole block, and the
-/// publisher builds it for every user followed when it starts); the others once a block is whole for them.
-pub(super) fn first_state(hub: &Arc<Hub>, ch: UserChannel, user: Address) -> UserState {
-    // The head before the snapshot's height (`publish::twap_history`).
+/// Where a new subscription of `ch` to `user` (followed already) starts. misc_events channels wait for their
+/// snapshot from the history store (`publish::misc_history`): the blocks up to the highest handed to the publisher
+/// (read after the feed's head), then live from the ticks after that head, whose blocks above it hold every event
+/// of the user (a misc tick holds a user's whole block, built for every user followed when its pass took it).
+/// The others wait until a block is whole for them.
+pub(super) fn first_state(hub: &Arc<Hub>, user: Address, ch: UserChannel) -> UserState {
     let head = hub.feed_head();
     if ch == UserChannel::TwapHistory {
-        UserState::TwapWaiting { read: crate::publish::twap_history::start(hub, user), cursor: head }
-    } else if crate::publish::feed::TickKind::of(ch).is_side() {
-        UserState::Live { cursor: head, aggregate: false, above: 0 }
-    } else {
-        UserState::Pending { cursor: head, after: None }
+        // The same split on node_twap_statuses heights (`publish::twap_history`).
+        return UserState::TwapWaiting { read: crate::publish::twap_history::start(hub, user), cursor: head };
     }
-}
-
-/// The empty `isSnapshot: true` frame a side stream channel opens with: hlbook keeps no history of them yet.
-pub(super) fn misc_snapshot(ch: UserChannel, user: &Address) -> Option<Vec<u8>> {
-    match ch {
-        UserChannel::Fundings => Some(crate::publish::misc_frames::user_fundings(user, &[], true)),
-        UserChannel::Ledger => Some(crate::publish::misc_frames::user_ledger_updates(user, &[], true)),
-        _ => None,
-    }
+    let of = match ch {
+        UserChannel::Fundings => ReadOf::Fundings,
+        UserChannel::Ledger => ReadOf::Ledger,
+        _ => return UserState::Pending { cursor: head, after: None },
+    };
+    let upto = hub.misc_pushed();
+    UserState::Waiting { wait: hub.history().user_fills(hub, (user, of), upto + 1, head), cursor: head }
 }
 
 /// Frees a per-user subscription's place in its IP's user cap.
@@ -80,13 +77,14 @@ pub(super) fn take_snapshot(state: &mut UserState, ch: UserChannel, echo: &Echo)
             Ok(frame) => (Ok(frame.clone()), None),
             Err(e) => (Err(format!("hlbook: no history for {echo}: {e}; its live entries follow")), None),
         };
-        *state = UserState::Live { cursor: *cursor, aggregate: false, above: read.upto };
+        *state = UserState::Live { cursor: *cursor, aggregate: false, misc_after: read.upto };
         return Some(out);
     }
     let UserState::Waiting { wait, cursor } = state else { return None };
     let result = wait.result()?;
     // The echo is the client's own subscription: its `aggregateByTime` picks the frames.
     let aggregate = echo.value().get("aggregateByTime") == Some(&serde_json::Value::Bool(true));
+    let misc_after = if crate::publish::feed::TickKind::of(ch).is_side() { wait.read().before - 1 } else { 0 };
     let out = match result {
         Ok(snapshot) => {
             *cursor = wait.read().after_seq.min(*cursor);
@@ -96,7 +94,7 @@ pub(super) fn take_snapshot(state: &mut UserState, ch: UserChannel, echo: &Echo)
         }
         Err(e) => (Err(format!("hlbook: no history for {echo}: {e}; its live fills follow")), None),
     };
-    *state = UserState::Live { cursor: *cursor, aggregate, above: 0 };
+    *state = UserState::Live { cursor: *cursor, aggregate, misc_after };
     Some(out)
 }
 
@@ -127,18 +125,18 @@ pub(super) fn take_user_tick(
         let cursor = tick.seq - 1;
         *state = match ch {
             UserChannel::Fills | UserChannel::TwapSlices => {
-                let read = (user, ch == UserChannel::TwapSlices);
+                let read = (user, if ch == UserChannel::TwapSlices { ReadOf::TwapSlices } else { ReadOf::Fills });
                 UserState::Waiting { wait: hub.history().user_fills(hub, read, tick.height, cursor), cursor }
             }
-            _ => UserState::Live { cursor, aggregate: false, above: 0 },
+            _ => UserState::Live { cursor, aggregate: false, misc_after: 0 },
         };
     }
-    let UserState::Live { cursor, aggregate, above } = state else { return None };
+    let UserState::Live { cursor, aggregate, misc_after } = state else { return None };
     if tick.seq <= *cursor {
         return None;
     }
     *cursor = tick.seq;
-    if tick.kind.is_side() && tick.height <= *above {
+    if tick.kind.is_side() && tick.height <= *misc_after {
         return None;
     }
     let frames = tick.users.get(&user)?;

@@ -14,7 +14,7 @@ use crate::publish::Want;
 use crate::ws::budget::SUB_BYTES;
 use crate::ws::candle_stream::CandleState;
 use crate::ws::protocol::{self, Request, Subscription};
-use crate::ws::user_stream::{first_state, misc_snapshot, release_user};
+use crate::ws::user_stream::{first_state, release_user};
 
 /// A pong's frame header, written ahead of the ping's payload.
 const PONG_HEADER: usize = 2;
@@ -133,8 +133,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         let slot = hub.add(&s.want);
         let mut chain = Chain::new(self.subs_made + 1);
         let (resumed, refusal) = self.resume(&s, &mut chain);
-        // trades: the coin's recent trades right after the ack, as the official feed sends them; userFundings and
-        // userNonFundingLedgerUpdates: their (empty) snapshot. A resumed subscription gets neither: it continues.
+        // trades: the coin's recent trades right after the ack, as the official feed sends them (userFundings and
+        // userNonFundingLedgerUpdates: their snapshot comes from the store). A resumed subscription continues.
         let mut recent = None;
         let sub = match (&s.want, slot) {
             (want, _) if let Some(r) = resumed => resumed_delivery(want, r, self.shared_coin_of(want)),
@@ -147,15 +147,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                 let coin = self.shared_coin(c);
                 Delivery::L4 { state: L4State::Waiting(hub.request_snapshot(coin.clone())), coin }
             }
-            (Want::User { user, channel: ch, .. }, _) => {
-                recent = misc_snapshot(*ch, user);
-                Delivery::User {
-                    user: *user,
-                    ch: *ch,
-                    generation: self.ctx.shared().watched().view().generation,
-                    state: first_state(hub, *ch, *user),
-                }
-            }
+            (Want::User { user, channel: ch, .. }, _) => Delivery::User {
+                user: *user,
+                ch: *ch,
+                generation: self.ctx.shared().watched().view().generation,
+                state: first_state(hub, *user, *ch),
+            },
             (Want::Candle(c, i), _) => Delivery::Candle { key: (self.shared_coin(c), *i), state: CandleState::Waiting },
             (_, Some(slot)) => Delivery::Conflated { slot, sent: 0 },
             (_, None) => {

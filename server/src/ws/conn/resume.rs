@@ -151,7 +151,7 @@ pub(super) fn resumed_delivery(want: &Want, resumed: Resumed, coin: Option<Coin>
             ch: *channel,
             // Read only while a subscription waits to go live; a resumed one is live.
             generation: 0,
-            state: UserState::Live { cursor, aggregate: *aggregate_by_time, above: 0 },
+            state: UserState::Live { cursor, aggregate: *aggregate_by_time, misc_after: 0 },
         },
         Want::L2(_) | Want::Bbo(_) | Want::Mids(_) => unreachable!("snapshot channels do not resume"),
     }

@@ -5,6 +5,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use super::*;
 use crate::ingest::side::MiscReader;
 use crate::node::Address;
+use crate::store::misc_writer::STREAM;
+use crate::store::user_events::EntryKind;
 
 const ALICE: &str = "0x00000000000000000000000000000000000000a1";
 const BOB: &str = "0x00000000000000000000000000000000000000b2";
@@ -27,13 +29,11 @@ fn append(dir: &Path, heights: impl IntoIterator<Item = u64>) {
     }
 }
 
-/// Reads what the files hold after the store's height and writes it, as `run` does once.
+/// Reads what the files hold after the store's height and writes it, as `run` does once after a (re)start.
 fn pass(store: &Store, dir: &Path) -> u64 {
     let mut w = MiscWriter::new(store, Mode::ByBlock, 36_500).unwrap();
     let mut r = MiscReader::new(dir, Mode::ByBlock, w.height());
-    let mut blocks = Vec::new();
-    r.poll(&mut |b| blocks.push(b)).unwrap();
-    w.write(&blocks).unwrap()
+    super::pass(&mut r, &mut w, crate::publish::misc_frames::entries_of).unwrap()
 }
 
 fn usdc(store: &Store, user: &str, kind: EntryKind) -> Vec<String> {
