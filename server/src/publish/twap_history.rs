@@ -14,6 +14,7 @@ use super::frame::{Audit, Frame};
 use super::hub::Hub;
 use super::twap_frames::{STREAM, user_twap_history};
 use crate::node::Address;
+use crate::store::follow::Follow;
 use crate::store::user_events::EntryKind;
 
 /// Entries a snapshot holds at most (the newest), as userFills' snapshot holds its newest 2000.
@@ -22,18 +23,21 @@ pub const SNAPSHOT_ENTRIES: usize = 2000;
 /// How long a read waits for the store's writer to commit `upto`; past it, the read takes what the store has.
 const CATCH_UP: Duration = Duration::from_secs(5);
 
+/// The snapshot frame, and the notice of what it lacks.
+pub type Snapshot = (Arc<Frame>, Option<String>);
+
 /// One subscription's snapshot read.
 #[derive(Debug)]
 pub struct TwapRead {
     user: Address,
     /// Blocks up to this height are the snapshot's; the live frames are those above.
     pub upto: u64,
-    result: OnceLock<Result<Arc<Frame>, String>>,
+    result: OnceLock<Result<Snapshot, String>>,
 }
 
 impl TwapRead {
-    /// The snapshot frame, or why there is none; `None` while the read runs.
-    pub fn result(&self) -> Option<&Result<Arc<Frame>, String>> {
+    /// The snapshot frame with the notice of what it lacks, or why there is none; `None` while the read runs.
+    pub fn result(&self) -> Option<&Result<Snapshot, String>> {
         self.result.get()
     }
 }
@@ -53,18 +57,34 @@ pub fn start(hub: &Arc<Hub>, user: Address) -> Arc<TwapRead> {
     read
 }
 
-fn snapshot(hub: &Hub, read: &TwapRead) -> Result<Arc<Frame>, String> {
+fn snapshot(hub: &Hub, read: &TwapRead) -> Result<Snapshot, String> {
     let frame =
         |entries: &[&[u8]]| Arc::new(Frame::new(0, user_twap_history(&read.user, entries, true), Audit::default()));
-    let Some(store) = hub.store() else { return Ok(frame(&[])) };
+    let Some(store) = hub.store() else { return Ok((frame(&[]), None)) };
+    // A store keeping followed users only keeps this one from now on (as misc_events' snapshots do).
+    let note = follow_note(&read.user, &store.follow.follow(&read.user.0));
     let waited = Instant::now();
     while store.stream_height(STREAM) < read.upto && waited.elapsed() < CATCH_UP {
         std::thread::sleep(Duration::from_millis(20));
     }
     let _turn = hub.history().turns.take()?;
-    let mut list = store.user_entries(&read.user.0, EntryKind::TwapHistory, (0, i64::MAX), SNAPSHOT_ENTRIES, true)?;
-    list.retain(|e| e.height <= read.upto);
+    // The newest entries of blocks up to `upto`, oldest first.
+    let mut list = store.user_entries_upto(&read.user.0, EntryKind::TwapHistory, read.upto, SNAPSHOT_ENTRIES)?;
     list.reverse();
     let entries: Vec<&[u8]> = list.iter().map(|e| &*e.bytes).collect();
-    Ok(frame(&entries))
+    Ok((frame(&entries), note))
+}
+
+fn follow_note(user: &Address, f: &Follow) -> Option<String> {
+    match f {
+        Follow::Kept => None,
+        Follow::New => Some(format!(
+            "hlbook: the history store keeps followed users' history only (store.fills_users) and now follows \
+             {user}: its TWAP statuses are kept from now on, none from before"
+        )),
+        Follow::Refused { max } => Some(format!(
+            "hlbook: the history store follows at most {max} users (store.fills_follow_max) and cannot follow \
+             {user}: this snapshot holds only what was stored before; live frames follow"
+        )),
+    }
 }

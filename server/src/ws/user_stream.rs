@@ -74,7 +74,7 @@ pub(super) type Taken = (Result<Arc<Frame>, String>, Option<String>);
 pub(super) fn take_snapshot(state: &mut UserState, ch: UserChannel, echo: &Echo) -> Option<Taken> {
     if let UserState::TwapWaiting { read, cursor } = state {
         let out = match read.result()? {
-            Ok(frame) => (Ok(frame.clone()), None),
+            Ok((frame, note)) => (Ok(frame.clone()), note.clone()),
             Err(e) => (Err(format!("hlbook: no history for {echo}: {e}; its live entries follow")), None),
         };
         *state = UserState::Live { cursor: *cursor, aggregate: false, misc_after: read.upto };
