@@ -50,6 +50,10 @@ const SERVED: &[&str] = &[
     "userFillsByTime",
     "userTwapSliceFills",
     "orderStatus",
+    // userFunding and userNonFundingLedgerUpdates from a time the store holds (a harness's own label: from
+    // earlier, they are passed on or refused, as any type not served here).
+    "userFunding:kept",
+    "userNonFundingLedgerUpdates:kept",
 ];
 /// Passed to the node's info server.
 const NODE: &[&str] = &[
@@ -119,7 +123,7 @@ impl Stack {
         let mut args = vec![
             "--out", data.to_str().unwrap(), "--info-listen", "127.0.0.1:0", "--coins", "4", "--btc-orders", "2000",
             "--orders-per-coin", "200", "--block-ms", "40", "--rate", "0.3", "--reject-ratio", "2", "--users", "5",
-            "--blocks", &blocks,
+            "--blocks", &blocks, "--write-misc-events", "--funding-every-blocks", "3",
         ];
         if exchange {
             args.extend(["--exchange-listen", "127.0.0.1:0"]);
@@ -360,6 +364,63 @@ fn python_sdk_day_one_bot() {
     assert_fills("user_fills", &calls["user_fills"], &truth_fills(&s, None));
     assert_open_orders(&s, &calls["open_orders"], None);
     assert_user_state(&s, &calls["user_state"], Clone::clone);
+    let (fundings, ledger) = truth_misc(&s);
+    assert!(!fundings.is_empty(), "the busy user has no funding in the simulator's files");
+    assert_eq!(misc_entries(&calls["user_funding_history(since)"]), fundings, "user_funding_history");
+    assert_eq!(misc_entries(&calls["user_non_funding_ledger_updates(since)"]), ledger, "ledger updates");
+}
+
+/// Milliseconds (truncated) of a node time `YYYY-MM-DDTHH:MM:SS[.fraction]`, UTC.
+fn node_millis(t: &str) -> i64 {
+    let (date, time) = t.split_once('T').unwrap();
+    let d: Vec<i64> = date.split('-').map(|x| x.parse().unwrap()).collect();
+    let (y, m) = (d[0], d[1] as usize);
+    let leap = |y: i64| (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let months = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    let years: i64 = (1970..y).map(|y| if leap(y) { 366 } else { 365 }).sum();
+    let days = years + months[..m - 1].iter().sum::<i64>() + i64::from(m > 2 && leap(y)) + d[2] - 1;
+    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
+    let c: Vec<i64> = hms.split(':').map(|x| x.parse().unwrap()).collect();
+    let ms: i64 = format!("{:0<3}", &frac[..frac.len().min(3)]).parse().unwrap();
+    ((days * 24 + c[0]) * 60 + c[1]) * 60_000 + c[2] * 1000 + ms
+}
+
+/// The busy user's fundings and ledger updates from `since_ms` in the simulator's misc_events files, each as
+/// (time, hash, the delta with decimals in one spelling), in order.
+fn truth_misc(s: &Stack) -> (Vec<Value>, Vec<Value>) {
+    let (mut fundings, mut ledger) = (Vec::new(), Vec::new());
+    for l in procs::node_json_lines(&s.data.join("misc_events_by_block")) {
+        for ev in l["events"].as_array().unwrap() {
+            let time = node_millis(ev["time"].as_str().unwrap());
+            if time < s.since_ms {
+                continue;
+            }
+            for d in ev["inner"]["Funding"]["deltas"].as_array().into_iter().flatten() {
+                if d["user"].as_str().map(str::to_lowercase).as_deref() == Some(s.user.as_str()) {
+                    let delta = json!({"type": "funding", "coin": d["coin"], "usdc": decimal(&d["funding_amount"]),
+                        "szi": decimal(&d["szi"]), "fundingRate": decimal(&d["funding_rate"]), "nSamples": null});
+                    fundings.push(json!([time, ev["hash"], delta]));
+                }
+            }
+            let update = &ev["inner"]["LedgerUpdate"];
+            let users = update["users"].as_array().into_iter().flatten();
+            if users.filter_map(Value::as_str).any(|u| u.to_lowercase() == s.user) {
+                ledger.push(json!([time, ev["hash"], update["delta"]]));
+            }
+        }
+    }
+    (fundings, ledger)
+}
+
+/// An info answer's entries as `truth_misc`'s.
+fn misc_entries(got: &Value) -> Vec<Value> {
+    let list = got.as_array().unwrap_or_else(|| panic!("not a list: {got}"));
+    let one = |d: &Value| match d["type"].as_str() {
+        Some("funding") => json!({"type": "funding", "coin": d["coin"], "usdc": decimal(&d["usdc"]),
+            "szi": decimal(&d["szi"]), "fundingRate": decimal(&d["fundingRate"]), "nSamples": d["nSamples"]}),
+        _ => d.clone(),
+    };
+    list.iter().map(|e| json!([e["time"], e["hash"], one(&e["delta"])])).collect()
 }
 
 #[test]
@@ -424,6 +485,15 @@ fn ccxt_day_one_bot_with_an_upstream() {
     assert_eq!(ids(&calls["fetch_open_orders(openOrders)"], "id"), open_oids, "fetch_open_orders");
     let tids: BTreeSet<String> = truth_fills(&s, None).iter().map(|f| f["tid"].to_string()).collect();
     assert_eq!(ids(&calls["fetch_my_trades"], "id"), tids, "fetch_my_trades");
+    // ccxt's funding history and its ledger, answered by hlbook's store: each item's `info` is the entry. ccxt
+    // asks `userFunding` without a coin and keeps every coin's payment, whatever the symbol.
+    let (fundings, ledger) = truth_misc(&s);
+    assert!(fundings.iter().any(|f| f[2]["coin"] == "BTC"), "the busy user has no BTC funding in the files");
+    let infos = |v: &Value| -> Value {
+        Value::Array(v.as_array().unwrap_or_else(|| panic!("{v}")).iter().map(|i| i["info"].clone()).collect())
+    };
+    assert_eq!(misc_entries(&infos(&calls["fetch_funding_history(since)"])), fundings, "fetch_funding_history");
+    assert_eq!(misc_entries(&infos(&calls["fetch_ledger(since)"])), ledger, "fetch_ledger");
 }
 
 #[test]

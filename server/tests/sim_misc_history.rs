@@ -4,10 +4,12 @@
 //! store has written its last block, the test reads the misc_events files itself (JSON values, its own decimal and
 //! time handling, none of hlbook's parsers) and requires each busy user's answer to be exactly the files' entries
 //! of the range, each once, ascending, in the exchange's shape; `endTime` ends the range; a `startTime` before
-//! what the store holds is not answered short (no upstream here: refused). The userFundings and
-//! userNonFundingLedgerUpdates snapshots of a subscription made then hold the same entries.
+//! what the store holds is not answered short (no upstream here: refused). In followed mode
+//! (`store.fills_users = "followed"`) a user nobody follows is not answered at all, and once a userFundings
+//! subscription follows it, its entries are answered from when the store began keeping them, never before.
 
 mod procs;
+mod wsclient;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -16,6 +18,7 @@ use std::time::{Duration, Instant};
 use hlbook::node::Mode;
 use procs::{admin_base, get_json, start_serve, start_sim, wait_health};
 use serde_json::{Value, json};
+use wsclient::raw;
 
 const BLOCKS: u64 = 300;
 const USERS: usize = 3;
@@ -198,4 +201,54 @@ fn misc_history_by_block_is_answered_from_the_store_once_in_order() {
 #[test]
 fn misc_history_streaming_is_answered_from_the_store_once_in_order() {
     run(Mode::Streaming);
+}
+
+/// Followed mode: a user is kept from when a subscription follows it, and answered from then on only.
+#[test]
+fn followed_mode_answers_a_user_from_when_it_was_followed() {
+    let out = tempfile::tempdir().unwrap();
+    let data = out.path().join("data");
+    #[rustfmt::skip]
+    let sim_args = [
+        "--mode", "by-block", "--coins", "3", "--btc-orders", "300", "--orders-per-coin", "100", "--block-ms", "40",
+        "--users", "6", "--blocks", "400", "--write-misc-events", "--funding-every-blocks", "3", "--exit-when-done",
+    ];
+    let (mut sim, info_url) = start_sim(&data, &sim_args, &out.path().join("sim.log"));
+    #[rustfmt::skip]
+    let serve_args = ["--stale-after", "600", "--validate-interval", "0",
+        "--set", "store.fills_users=\"followed\"", "--set", "store.fills_follow_max=4"];
+    let mut server =
+        start_serve(&data, &info_url, &out.path().join("snaps"), &serve_args, &out.path().join("serve.log"));
+    let addr = server.wait_line("hlbook listening on", Duration::from_secs(30));
+    let admin = admin_base(&server);
+    wait_health(&admin, Duration::from_secs(120), |h| h["misc_events"]["counters"]["events"].as_u64() >= Some(10));
+    let (early, _, first_ms) = expected(&data, Mode::ByBlock);
+    let user = early.keys().find(|(_, k)| *k == Kind::Funding).map(|(u, _)| u.clone()).expect("a funded user");
+    let (status, text) = info(&addr, &json!({"type": "userFunding", "user": user, "startTime": first_ms}));
+    assert!(status == 422 && text.contains("does not keep"), "not followed yet: {status} {text}");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _ws = rt.block_on(async {
+        let mut ws = raw::connect(&addr, "", None).await;
+        raw::subscribe(&mut ws, json!({"type": "userFundings", "user": user})).await;
+        ws
+    });
+    assert!(sim.wait_exit(Duration::from_secs(180)).success(), "hlsim failed");
+    let (exp, last, _) = expected(&data, Mode::ByBlock);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while get_json(&format!("{admin}/status")).and_then(|s| s["store"]["misc_height"].as_u64()) != Some(last) {
+        assert!(Instant::now() < deadline, "the store never wrote misc_events height {last}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let want = &exp[&(user.clone(), Kind::Funding)];
+    // The first of the user's funding times answered: after its first, since it was followed later.
+    let ask_from = |t: i64| info(&addr, &json!({"type": "userFunding", "user": user, "startTime": t}));
+    let times: Vec<i64> = want.iter().map(|e| e["time"].as_i64().unwrap()).collect();
+    let from = times.iter().copied().find(|t| ask_from(*t).0 == 200).expect("answered once followed");
+    assert!(from > times[0], "answered from {from}, before the user was followed (its first funding {})", times[0]);
+    assert_eq!(ask_from(first_ms).0, 422, "from the start: not answered short");
+    let got = ask(&addr, Kind::Funding, &user, from, None);
+    let tail: Vec<Value> = want.iter().filter(|e| e["time"].as_i64() >= Some(from)).cloned().collect();
+    assert_eq!(got, tail, "{user}: every funding since it was followed, once, in order");
+    assert!(tail.len() >= 3, "too few to test: {}", tail.len());
+    server.stop();
 }

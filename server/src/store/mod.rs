@@ -370,7 +370,9 @@ impl Store {
                 "file_bytes": self.file_bytes()}),
             )
         };
-        read().map_err(|e| format!("store read: {e}"))
+        let mut out = read().map_err(|e| format!("store read: {e}"))?;
+        out["user_entries"] = self.user_entries_table_bytes()?;
+        Ok(out)
     }
 
     /// `/metrics`' store series: (name, help, is a counter, value); exported as `hlbook_store_<name>`.

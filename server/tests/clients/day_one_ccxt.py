@@ -48,7 +48,9 @@ def markets():
 
 
 def sweep(calls):
-    for name, fn in calls:
+    """Each call is (name, fn) or (name, fn, kept): info types of `kept` it asks are labelled `:kept` (asked from a
+    time hlbook's store holds, so answered by hlbook itself)."""
+    for name, fn, *kept in calls:
         Recording.asked = []
         line = {"call": name}
         try:
@@ -57,7 +59,7 @@ def sweep(calls):
             line.update({"error": type(e).__name__, "message": str(e)})
         except Exception as e:  # noqa: BLE001 - anything else is exactly what this bot looks for
             line.update({"error": type(e).__name__, "message": str(e), "crash": True, "traceback": traceback.format_exc()})
-        line["types"] = list(Recording.asked)
+        line["types"] = [t + ":kept" if kept and t in kept[0] else t for t in Recording.asked]
         show(line)
 
 
@@ -106,6 +108,9 @@ CALLS = [
     ("fetch_open_interest", lambda: ex.fetch_open_interest(SYMBOL)),
     ("fetch_open_interests", lambda: ex.fetch_open_interests()),
     ("fetch_funding_history", lambda: ex.fetch_funding_history(SYMBOL, now - day, None, dict(p))),
+    # From the user's first fill: hlbook's store holds every funding and ledger update since.
+    ("fetch_funding_history(since)", lambda: ex.fetch_funding_history(SYMBOL, since, None, dict(p)), {"userFunding"}),
+    ("fetch_ledger(since)", lambda: ex.fetch_ledger(None, since, None, dict(p)), {"userNonFundingLedgerUpdates"}),
 ]
 sweep(CALLS)
 
@@ -115,7 +120,7 @@ def snake(camel):
 
 
 # Every REST fetch ccxt says it has (natively or emulated) must be in CALLS (the *_ws ones are ccxt pro's).
-called = {name.split("(")[0] for name, _ in CALLS}
+called = {c[0].split("(")[0] for c in CALLS}
 offered = {snake(k) for k, v in ex.has.items() if k.startswith("fetch") and v in (True, "emulated")}
 offered = {m for m in offered if not m.endswith("_ws")}
 show({"version": ccxt.__version__})

@@ -64,7 +64,10 @@ CALLS = [
     ("spot_meta", ["spotMeta"], lambda: info.spot_meta()),
     ("spot_meta_and_asset_ctxs", ["spotMetaAndAssetCtxs"], lambda: info.spot_meta_and_asset_ctxs()),
     ("funding_history", ["fundingHistory"], lambda: info.funding_history("BTC", now - day)),
-    ("user_funding_history", ["userFunding"], lambda: info.user_funding_history(user, now - day)),
+    # From a day back: before what hlbook's store holds (its first misc_events block), so passed on, or refused.
+    ("user_funding_history", ["userFunding:before"], lambda: info.user_funding_history(user, now - day)),
+    # From the user's first fill: the store holds it all, so hlbook answers.
+    ("user_funding_history(since)", ["userFunding:kept"], lambda: info.user_funding_history(user, since)),
     ("l2_snapshot", ["l2Book"], lambda: info.l2_snapshot("BTC")),
     ("candles_snapshot", ["candleSnapshot"], lambda: info.candles_snapshot("BTC", "1m", now - day, now + day)),
     ("user_fees", ["userFees"], lambda: info.user_fees(user)),
@@ -84,8 +87,13 @@ CALLS = [
     ("historical_orders", ["historicalOrders"], lambda: info.historical_orders(user)),
     (
         "user_non_funding_ledger_updates",
-        ["userNonFundingLedgerUpdates"],
+        ["userNonFundingLedgerUpdates:before"],
         lambda: info.user_non_funding_ledger_updates(user, now - day),
+    ),
+    (
+        "user_non_funding_ledger_updates(since)",
+        ["userNonFundingLedgerUpdates:kept"],
+        lambda: info.user_non_funding_ledger_updates(user, since, now + day),
     ),
     ("portfolio", ["portfolio"], lambda: info.portfolio(user)),
     ("user_twap_slice_fills", ["userTwapSliceFills"], lambda: info.user_twap_slice_fills(user)),
