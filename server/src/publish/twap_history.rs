@@ -24,7 +24,7 @@ pub const SNAPSHOT_ENTRIES: usize = 2000;
 const CATCH_UP: Duration = Duration::from_secs(5);
 
 /// The snapshot frame, and the notice of what it lacks.
-pub type Snapshot = (Arc<Frame>, Option<String>);
+pub type TwapSnapshot = (Arc<Frame>, Option<String>);
 
 /// One subscription's snapshot read.
 #[derive(Debug)]
@@ -32,12 +32,12 @@ pub struct TwapRead {
     user: Address,
     /// Blocks up to this height are the snapshot's; the live frames are those above.
     pub upto: u64,
-    result: OnceLock<Result<Snapshot, String>>,
+    result: OnceLock<Result<TwapSnapshot, String>>,
 }
 
 impl TwapRead {
     /// The snapshot frame with the notice of what it lacks, or why there is none; `None` while the read runs.
-    pub fn result(&self) -> Option<&Result<Snapshot, String>> {
+    pub fn result(&self) -> Option<&Result<TwapSnapshot, String>> {
         self.result.get()
     }
 }
@@ -57,7 +57,7 @@ pub fn start(hub: &Arc<Hub>, user: Address) -> Arc<TwapRead> {
     read
 }
 
-fn snapshot(hub: &Hub, read: &TwapRead) -> Result<Snapshot, String> {
+fn snapshot(hub: &Hub, read: &TwapRead) -> Result<TwapSnapshot, String> {
     let frame =
         |entries: &[&[u8]]| Arc::new(Frame::new(0, user_twap_history(&read.user, entries, true), Audit::default()));
     let Some(store) = hub.store() else { return Ok((frame(&[]), None)) };
