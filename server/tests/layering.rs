@@ -32,8 +32,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("ws", &["node", "book", "state", "ingest", "publish", "audit", "config", "store"]),
     // The commands put the stages together.
     ("cli", &["node", "config", "book", "state", "store", "ingest", "audit", "publish", "ws"]),
-    // The simulator checks its own output with the replay engine and the misc_events reader.
-    ("sim", &["node", "book", "ingest::replay", "ingest::misc"]),
+    // The simulator checks its own output with the replay engine and the side stream reader (misc_events).
+    ("sim", &["node", "book", "ingest::replay", "ingest::side"]),
 ];
 
 fn src() -> PathBuf {

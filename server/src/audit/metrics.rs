@@ -89,6 +89,11 @@ impl Collector for Hlbook {
         }
         let misc_read = i64::from(h.misc().read() == crate::state::misc_stream::MiscRead::Read);
         gauge(&mut e, "hlbook_misc_read", "1 while the node's misc_events stream is read", misc_read)?;
+        for c in h.twaps().counters().to_list() {
+            counter(&mut e, &format!("hlbook_twap_{}", c.name), c.help, c.value)?;
+        }
+        let twap_read = i64::from(h.twaps().read() == crate::state::misc_stream::MiscRead::Read);
+        gauge(&mut e, "hlbook_twap_read", "1 while the node's node_twap_statuses stream is read", twap_read)?;
         for c in ctx.publish_counters() {
             counter(&mut e, &format!("hlbook_publish_{}", c.name), c.help, c.value)?;
         }

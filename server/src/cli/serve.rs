@@ -186,7 +186,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let hub = hub.with_resume_window(Duration::from_secs(c.server.resume_window_secs), c.server.max_users_per_ip);
     let hub = Arc::new(hub.with_history_limits(c.server.history_reads, c.server.history_queue, history_wait));
     threads.extend(start_store(&c, &hub, store, &watch)?);
-    threads.extend(start_misc(&c, &hub, &watch)?);
+    threads.extend(start_side_streams(&c, &hub, &watch)?);
     threads.extend(start_store_misc(&c, &hub, &watch)?);
     let publisher = {
         let (hub, w) = (hub.clone(), watch.clone());
@@ -274,41 +274,59 @@ fn start_store(
     })?))
 }
 
-/// Starts following the optional misc_events stream of the first file source (the node's files on this host);
-/// without one, says on the health that it is not read.
-fn start_misc(c: &Config, hub: &Arc<Hub>, watch: &Supervisor) -> anyhow::Result<Option<std::thread::JoinHandle<()>>> {
+/// Starts following the optional side streams (misc_events, node_twap_statuses) of the first file source (the
+/// node's files on this host), one thread each; without one, says on the health that they are not read.
+fn start_side_streams(
+    c: &Config,
+    hub: &Arc<Hub>,
+    watch: &Supervisor,
+) -> anyhow::Result<Vec<std::thread::JoinHandle<()>>> {
+    use crate::ingest::side::{MiscEvents, SideStream, TwapStatuses, follow};
     let shared = hub.shared().clone();
     let Some(node_dir) = first_files_dir(c)? else {
-        tracing::info!("no file source: misc_events (userFundings, ledger updates) are not read");
+        tracing::info!("no file source: misc_events (userFundings, ledger updates) and TWAP statuses are not read");
         shared.health().misc().set_read(crate::state::misc_stream::MiscRead::Absent);
-        return Ok(None);
+        shared.health().twaps().set_read(crate::state::misc_stream::MiscRead::Absent);
+        return Ok(Vec::new());
     };
-    let (mode, poll, hub, w) =
-        (c.ingest.mode, Duration::from_millis(c.ingest.poll_interval_ms), hub.clone(), watch.clone());
-    Ok(Some(std::thread::Builder::new().name("hlbook-misc".into()).spawn(move || {
-        w.run("misc_events", || {
-            crate::ingest::misc::follow(&node_dir, mode, poll, &shared, w.stop(), &mut |b| hub.push_misc(b));
+    let (mode, poll) = (c.ingest.mode, Duration::from_millis(c.ingest.poll_interval_ms));
+    let (dir, h, w, s) = (node_dir.clone(), hub.clone(), watch.clone(), shared.clone());
+    let misc = std::thread::Builder::new().name("hlbook-misc".into()).spawn(move || {
+        w.run(MiscEvents::NAME, || follow::<MiscEvents>(&dir, mode, poll, &s, w.stop(), &mut |b| h.push_misc(b)));
+    })?;
+    let (h, w) = (hub.clone(), watch.clone());
+    let twaps = std::thread::Builder::new().name("hlbook-twaps".into()).spawn(move || {
+        w.run(TwapStatuses::NAME, || {
+            follow::<TwapStatuses>(&node_dir, mode, poll, &shared, w.stop(), &mut |b| h.push_twaps(b));
         });
-    })?))
+    })?;
+    Ok(vec![misc, twaps])
 }
 
-/// Starts the store's misc_events writer (`store_misc`): each user's fundings and ledger updates kept
-/// from the node's misc_events files of the first file source. Without a store or a file source, nothing.
+/// Starts the store's side stream writers (`cli::store_misc`): each user's fundings and ledger updates from
+/// misc_events, and TWAP history from node_twap_statuses, kept from the node's files of the first file source.
+/// Without a store or a file source, nothing.
 fn start_store_misc(
     c: &Config,
     hub: &Arc<Hub>,
     watch: &Supervisor,
-) -> anyhow::Result<Option<std::thread::JoinHandle<()>>> {
-    let (Some(store), Some(node_dir)) = (hub.store(), first_files_dir(c)?) else { return Ok(None) };
-    let files = super::store_misc::MiscFiles {
-        node_dir,
-        mode: c.ingest.mode,
-        poll: Duration::from_millis(c.ingest.poll_interval_ms),
-    };
-    let (days, w) = (c.store.fills_retention_days, watch.clone());
-    Ok(Some(std::thread::Builder::new().name("hlbook-store-misc".into()).spawn(move || {
-        w.run("history store misc_events", || super::store_misc::run(&store, &files, days, w.stop()));
-    })?))
+) -> anyhow::Result<Vec<std::thread::JoinHandle<()>>> {
+    use super::store_misc::{MiscFiles, run};
+    use crate::ingest::side::{MiscEvents, TwapStatuses};
+    let (Some(store), Some(node_dir)) = (hub.store(), first_files_dir(c)?) else { return Ok(Vec::new()) };
+    let files = MiscFiles { node_dir, mode: c.ingest.mode, poll: Duration::from_millis(c.ingest.poll_interval_ms) };
+    let days = c.store.fills_retention_days;
+    let (s, f, w) = (store.clone(), files.clone(), watch.clone());
+    let misc = std::thread::Builder::new().name("hlbook-store-misc".into()).spawn(move || {
+        let kept = (store::misc_writer::STREAM, publish::misc_frames::entries_of as fn(&_) -> _);
+        w.run("history store misc_events", || run::<MiscEvents>(&s, &f, days, w.stop(), kept));
+    })?;
+    let w = watch.clone();
+    let twaps = std::thread::Builder::new().name("hlbook-store-twap".into()).spawn(move || {
+        let kept = (publish::twap_frames::STREAM, publish::twap_frames::entries_of as fn(&_) -> _);
+        w.run("history store node_twap_statuses", || run::<TwapStatuses>(&store, &files, days, w.stop(), kept));
+    })?;
+    Ok(vec![misc, twaps])
 }
 
 /// The data dir of the first source that is a node's files on this host.

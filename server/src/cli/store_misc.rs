@@ -1,6 +1,7 @@
-//! `serve`'s thread that keeps misc_events in the history store: it follows the node's misc_events files with
-//! ingest's reader (`ingest::misc::MiscReader`, the live reader's rules) from the store's last committed
-//! misc_events height, turns each block into user entries (`publish::misc_frames::entries_of`, the shapes the
+//! `serve`'s threads that keep the side streams in the history store: each follows the node's files of one stream
+//! (misc_events, node_twap_statuses) with ingest's reader (`ingest::side::SideReader`, the live reader's rules)
+//! from the store's last committed height of that stream, turns each block into user entries (misc_events:
+//! `publish::misc_frames::entries_of`; node_twap_statuses: `publish::twap_frames::entries_of`, the shapes the
 //! info answers serve) and commits them (`store::misc_writer`). Here because it joins three stages: the store
 //! comes before ingest and the publisher in the dependency order.
 
@@ -8,11 +9,15 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
 
-use crate::ingest::misc::{MiscReader, misc_present};
+use crate::ingest::side::{SideReader, SideStream, present};
 use crate::node::Mode;
-use crate::publish::misc_frames::entries_of;
+use crate::node::misc::EventBlock;
 use crate::store::Store;
 use crate::store::misc_writer::MiscWriter;
+use crate::store::user_events::EntryBlock;
+
+/// A side stream as the store keeps it: its name there, and how a block becomes entries.
+pub type Kept<E> = (&'static str, fn(&EventBlock<E>) -> EntryBlock);
 
 /// Where the thread reads from.
 #[derive(Clone, Debug)]
@@ -23,38 +28,43 @@ pub struct MiscFiles {
 }
 
 /// Reads what the files hold after the writer's height and commits it; the entries written.
-fn pass(reader: &mut MiscReader, writer: &mut MiscWriter<'_>) -> Result<u64, String> {
+fn pass<S: SideStream>(
+    reader: &mut SideReader<S>,
+    writer: &mut MiscWriter<'_>,
+    entries: fn(&EventBlock<S::Event>) -> EntryBlock,
+) -> Result<u64, String> {
     let mut blocks = Vec::new();
-    if let Err(e) = reader.poll(&mut |b| blocks.push(entries_of(&b))) {
-        tracing::warn!(error = %e, "history store: misc_events read failed; retried");
+    if let Err(e) = reader.poll(&mut |b| blocks.push(entries(&b))) {
+        tracing::warn!(error = %e, "history store: {} read failed; retried", S::NAME);
     }
     writer.write(&blocks)
 }
 
-/// Follows the node's misc_events files into the store until `stop`; waits for the folder while the node writes
-/// none. A failed commit is retried from the last committed height.
-pub fn run(store: &Store, files: &MiscFiles, retention_days: u32, stop: &AtomicBool) {
-    let mut reader: Option<(MiscReader, MiscWriter<'_>)> = None;
+/// Follows the node's files of side stream `S` into the store, kept as `kept` says, until `stop`; waits for the
+/// folder while the node writes none. A failed commit is retried from the last committed height.
+pub fn run<S: SideStream>(store: &Store, files: &MiscFiles, days: u32, stop: &AtomicBool, kept: Kept<S::Event>) {
+    let (stream, entries) = kept;
+    let mut reader: Option<(SideReader<S>, MiscWriter<'_>)> = None;
     let mut said_absent = false;
     while !stop.load(Relaxed) {
         match &mut reader {
-            None if !misc_present(&files.node_dir, files.mode) => {
+            None if !present::<S>(&files.node_dir, files.mode) => {
                 if !said_absent {
-                    tracing::info!("history store: no misc_events folder; fundings and ledger updates not kept yet");
+                    tracing::info!("history store: no {} folder; {}", S::NAME, S::WITHOUT);
                     said_absent = true;
                 }
             }
-            None => match MiscWriter::new(store, files.mode, retention_days) {
+            None => match MiscWriter::of(store, stream, files.mode, days) {
                 Ok(w) => {
-                    tracing::info!(after = w.height(), "history store: reading misc_events");
-                    reader = Some((MiscReader::new(&files.node_dir, files.mode, w.height()), w));
+                    tracing::info!(after = w.height(), "history store: reading {}", S::NAME);
+                    reader = Some((SideReader::new(&files.node_dir, files.mode, w.height()), w));
                     continue;
                 }
-                Err(e) => tracing::error!("history store: misc_events: {e}"),
+                Err(e) => tracing::error!("history store: {}: {e}", S::NAME),
             },
             Some((r, w)) => {
-                if let Err(e) = pass(r, w) {
-                    tracing::error!("history store: {e}; reading misc_events again from the last commit");
+                if let Err(e) = pass(r, w, entries) {
+                    tracing::error!("history store: {e}; reading {} again from the last commit", S::NAME);
                     reader = None;
                 }
             }

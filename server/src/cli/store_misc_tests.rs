@@ -3,6 +3,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::*;
+use crate::ingest::side::MiscReader;
 use crate::node::Address;
 use crate::store::misc_writer::STREAM;
 use crate::store::user_events::EntryKind;
@@ -32,7 +33,7 @@ fn append(dir: &Path, heights: impl IntoIterator<Item = u64>) {
 fn pass(store: &Store, dir: &Path) -> u64 {
     let mut w = MiscWriter::new(store, Mode::ByBlock, 36_500).unwrap();
     let mut r = MiscReader::new(dir, Mode::ByBlock, w.height());
-    super::pass(&mut r, &mut w).unwrap()
+    super::pass(&mut r, &mut w, crate::publish::misc_frames::entries_of).unwrap()
 }
 
 fn usdc(store: &Store, user: &str, kind: EntryKind) -> Vec<String> {

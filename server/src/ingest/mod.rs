@@ -9,11 +9,11 @@ pub mod limits;
 pub mod line_source;
 pub mod live;
 pub mod live_config;
-pub mod misc;
 pub mod nats;
 pub mod open_source;
 pub mod race;
 pub mod replay;
+pub mod side;
 
 pub mod steps;
 pub mod tail;

@@ -98,11 +98,12 @@ impl StreamTail {
         }
     }
 
-    /// A tail of the `misc_events` stream (`crate::node::misc`), which lies outside the three book streams'
-    /// folders. Its lines carry the `Statuses` tag, which means nothing: only the misc reader uses such a tail.
-    pub fn misc_events(node_dir: &Path, mode: Mode, after_height: u64) -> StreamTail {
-        let mut t = StreamTail::new(node_dir, mode, Stream::Statuses, after_height);
-        t.hourly = node_dir.join(crate::node::misc::misc_dir(mode)).join("hourly");
+    /// A tail of a side stream (`misc_events`, `node_twap_statuses`: `ingest::side`) in `stream_dir`, which lies
+    /// outside the three book streams' folders. Its lines carry the `Statuses` tag, which means nothing: only the
+    /// side reader uses such a tail.
+    pub fn side(stream_dir: &Path, mode: Mode, after_height: u64) -> StreamTail {
+        let mut t = StreamTail::new(stream_dir, mode, Stream::Statuses, after_height);
+        t.hourly = stream_dir.join("hourly");
         t
     }
 

@@ -140,13 +140,16 @@ pub struct MiscLine {
     pub skipped: Vec<Skipped>,
 }
 
-/// One block's misc events, gathered from its line (by-block) or lines (streaming) by `ingest::misc`.
+/// One block's events of a side stream (misc_events, node_twap_statuses), gathered from its line (by-block) or
+/// lines (streaming) by `ingest::side`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MiscBlock {
+pub struct EventBlock<E> {
     pub height: u64,
     pub block_time: UnixNanos,
-    pub events: Vec<MiscEvent>,
+    pub events: Vec<E>,
 }
+
+pub type MiscBlock = EventBlock<MiscEvent>;
 
 /// A line whose envelope did not parse: the whole line is lost.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

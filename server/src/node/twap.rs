@@ -32,7 +32,7 @@ use serde_json::value::RawValue;
 use super::decimal::Fixed;
 use super::event::{Address, Side};
 use super::line::Mode;
-use super::misc::{EventError, Skipped, parse_events_line};
+use super::misc::{EventBlock, EventError, Skipped, parse_events_line};
 use super::time::UnixNanos;
 use super::wire::{LineMeta, NodeTime};
 
@@ -99,6 +99,9 @@ pub struct TwapLine {
     pub events: Vec<TwapEvent>,
     pub skipped: Vec<Skipped>,
 }
+
+/// One block's TWAP events, as `ingest::side` gathers them.
+pub type TwapBlock = EventBlock<TwapEvent>;
 
 /// A line whose envelope did not parse: the whole line is lost.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -13,8 +13,36 @@ use rustc_hash::FxHashMap;
 
 use super::candles::keeper::CandleKey;
 use super::frame::Frame;
-use super::users::UserFrames;
+use super::users::{UserChannel, UserFrames};
 use crate::node::{Address, Coin};
+
+/// Which stream a tick comes from: the books' blocks, or one of the node's side streams, whose block heights run
+/// on their own, behind the books' (`ingest::side`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum TickKind {
+    #[default]
+    Blocks,
+    /// misc_events (`publish::misc_feed`).
+    Misc,
+    /// node_twap_statuses (`publish::twap_feed`).
+    Twaps,
+}
+
+impl TickKind {
+    /// The kind of tick a per-user channel's frames ride: a side stream's or the books'.
+    pub fn of(ch: UserChannel) -> TickKind {
+        match ch {
+            UserChannel::Fundings | UserChannel::Ledger => TickKind::Misc,
+            UserChannel::TwapHistory => TickKind::Twaps,
+            _ => TickKind::Blocks,
+        }
+    }
+
+    /// Not the books': only user frames, at its own stream's height.
+    pub fn is_side(self) -> bool {
+        self != TickKind::Blocks
+    }
+}
 
 /// One block's (or one reset's) frames of the ordered streams.
 #[derive(Debug, Default)]
@@ -35,9 +63,9 @@ pub struct Tick {
     pub users: FxHashMap<Address, UserFrames>,
     /// The watch generation its lines were parsed under: its user frames are complete for users followed since.
     pub users_generation: Option<u64>,
-    /// A misc_events block's tick (`publish::misc_feed`): only user frames, at that block's height, which may be
-    /// behind the books'. Per-user subscriptions waiting to go live pass over it.
-    pub misc: bool,
+    /// A side stream block's tick (misc_events, node_twap_statuses): only user frames, at that block's height,
+    /// which may be behind the books'. Per-user subscriptions waiting to go live pass over it.
+    pub kind: TickKind,
     /// The version of `Wanted` it was built under: it holds the frames of every stream wanted since that version
     /// (a resumed subscription's stream must have been wanted through the whole replay).
     pub wanted_version: u64,
@@ -86,9 +114,9 @@ pub struct Feed {
 #[derive(Debug, Default)]
 struct Ticks {
     held: VecDeque<Arc<Tick>>,
-    /// Per kind (`[blocks, misc_events]`), every tick of a greater height is held: the highest height dropped,
+    /// Per kind (`TickKind`), every tick of a greater height is held: the highest height dropped,
     /// or the first tick's (the server may have started inside that block). `None` before the first tick.
-    floor: [Option<u64>; 2],
+    floor: [Option<u64>; 3],
 }
 
 impl std::ops::Deref for Ticks {
@@ -122,16 +150,16 @@ impl Feed {
     }
 
     /// Where a subscription that processed every frame of its own up to height `since` resumes: before the first
-    /// tick above it (misc_events ticks carry their own block's height, behind the books': `misc` says which kind
-    /// anchors the search; the replay skips frames of heights up to `since`).
+    /// tick above it (side streams' ticks carry their own block's height, behind the books': `kind` says which
+    /// kind anchors the search; the replay skips frames of heights up to `since`).
     /// A reader may be at most `max_behind` ticks behind the newest (`backlog_blocks`), so the resume point must
     /// be too.
-    pub fn resume_at(&self, since: u64, misc: bool, max_behind: u64) -> Result<ResumeAt, NoResume> {
+    pub fn resume_at(&self, since: u64, of: TickKind, max_behind: u64) -> Result<ResumeAt, NoResume> {
         let feed = self.ticks.read();
-        let (Some(floor), Some(newest)) = (feed.floor[usize::from(misc)], feed.back()) else {
+        let (Some(floor), Some(newest)) = (feed.floor[of as usize], feed.back()) else {
             return Err(NoResume::NotKept);
         };
-        let kind = || feed.iter().filter(|t| t.misc == misc);
+        let kind = || feed.iter().filter(|t| t.kind == of);
         if since < floor {
             return Err(NoResume::TooOld { oldest: floor });
         }
@@ -144,11 +172,11 @@ impl Feed {
         // `since` or below, and the replay skips its frames (the subscription had them).
         let first_above = kind().find(|t| t.height > since);
         let mut cursor = first_above.map_or(newest.seq, |t| t.seq - 1);
-        // A books resume also replays the misc ticks right before that one: they came after the books' frames of
-        // `since`, with lower heights (userEvents carries both kinds; a misc tick holds no other books frame).
-        if !misc {
+        // A books resume also replays the side ticks right before that one: they came after the books' frames of
+        // `since`, with lower heights (userEvents carries both kinds; a side tick holds no other books frame).
+        if of == TickKind::Blocks {
             let first = feed.front().map_or(0, |t| t.seq);
-            while cursor > first && feed.get((cursor - first) as usize).is_some_and(|t| t.misc) {
+            while cursor > first && feed.get((cursor - first) as usize).is_some_and(|t| t.kind.is_side()) {
                 cursor -= 1;
             }
         }
@@ -186,13 +214,13 @@ impl Feed {
         for mut t in ticks {
             t.measure();
             bytes += t.bytes;
-            feed.floor[usize::from(t.misc)].get_or_insert(t.height);
+            feed.floor[t.kind as usize].get_or_insert(t.height);
             feed.held.push_back(Arc::new(t));
         }
         while feed.len() > self.max_ticks || (bytes > self.max_bytes && feed.len() > 1) {
             if let Some(old) = feed.held.pop_front() {
                 bytes -= old.bytes;
-                let floor = &mut feed.floor[usize::from(old.misc)];
+                let floor = &mut feed.floor[old.kind as usize];
                 *floor = (*floor).max(Some(old.height));
             }
         }
@@ -234,6 +262,8 @@ impl Feed {
 mod tests {
     use super::*;
 
+    const B: TickKind = TickKind::Blocks;
+
     /// A feed of `heights` (one tick each, numbered from 1), keeping at most `max` ticks.
     fn feed(heights: &[u64], max: usize) -> Feed {
         let f = Feed::new(max, usize::MAX);
@@ -245,45 +275,53 @@ mod tests {
     fn resuming_replays_every_tick_after_the_height_had() {
         // Streaming: heights 10, 11, 11, 12; seqs 1..=4.
         let f = feed(&[10, 11, 11, 12], 100);
-        assert_eq!(f.resume_at(11, false, 100), Ok(ResumeAt { cursor: 3, to: 4 }));
-        assert_eq!(f.resume_at(10, false, 100), Ok(ResumeAt { cursor: 1, to: 4 }), "both ticks of 11 again");
-        assert_eq!(f.resume_at(12, false, 100), Ok(ResumeAt { cursor: 4, to: 4 }), "nothing to replay");
-        assert_eq!(f.resume_at(13, false, 100), Err(NoResume::Ahead { newest: 12 }));
-        assert_eq!(f.resume_at(9, false, 100), Err(NoResume::TooOld { oldest: 10 }), "the server began at 10");
+        assert_eq!(f.resume_at(11, B, 100), Ok(ResumeAt { cursor: 3, to: 4 }));
+        assert_eq!(f.resume_at(10, B, 100), Ok(ResumeAt { cursor: 1, to: 4 }), "both ticks of 11 again");
+        assert_eq!(f.resume_at(12, B, 100), Ok(ResumeAt { cursor: 4, to: 4 }), "nothing to replay");
+        assert_eq!(f.resume_at(13, B, 100), Err(NoResume::Ahead { newest: 12 }));
+        assert_eq!(f.resume_at(9, B, 100), Err(NoResume::TooOld { oldest: 10 }), "the server began at 10");
     }
 
     #[test]
     fn ticks_dropped_or_past_the_backlog_cannot_be_resumed_from() {
         let f = feed(&[10, 11, 12, 13, 14], 3);
         // 10 and 11 were dropped: every tick after 11 is held.
-        assert_eq!(f.resume_at(10, false, 100), Err(NoResume::TooOld { oldest: 11 }));
-        assert_eq!(f.resume_at(11, false, 100), Ok(ResumeAt { cursor: 2, to: 5 }));
-        assert_eq!(f.resume_at(12, false, 100), Ok(ResumeAt { cursor: 3, to: 5 }));
+        assert_eq!(f.resume_at(10, B, 100), Err(NoResume::TooOld { oldest: 11 }));
+        assert_eq!(f.resume_at(11, B, 100), Ok(ResumeAt { cursor: 2, to: 5 }));
+        assert_eq!(f.resume_at(12, B, 100), Ok(ResumeAt { cursor: 3, to: 5 }));
         // A reader may stand at most 1 tick behind the newest (seq 4, height 13).
-        assert_eq!(f.resume_at(12, false, 1), Err(NoResume::TooOld { oldest: 13 }));
-        assert_eq!(f.resume_at(13, false, 1), Ok(ResumeAt { cursor: 4, to: 5 }));
+        assert_eq!(f.resume_at(12, B, 1), Err(NoResume::TooOld { oldest: 13 }));
+        assert_eq!(f.resume_at(13, B, 1), Ok(ResumeAt { cursor: 4, to: 5 }));
     }
 
     #[test]
     fn a_tick_of_a_lower_height_after_a_higher_one_is_replayed_from_the_first_tick_above_since() {
         // Streaming: block 11's complete-block tick (seq 4) comes after block 12's first fills (seq 3).
         let f = feed(&[10, 11, 12, 11, 12], 100);
-        assert_eq!(f.resume_at(11, false, 100), Ok(ResumeAt { cursor: 2, to: 5 }), "from 12's first tick on");
-        assert_eq!(f.resume_at(10, false, 100), Ok(ResumeAt { cursor: 1, to: 5 }));
+        assert_eq!(f.resume_at(11, B, 100), Ok(ResumeAt { cursor: 2, to: 5 }), "from 12's first tick on");
+        assert_eq!(f.resume_at(10, B, 100), Ok(ResumeAt { cursor: 1, to: 5 }));
     }
 
     #[test]
-    fn misc_ticks_anchor_misc_resumes_only() {
+    fn side_ticks_anchor_their_own_resumes_only() {
         let f = Feed::new(100, usize::MAX);
         let mut misc = Tick::new(3, 8);
-        misc.misc = true;
-        f.push(vec![Tick::new(1, 10), Tick::new(2, 11), misc, Tick::new(4, 12)]);
+        misc.kind = TickKind::Misc;
+        let mut twaps = Tick::new(5, 9);
+        twaps.kind = TickKind::Twaps;
+        f.push(vec![Tick::new(1, 10), Tick::new(2, 11), misc, Tick::new(4, 12), twaps]);
         // The misc tick of 8 came after 11's books frames: a books resume from 11 replays it (userEvents' fundings).
-        assert_eq!(f.resume_at(11, false, 100), Ok(ResumeAt { cursor: 2, to: 4 }), "from the misc tick on");
-        assert_eq!(f.resume_at(12, false, 100), Ok(ResumeAt { cursor: 4, to: 4 }), "nothing after 12");
-        assert_eq!(f.resume_at(10, false, 100), Ok(ResumeAt { cursor: 1, to: 4 }), "from 11 on");
-        assert_eq!(f.resume_at(8, true, 100), Ok(ResumeAt { cursor: 4, to: 4 }), "the misc tick of 8 was had");
-        assert_eq!(f.resume_at(7, true, 100), Err(NoResume::TooOld { oldest: 8 }), "before the server began");
+        assert_eq!(f.resume_at(11, B, 100), Ok(ResumeAt { cursor: 2, to: 5 }), "from the misc tick on");
+        assert_eq!(f.resume_at(12, B, 100), Ok(ResumeAt { cursor: 4, to: 5 }), "nothing of the books after 12");
+        assert_eq!(f.resume_at(10, B, 100), Ok(ResumeAt { cursor: 1, to: 5 }), "from 11 on");
+        let misc = |since| f.resume_at(since, TickKind::Misc, 100);
+        assert_eq!(misc(8), Ok(ResumeAt { cursor: 5, to: 5 }), "the misc tick of 8 was had");
+        assert_eq!(misc(7), Err(NoResume::TooOld { oldest: 8 }), "before the server began");
+        // The TWAP statuses' heights are their own: 9 is ahead of misc's 8, and the misc tick is not theirs.
+        let twaps = |since| f.resume_at(since, TickKind::Twaps, 100);
+        assert_eq!(twaps(8), Err(NoResume::TooOld { oldest: 9 }));
+        assert_eq!(twaps(9), Ok(ResumeAt { cursor: 5, to: 5 }));
+        assert_eq!(misc(9), Err(NoResume::Ahead { newest: 8 }));
     }
 
     #[test]

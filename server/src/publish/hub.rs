@@ -131,6 +131,10 @@ pub struct Hub {
     history: History,
     /// misc_events blocks waiting for the publisher.
     misc: MiscInbox,
+    /// node_twap_statuses blocks waiting for the publisher.
+    twaps: super::twap_feed::TwapInbox,
+    /// The highest node_twap_statuses block handed over (`push_twaps`), set before it is queued.
+    twaps_pushed: std::sync::atomic::AtomicU64,
     misc_pushed: std::sync::atomic::AtomicU64,
     /// Ordered streams whose last subscriber left, still built for a while so it can resume (`subs`).
     lingering: subs::Lingering,
@@ -155,6 +159,8 @@ impl Hub {
             store: StoreLink::default(),
             history: History::new(Turns::new(2, 64, std::time::Duration::from_secs(10))),
             misc: MiscInbox::default(),
+            twaps: Default::default(),
+            twaps_pushed: Default::default(),
             misc_pushed: std::sync::atomic::AtomicU64::new(0),
             lingering: subs::Lingering::default(),
         }
@@ -265,6 +271,30 @@ impl Hub {
 
     pub(super) fn take_misc(&self) -> Vec<crate::node::misc::MiscBlock> {
         self.misc.take()
+    }
+
+    /// A whole node_twap_statuses block for the followers of its users, as `push_misc`.
+    pub fn push_twaps(&self, block: crate::node::twap::TwapBlock) {
+        // Before it can reach a tick: a subscription that reads this height takes the block from the store.
+        self.twaps_pushed.fetch_max(block.height, std::sync::atomic::Ordering::SeqCst);
+        if self.users.is_empty() {
+            return;
+        }
+        if !self.twaps.push(block) {
+            self.shared.health().twaps().counters().blocks_dropped.inc();
+        }
+        self.shared.signal_change();
+    }
+
+    /// The node_twap_statuses blocks up to this height are a new userTwapHistory subscription's snapshot
+    /// (`publish::twap_history`).
+    pub fn twaps_handed(&self) -> u64 {
+        let pushed = self.twaps_pushed.load(std::sync::atomic::Ordering::SeqCst);
+        pushed.max(self.shared.health().twaps().from())
+    }
+
+    pub(super) fn take_twaps(&self) -> Vec<crate::node::twap::TwapBlock> {
+        self.twaps.take()
     }
 
     /// Remembers the trades of tick `seq`'s fills, for the first frame of later trades subscriptions.

@@ -12,26 +12,36 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 
-use super::feed::Tick;
+use super::feed::{Tick, TickKind};
 use super::frame::{Audit, Frame};
 use super::misc_frames::{by_user, user_event_funding, user_fundings, user_ledger_updates};
 use super::users::{UserChannel, UserFrames, UserWants};
 use crate::node::Address;
-use crate::node::misc::MiscBlock;
+use crate::node::misc::{EventBlock, MiscBlock};
 use crate::node::time::now_nanos;
 use crate::state::LineTimes;
 
 /// Blocks the inbox holds while the publisher is held up; past this the oldest is dropped (and counted).
 const MAX_WAITING: usize = 4096;
 
-#[derive(Debug, Default)]
-pub struct MiscInbox {
-    blocks: Mutex<VecDeque<MiscBlock>>,
+/// A side stream's whole blocks waiting for the publisher (misc_events here, node_twap_statuses in
+/// `publish::twap_feed`).
+#[derive(Debug)]
+pub struct SideInbox<E> {
+    blocks: Mutex<VecDeque<EventBlock<E>>>,
 }
 
-impl MiscInbox {
+pub type MiscInbox = SideInbox<crate::node::misc::MiscEvent>;
+
+impl<E> Default for SideInbox<E> {
+    fn default() -> Self {
+        SideInbox { blocks: Mutex::new(VecDeque::new()) }
+    }
+}
+
+impl<E> SideInbox<E> {
     /// Leaves a block for the publisher; false when the oldest waiting block had to be dropped for it.
-    pub fn push(&self, block: MiscBlock) -> bool {
+    pub fn push(&self, block: EventBlock<E>) -> bool {
         let mut q = self.blocks.lock();
         q.push_back(block);
         let full = q.len() > MAX_WAITING;
@@ -41,7 +51,7 @@ impl MiscInbox {
         !full
     }
 
-    pub fn take(&self) -> Vec<MiscBlock> {
+    pub fn take(&self) -> Vec<EventBlock<E>> {
         self.blocks.lock().drain(..).collect()
     }
 }
@@ -71,7 +81,7 @@ pub(super) fn misc_ticks(blocks: &[MiscBlock], wanted: &FxHashMap<Address, UserW
         };
         *seq += 1;
         let mut tick = Tick::new(*seq, b.height);
-        tick.misc = true;
+        tick.kind = TickKind::Misc;
         let frame = |json: &Vec<u8>| Arc::new(Frame::new(*seq, json.clone(), audit));
         for u in &users {
             // userEvents holds one funding a frame: a user with several in the block gets them all in this tick.
@@ -150,7 +160,7 @@ mod tests {
         let mut seq = 10;
         let ticks = misc_ticks(&[block()], &wanted, &mut seq);
         assert_eq!((ticks.len(), seq), (1, 11), "one tick a block, whatever its fundings");
-        assert!(ticks[0].misc && ticks[0].height == 7);
+        assert!(ticks[0].kind == TickKind::Misc && ticks[0].height == 7);
         let (alice, bob) = (Address::parse(ALICE).unwrap(), Address::parse(BOB).unwrap());
         let a = &ticks[0].users[&alice];
         assert!(text(a.events.as_ref()).contains(r#""coin":"BTC""#));

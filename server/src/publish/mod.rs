@@ -25,6 +25,9 @@ pub mod recent_trades;
 pub mod slot;
 mod store_link;
 pub mod store_replay;
+pub mod twap_feed;
+pub mod twap_frames;
+pub mod twap_history;
 pub mod users;
 pub mod wanted;
 

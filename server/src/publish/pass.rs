@@ -109,6 +109,7 @@ impl Publisher {
         let wanted = hub.wanted();
         let repaired = hub.shared().take_repaired();
         let misc = hub.take_misc();
+        let twaps = hub.take_twaps();
         // A subscriber that left before its snapshot was made costs no copy of the book.
         self.snapshots.gather(&hub);
         let books = hub.shared().books();
@@ -144,6 +145,7 @@ impl Publisher {
             && repaired.is_empty()
             && !serve
             && misc.is_empty()
+            && twaps.is_empty()
             && !hub.candle_backfills_done()
         {
             hub.shared().set_publisher_wants_complete(self.snapshots.waiting());
@@ -218,7 +220,9 @@ impl Publisher {
         let mut ticks = self.ticks(&wanted, &fill_steps, &status_steps, &blocks);
         // Read before the users followed: every user watched since this generation is among them.
         let misc_generation = hub.shared().watched().view().generation;
-        let mut misc_ticks = super::misc_feed::misc_ticks(&misc, &hub.followed_users(), &mut self.tick_seq);
+        let followed = hub.followed_users();
+        let mut misc_ticks = super::misc_feed::misc_ticks(&misc, &followed, &mut self.tick_seq);
+        misc_ticks.extend(super::twap_feed::twap_ticks(&twaps, &followed, &mut self.tick_seq));
         for t in &mut misc_ticks {
             t.users_generation = Some(misc_generation);
         }

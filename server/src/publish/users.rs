@@ -1,6 +1,7 @@
 //! Per-user streams: orderUpdates, userFills and userEvents (channel `user`), built once per block per followed
 //! user and carried in the feed ticks, so every follower of a user shares the same frame bytes (userFundings,
-//! userNonFundingLedgerUpdates and userEvents' fundings come from misc_events: `publish::misc_feed`). userFills and
+//! userNonFundingLedgerUpdates and userEvents' fundings come from misc_events: `publish::misc_feed`;
+//! userTwapHistory from node_twap_statuses: `publish::twap_feed`). userFills and
 //! userEvents need only the fills line and ride its tick, with the trades; orderUpdates need the statuses and ride
 //! the complete block's tick.
 //!
@@ -32,16 +33,13 @@ pub enum UserChannel {
     Ledger,
     /// userTwapSliceFills: the fills of the user's TWAP slices (those with a `twapId`).
     TwapSlices,
+    /// userTwapHistory: the user's TWAPs started and ended (node_twap_statuses).
+    TwapHistory,
 }
 
 impl UserChannel {
     pub(super) fn index(self) -> usize {
         self as usize
-    }
-
-    /// Fed by misc_events only (their frames ride misc ticks, `Tick::misc`).
-    pub fn is_misc(self) -> bool {
-        matches!(self, UserChannel::Fundings | UserChannel::Ledger)
     }
 
     /// Built from the user's fills, with a snapshot from the history store, which keeps the user's fills while
@@ -59,6 +57,7 @@ impl UserChannel {
             UserChannel::Fundings => "userFundings",
             UserChannel::Ledger => "userNonFundingLedgerUpdates",
             UserChannel::TwapSlices => "userTwapSliceFills",
+            UserChannel::TwapHistory => "userTwapHistory",
         }
     }
 }
@@ -66,7 +65,7 @@ impl UserChannel {
 /// Which channels of a user someone follows.
 pub type UserWants = [bool; CHANNELS];
 
-const CHANNELS: usize = 6;
+const CHANNELS: usize = 7;
 
 /// Followers per user and channel.
 #[derive(Debug, Default)]
@@ -136,6 +135,8 @@ pub struct UserFrames {
     pub fundings: Option<Arc<Frame>>,
     pub ledger: Option<Arc<Frame>>,
     pub twap_slices: Option<Arc<Frame>>,
+    /// From node_twap_statuses (`publish::twap_feed`).
+    pub twap_history: Option<Arc<Frame>>,
 }
 
 impl UserFrames {
@@ -152,6 +153,7 @@ impl UserFrames {
             UserChannel::Fundings => self.fundings.as_ref(),
             UserChannel::Ledger => self.ledger.as_ref(),
             UserChannel::TwapSlices => self.twap_slices.as_ref(),
+            UserChannel::TwapHistory => self.twap_history.as_ref(),
         }
     }
 
@@ -162,8 +164,9 @@ impl UserFrames {
 
     pub fn bytes(&self) -> usize {
         let merged = self.fills_aggregated.as_ref().filter(|m| !self.fills.as_ref().is_some_and(|f| Arc::ptr_eq(f, m)));
-        let frames = [&self.orders, &self.fills, &self.events, &self.fundings, &self.ledger, &self.twap_slices];
-        let frames = frames.into_iter().flatten().chain(merged).chain(&self.more_events);
+        let frames = [&self.orders, &self.fills, &self.events, &self.fundings, &self.ledger];
+        let frames = frames.into_iter().chain([&self.twap_slices, &self.twap_history]);
+        let frames = frames.flatten().chain(merged).chain(&self.more_events);
         frames.map(|f| f.json.len()).sum()
     }
 }

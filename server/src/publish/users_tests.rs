@@ -115,7 +115,8 @@ fn aggregated_user_fills_merge_one_orders_fills_and_are_the_same_frame_when_noth
             r#"{{"coin":"BTC","px":"{px}","sz":"0.5","side":"B","time":1778002753024,"startPosition":"0.0","dir":"Open Long","closedPnl":"0.0","hash":"0x00","oid":{oid},"crossed":true,"fee":"0.01","tid":{tid},"feeToken":"USDC","twapId":null}}"#
         )
     };
-    let wanted: FxHashMap<Address, UserWants> = [(a, [false, true, false, false, false, false])].into_iter().collect();
+    let wanted: FxHashMap<Address, UserWants> =
+        [(a, [false, true, false, false, false, false, false])].into_iter().collect();
     let line = |fills: &[String]| fills.iter().map(|f| (a, Arc::from(f.as_str()))).collect::<Vec<_>>();
     let frames = fill_frames(
         &line(&[fill(7, "100.0", 1), fill(7, "102.0", 2), fill(8, "101.0", 3)]),

@@ -136,7 +136,7 @@ fn reads_every_hlsim_block_once_in_both_modes() {
         args.write_misc_events = true;
         args.funding_every_blocks = 4;
         let mut sim = Sim::new(&args).unwrap();
-        let mut r = crate::ingest::misc::MiscReader::new(tmp.path(), mode, 0);
+        let mut r = crate::ingest::side::MiscReader::new(tmp.path(), mode, 0);
         let mut got = Vec::new();
         for _ in 0..40 {
             sim.step().unwrap();
@@ -190,7 +190,7 @@ fn a_restart_reemits_misc_lines_and_the_reader_drops_them() {
             repeated += again.len() as u64;
         }
         assert!(repeated > 0, "{mode:?}: nothing re-emitted");
-        let mut r = crate::ingest::misc::MiscReader::new(tmp.path(), mode, 0);
+        let mut r = crate::ingest::side::MiscReader::new(tmp.path(), mode, 0);
         let mut got = Vec::new();
         r.poll(&mut |b| got.push(b.height)).unwrap();
         let last = if mode == Mode::Streaming { h0 + 7 } else { h0 + 8 };

@@ -177,6 +177,8 @@ pub struct Health {
     sources: std::sync::Arc<SourceBoard>,
     /// The optional misc_events stream: read or not, and its reader's counters.
     misc: super::misc_stream::MiscStream,
+    /// The optional node_twap_statuses stream, the same way.
+    twaps: super::misc_stream::MiscStream,
 }
 
 impl Health {
@@ -195,6 +197,7 @@ impl Health {
             counters: IngestCounters::default(),
             sources: Default::default(),
             misc: Default::default(),
+            twaps: Default::default(),
         }
     }
 
@@ -211,6 +214,11 @@ impl Health {
     /// The misc_events stream's standing.
     pub fn misc(&self) -> &super::misc_stream::MiscStream {
         &self.misc
+    }
+
+    /// The node_twap_statuses stream's standing.
+    pub fn twaps(&self) -> &super::misc_stream::MiscStream {
+        &self.twaps
     }
 
     /// Records an applied block.

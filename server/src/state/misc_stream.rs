@@ -1,18 +1,19 @@
-//! Where the optional `misc_events` stream stands (is it read, and what its reader counted), for `/health`,
-//! `/status` and `/metrics`. Kept in the state, beside the book sources' board, because the reader runs in its own
-//! thread and the socket side only reads: hlbook serves without the stream, and says so here.
+//! Where an optional side stream (`misc_events`, `node_twap_statuses`) stands (is it read, and what its reader
+//! counted), for `/health`, `/status` and `/metrics`. Kept in the state, beside the book sources' board, because
+//! the reader runs in its own thread and the socket side only reads: hlbook serves without the stream, and says so
+//! here.
 
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering::Relaxed};
 
 crate::state::counter::counters! {
-    /// The `misc_events` reader's counters over the process's life (`ingest::misc`), all monotonic. Exported as
-    /// `hlbook_misc_<name>` and under `misc_events` in the admin `/health`.
+    /// A side stream reader's counters over the process's life (`ingest::side`), all monotonic. Exported as
+    /// `hlbook_misc_<name>` / `hlbook_twap_<name>` and under `misc_events` / `twap_statuses` in the admin `/health`.
     pub struct MiscStreamCounters {
         /// Lines read.
         lines,
         /// Whole blocks handed to the publisher.
         blocks,
-        /// Events in those blocks (fundings, ledger updates and kinds passed over).
+        /// Events in those blocks (misc_events: fundings, ledger updates and kinds passed over).
         events,
         /// Lines that did not parse, skipped whole.
         bad_lines,
@@ -58,13 +59,15 @@ pub struct MiscStream {
     read: AtomicU8,
     /// The last block handed to the publisher.
     height: AtomicU64,
+    /// The height the reader started after (the books' when it started).
+    from: AtomicU64,
     counters: MiscStreamCounters,
 }
 
 impl Default for MiscStream {
     fn default() -> MiscStream {
         let read = AtomicU8::new(MiscRead::Starting as u8);
-        MiscStream { read, height: AtomicU64::new(0), counters: MiscStreamCounters::default() }
+        MiscStream { read, height: AtomicU64::new(0), from: AtomicU64::new(0), counters: MiscStreamCounters::default() }
     }
 }
 
@@ -84,6 +87,15 @@ impl MiscStream {
     /// The last block the live reader handed out (0: none yet).
     pub fn height(&self) -> u64 {
         self.height.load(Relaxed)
+    }
+
+    /// Records the height the reader starts after.
+    pub fn set_from(&self, height: u64) {
+        self.from.store(height, Relaxed);
+    }
+
+    pub fn from(&self) -> u64 {
+        self.from.load(Relaxed)
     }
 
     pub fn read(&self) -> MiscRead {

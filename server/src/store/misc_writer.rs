@@ -37,6 +37,8 @@ const BATCH_BLOCKS: usize = 2000;
 #[derive(Debug)]
 pub struct MiscWriter<'a> {
     store: &'a Store,
+    /// The stream's name in the store (`STREAM`; node_twap_statuses' is `publish::twap_frames::STREAM`).
+    stream: &'static str,
     mode: Mode,
     retention_days: u32,
     last: u64,
@@ -47,9 +49,14 @@ pub struct MiscWriter<'a> {
 
 impl<'a> MiscWriter<'a> {
     pub fn new(store: &'a Store, mode: Mode, retention_days: u32) -> Result<MiscWriter<'a>, String> {
-        let kept = store.user_entries_since_users(STREAM)?.into_iter().collect();
-        let (last, last_ms) = (store.stream_height(STREAM), store.stream_last_ms(STREAM));
-        Ok(MiscWriter { store, mode, retention_days, last, last_ms, kept })
+        MiscWriter::of(store, STREAM, mode, retention_days)
+    }
+
+    /// The writer of stream `stream` (the same rules for every side stream kept as entries).
+    pub fn of(store: &'a Store, stream: &'static str, mode: Mode, days: u32) -> Result<MiscWriter<'a>, String> {
+        let kept = store.user_entries_since_users(stream)?.into_iter().collect();
+        let (last, last_ms) = (store.stream_height(stream), store.stream_last_ms(stream));
+        Ok(MiscWriter { store, stream, mode, retention_days: days, last, last_ms, kept })
     }
 
     /// The height the node's files are read after.
@@ -80,11 +87,11 @@ impl<'a> MiscWriter<'a> {
             }
             _ => None,
         };
-        let newest = blocks.last().map_or(self.last_ms, |b| b.time_ms).max(self.store.stream_last_ms(STREAM));
+        let newest = blocks.last().map_or(self.last_ms, |b| b.time_ms).max(self.store.stream_last_ms(self.stream));
         let cutoff_day = day_of(newest - i64::from(self.retention_days) * DAY);
         let (keep, new_users, dropped) = self.followed();
         let c = Commit {
-            stream: STREAM,
+            stream: self.stream,
             height: end.height.max(self.last),
             blocks: &blocks,
             gap,

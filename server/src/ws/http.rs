@@ -77,7 +77,7 @@ pub async fn health(State(s): State<AppState>) -> Response {
 }
 
 /// `/health` on the admin listener: the public answer plus connections, budget, subscriptions, every counter,
-/// each source and whether misc_events is read, and what the books hold (coins, resting orders, trigger orders
+/// each source and whether misc_events and node_twap_statuses are read, and what the books hold (coins, resting orders, trigger orders
 /// waiting beside them).
 pub async fn health_detail(State(s): State<AppState>) -> Response {
     answer(&s, |body| {
@@ -90,6 +90,7 @@ pub async fn health_detail(State(s): State<AppState>) -> Response {
         body["counters"] = serde_json::json!(h.counters().to_map());
         body["sources"] = h.sources().to_json();
         body["misc_events"] = h.misc().to_json();
+        body["twap_statuses"] = h.twaps().to_json();
         // O(coins) under the books' read lock: the writer waits microseconds, and only for this admin endpoint.
         let books = ws.shared().books();
         body["books"] = serde_json::json!({"coins": books.books().count(), "orders": books.order_count(),

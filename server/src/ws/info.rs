@@ -2,7 +2,7 @@
 //!
 //! - **hlbook itself** (`SERVED_HERE`), from its books and store: l2Book, allMids and recentTrades
 //!   (`market_info`), userFills and userFillsByTime (`fills_info`), userFunding and userNonFundingLedgerUpdates
-//!   (`events_info`), candleSnapshot (`candle_info`), our
+//!   (`events_info`), twapHistory (`twap_info`), candleSnapshot (`candle_info`), our
 //!   extension tradesByHeight (`trades_info`: no node or upstream knows it, so it is never passed on), orderStatus
 //!   for an order resting in the books, and openOrders/frontendOpenOrders when no node answers them
 //!   (`user_info`). Where hlbook cannot be sure of a whole answer (a user the store does not keep, an order not
@@ -42,6 +42,7 @@ pub const SERVED_HERE: &[&str] = &[
     "userTwapSliceFills",
     "userFunding",
     "userNonFundingLedgerUpdates",
+    "twapHistory",
     "orderStatus",
     "openOrders",
     "frontendOpenOrders",
@@ -127,6 +128,9 @@ async fn local(ctx: &WsContext, kind: &str, body: &Value, place: Place) -> Local
     if let Some(k) = ["userFunding", "userNonFundingLedgerUpdates"].into_iter().find(|k| *k == kind) {
         return super::events_info::answer(hub, k, body, place).await;
     }
+    if kind == "twapHistory" {
+        return super::twap_info::answer(hub, body, place).await;
+    }
     // The blocking work gets its own copies: it runs on even if the client goes away.
     let (shared, owned) = (hub.shared().clone(), body.clone());
     let done = match kind {
@@ -171,6 +175,7 @@ mod tests {
             "userTwapSliceFills",
             "userFunding",
             "userNonFundingLedgerUpdates",
+            "twapHistory",
             "candleSnapshot",
             "tradesByHeight",
         ] {

@@ -33,6 +33,7 @@ pub mod passthrough;
 pub mod protocol;
 pub mod tcp_cap;
 pub mod trades_info;
+mod twap_info;
 pub mod upgrade;
 pub mod user_cap;
 pub mod user_info;
@@ -93,7 +94,7 @@ crate::state::counter::counters! {
 }
 
 /// Every channel a client can subscribe to, as `Subscription::channel` names it: each is counted.
-pub const CHANNELS: [&str; 13] = [
+pub const CHANNELS: [&str; 14] = [
     "l2Book",
     "trades",
     "bbo",
@@ -106,6 +107,7 @@ pub const CHANNELS: [&str; 13] = [
     "userFundings",
     "userNonFundingLedgerUpdates",
     "userTwapSliceFills",
+    "userTwapHistory",
     "liquidations",
 ];
 

@@ -175,6 +175,7 @@ fn every_channel_is_one_the_counters_list() {
         format!(r#"{{"type":"userFundings",{user}}}"#),
         format!(r#"{{"type":"userNonFundingLedgerUpdates",{user}}}"#),
         format!(r#"{{"type":"userTwapSliceFills",{user}}}"#),
+        format!(r#"{{"type":"userTwapHistory",{user}}}"#),
         r#"{"type":"liquidations"}"#.to_string(),
     ];
     let channels: Vec<&str> =

@@ -1,5 +1,6 @@
 //! Subscription requests of the per-user channels (orderUpdates, userFills, userEvents, userFundings,
-//! userNonFundingLedgerUpdates, userTwapSliceFills) and the official types a node-fed server cannot serve.
+//! userNonFundingLedgerUpdates, userTwapSliceFills, userTwapHistory) and the official types a node-fed server
+//! cannot serve.
 //!
 //! Addresses are matched case-insensitively (they are parsed into bytes); the ack echoes the client's own string,
 //! which clients compare case-insensitively or not at all.
@@ -20,6 +21,7 @@ pub fn want(kind: &str, sub: &Map<String, Value>) -> Option<Result<Want, String>
         "userFundings" => UserChannel::Fundings,
         "userNonFundingLedgerUpdates" => UserChannel::Ledger,
         "userTwapSliceFills" => UserChannel::TwapSlices,
+        "userTwapHistory" => UserChannel::TwapHistory,
         _ => return None,
     };
     Some(parse(ch, sub))
@@ -45,11 +47,10 @@ const NOT_SERVED: &[(&str, &str)] = &[
     ("allDexsClearinghouseState", "account state is not in the node's files"),
     ("spotState", "account state is not in the node's files"),
     ("openOrders", "it is not built here"),
-    ("twapStates", "TWAP states are in node_twap_statuses, which hlbook does not read yet"),
+    ("twapStates", "node_twap_statuses says when a TWAP starts and ends, not how far a running one has got"),
     ("activeAssetCtx", "asset contexts are not in the node's files"),
     ("activeAssetData", "account state is not in the node's files"),
     ("allDexsAssetCtxs", "asset contexts are not in the node's files"),
-    ("userTwapHistory", "TWAP history is in node_twap_statuses, which hlbook does not read yet"),
     ("userHistoricalOrders", "order history is not kept here"),
     ("explorerBlock", "explorer data is not in the node's files"),
     ("explorerTxs", "explorer data is not in the node's files"),
@@ -111,5 +112,15 @@ mod tests {
             Want::User { user: Address::parse(a).unwrap(), channel: UserChannel::Ledger, aggregate_by_time: false }
         );
         assert!(not_served("userFundings", &serde_json::json!({})).is_none(), "served from misc_events");
+        let twaps = want("userTwapHistory", &map(serde_json::json!({"user": a}))).unwrap().unwrap();
+        assert_eq!(
+            twaps,
+            Want::User {
+                user: Address::parse(a).unwrap(),
+                channel: UserChannel::TwapHistory,
+                aggregate_by_time: false
+            }
+        );
+        assert!(not_served("userTwapHistory", &serde_json::json!({})).is_none(), "served from node_twap_statuses");
     }
 }

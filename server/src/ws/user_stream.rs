@@ -12,6 +12,7 @@ use super::WsContext;
 use super::protocol::Echo;
 use crate::node::Address;
 use crate::publish::history::{ReadOf, Waiter};
+use crate::publish::twap_history::TwapRead;
 use crate::publish::users::UserChannel;
 use crate::publish::{Frame, Hub, Tick, Want};
 
@@ -23,12 +24,14 @@ pub(super) enum UserState {
     /// userFills: the snapshot of fills before the first live block is being read from the store, by this
     /// subscription or shared with another of the same user (`publish::history`).
     Waiting { wait: Waiter, cursor: u64 },
+    /// userTwapHistory: its snapshot (blocks up to `read.upto`) is being read from the store.
+    TwapWaiting { read: Arc<TwapRead>, cursor: u64 },
     Live {
         cursor: u64,
         /// userFills with `aggregateByTime: true`.
         aggregate: bool,
-        /// userFundings, userNonFundingLedgerUpdates: misc_events blocks up to this height were in the snapshot,
-        /// their frames are skipped (0: none).
+        /// userFundings, userNonFundingLedgerUpdates, userTwapHistory: their side stream's blocks up to this height
+        /// were in the snapshot, their frames are skipped (0: none).
         misc_after: u64,
     },
 }
@@ -40,6 +43,10 @@ pub(super) enum UserState {
 /// The others wait until a block is whole for them.
 pub(super) fn first_state(hub: &Arc<Hub>, user: Address, ch: UserChannel) -> UserState {
     let head = hub.feed_head();
+    if ch == UserChannel::TwapHistory {
+        // The same split on node_twap_statuses heights (`publish::twap_history`).
+        return UserState::TwapWaiting { read: crate::publish::twap_history::start(hub, user), cursor: head };
+    }
     let of = match ch {
         UserChannel::Fundings => ReadOf::Fundings,
         UserChannel::Ledger => ReadOf::Ledger,
@@ -65,11 +72,19 @@ pub(super) fn release_user(ctx: &WsContext, ip: Option<std::net::IpAddr>, want: 
 pub(super) type Taken = (Result<Arc<Frame>, String>, Option<String>);
 
 pub(super) fn take_snapshot(state: &mut UserState, ch: UserChannel, echo: &Echo) -> Option<Taken> {
+    if let UserState::TwapWaiting { read, cursor } = state {
+        let out = match read.result()? {
+            Ok((frame, note)) => (Ok(frame.clone()), note.clone()),
+            Err(e) => (Err(format!("hlbook: no history for {echo}: {e}; its live entries follow")), None),
+        };
+        *state = UserState::Live { cursor: *cursor, aggregate: false, misc_after: read.upto };
+        return Some(out);
+    }
     let UserState::Waiting { wait, cursor } = state else { return None };
     let result = wait.result()?;
     // The echo is the client's own subscription: its `aggregateByTime` picks the frames.
     let aggregate = echo.value().get("aggregateByTime") == Some(&serde_json::Value::Bool(true));
-    let misc_after = if ch.is_misc() { wait.read().before - 1 } else { 0 };
+    let misc_after = if crate::publish::feed::TickKind::of(ch).is_side() { wait.read().before - 1 } else { 0 };
     let out = match result {
         Ok(snapshot) => {
             *cursor = wait.read().after_seq.min(*cursor);
@@ -98,7 +113,7 @@ pub(super) fn take_user_tick(
         // A misc tick carries another block's height and neither fills nor statuses: it does not start the stream,
         // but its frames are whole blocks for every user followed when it was built, so userEvents takes its
         // fundings already.
-        if tick.misc {
+        if tick.kind.is_side() {
             *cursor = tick.seq;
             return tick.users.get(&user)?.get(ch).cloned();
         }
@@ -121,7 +136,7 @@ pub(super) fn take_user_tick(
         return None;
     }
     *cursor = tick.seq;
-    if tick.misc && tick.height <= *misc_after {
+    if tick.kind.is_side() && tick.height <= *misc_after {
         return None;
     }
     let frames = tick.users.get(&user)?;

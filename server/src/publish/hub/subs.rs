@@ -19,6 +19,7 @@ use rustc_hash::FxHashMap;
 use super::{Hub, NoResume, ResumeAt, Slot, Want};
 use crate::book::l2::L2Params;
 use crate::node::Coin;
+use crate::publish::feed::TickKind;
 use crate::publish::wanted::{Registry, ShapeChanges, Wanted};
 
 /// At most this many streams linger at once; past it a stream whose last subscriber leaves stops at once.
@@ -119,8 +120,11 @@ impl Hub {
     /// the feed holds every frame of it since: the stream must have been built (wanted, its user watched) through
     /// the whole replay, and the replay no more than `max_behind` ticks long. Call after `add`.
     pub fn resume_at(&self, want: &Want, since: u64, max_behind: u64) -> Result<ResumeAt, NoResume> {
-        let misc = matches!(want, Want::User { channel, .. } if channel.is_misc());
-        let at = self.feed.resume_at(since, misc, max_behind)?;
+        let kind = match want {
+            Want::User { channel, .. } => TickKind::of(*channel),
+            _ => TickKind::Blocks,
+        };
+        let at = self.feed.resume_at(since, kind, max_behind)?;
         let kept = if *want == Want::Liquidations {
             true
         } else if let Want::User { user, .. } = want {

@@ -9,6 +9,7 @@ use tokio::sync::oneshot;
 
 use super::chain::{Chain, Replay};
 use super::{Batch, Conn, Delivery, L4State, Link, Out};
+use crate::publish::feed::TickKind;
 use crate::publish::users::UserChannel;
 use crate::publish::{Frame, Hub, Tick};
 use crate::ws::candle_stream::{first_frame, take_candle_tick};
@@ -28,7 +29,12 @@ impl<S> Conn<S> {
         let mut from = u64::MAX;
         let mut lost = Vec::new();
         for (s, sub, chain) in self.subs.values_mut() {
-            if let Delivery::User { state: state @ UserState::Waiting { .. }, ch, .. } = sub {
+            if let Delivery::User {
+                state: state @ (UserState::Waiting { .. } | UserState::TwapWaiting { .. }),
+                ch,
+                ..
+            } = sub
+            {
                 let Some((taken, note)) = take_snapshot(state, *ch, &s.echo) else { continue };
                 if let Some(text) = note {
                     batch.push(Out::Text(protocol::notice(&text)));
@@ -123,7 +129,7 @@ impl<S> Conn<S> {
             let mut more: &[Arc<Frame>] = &[];
             // userEvents mixes fills, by block height, with misc_events fundings, whose heights lag: `since` names
             // the fills, and a funding is new to a resumed client if its tick came after them, whatever its height.
-            let by_order = tick.misc && matches!(sub, Delivery::User { ch: UserChannel::Events, .. });
+            let by_order = tick.kind == TickKind::Misc && matches!(sub, Delivery::User { ch: UserChannel::Events, .. });
             let frame = match sub {
                 Delivery::Trades { coin, cursor, .. } if tick.seq > *cursor => {
                     *cursor = tick.seq;

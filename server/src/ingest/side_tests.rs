@@ -36,7 +36,7 @@ fn poll(r: &mut MiscReader) -> Vec<(u64, usize)> {
 fn by_block_counts_bad_lines_gaps_unknown_kinds_and_restarts_and_carries_on() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    assert!(!misc_present(d, Mode::ByBlock));
+    assert!(!present::<MiscEvents>(d, Mode::ByBlock));
     let mut r = MiscReader::new(d, Mode::ByBlock, 0);
     assert!(poll(&mut r).is_empty(), "no stream: nothing read, nothing fails");
     let unknown = format!(r#"{{"time":"2026-05-05T09:00:00.1","hash":"{HASH}","inner":{{"Teleport":{{}}}}}}"#);
@@ -46,7 +46,7 @@ fn by_block_counts_bad_lines_gaps_unknown_kinds_and_restarts_and_carries_on() {
     append(d, Mode::ByBlock, &line(4, &[deposit("2.0"), deposit("3.0")]));
     let five = line(5, &[unknown, deposit("4.0")]);
     append(d, Mode::ByBlock, &five[..20]);
-    assert!(misc_present(d, Mode::ByBlock));
+    assert!(present::<MiscEvents>(d, Mode::ByBlock));
     assert_eq!(poll(&mut r), vec![(1, 1), (2, 0), (4, 2)], "a partial line waits for its newline");
     append(d, Mode::ByBlock, &five[20..]);
     // A restarted node writes recent blocks again.
