@@ -207,7 +207,7 @@ fn unknown_coin_or_dex_gets_an_error_echoing_the_request_and_nothing_else() {
         let h = get_json(&format!("{}/health", rig.admin)).await;
         assert_eq!(
             h["subscriptions"],
-            json!({"allMids": 0, "bbo": 0, "l2Book": 1, "l4Book": 0, "trades": 0, "candle": 0, "orderUpdates": 0, "userFills": 0, "userEvents": 0, "userFundings": 0, "userNonFundingLedgerUpdates": 0, "userTwapSliceFills": 0, "userTwapHistory": 0}),
+            json!({"allMids": 0, "bbo": 0, "l2Book": 1, "l4Book": 0, "trades": 0, "candle": 0, "orderUpdates": 0, "userFills": 0, "userEvents": 0, "userFundings": 0, "userNonFundingLedgerUpdates": 0, "userTwapSliceFills": 0, "userTwapHistory": 0, "liquidations": 0}),
             "{h}"
         );
     });
@@ -496,15 +496,16 @@ fn health_counts_connections_and_subscriptions() {
         b.subscribe(json!({"type": "allMids"})).await;
         let mut c = Client::connect(&rig.ws("")).await;
         c.subscribe(json!({"type": "l4Book", "coin": "BTC"})).await;
+        c.subscribe(json!({"type": "liquidations"})).await;
         let h = get_json(&format!("{}/health", rig.admin)).await;
         assert_eq!(h["connections"], 3, "{h}");
-        let by_channel = json!({"l2Book": 2, "trades": 1, "bbo": 1, "allMids": 1, "l4Book": 1, "candle": 0, "orderUpdates": 0, "userFills": 0, "userEvents": 0, "userFundings": 0, "userNonFundingLedgerUpdates": 0, "userTwapSliceFills": 0, "userTwapHistory": 0});
+        let by_channel = json!({"l2Book": 2, "trades": 1, "bbo": 1, "allMids": 1, "l4Book": 1, "candle": 0, "orderUpdates": 0, "userFills": 0, "userEvents": 0, "userFundings": 0, "userNonFundingLedgerUpdates": 0, "userTwapSliceFills": 0, "userTwapHistory": 0, "liquidations": 1});
         assert_eq!(h["subscriptions"], by_channel, "{h}");
         let ws = &h["ws"];
         assert!(ws["connections_accepted"].as_u64() >= Some(3) && ws["messages_received"].as_u64() >= Some(6), "{h}");
         a.close().await;
         let h = health_until(&rig.admin, "a closed connection's subscriptions gone", |h| h["connections"] == 2).await;
-        let by_channel = json!({"l2Book": 0, "trades": 0, "bbo": 1, "allMids": 1, "l4Book": 1, "candle": 0, "orderUpdates": 0, "userFills": 0, "userEvents": 0, "userFundings": 0, "userNonFundingLedgerUpdates": 0, "userTwapSliceFills": 0, "userTwapHistory": 0});
+        let by_channel = json!({"l2Book": 0, "trades": 0, "bbo": 1, "allMids": 1, "l4Book": 1, "candle": 0, "orderUpdates": 0, "userFills": 0, "userEvents": 0, "userFundings": 0, "userNonFundingLedgerUpdates": 0, "userTwapSliceFills": 0, "userTwapHistory": 0, "liquidations": 1});
         assert_eq!(h["subscriptions"], by_channel, "{h}");
         b.ping_pong().await;
         c.ping_pong().await;

@@ -4,7 +4,7 @@ use serde_json::{Map, Value, json};
 
 /// Channels that carry market data.
 pub fn is_data(v: &Value) -> bool {
-    matches!(v["channel"].as_str(), Some("l2Book" | "bbo" | "trades" | "allMids" | "l4Book"))
+    matches!(v["channel"].as_str(), Some("l2Book" | "bbo" | "trades" | "allMids" | "l4Book" | "liquidations"))
 }
 
 /// The `data` text of an error frame.

@@ -296,6 +296,11 @@ impl Client {
                 assert!(self.subscribed("allMids", ""), "{}: allMids, not subscribed: {v}", self.name);
                 *self.data_by_coin.entry(String::new()).or_default() += 1;
             }
+            "liquidations" => {
+                self.data_messages += 1;
+                assert!(self.subscribed("liquidations", ""), "{}: liquidations, not subscribed: {v}", self.name);
+                assert!(v["data"]["liquidations"].is_array(), "{}: liquidations without a list: {v}", self.name);
+            }
             other => panic!("{}: unknown channel {other:?}: {v}", self.name),
         }
     }
