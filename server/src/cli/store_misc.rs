@@ -27,17 +27,40 @@ pub struct MiscFiles {
     pub poll: Duration,
 }
 
-/// Reads what the files hold after the writer's height and commits it; the entries written.
+/// Entries a pass gathers before it commits them: a first start reading days of files commits as it goes,
+/// holding about this many entries, never the files.
+const COMMIT_ENTRIES: usize = 50_000;
+
+/// Reads what the files hold after the writer's height and commits it, a batch at a time; the entries written.
 fn pass<S: SideStream>(
     reader: &mut SideReader<S>,
     writer: &mut MiscWriter<'_>,
     entries: fn(&EventBlock<S::Event>) -> EntryBlock,
 ) -> Result<u64, String> {
-    let mut blocks = Vec::new();
-    if let Err(e) = reader.poll(&mut |b| blocks.push(entries(&b))) {
+    let (mut blocks, mut held, mut written, mut failed) = (Vec::new(), 0, 0, None);
+    let read = reader.poll(&mut |b| {
+        if failed.is_some() {
+            return;
+        }
+        let block = entries(&b);
+        held += block.entries.len();
+        blocks.push(block);
+        if held >= COMMIT_ENTRIES {
+            match writer.write(&blocks) {
+                Ok(n) => written += n,
+                Err(e) => failed = Some(e),
+            }
+            (blocks, held) = (Vec::new(), 0);
+        }
+    });
+    if let Err(e) = read {
         tracing::warn!(error = %e, "history store: {} read failed; retried", S::NAME);
     }
-    writer.write(&blocks)
+    // A failed commit: the reader starts again from the last committed height.
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    Ok(written + writer.write(&blocks)?)
 }
 
 /// Follows the node's files of side stream `S` into the store, kept as `kept` says, until `stop`; waits for the

@@ -86,3 +86,22 @@ fn a_by_block_hole_is_recorded_and_followed_mode_keeps_followed_users_only() {
     let bob = Address::parse(BOB).unwrap().0;
     assert_eq!(store.user_entries_whole_from(STREAM, &bob, end, end), None, "not followed");
 }
+
+#[test]
+fn a_pass_over_more_than_a_batch_commits_every_block_once() {
+    let (node, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let store = Store::open(state.path()).unwrap();
+    // Two entries a block: the batch fills inside the run, and the rest is committed at its end.
+    let n = (COMMIT_ENTRIES / 2 + 7) as u64;
+    append(node.path(), 1..=n);
+    assert_eq!(pass(&store, node.path()), 2 * n);
+    assert_eq!(store.stream_height(STREAM), n);
+    let bob = usdc(&store, BOB, EntryKind::Ledger);
+    assert_eq!(bob.len(), 100, "the read's limit");
+    let user = Address::parse(ALICE).unwrap().0;
+    let all = store.user_entries(&user, EntryKind::Funding, (0, i64::MAX), usize::MAX, false).unwrap();
+    // Read in time order (this file's block times wrap each minute): sorted, every block once.
+    let mut heights: Vec<u64> = all.iter().map(|e| e.height).collect();
+    heights.sort_unstable();
+    assert!(heights == (1..=n).collect::<Vec<_>>(), "each block once across the batch boundary");
+}

@@ -28,7 +28,7 @@ use crate::state::misc_stream::{MiscRead, MiscStream, MiscStreamCounters};
 
 /// One of the node's side streams: where its files are, how a line reads, where its standing is shown.
 pub trait SideStream {
-    type Event;
+    type Event: std::fmt::Debug;
     /// The stream's name in logs.
     const NAME: &'static str;
     /// What goes without events when the node does not write it (logged once).
@@ -99,6 +99,13 @@ pub struct MiscCounters {
 #[derive(Debug)]
 pub struct SideReader<S: SideStream> {
     tail: StreamTail,
+    blocks: Blocks<S>,
+}
+
+/// The reader's state apart from its files: lines in, whole blocks out. Apart from the tail so each line is
+/// handled as it is read: a store catching up on days of files never holds more than a block of them.
+#[derive(Debug)]
+struct Blocks<S: SideStream> {
     mode: Mode,
     /// The last block handed out (the resume height before the first).
     last: u64,
@@ -123,40 +130,48 @@ impl<S: SideStream> SideReader<S> {
     pub fn new(node_dir: &Path, mode: Mode, after_height: u64) -> SideReader<S> {
         SideReader {
             tail: StreamTail::side(&node_dir.join(S::dir(mode)), mode, after_height),
-            mode,
-            last: after_height,
-            pending: None,
-            seen: after_height,
-            replaying: None,
-            counters: MiscCounters::default(),
+            blocks: Blocks {
+                mode,
+                last: after_height,
+                pending: None,
+                seen: after_height,
+                replaying: None,
+                counters: MiscCounters::default(),
+            },
         }
     }
 
     pub fn counters(&self) -> &MiscCounters {
-        &self.counters
+        &self.blocks.counters
     }
 
-    /// Reads what the files hold now and hands out every block completed by it, in order.
+    /// The last block handed out.
+    pub fn last(&self) -> u64 {
+        self.blocks.last
+    }
+
+    /// Reads what the files hold now and hands out every block completed by it, in order, each line as it is read.
     pub fn poll(&mut self, on_block: &mut impl FnMut(EventBlock<S::Event>)) -> io::Result<()> {
-        let mut lines = Vec::new();
-        let refused = &mut self.counters.lines_refused;
-        self.tail.poll(true, &mut |ev| match ev {
-            SourceEvent::Line(_, bytes) => lines.push(std::str::from_utf8(bytes).map(S::parse)),
+        let SideReader { tail, blocks } = self;
+        tail.poll(true, &mut |ev| match ev {
+            SourceEvent::Line(_, bytes) => blocks.line(bytes, on_block),
             SourceEvent::TooLong { height, bytes, .. } => {
-                *refused += 1;
+                blocks.counters.lines_refused += 1;
                 tracing::warn!(stream = S::NAME, ?height, bytes, "side stream line over the length cap skipped");
             }
             SourceEvent::Restart | SourceEvent::Drained => {}
-        })?;
-        for line in lines {
-            self.counters.lines += 1;
-            match line {
-                Ok(Ok(l)) => self.take(l, on_block),
-                Ok(Err(e)) => self.bad_line(&e),
-                Err(e) => self.bad_line(&format!("not UTF-8: {e}")),
-            }
+        })
+    }
+}
+
+impl<S: SideStream> Blocks<S> {
+    fn line(&mut self, bytes: &[u8], on_block: &mut impl FnMut(EventBlock<S::Event>)) {
+        self.counters.lines += 1;
+        match std::str::from_utf8(bytes).map(S::parse) {
+            Ok(Ok(l)) => self.take(l, on_block),
+            Ok(Err(e)) => self.bad_line(&e),
+            Err(e) => self.bad_line(&format!("not UTF-8: {e}")),
         }
-        Ok(())
     }
 
     fn bad_line(&mut self, why: &str) {
@@ -235,7 +250,7 @@ pub fn follow<S: SideStream>(
                     tracing::warn!(stream = S::NAME, error = %e, "side stream read failed; retried at the next poll");
                 }
                 mirror(r.counters(), status.counters());
-                status.set_height(r.last);
+                status.set_height(r.last());
             }
             None => reader = start::<S>(node_dir, mode, shared),
         }
