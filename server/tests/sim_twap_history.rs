@@ -7,6 +7,7 @@
 //! list. Without the folder hlbook serves and says so; a malformed line and an unknown status are counted and
 //! skipped.
 
+mod nodetext;
 mod procs;
 mod wsclient;
 
@@ -16,6 +17,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use hlbook::node::Mode;
+use nodetext::{millis, norm};
 use procs::{admin_base, get_json, start_serve, start_sim, wait_health};
 use serde_json::{Value, json};
 use wsclient::raw::{self, Read, channel};
@@ -25,34 +27,6 @@ const USERS: usize = 3;
 
 fn folder(mode: Mode) -> &'static str {
     if mode == Mode::Streaming { "node_twap_statuses_streaming" } else { "node_twap_statuses_by_block" }
-}
-
-/// Exact decimal text in one spelling: no trailing fraction zeros, no leading zeros.
-fn norm(v: &Value) -> String {
-    let s = v.as_str().unwrap_or_else(|| panic!("not a decimal string: {v}"));
-    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
-    let (int, frac) = (int.trim_start_matches('0'), frac.trim_end_matches('0'));
-    let int = if int.is_empty() { "0" } else { int };
-    if frac.is_empty() { int.to_string() } else { format!("{int}.{frac}") }
-}
-
-/// Days from 1970-01-01 to a date.
-fn days_since_epoch(y: i64, m: usize, d: i64) -> i64 {
-    let leap = |y: i64| (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    let months = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
-    let years: i64 = (1970..y).map(|y| if leap(y) { 366 } else { 365 }).sum();
-    years + months[..m - 1].iter().sum::<i64>() + i64::from(m > 2 && leap(y)) + d - 1
-}
-
-/// Whole seconds since the epoch of a node time `YYYY-MM-DDTHH:MM:SS[.fraction]`, UTC.
-fn seconds(t: &Value) -> i64 {
-    let t = t.as_str().unwrap_or_else(|| panic!("not a time: {t}"));
-    let (date, time) = t.split_once('T').unwrap();
-    let d: Vec<i64> = date.split('-').map(|x| x.parse().unwrap()).collect();
-    let hms = time.split_once('.').map_or(time, |(hms, _)| hms);
-    let c: Vec<i64> = hms.split(':').map(|x| x.parse().unwrap()).collect();
-    let days = days_since_epoch(d[0], d[1] as usize, d[2]);
-    ((days * 24 + c[0]) * 60 + c[1]) * 60 + c[2]
 }
 
 /// A TWAP state with its amounts in one spelling.
@@ -72,7 +46,7 @@ fn from_node(ev: &Value) -> Value {
         Value::String(s) => json!({"status": s}),
         other => json!({"status": "error", "description": other["error"]}),
     };
-    json!({"time": seconds(&ev["time"]), "state": state(&ev["state"]), "status": status, "twapId": ev["twap_id"]})
+    json!({"time": millis(&ev["time"]) / 1000, "state": state(&ev["state"]), "status": status, "twapId": ev["twap_id"]})
 }
 
 /// An entry hlbook sent, checking its shape, in the same spelling.
