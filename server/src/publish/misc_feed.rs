@@ -1,10 +1,10 @@
 //! misc_events blocks on their way to subscribers: the reader's thread leaves each whole block in an inbox, the
-//! publisher takes them at its next pass and turns each into feed ticks of user frames (`Tick::misc`), so
+//! publisher takes them at its next pass and turns each into one feed tick of user frames (`TickKind::Misc`), so
 //! userFundings, userNonFundingLedgerUpdates and userEvents' fundings are delivered, in order and once, by the
 //! same feed and cursors as the other per-user streams.
 //!
-//! A block makes as many ticks as its most funded followed user has payments: the official userEvents frame holds
-//! one funding, and a subscription takes at most one frame a tick. The first tick also carries the channel frames.
+//! The official userEvents frame holds one funding, so a user with several payments in the block gets them as
+//! several userEvents frames of that one tick (`UserFrames::more_events`).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -75,13 +75,7 @@ pub(super) fn misc_ticks(blocks: &[MiscBlock], wanted: &FxHashMap<Address, UserW
         if users.is_empty() {
             continue;
         }
-        let audit = Audit {
-            times: LineTimes { height: b.height, block_time: b.block_time, ..LineTimes::default() },
-            published: now_nanos(),
-        };
-        *seq += 1;
-        let mut tick = Tick::new(*seq, b.height);
-        tick.kind = TickKind::Misc;
+        let (mut tick, audit) = side_tick(b, TickKind::Misc, seq);
         let frame = |json: &Vec<u8>| Arc::new(Frame::new(*seq, json.clone(), audit));
         for u in &users {
             // userEvents holds one funding a frame: a user with several in the block gets them all in this tick.
@@ -100,6 +94,18 @@ pub(super) fn misc_ticks(blocks: &[MiscBlock], wanted: &FxHashMap<Address, UserW
         out.push(tick);
     }
     out
+}
+
+/// A side stream block's tick, numbered after `*seq` (advanced), and the audit its frames carry.
+pub(super) fn side_tick<E>(b: &EventBlock<E>, kind: TickKind, seq: &mut u64) -> (Tick, Audit) {
+    let audit = Audit {
+        times: LineTimes { height: b.height, block_time: b.block_time, ..LineTimes::default() },
+        published: now_nanos(),
+    };
+    *seq += 1;
+    let mut tick = Tick::new(*seq, b.height);
+    tick.kind = kind;
+    (tick, audit)
 }
 
 fn user_json(b: &MiscBlock, wanted: &FxHashMap<Address, UserWants>) -> Vec<UserJson> {

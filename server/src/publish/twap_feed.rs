@@ -9,14 +9,12 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use super::feed::{Tick, TickKind};
-use super::frame::{Audit, Frame};
-use super::misc_feed::SideInbox;
+use super::frame::Frame;
+use super::misc_feed::{SideInbox, side_tick};
 use super::twap_frames::{history_entry, user_twap_history};
 use super::users::{UserChannel, UserFrames, UserWants};
 use crate::node::Address;
-use crate::node::time::now_nanos;
 use crate::node::twap::{TwapBlock, TwapEvent};
-use crate::state::LineTimes;
 
 pub type TwapInbox = SideInbox<TwapEvent>;
 
@@ -28,13 +26,7 @@ pub(super) fn twap_ticks(blocks: &[TwapBlock], wanted: &FxHashMap<Address, UserW
         if users.is_empty() {
             continue;
         }
-        let audit = Audit {
-            times: LineTimes { height: b.height, block_time: b.block_time, ..LineTimes::default() },
-            published: now_nanos(),
-        };
-        *seq += 1;
-        let mut tick = Tick::new(*seq, b.height);
-        tick.kind = TickKind::Twaps;
+        let (mut tick, audit) = side_tick(b, TickKind::Twaps, seq);
         for (user, json) in users {
             let f = UserFrames { twap_history: Some(Arc::new(Frame::new(*seq, json, audit))), ..UserFrames::default() };
             tick.users.insert(user, f);
