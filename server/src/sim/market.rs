@@ -335,41 +335,16 @@ impl Market {
         taker.sz = self.rng.random_range(1..=self.coins[c].lot * 3);
         taker.orig_sz = taker.sz;
         let hash = hex_string(&self.rng.random::<[u8; 32]>());
-        let mut left = taker.sz;
-        let mut diffs = 0;
-        while left > 0 && diffs < 20 {
-            let Some(maker) = self.books[c].front(maker_side).cloned() else { break };
-            let crosses = match maker_side {
-                Side::Ask => maker.px <= limit,
-                Side::Bid => maker.px >= limit,
-            };
-            if !crosses {
-                break;
-            }
-            let q = left.min(maker.sz);
-            left -= q;
-            self.trade(c, &taker, &maker, q, &hash, Tag::Plain, out);
-            let (coin, user) = (&self.coins[c], &self.users[maker.user as usize]);
-            if q == maker.sz {
-                out.event(Stream::Diffs, |b| events::diff(b, user, coin, &maker, DiffOp::Remove));
-                out.event(Stream::Statuses, |b| events::status(b, &self.time, user, None, "filled", coin, &maker, 0));
-                self.books[c].remove(maker.oid);
-            } else {
-                let update = DiffOp::Update { orig_sz: maker.sz, new_sz: maker.sz - q };
-                out.event(Stream::Diffs, |b| events::diff(b, user, coin, &maker, update));
-                self.books[c].set_size(maker.oid, maker.sz - q);
-            }
-            diffs += 1;
-        }
-        let (status, sz) = if left == 0 { ("filled", 0) } else { ("canceled", left) };
+        let walked = self.walk(c, &taker, &hash, Tag::Plain, out);
+        let (status, sz) = if walked.left == 0 { ("filled", 0) } else { ("canceled", walked.left) };
         let (user, coin) = (&self.users[taker.user as usize], &self.coins[c]);
         out.event(Stream::Statuses, |b| events::status(b, &self.time, user, None, status, coin, &taker, sz));
-        diffs
+        walked.makers
     }
 
     /// The two fills of one trade (same tid; taker crossed), in random order as the node does. Each side moves its
     /// user's account in the order the fills are written, so every fill's startPosition is the previous one's end.
-    /// `twap`: the TWAP the taker is a slice of (its fill alone carries the id).
+    /// `tag`: what the fills carry beyond the trade (a TWAP slice's id on the taker's, a liquidation's mark on both).
     #[allow(clippy::too_many_arguments)]
     fn trade(&mut self, c: usize, taker: &Order, maker: &Order, q: u64, hash: &str, tag: Tag<'_>, out: &mut BlockOut) {
         let coin = &self.coins[c];

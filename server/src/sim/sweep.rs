@@ -1,6 +1,6 @@
-//! A market order walking the opposite book, shared by the simulator's orders that are not placed by its ordinary
-//! takers: TWAP slices (`twap`) and liquidations (`liquidations`). Each trade moves the book and both accounts
-//! and writes the maker's diff and status, as the ordinary takers' trades do.
+//! Takers walking the opposite book: the one walk every taker of the simulator uses (its Ioc takers, TWAP slices,
+//! liquidations), and the market order TWAP slices (`twap`) and liquidations (`liquidations`) place. Each trade
+//! moves the book and both accounts and writes the maker's diff and status.
 
 use super::{Market, Tag};
 use crate::node::{Side, Stream};
@@ -8,8 +8,16 @@ use crate::sim::block::BlockOut;
 use crate::sim::events::{self, DiffOp};
 use crate::sim::orders::{Order, Tif};
 
-/// Makers one sweep may take, as the simulator's other takers.
+/// Makers one taker may take.
 const MAX_MAKERS: u32 = 20;
+
+/// What a walk of the book left: lots not filled, the exact notional filled, makers taken.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Walked {
+    pub left: u64,
+    pub ntl: u64,
+    pub makers: u32,
+}
 
 /// The order a sweep places: whose, which side, how many lots, how far past the best price, and its fills' tag.
 #[derive(Clone, Copy, Debug)]
@@ -50,24 +58,35 @@ impl Market {
             trigger: None,
         };
         self.next_oid += 1;
-        let (mut left, mut ntl, mut makers) = (s.sz, 0, 0);
-        while left > 0 && makers < MAX_MAKERS {
+        let walked = self.walk(c, &taker, s.hash, s.tag, out);
+        (s.sz - walked.left, walked.ntl)
+    }
+
+    /// Trades `taker` against the front of coin `c`'s opposite book while makers cross its price, `MAX_MAKERS` at
+    /// most: every taker of the simulator (its Ioc takers, TWAP slices, liquidations) walks the book here.
+    pub(super) fn walk(&mut self, c: usize, taker: &Order, hash: &str, tag: Tag<'_>, out: &mut BlockOut) -> Walked {
+        let maker_side = match taker.side {
+            Side::Bid => Side::Ask,
+            Side::Ask => Side::Bid,
+        };
+        let mut w = Walked { left: taker.sz, ntl: 0, makers: 0 };
+        while w.left > 0 && w.makers < MAX_MAKERS {
             let Some(maker) = self.books[c].front(maker_side).cloned() else { break };
             let crosses = match maker_side {
-                Side::Ask => maker.px <= limit,
-                Side::Bid => maker.px >= limit,
+                Side::Ask => maker.px <= taker.px,
+                Side::Bid => maker.px >= taker.px,
             };
             if !crosses {
                 break;
             }
-            let q = left.min(maker.sz);
-            left -= q;
-            ntl += maker.px * q;
-            self.trade(c, &taker, &maker, q, s.hash, s.tag, out);
+            let q = w.left.min(maker.sz);
+            w.left -= q;
+            w.ntl += maker.px * q;
+            self.trade(c, taker, &maker, q, hash, tag, out);
             self.maker_hit(c, &maker, q, out);
-            makers += 1;
+            w.makers += 1;
         }
-        (s.sz - left, ntl)
+        w
     }
 
     /// The maker's side of a sweep's trade in the book streams: removed and filled, or reduced.
