@@ -511,3 +511,29 @@ fn health_counts_connections_and_subscriptions() {
         c.ping_pong().await;
     });
 }
+
+/// hlbook's `liquidations` channel is one subscription a connection like any other: a second subscribe is refused
+/// (nothing more held), an unsubscribe frees it (the admin /health count goes back) and a second one is refused.
+#[test]
+fn liquidations_is_one_subscription_a_connection_and_unsubscribes() {
+    let rig = rig("");
+    run(async {
+        let mut c = Client::connect(&rig.ws("")).await;
+        let sub = json!({"type": "liquidations"});
+        c.subscribe(sub.clone()).await;
+        c.send_json(&json!({"method": "subscribe", "subscription": sub})).await;
+        let err = c.next_where("an error", |v| v["channel"] == "error").await;
+        assert!(error_text(&err).starts_with("Already subscribed: {"), "{err}");
+        let h = get_json(&format!("{}/health", rig.admin)).await;
+        assert_eq!(h["subscriptions"]["liquidations"], 1, "{h}");
+        c.send_json(&json!({"method": "unsubscribe", "subscription": sub})).await;
+        let ack = c.next_where("unsubscribe ack", |v| v["channel"] == "subscriptionResponse").await;
+        assert_eq!(ack["data"]["method"], "unsubscribe", "{ack}");
+        health_until(&rig.admin, "the liquidations subscription gone", |h| h["subscriptions"]["liquidations"] == 0)
+            .await;
+        c.send_json(&json!({"method": "unsubscribe", "subscription": sub})).await;
+        let err = c.next_where("an error", |v| v["channel"] == "error").await;
+        assert!(error_text(&err).starts_with("Already unsubscribed: {"), "{err}");
+        c.ping_pong().await;
+    });
+}
