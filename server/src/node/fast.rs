@@ -31,12 +31,20 @@ pub(crate) fn diffs<'a, T>(line: &'a [u8], mut each: impl FnMut(DiffWire<'a>) ->
 /// them through); `None` when the line is not laid out exactly as the node writes it.
 pub(crate) fn fills<'a, T>(
     line: &'a [u8],
-    mut each: impl FnMut(Address, FillBody<'a>, &'a [u8]) -> T,
+    mut each: impl FnMut(Address, FillBody<'a>, RawFill<'a>) -> T,
 ) -> Option<(LineMeta, Vec<T>)> {
     events(line, 320, |c| {
         let (user, body, raw) = c.fill()?;
         Some(each(user, body, raw))
     })
+}
+
+/// A fill object as written, and whether it carries a `liquidation` object (seen while its keys are stepped over,
+/// so the liquidations channel costs the fills parse no second look).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RawFill<'a> {
+    pub bytes: &'a [u8],
+    pub liquidation: bool,
 }
 
 /// The envelope `{"local_time":"…","block_time":"…","block_number":N,"events":[…]}`, each event read by `event`.
@@ -119,7 +127,7 @@ impl<'a> Cursor<'a> {
 
     /// One `[user, {fill}]` pair: the fields the book and trades read are in the node's order; the ones between
     /// them and after them are checked and skipped, as serde skips them.
-    fn fill(&mut self) -> Option<(Address, FillBody<'a>, &'a [u8])> {
+    fn fill(&mut self) -> Option<(Address, FillBody<'a>, RawFill<'a>)> {
         self.lit(b"[\"")?;
         let user = HexBytes::parse_bytes(self.string_sized(ADDRESS_LEN)?)?;
         self.lit(b",")?;
@@ -148,15 +156,18 @@ impl<'a> Cursor<'a> {
         self.text()?;
         self.lit(b",\"tid\":")?;
         let tid = self.uint()?;
+        let mut liquidation = false;
         while self.lit(b"}").is_none() {
             self.lit(b",\"")?;
-            if FILL_KEYS.contains(&self.text()?.as_bytes()) {
+            let key = self.text()?;
+            if FILL_KEYS.contains(&key.as_bytes()) {
                 return None;
             }
             self.lit(b":")?;
+            liquidation |= key == "liquidation" && self.s.get(self.at) == Some(&b'{');
             self.skip_value(0)?;
         }
-        let raw = &self.s[start..self.at];
+        let raw = RawFill { bytes: &self.s[start..self.at], liquidation };
         self.lit(b"]")?;
         Some((user, FillBody { coin, px, sz, side, time, hash, oid, crossed, tid }, raw))
     }

@@ -49,7 +49,7 @@ pub fn read_light_fills(line: &[u8]) -> Option<LightFills<'_>> {
 fn fast_light(line: &[u8]) -> Option<LightFills<'_>> {
     let (meta, fills) = fast::fills(line, |user, b, raw| {
         // The fast path read every byte it kept as UTF-8 (or refused the line), so this does not fail.
-        let raw = std::str::from_utf8(raw).ok()?;
+        let raw = std::str::from_utf8(raw.bytes).ok()?;
         Some(LightFill { user, coin: b.coin, px: b.px, sz: b.sz, time: b.time, tid: b.tid, raw })
     })?;
     let fills = fills.into_iter().collect::<Option<Vec<_>>>()?;

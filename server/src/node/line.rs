@@ -12,7 +12,7 @@ use super::event::{Address, Diff, DiffKind, Fill, OrderFlavor, OrderInfo, OrderS
 use super::fast;
 use super::intern::Interner;
 use super::status_split::{Split, StatusSplitter};
-use super::user_events::{UserEvents, is_liquidation, liquidation_fills, watched_fills, watched_rejections};
+use super::user_events::{UserEvents, liquidation_fills, watched_fills, watched_rejections};
 use super::user_watch::{WatchView, Watched};
 pub use super::wire::LineMeta;
 use super::wire::{AnyStatusWire, DiffWire, Envelope, FillWire, OrderWire, RawBookDiff, StatusWire};
@@ -164,10 +164,10 @@ impl NodeParser {
                 let all = view.as_ref().is_some_and(|v| v.all_fills);
                 let parsed = fast::fills(line, |user, body, raw| {
                     if all || watch.is_some_and(|v| v.users.contains(&user)) {
-                        mine.push((user, raw));
+                        mine.push((user, raw.bytes));
                     }
-                    if is_liquidation(raw) {
-                        liquidations.push((user, raw));
+                    if raw.liquidation {
+                        liquidations.push((user, raw.bytes));
                     }
                     self.fill(FillWire(user, body))
                 });

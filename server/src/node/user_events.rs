@@ -91,9 +91,13 @@ pub(crate) fn watched_fills(line: &str, view: &WatchView) -> Vec<(Address, Arc<s
     env.events.into_iter().filter(|(u, _)| keep(u)).map(|(u, f)| (u, Arc::from(f.get()))).collect()
 }
 
-/// Whether a fill object carries a `liquidation` object (a fill of an ordinary trade has none, or `null`).
+/// Whether a fill object carries a `liquidation` object (a fill of an ordinary trade has none, or `null`), for a
+/// line off the node's layout and the store's read-back (the fast path sees the key as it steps over it). No other
+/// field of a fill is an object, so a fill without a `{` past its first byte is answered by one `memchr`.
 pub fn is_liquidation(raw: &[u8]) -> bool {
-    memchr::memmem::find(raw, br#""liquidation":{"#).is_some()
+    static KEY: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(br#""liquidation":{"#));
+    raw.get(1..).is_some_and(|rest| memchr::memchr(b'{', rest).is_some()) && KEY.find(raw).is_some()
 }
 
 /// The liquidation fills of a line off the node's exact layout.
