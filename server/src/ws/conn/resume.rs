@@ -111,9 +111,10 @@ impl<S> Conn<S> {
             }
         }
         // Each waiting subscription joins the feed if it holds the rest now; the first that cannot reads a page.
+        let mut joined = false;
         for (s, sub, chain) in self.subs.values_mut() {
             let Delivery::FromStore { read: read @ None, after, coin } = sub else { continue };
-            let cursor = match hub.resume_at(&s.want, *after, backlog) {
+            let cursor = match hub.resume_at(&s.want, *after, join_within(backlog)) {
                 Ok(at) => {
                     chain.replay_after(*after, at.to);
                     at.cursor
@@ -130,9 +131,35 @@ impl<S> Conn<S> {
                 Err(_) => continue,
             };
             *sub = resumed_delivery(&s.want, Resumed::Feed(cursor), coin.take());
+            joined = true;
+        }
+        if joined {
+            pause_after_join_for_test();
         }
     }
 }
+
+/// How far behind the newest tick a subscription catching up from the store may join the feed: half the backlog.
+/// Joined at the backlog's very edge, the next tick published before its batch is gathered would count it as
+/// fallen behind, and it would lose blocks the store could have given; short of the edge, it reads one more page.
+fn join_within(backlog: u64) -> u64 {
+    (backlog / 2).max(1)
+}
+
+/// Test hook `HLBOOK_TEST_JOIN_PAUSE_MS=N`: the connection's task stalls N ms once subscriptions joined the feed
+/// from the store, before the gather reads the feed's head, as a task descheduled on a loaded machine does. Only
+/// in `test-hooks` builds.
+#[cfg(feature = "test-hooks")]
+fn pause_after_join_for_test() {
+    static PAUSE: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    let pause = *PAUSE.get_or_init(|| std::env::var("HLBOOK_TEST_JOIN_PAUSE_MS").ok().and_then(|v| v.parse().ok()));
+    if let Some(ms) = pause {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+}
+
+#[cfg(not(feature = "test-hooks"))]
+fn pause_after_join_for_test() {}
 
 /// A resumed ordered subscription: live on the feed after a tick, or catching up from the store; no snapshot, no
 /// recent trades.
