@@ -543,7 +543,13 @@ fn fills_made_streams_older_than_the_feed_catch_up_from_the_store_then_join_the_
     let (since, back) = rt.block_on(async {
         let head = connect_and_read(&addr, &subs, None, 1.0).await.newest;
         let since = head - 100;
-        (since, connect_and_read(&addr, &subs, Some(since), 4.0).await)
+        let mut ws = connect(&addr).await;
+        subscribe_all(&mut ws, &subs, Some(since)).await;
+        // Read until every catch-up went live, then two seconds of live frames: a loaded machine reads the store's
+        // pages at its own pace.
+        let live_since = caught_up_watch(&admin, subs.len() as u64);
+        let done = |_: &Seen| live_since.lock().unwrap().is_some_and(|t| t.elapsed() > Duration::from_secs(2));
+        (since, read_until(&mut ws, "every subscription caught up from the store, then 2 s", done).await)
     });
     stop_tx.send(true).unwrap();
     let steady = rt.block_on(steady).unwrap();
@@ -553,6 +559,7 @@ fn fills_made_streams_older_than_the_feed_catch_up_from_the_store_then_join_the_
 
     assert_eq!(back.notices, Vec::<String>::new());
     assert!(ws["resumes_from_store"].as_u64() >= Some(subs.len() as u64), "each caught up from the store: {ws}");
+    assert_eq!(ws["resumes_caught_up"], ws["resumes_from_store"], "each catch-up went live: {ws}");
     let last = back.newest.min(steady.newest) - 1;
     let mut twap_frames = 0;
     for sub in 1..=subs.len() as u64 {
@@ -574,6 +581,23 @@ fn fills_made_streams_older_than_the_feed_catch_up_from_the_store_then_join_the_
         eprintln!("{name}: {} frames equal over heights {}..={last}", got.len(), since + 1);
     }
     assert!(twap_frames > 0, "no TWAP slice in the resumed heights: the userTwapSliceFills catch-up went unchecked");
+}
+
+/// When the server's `resumes_caught_up` first reached `n` (polled on a thread, for at most 60 s).
+fn caught_up_watch(admin: &str, n: u64) -> std::sync::Arc<std::sync::Mutex<Option<std::time::Instant>>> {
+    let at = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let (url, out) = (format!("{admin}/health"), at.clone());
+    std::thread::spawn(move || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while std::time::Instant::now() < deadline {
+            if procs::get_json(&url).is_some_and(|h| h["ws"]["resumes_caught_up"].as_u64() >= Some(n)) {
+                *out.lock().unwrap() = Some(std::time::Instant::now());
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    at
 }
 
 /// Up to `n` users with TWAP slice fills so far (a `twapId` on their side), the most first, once `n` have one.

@@ -70,6 +70,9 @@ crate::state::counter::counters! {
         resumes,
         /// Of those, trades older than the feed holds, caught up from the history store.
         resumes_from_store,
+        /// Of those, catch-ups that reached the feed's kept frames and went live (the rest are still reading the
+        /// store, or ended with a notice).
+        resumes_caught_up,
         /// `since` refused (too old, ahead, or not kept): the subscription started afresh, with a notice.
         resumes_refused,
         /// Connections closed as idle.

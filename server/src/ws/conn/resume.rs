@@ -131,6 +131,7 @@ impl<S> Conn<S> {
                 Err(_) => continue,
             };
             *sub = resumed_delivery(&s.want, Resumed::Feed(cursor), coin.take());
+            self.ctx.counters().resumes_caught_up.inc();
             joined = true;
         }
         if joined {
