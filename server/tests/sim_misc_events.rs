@@ -13,14 +13,13 @@ mod wsclient;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::sync::mpsc;
 use std::time::Duration;
 
 use hlbook::node::Mode;
 use nodetext::{millis, norm};
 use procs::{admin_base, get_json, start_serve, start_sim, wait_health};
 use serde_json::{Value, json};
-use wsclient::raw::{self, Read, channel};
+use wsclient::raw::{self, channel};
 
 const BLOCKS: u64 = 400;
 /// Users followed (the exchange's per-IP cap is far above).
@@ -202,25 +201,8 @@ fn run(mode: Mode) {
     assert!(!users.is_empty(), "no user has misc events yet");
 
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let (tx, rx) = mpsc::channel::<(usize, Value)>();
-    for (i, user) in users.iter().enumerate() {
-        let mut ws = rt.block_on(raw::connect(&addr, "", None));
-        rt.block_on(async {
-            for kind in KINDS {
-                raw::subscribe(&mut ws, json!({"type": kind, "user": user})).await;
-            }
-        });
-        let tx = tx.clone();
-        rt.spawn(async move {
-            loop {
-                let Read::Json(v) = raw::next_json(&mut ws, Duration::from_secs(300)).await else { return };
-                if tx.send((i, v)).is_err() {
-                    return;
-                }
-            }
-        });
-    }
-    drop(tx);
+    let subs = users.iter().map(|u| KINDS.iter().map(|k| json!({"type": k, "user": u})).collect()).collect();
+    let rx = raw::fan_in(&rt, &addr, subs, Duration::from_secs(300));
     let mut got: Vec<Got> = users.iter().map(|_| Got::default()).collect();
     let receive = |got: &mut Vec<Got>, what: &str| {
         let (i, v) = rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|e| panic!("{what}: {e}; got {got:?}"));

@@ -93,6 +93,36 @@ pub async fn next_json(ws: &mut Ws, timeout: Duration) -> Read {
     }
 }
 
+/// One connection per entry of `subs`, subscribed to that entry's subscriptions; every JSON frame any of them
+/// receives comes out of the returned channel as (entry index, frame), until its connection closes or is silent
+/// for `quiet`.
+pub fn fan_in(
+    rt: &tokio::runtime::Runtime,
+    addr: &str,
+    subs: Vec<Vec<Value>>,
+    quiet: Duration,
+) -> std::sync::mpsc::Receiver<(usize, Value)> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    for (i, subs) in subs.into_iter().enumerate() {
+        let mut ws = rt.block_on(async {
+            let mut ws = connect(addr, "", None).await;
+            for sub in subs {
+                subscribe(&mut ws, sub).await;
+            }
+            ws
+        });
+        let tx = tx.clone();
+        rt.spawn(async move {
+            while let Read::Json(v) = next_json(&mut ws, quiet).await {
+                if tx.send((i, v)).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    rx
+}
+
 /// Every JSON frame `ws` receives until `stop` changes; panics (naming `what`) if the connection ends first or is
 /// silent for 30 s.
 pub async fn collect_until(ws: &mut Ws, stop: &mut tokio::sync::watch::Receiver<bool>, what: &str) -> Vec<Value> {
