@@ -8,18 +8,16 @@ Prints one JSON line per result: {"items": [{symbol, side, price, contracts, tim
     ccxt_liquidations_harness.py HOST:PORT USER COUNT SECONDS
 """
 
-import asyncio
 import json
 import sys
 
-import ccxt.pro
+from ccxt_common import exchange, main
 
 addr, user, count, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 
 
 async def run():
-    ex = ccxt.pro.hyperliquid({"walletAddress": user})
-    ex.urls["api"] = {"public": f"http://{addr}", "private": f"http://{addr}", "ws": {"public": f"ws://{addr}/ws"}}
+    ex = exchange(addr, user)
     try:
         await ex.load_markets()
         for _ in range(count):
@@ -32,11 +30,4 @@ async def run():
         await ex.close()
 
 
-try:
-    asyncio.run(asyncio.wait_for(run(), seconds))
-except TimeoutError:
-    sys.stderr.write(f"fewer than {count} results within {seconds} s\n")
-    sys.exit(3)
-except Exception as e:
-    sys.stderr.write(f"ccxt raised {type(e).__name__}: {e!r}\n")
-    sys.exit(2)
+main(run, count, seconds)

@@ -8,11 +8,10 @@ ccxt raised, 3 on timeout.
     ccxt_market_harness.py HOST:PORT COUNT SECONDS
 """
 
-import asyncio
 import json
 import sys
 
-import ccxt.pro
+from ccxt_common import exchange, main
 
 addr, count, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 
@@ -23,8 +22,7 @@ def show(line):
 
 
 async def run():
-    ex = ccxt.pro.hyperliquid()
-    ex.urls["api"] = {"public": f"http://{addr}", "private": f"http://{addr}", "ws": {"public": f"ws://{addr}/ws"}}
+    ex = exchange(addr)
     try:
         await ex.load_markets()
         for _ in range(count):
@@ -37,11 +35,4 @@ async def run():
         await ex.close()
 
 
-try:
-    asyncio.run(asyncio.wait_for(run(), seconds))
-except TimeoutError:
-    sys.stderr.write(f"fewer than {count} results within {seconds} s\n")
-    sys.exit(3)
-except Exception as e:
-    sys.stderr.write(f"ccxt raised {type(e).__name__}: {e!r}\n")
-    sys.exit(2)
+main(run, count, seconds)
