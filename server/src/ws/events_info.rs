@@ -21,6 +21,7 @@ use super::user_info::user_of;
 use crate::node::time::{nanos_to_millis, now_nanos};
 use crate::publish::Hub;
 use crate::publish::misc_frames::json_array;
+use crate::store::Store;
 use crate::store::misc_writer::STREAM;
 use crate::store::user_events::EntryKind;
 
@@ -73,12 +74,8 @@ pub(super) async fn answer(hub: &Arc<Hub>, kind: &'static str, body: &Value, pla
     }
     // What subscribers were given is in the answer too: wait (briefly) for the store's writer to reach it.
     let live = hub.shared().health().misc().height();
-    let waited = std::time::Instant::now();
-    while store.stream_height(STREAM) < live {
-        if waited.elapsed() > CATCH_UP {
-            return Local::Unsure(format!("the history store has not written misc_events height {live} yet"));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    if !store_reached(&store, STREAM, live).await {
+        return Local::Unsure(format!("the history store has not written misc_events height {live} yet"));
     }
     let done = place
         .in_history_turn(hub, kind, move || {
@@ -91,6 +88,19 @@ pub(super) async fn answer(hub: &Arc<Hub>, kind: &'static str, body: &Value, pla
         })
         .await;
     Local::Answer(done)
+}
+
+/// Whether the store's writer of side stream `stream` reaches block `height` within `CATCH_UP` (an info answer
+/// holds what subscribers were given).
+pub(super) async fn store_reached(store: &Store, stream: &str, height: u64) -> bool {
+    let waited = std::time::Instant::now();
+    while store.stream_height(stream) < height {
+        if waited.elapsed() > CATCH_UP {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    true
 }
 
 #[cfg(test)]

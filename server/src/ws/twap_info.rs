@@ -10,10 +10,10 @@
 //! within `store.fills_retention_days`: older TWAPs are not in the answer (docs/api.md says so).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::Value;
 
+use super::events_info::store_reached;
 use super::info_gate::{Answer, Local, Place};
 use super::user_info::user_of;
 use crate::node::time::{nanos_to_millis, now_nanos};
@@ -21,9 +21,6 @@ use crate::publish::Hub;
 use crate::publish::twap_frames::{STREAM, info_twap_history};
 use crate::publish::twap_history::SNAPSHOT_ENTRIES;
 use crate::store::user_events::EntryKind;
-
-/// How long an answer waits for the store to write the blocks the live reader has handed out.
-const CATCH_UP: Duration = Duration::from_secs(2);
 
 /// Answers `twapHistory`, holding the client's `place` until the read ends.
 pub(super) async fn answer(hub: &Arc<Hub>, body: &Value, place: Place) -> Local {
@@ -40,12 +37,8 @@ pub(super) async fn answer(hub: &Arc<Hub>, body: &Value, place: Place) -> Local 
     }
     // What subscribers were given is in the answer too.
     let live = hub.shared().health().twaps().height();
-    let waited = std::time::Instant::now();
-    while store.stream_height(STREAM) < live {
-        if waited.elapsed() > CATCH_UP {
-            return Local::Unsure(format!("the history store has not written node_twap_statuses height {live} yet"));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    if !store_reached(&store, STREAM, live).await {
+        return Local::Unsure(format!("the history store has not written node_twap_statuses height {live} yet"));
     }
     let done = place
         .in_history_turn(hub, "twapHistory", move || {
