@@ -173,7 +173,8 @@ fn a_user_fills_flood_from_one_ip_shares_a_few_reads() {
         }
         (snapshots, refused)
     });
-    stop_tx.send(Some(height(&feed) + 2)).unwrap();
+    // Five more blocks after the hostile part: on a fast machine it is over within the first few.
+    stop_tx.send(Some(height(&feed) + 5)).unwrap();
     let seen = rt.block_on(by).unwrap();
     let h = health(&feed);
     let count = |name: &str| h["publish"][name].as_u64().unwrap_or_else(|| panic!("no {name} in {h}"));
@@ -183,7 +184,8 @@ fn a_user_fills_flood_from_one_ip_shares_a_few_reads() {
     assert_eq!((snapshots, refused), (300, 300));
     assert!(reads <= 6, "{reads} reads of the node's files for 300 snapshots of one user");
     assert!(shared + reads >= 300, "every snapshot came from a read: {shared} shared, {reads} read");
-    assert!(l2_heights(&seen).len() > 5, "the bystander kept receiving");
+    let heights = l2_heights(&seen);
+    assert!(heights.len() > 5, "the bystander kept receiving: {heights:?}");
     let rss_after = rss_bytes(pid).unwrap();
     assert!(rss_after < rss_before + RSS_ALLOWANCE, "RSS {rss_before} -> {rss_after}");
 }
@@ -242,9 +244,11 @@ fn huge_extra_fields_and_made_up_names_keep_nothing() {
         }
         rounds
     });
-    stop_tx.send(Some(height(&feed) + 2)).unwrap();
+    // Five more blocks after the hostile part: on a fast machine it is over within the first few.
+    stop_tx.send(Some(height(&feed) + 5)).unwrap();
     let seen = rt.block_on(by).unwrap();
-    assert!(l2_heights(&seen).len() > 5, "the bystander kept receiving");
+    let heights = l2_heights(&seen);
+    assert!(heights.len() > 5, "the bystander kept receiving: {heights:?}");
     eprintln!("RSS before {rss_before}, after each round {rss_rounds:?}");
     for r in &rss_rounds {
         assert!(*r < rss_before + (20 << 20), "RSS {rss_before} -> {rss_rounds:?}");
