@@ -1,6 +1,6 @@
-"""What the ccxt pro harnesses (ccxt_market_harness.py, ccxt_user_harness.py, ccxt_liquidations_harness.py) share:
-an exchange pointed at hlbook the way the README's ccxt pro snippet does it, and one bounded run whose exit code
-tells a timeout (3) from ccxt raising (2).
+"""What the ccxt pro harnesses (ccxt_market_harness.py, ccxt_user_harness.py, ccxt_liquidations_harness.py,
+ccxt_error_harness.py) share: an exchange pointed at hlbook the way the README's ccxt pro snippet does it, and one
+bounded run whose exit code tells a timeout (3) from the run raising (2).
 """
 
 import asyncio
@@ -16,13 +16,14 @@ def exchange(addr, user=None):
     return ex
 
 
-def main(run, count, seconds):
-    """Runs coroutine function `run` for at most `seconds`; exits 3 on timeout, 2 if it raised."""
+def main(run, missing, seconds):
+    """Runs coroutine function `run` for at most `seconds`; exits 3 on timeout (saying `missing` did not come within
+    them), 2 if it raised."""
     try:
         asyncio.run(asyncio.wait_for(run(), seconds))
     except TimeoutError:
-        sys.stderr.write(f"fewer than {count} results within {seconds} s\n")
+        sys.stderr.write(f"{missing} within {seconds} s\n")
         sys.exit(3)
     except Exception as e:
-        sys.stderr.write(f"ccxt raised {type(e).__name__}: {e!r}\n")
+        sys.stderr.write(f"raised {type(e).__name__}: {e!r}\n")
         sys.exit(2)

@@ -13,6 +13,8 @@ import asyncio
 import json
 import sys
 
+from ccxt_common import main
+
 path, seconds = sys.argv[1], float(sys.argv[2])
 
 
@@ -52,11 +54,4 @@ async def run():
     sys.stdout.flush()
 
 
-try:
-    asyncio.run(asyncio.wait_for(run(), seconds))
-except TimeoutError:
-    sys.stderr.write(f"no outcome within {seconds} s\n")
-    sys.exit(3)
-except Exception as e:
-    sys.stderr.write(f"harness raised {type(e).__name__}: {e!r}\n")
-    sys.exit(2)
+main(run, "no outcome", seconds)

@@ -34,4 +34,4 @@ async def run():
         await ex.close()
 
 
-main(run, count, seconds)
+main(run, f"fewer than {count} results", seconds)
